@@ -1,0 +1,260 @@
+//! Agents: what runs a thread (system prompt, model, tools, limits), and the agent file.
+
+use std::collections::HashMap;
+use std::fmt;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use serde::Deserialize;
+
+use crate::model::ModelProvider;
+use crate::tools::ToolRegistry;
+
+/// Bounds on what one thread may do.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Limits {
+    /// Completions one slice may run before the engine stops the loop with a recorded error.
+    pub max_completions_per_slice: u32,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Self {
+            max_completions_per_slice: 16,
+        }
+    }
+}
+
+/// A runnable agent.
+pub struct Agent {
+    /// Its name; threads refer to their agent by it.
+    pub name: String,
+    /// The system prompt.
+    pub system_prompt: String,
+    /// The model.
+    pub model: Arc<dyn ModelProvider>,
+    /// Its tools (built-ins plus application tools).
+    pub tools: Arc<ToolRegistry>,
+    /// Its limits.
+    pub limits: Limits,
+}
+
+impl fmt::Debug for Agent {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Agent")
+            .field("name", &self.name)
+            .field("model", &self.model.name())
+            .field("tools", &self.tools)
+            .field("limits", &self.limits)
+            .finish()
+    }
+}
+
+/// Finds agents by name.
+pub trait AgentLookup: Send + Sync {
+    /// The agent with this name.
+    fn agent(&self, name: &str) -> Option<Arc<Agent>>;
+}
+
+impl AgentLookup for HashMap<String, Arc<Agent>> {
+    fn agent(&self, name: &str) -> Option<Arc<Agent>> {
+        self.get(name).cloned()
+    }
+}
+
+/// An agent file (`agent.yaml`) as written.
+///
+/// ```yaml
+/// name: demo
+/// model: script:demo.script.yaml   # PROVIDER:MODEL; script paths are relative to this file
+/// system: You are a helpful agent.
+/// limits:
+///   max_completions_per_slice: 16
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AgentFile {
+    /// Letters, digits, `_`, `-` and `.`.
+    pub name: String,
+    /// `PROVIDER:MODEL`, e.g. `script:demo.script.yaml`.
+    pub model: String,
+    /// The system prompt.
+    #[serde(default)]
+    pub system: String,
+    /// A line for people reading a list of agents.
+    #[serde(default)]
+    pub description: Option<String>,
+    /// Limits.
+    #[serde(default)]
+    pub limits: Limits,
+    /// The file this was read from (set by [`AgentFile::load`]).
+    #[serde(skip)]
+    pub path: PathBuf,
+}
+
+/// Why an agent file could not be used. Every variant names the file.
+#[derive(Debug, thiserror::Error)]
+pub enum AgentFileError {
+    /// The file could not be read.
+    #[error("{path}: cannot read the agent file: {source}")]
+    Read {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// The YAML is malformed, or a key is unknown or has a bad type.
+    #[error("{path}: {reason}")]
+    Parse {
+        /// The file.
+        path: PathBuf,
+        /// What serde said, with the line and column.
+        reason: String,
+    },
+    /// A value is well-typed but not acceptable.
+    #[error("{path}: key `{key}`: {reason}")]
+    Invalid {
+        /// The file.
+        path: PathBuf,
+        /// The key.
+        key: &'static str,
+        /// Why.
+        reason: String,
+    },
+}
+
+/// A model spec split into its provider and the rest.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ModelSpec {
+    /// `script`, `anthropic`, `openai`, `bedrock`, ...
+    pub provider: String,
+    /// The model id, or for `script` the script's path.
+    pub model: String,
+}
+
+impl ModelSpec {
+    /// Parses `PROVIDER:MODEL`.
+    pub fn parse(spec: &str) -> Result<Self, String> {
+        match spec.split_once(':') {
+            Some((provider, model)) if !provider.is_empty() && !model.is_empty() => Ok(Self {
+                provider: provider.to_owned(),
+                model: model.to_owned(),
+            }),
+            _ => Err(format!(
+                "`{spec}` is not of the form PROVIDER:MODEL (e.g. script:demo.script.yaml)"
+            )),
+        }
+    }
+}
+
+impl AgentFile {
+    /// Reads and checks an agent file.
+    pub fn load(path: &Path) -> Result<Self, AgentFileError> {
+        let text = std::fs::read_to_string(path).map_err(|source| AgentFileError::Read {
+            path: path.to_owned(),
+            source,
+        })?;
+        Self::parse(&text, path)
+    }
+
+    /// Parses and checks agent file text; `path` is used in errors and to resolve relative paths.
+    pub fn parse(text: &str, path: &Path) -> Result<Self, AgentFileError> {
+        let mut file: AgentFile =
+            serde_yaml_ng::from_str(text).map_err(|e| AgentFileError::Parse {
+                path: path.to_owned(),
+                reason: e.to_string(),
+            })?;
+        file.path = path.to_owned();
+        let invalid = |key, reason: String| AgentFileError::Invalid {
+            path: path.to_owned(),
+            key,
+            reason,
+        };
+        let name_ok = !file.name.is_empty()
+            && file.name.len() <= 64
+            && file
+                .name
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.'));
+        if !name_ok {
+            return Err(invalid(
+                "name",
+                format!(
+                    "`{}` must be 1 to 64 ASCII letters, digits, `_`, `-` or `.`",
+                    file.name
+                ),
+            ));
+        }
+        ModelSpec::parse(&file.model).map_err(|reason| invalid("model", reason))?;
+        if file.limits.max_completions_per_slice == 0 {
+            return Err(invalid(
+                "limits.max_completions_per_slice",
+                "must be at least 1".to_owned(),
+            ));
+        }
+        Ok(file)
+    }
+
+    /// The model spec.
+    pub fn model_spec(&self) -> Result<ModelSpec, AgentFileError> {
+        ModelSpec::parse(&self.model).map_err(|reason| AgentFileError::Invalid {
+            path: self.path.clone(),
+            key: "model",
+            reason,
+        })
+    }
+
+    /// Resolves a path written in the file relative to the file's folder.
+    pub fn resolve_path(&self, relative: &str) -> PathBuf {
+        let p = Path::new(relative);
+        if p.is_absolute() {
+            return p.to_owned();
+        }
+        self.path
+            .parent()
+            .map(|dir| dir.join(p))
+            .unwrap_or_else(|| p.to_owned())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(text: &str) -> Result<AgentFile, AgentFileError> {
+        AgentFile::parse(text, Path::new("agents/a.yaml"))
+    }
+
+    #[test]
+    fn minimal_file_gets_defaults() {
+        let a = parse("name: a\nmodel: script:s.yaml\n").unwrap();
+        assert_eq!(a.limits, Limits::default());
+        assert_eq!(a.resolve_path("s.yaml"), Path::new("agents/s.yaml"));
+    }
+
+    #[test]
+    fn unknown_key_is_named_with_the_file() {
+        let err = parse("name: a\nmodel: script:s.yaml\ntemprature: 1\n")
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("agents/a.yaml"), "{err}");
+        assert!(err.contains("temprature"), "{err}");
+    }
+
+    #[test]
+    fn bad_values_name_the_key() {
+        let err = parse("name: a b\nmodel: script:s.yaml\n").unwrap_err().to_string();
+        assert!(err.contains("key `name`"), "{err}");
+        let err = parse("name: a\nmodel: gpt4\n").unwrap_err().to_string();
+        assert!(err.contains("key `model`"), "{err}");
+        let err = parse("name: a\nmodel: script:x\nlimits: {max_completions_per_slice: 0}\n")
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("max_completions_per_slice"), "{err}");
+        let err = parse("name: a\nmodel: script:x\nlimits: {max_completions_per_slice: many}\n")
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("max_completions_per_slice"), "{err}");
+    }
+}

@@ -1,0 +1,176 @@
+//! Effects: what a slice asks its host to do after the commit.
+
+use jiff::Timestamp;
+use serde::{Deserialize, Serialize};
+
+use crate::ids::{CallId, EffectId, ThreadId};
+use crate::input::Input;
+
+/// An effect with its outbox id. The host commits these with the slice and marks each done once
+/// performed; after a crash the outbox is flushed again (receivers deduplicate by input id).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PendingEffect {
+    /// Outbox id.
+    pub id: EffectId,
+    /// The effect.
+    #[serde(flatten)]
+    pub effect: Effect,
+}
+
+/// Something the host does once the slice is committed.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "effect", rename_all = "snake_case")]
+pub enum Effect {
+    /// Put an input on a thread's queue now.
+    Send {
+        /// The input (its `thread_id` names the queue's group).
+        input: Input,
+    },
+    /// Put an input on a thread's queue at a later time (a timer).
+    SendAt {
+        /// The input.
+        input: Input,
+        /// When.
+        due: Timestamp,
+    },
+    /// Invoke an external tool (a tool server); its result comes back as a `tool_result` input.
+    Dispatch {
+        /// What to invoke.
+        invocation: ToolInvocation,
+    },
+    /// Tell tool servers about a closed thread or a cancelled call (best effort).
+    Notify {
+        /// The notification.
+        notification: Notification,
+    },
+    /// Show something to the user (CLI, output queue).
+    Output {
+        /// The event.
+        event: OutputEvent,
+    },
+}
+
+/// A call of an external tool.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ToolInvocation {
+    /// The calling thread.
+    pub thread_id: ThreadId,
+    /// The calling thread's stack, root .. itself.
+    pub stack: Vec<ThreadId>,
+    /// The call.
+    pub call_id: CallId,
+    /// The tool.
+    pub tool: String,
+    /// Validated arguments.
+    pub args: serde_json::Value,
+}
+
+/// A best-effort notification to tool servers.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum Notification {
+    /// The thread was closed.
+    CloseThread {
+        /// The thread.
+        thread_id: ThreadId,
+    },
+    /// A subscription was cancelled.
+    CancelToolCall {
+        /// The thread.
+        thread_id: ThreadId,
+        /// The subscribing call.
+        call_id: CallId,
+        /// The tool.
+        tool: String,
+    },
+}
+
+/// Something to show the user. Serialized flat: `{"thread_id": ..., "type": ..., ...}`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct OutputEvent {
+    /// The thread it happened on.
+    pub thread_id: ThreadId,
+    /// When.
+    pub at: Timestamp,
+    /// What.
+    #[serde(flatten)]
+    pub kind: OutputKind,
+}
+
+/// The kinds of output event. Tagged with `type`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum OutputKind {
+    /// A message entered the thread (from the user or from the parent).
+    UserMessage {
+        /// The text.
+        text: String,
+    },
+    /// The model wrote text.
+    AssistantText {
+        /// The text.
+        text: String,
+    },
+    /// The model called a tool (or the runtime injected an event as a call).
+    ToolCall {
+        /// The call.
+        call_id: CallId,
+        /// The tool.
+        name: String,
+        /// The arguments.
+        args: serde_json::Value,
+    },
+    /// A tool call got its result.
+    ToolResult {
+        /// The call.
+        call_id: CallId,
+        /// The tool.
+        name: String,
+        /// The result text.
+        text: String,
+        /// True for errors.
+        is_error: bool,
+    },
+    /// A child thread was spawned.
+    ThreadSpawned {
+        /// The child.
+        child_id: ThreadId,
+    },
+    /// The thread was closed.
+    ThreadClosed {},
+    /// The thread is sleeping.
+    Sleeping {
+        /// The sleep call.
+        call_id: CallId,
+        /// Until when; absent for `sleep_until_event_or_input`.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        until: Option<Timestamp>,
+    },
+    /// The thread's title changed.
+    TitleChanged {
+        /// The new title.
+        title: String,
+    },
+    /// The thread ran into an error (recorded in its history too).
+    Error {
+        /// What went wrong.
+        text: String,
+    },
+}
+
+impl OutputKind {
+    /// The `type` tag.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            OutputKind::UserMessage { .. } => "user_message",
+            OutputKind::AssistantText { .. } => "assistant_text",
+            OutputKind::ToolCall { .. } => "tool_call",
+            OutputKind::ToolResult { .. } => "tool_result",
+            OutputKind::ThreadSpawned { .. } => "thread_spawned",
+            OutputKind::ThreadClosed {} => "thread_closed",
+            OutputKind::Sleeping { .. } => "sleeping",
+            OutputKind::TitleChanged { .. } => "title_changed",
+            OutputKind::Error { .. } => "error",
+        }
+    }
+}

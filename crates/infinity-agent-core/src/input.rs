@@ -1,0 +1,167 @@
+//! Input messages: everything that reaches a thread arrives on its input queue as one of these.
+
+use jiff::Timestamp;
+use serde::{Deserialize, Serialize};
+
+use crate::history::Item;
+use crate::ids::{CallId, InputId, ThreadId};
+use crate::thread::ParentLink;
+
+/// One message on a thread's input queue.
+///
+/// On the wire it is a flat JSON object: `{"id": ..., "thread_id": ..., "type": "user_message",
+/// "text": ...}`. The `id` is the deduplication key: an input whose id was already processed by
+/// its thread changes nothing.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Input {
+    /// Unique id of this input.
+    pub id: InputId,
+    /// The thread it is for.
+    pub thread_id: ThreadId,
+    /// What it says.
+    #[serde(flatten)]
+    pub body: InputBody,
+}
+
+impl Input {
+    /// A new input with a fresh id.
+    pub fn new(thread_id: ThreadId, body: InputBody) -> Self {
+        Self {
+            id: InputId::generate(),
+            thread_id,
+            body,
+        }
+    }
+
+    /// A user message with a fresh id.
+    pub fn user_message(thread_id: ThreadId, text: impl Into<String>) -> Self {
+        Self::new(thread_id, InputBody::UserMessage { text: text.into() })
+    }
+}
+
+/// The kinds of input. Tagged with `type`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum InputBody {
+    /// A person's message. The first one to an unknown thread id creates a root thread.
+    UserMessage {
+        /// The text.
+        text: String,
+    },
+    /// The result of a dispatched call.
+    ToolResult {
+        /// The call it answers.
+        call_id: CallId,
+        /// The result text.
+        text: String,
+        /// True when the call failed.
+        #[serde(default)]
+        is_error: bool,
+        /// True when more events will follow as subscription events.
+        #[serde(default)]
+        subscription: bool,
+    },
+    /// An event of an active subscription.
+    SubscriptionEvent {
+        /// The subscribing call.
+        call_id: CallId,
+        /// The event text.
+        text: String,
+        /// True: inject the event into this thread. False: handle it in a new child thread.
+        #[serde(default)]
+        associative: bool,
+        /// True for the subscription's last event.
+        #[serde(default, rename = "final")]
+        is_final: bool,
+    },
+    /// A timer set by a sleep call fell due.
+    TimerWakeUp {
+        /// The sleep call.
+        call_id: CallId,
+    },
+    /// A child thread reported to its parent (this thread).
+    ChildReport {
+        /// The child.
+        child_id: ThreadId,
+        /// The call (in this thread) that spawned the child.
+        call_id: CallId,
+        /// The report.
+        report: String,
+        /// True when the child shut down with this report.
+        #[serde(default)]
+        closed: bool,
+    },
+    /// The parent sent this thread a message.
+    MessageFromParent {
+        /// The text.
+        text: String,
+    },
+    /// Creates a child thread. The first input of every child.
+    ChildSeed {
+        /// The agent that runs the child.
+        agent: String,
+        /// Where the child forks from its parent.
+        parent: ParentLink,
+        /// The parent's stack (root .. parent).
+        parent_stack: Vec<ThreadId>,
+        /// The child's first own history entries.
+        seed: Vec<Item>,
+    },
+    /// The parent asks this thread to close.
+    CloseRequest {
+        /// The parent's `close_thread` call, answered once the thread has closed.
+        call_id: CallId,
+    },
+}
+
+impl InputBody {
+    /// The `type` tag of this input, for logs.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            InputBody::UserMessage { .. } => "user_message",
+            InputBody::ToolResult { .. } => "tool_result",
+            InputBody::SubscriptionEvent { .. } => "subscription_event",
+            InputBody::TimerWakeUp { .. } => "timer_wake_up",
+            InputBody::ChildReport { .. } => "child_report",
+            InputBody::MessageFromParent { .. } => "message_from_parent",
+            InputBody::ChildSeed { .. } => "child_seed",
+            InputBody::CloseRequest { .. } => "close_request",
+        }
+    }
+}
+
+/// An input that should be delivered later.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TimedInput {
+    /// The input.
+    pub input: Input,
+    /// When to deliver it.
+    pub due: Timestamp,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn user_message_wire_format_is_flat() {
+        let input: Input = serde_json::from_str(
+            r#"{"type":"user_message","thread_id":"abc","text":"hi","id":"m1"}"#,
+        )
+        .unwrap();
+        assert_eq!(input.thread_id.as_str(), "abc");
+        assert_eq!(input.body, InputBody::UserMessage { text: "hi".into() });
+        let back = serde_json::to_value(&input).unwrap();
+        assert_eq!(back["type"], "user_message");
+        assert_eq!(back["id"], "m1");
+    }
+
+    #[test]
+    fn bad_thread_id_is_rejected_with_reason() {
+        let err = serde_json::from_str::<Input>(
+            r#"{"type":"user_message","thread_id":"a/b","text":"hi","id":"m1"}"#,
+        )
+        .unwrap_err();
+        assert!(err.to_string().contains("a/b"), "{err}");
+    }
+}

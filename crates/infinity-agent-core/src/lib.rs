@@ -1,0 +1,13 @@
+//! Infinity's core: threads that advance in slices, built-in tools, the scripted model and the
+//! embedded runtime.
+#![warn(missing_docs)]
+
+pub mod agent;
+pub mod effect;
+pub mod engine;
+pub mod history;
+pub mod ids;
+pub mod input;
+pub mod model;
+pub mod thread;
+pub mod tools;

@@ -1,0 +1,94 @@
+//! The model interface. Adapters for real providers live in their own crates and convert our
+//! history into their wire format at the edge.
+
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use serde::{Deserialize, Serialize};
+
+use crate::history::HistoryEntry;
+use crate::ids::ThreadId;
+use crate::thread::Usage;
+
+/// A tool as the model sees it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ToolSpec {
+    /// The name the model calls it by.
+    pub name: String,
+    /// What it does, for the model.
+    pub description: String,
+    /// JSON Schema of its arguments (an object schema).
+    pub input_schema: serde_json::Value,
+}
+
+/// What a completion is asked.
+#[derive(Debug, Clone, Copy)]
+pub struct CompletionRequest<'a> {
+    /// The thread asking.
+    pub thread_id: &'a ThreadId,
+    /// True for a root thread, false for children.
+    pub is_root: bool,
+    /// The system prompt.
+    pub system: &'a str,
+    /// The tools on offer.
+    pub tools: &'a [ToolSpec],
+    /// The conversation: inherited entries, then the thread's own.
+    pub history: &'a [Arc<HistoryEntry>],
+}
+
+/// A tool call as the model wrote it. The runtime assigns an id when the model gave none.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ModelToolCall {
+    /// The provider's id for the call, if it gave one.
+    pub id: Option<String>,
+    /// The tool.
+    pub name: String,
+    /// The arguments.
+    pub args: serde_json::Value,
+}
+
+/// Why the model stopped.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum StopReason {
+    /// It finished its turn.
+    EndTurn,
+    /// It wants tool results.
+    ToolUse,
+    /// It ran out of output tokens.
+    MaxTokens,
+}
+
+/// One completion.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Completion {
+    /// The text it wrote.
+    pub text: Option<String>,
+    /// The tools it called.
+    pub tool_calls: Vec<ModelToolCall>,
+    /// Why it stopped.
+    pub stop_reason: StopReason,
+    /// Tokens used.
+    pub usage: Usage,
+}
+
+/// Why a completion failed.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum ModelError {
+    /// Worth retrying later (rate limit, overload, network).
+    #[error("model temporarily unavailable: {0}")]
+    Retryable(String),
+    /// Retrying will not help (bad request, no script rule matched).
+    #[error("{0}")]
+    Terminal(String),
+}
+
+/// A language model (or a script standing in for one).
+#[async_trait]
+pub trait ModelProvider: Send + Sync + std::fmt::Debug {
+    /// A name for logs, e.g. `script:demo.yaml` or `anthropic:claude-sonnet-4-5`.
+    fn name(&self) -> &str;
+
+    /// Runs one completion.
+    async fn complete(&self, request: CompletionRequest<'_>) -> Result<Completion, ModelError>;
+}

@@ -1,0 +1,233 @@
+//! The durable thread record.
+
+use jiff::Timestamp;
+use serde::{Deserialize, Serialize};
+
+use crate::ids::{CallId, InputId, ThreadId};
+use crate::history::Item;
+
+/// The current schema version of [`ThreadRecord`]. Bumped on an incompatible change, with a
+/// migration in [`ThreadRecord`]'s loader.
+pub const RECORD_SCHEMA: u32 = 1;
+
+/// Whether a thread still takes input.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ThreadStatus {
+    /// The thread takes input.
+    Open,
+    /// The thread was closed; inputs to it are dropped.
+    Closed,
+}
+
+/// Where a child thread came from.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ParentLink {
+    /// The parent thread.
+    pub thread_id: ThreadId,
+    /// The parent's call that spawned this thread (`spawn_thread`, or the subscribing call for a
+    /// thread spawned to handle a subscription event).
+    pub call_id: CallId,
+    /// The tool name of that call.
+    pub tool: String,
+    /// The arguments of that call.
+    pub args: serde_json::Value,
+    /// How many entries of the parent's *view* (its inherited history plus its own) this thread
+    /// inherits. The child's view is the parent's view truncated here, followed by its own entries.
+    pub fork_at: u64,
+}
+
+/// How a pending call is waited for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum PendingKind {
+    /// The result comes back through the input queue; the next completion waits for it.
+    Dispatched,
+    /// A sleep: holds nothing back. New input wakes the thread; the result is appended later.
+    Passive,
+}
+
+/// A tool call that has no result yet.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PendingCall {
+    /// The call.
+    pub call_id: CallId,
+    /// The tool's name.
+    pub tool: String,
+    /// The call's arguments.
+    pub args: serde_json::Value,
+    /// How it is waited for.
+    pub kind: PendingKind,
+    /// When the call was issued.
+    pub issued_at: Timestamp,
+    /// True once the conversation moved on without the result (a placeholder result stands in
+    /// the history); the real result, when it comes, is injected as a new event.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub moved_on: bool,
+    /// For timers: when the result is due.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub due: Option<Timestamp>,
+}
+
+/// Entries held back while dispatched calls are pending (see [`ThreadRecord::deferred`]).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Deferred {
+    /// The input they came from.
+    pub input_id: InputId,
+    /// The entries to append.
+    pub items: Vec<Item>,
+}
+
+/// An active subscription: a tool call whose result said more events will follow.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Subscription {
+    /// The subscribing call.
+    pub call_id: CallId,
+    /// The tool's name.
+    pub tool: String,
+    /// The call's arguments.
+    pub args: serde_json::Value,
+}
+
+/// A child thread as its parent sees it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ChildLink {
+    /// The child's id.
+    pub thread_id: ThreadId,
+    /// The call that spawned it.
+    pub call_id: CallId,
+    /// The tool name of that call.
+    pub tool: String,
+    /// The arguments of that call.
+    pub args: serde_json::Value,
+    /// True once the child reported that it shut down.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub closed: bool,
+}
+
+/// Token usage accumulated over a thread's completions.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Usage {
+    /// Completions run.
+    pub completions: u64,
+    /// Input tokens (not counting cache reads and writes).
+    pub input_tokens: u64,
+    /// Output tokens.
+    pub output_tokens: u64,
+    /// Input tokens read from the provider's prompt cache.
+    pub cache_read_tokens: u64,
+    /// Input tokens written to the provider's prompt cache.
+    pub cache_write_tokens: u64,
+}
+
+impl Usage {
+    /// Adds `other` into `self`.
+    pub fn add(&mut self, other: &Usage) {
+        self.completions += other.completions;
+        self.input_tokens += other.input_tokens;
+        self.output_tokens += other.output_tokens;
+        self.cache_read_tokens += other.cache_read_tokens;
+        self.cache_write_tokens += other.cache_write_tokens;
+    }
+}
+
+/// Everything about a thread except its history entries.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ThreadRecord {
+    /// Schema version of this record, see [`RECORD_SCHEMA`].
+    pub schema: u32,
+    /// The thread's id.
+    pub id: ThreadId,
+    /// The agent (by name) that runs this thread.
+    pub agent: String,
+    /// The parent, for child threads.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub parent: Option<ParentLink>,
+    /// The ids from the root thread to this one, inclusive.
+    pub stack: Vec<ThreadId>,
+    /// Open or closed.
+    pub status: ThreadStatus,
+    /// A title, set by a tool such as `set_title`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub title: Option<String>,
+    /// Calls without results.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub pending_calls: Vec<PendingCall>,
+    /// Inputs held back while dispatched calls are pending, in arrival order. They are appended
+    /// once every dispatched call has its result, so a tool call is always followed by its result.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub deferred: Vec<Deferred>,
+    /// Active subscriptions.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub subscriptions: Vec<Subscription>,
+    /// Children spawned by this thread.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub children: Vec<ChildLink>,
+    /// Token usage.
+    #[serde(default)]
+    pub usage: Usage,
+    /// Number of the thread's own history entries.
+    pub history_len: u64,
+    /// Incremented on every commit; the store checks it (optimistic concurrency).
+    pub version: u64,
+    /// When the thread was created.
+    pub created_at: Timestamp,
+    /// When the thread last committed.
+    pub updated_at: Timestamp,
+}
+
+impl ThreadRecord {
+    /// A new open thread with no history.
+    pub fn new(id: ThreadId, agent: impl Into<String>, parent: Option<(ParentLink, Vec<ThreadId>)>, now: Timestamp) -> Self {
+        let (parent, mut stack) = match parent {
+            Some((link, parent_stack)) => (Some(link), parent_stack),
+            None => (None, Vec::new()),
+        };
+        stack.push(id.clone());
+        Self {
+            schema: RECORD_SCHEMA,
+            id,
+            agent: agent.into(),
+            parent,
+            stack,
+            status: ThreadStatus::Open,
+            title: None,
+            pending_calls: Vec::new(),
+            deferred: Vec::new(),
+            subscriptions: Vec::new(),
+            children: Vec::new(),
+            usage: Usage::default(),
+            history_len: 0,
+            version: 0,
+            created_at: now,
+            updated_at: now,
+        }
+    }
+
+    /// True for threads without a parent.
+    pub fn is_root(&self) -> bool {
+        self.parent.is_none()
+    }
+
+    /// The root thread of this thread's tree.
+    pub fn root(&self) -> &ThreadId {
+        self.stack.first().unwrap_or(&self.id)
+    }
+
+    /// True while a dispatched call has no result.
+    pub fn has_dispatched_pending(&self) -> bool {
+        self.pending_calls
+            .iter()
+            .any(|p| p.kind == PendingKind::Dispatched && !p.moved_on)
+    }
+
+    /// The pending call with this id.
+    pub fn pending(&self, call_id: &CallId) -> Option<&PendingCall> {
+        self.pending_calls.iter().find(|p| &p.call_id == call_id)
+    }
+
+    /// The earliest due time of this thread's timers.
+    pub fn next_due(&self) -> Option<Timestamp> {
+        self.pending_calls.iter().filter_map(|p| p.due).min()
+    }
+}

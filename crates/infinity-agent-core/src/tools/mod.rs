@@ -1,0 +1,298 @@
+//! Tools: the [`Tool`] trait, the registry that validates calls, and the built-in tools.
+//!
+//! A tool runs in one of three ways, chosen per call by what [`Tool::call`] returns:
+//! - synchronously: it returns [`ToolOutcome::Result`], the result goes into the history at once
+//!   and the engine loops back to the model;
+//! - dispatched: it emits effects and returns [`ToolOutcome::Dispatched`]; the result comes back
+//!   later as a `tool_result` input and the next completion waits for it;
+//! - passive: a sleep. It returns [`ToolOutcome::Passive`]; nothing waits for it, new input wakes
+//!   the thread at once, and the sleep's own result is appended when it arrives.
+
+pub(crate) mod builtin;
+mod set_title;
+
+use std::collections::HashMap;
+use std::fmt;
+use std::sync::Arc;
+
+use jiff::Timestamp;
+
+pub use builtin::{builtin_tools, BUILTIN_TOOL_NAMES};
+pub use set_title::SetTitle;
+
+use crate::effect::{Effect, OutputEvent, OutputKind};
+use crate::history::{HistoryEntry, ToolCall, INJECTED_TOOL};
+use crate::input::{Input, InputBody};
+use crate::model::ToolSpec;
+use crate::thread::ThreadRecord;
+
+/// What a tool call did.
+#[derive(Debug, Clone, PartialEq)]
+pub enum ToolOutcome {
+    /// Finished now with this result.
+    Result {
+        /// The result text.
+        text: String,
+        /// True when the call failed.
+        is_error: bool,
+    },
+    /// Handed off; the result arrives later as a `tool_result` input.
+    Dispatched,
+    /// A sleep; the result arrives later (a timer) or never (woken by input).
+    Passive {
+        /// When the timer falls due, if there is one.
+        due: Option<Timestamp>,
+    },
+}
+
+impl ToolOutcome {
+    /// A successful result.
+    pub fn ok(text: impl Into<String>) -> Self {
+        ToolOutcome::Result {
+            text: text.into(),
+            is_error: false,
+        }
+    }
+
+    /// A failed result; the model sees the text and can correct itself.
+    pub fn error(text: impl Into<String>) -> Self {
+        ToolOutcome::Result {
+            text: text.into(),
+            is_error: true,
+        }
+    }
+}
+
+/// What a tool may see and change while it runs.
+pub struct ToolContext<'a> {
+    /// The slice's clock.
+    pub now: Timestamp,
+    /// The calling thread's record; tools may change it (title, children, subscriptions).
+    pub record: &'a mut ThreadRecord,
+    /// The thread's history as it stands (inherited entries, then its own).
+    pub view: &'a [Arc<HistoryEntry>],
+    /// The call being run.
+    pub call: &'a ToolCall,
+    pub(crate) effects: &'a mut Vec<Effect>,
+}
+
+impl fmt::Debug for ToolContext<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ToolContext")
+            .field("thread", &self.record.id)
+            .field("call", &self.call.id)
+            .finish_non_exhaustive()
+    }
+}
+
+impl ToolContext<'_> {
+    /// Asks the host to do something after the commit.
+    pub fn emit(&mut self, effect: Effect) {
+        self.effects.push(effect);
+    }
+
+    /// Shows an event to the user.
+    pub fn output(&mut self, kind: OutputKind) {
+        let event = OutputEvent {
+            thread_id: self.record.id.clone(),
+            at: self.now,
+            kind,
+        };
+        self.effects.push(Effect::Output { event });
+    }
+
+    /// Sends this call's result back to this thread through the input queue.
+    pub fn send_own_result(&mut self, text: impl Into<String>) {
+        let input = Input {
+            id: crate::ids::InputId::derived(self.call.id.as_str(), "result"),
+            thread_id: self.record.id.clone(),
+            body: InputBody::ToolResult {
+                call_id: self.call.id.clone(),
+                text: text.into(),
+                is_error: false,
+                subscription: false,
+            },
+        };
+        self.effects.push(Effect::Send { input });
+    }
+}
+
+/// A tool an agent can call.
+pub trait Tool: Send + Sync + fmt::Debug {
+    /// Name, description and argument schema.
+    fn spec(&self) -> ToolSpec;
+
+    /// Runs the call. `args` already passed the spec's JSON Schema.
+    fn call(&self, args: &serde_json::Value, ctx: &mut ToolContext<'_>) -> ToolOutcome;
+}
+
+/// Why a tool could not be registered.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum RegistryError {
+    /// Two tools with one name.
+    #[error("tool `{name}` is registered twice{}", if *.builtin { " (it is a built-in tool; rename yours)" } else { "" })]
+    Duplicate {
+        /// The name.
+        name: String,
+        /// True when the existing one is built in.
+        builtin: bool,
+    },
+    /// The reserved injection tool name.
+    #[error("tool name `{INJECTED_TOOL}` is reserved for events the runtime injects")]
+    Reserved,
+    /// The schema does not compile.
+    #[error("tool `{name}` has an invalid input schema: {reason}")]
+    BadSchema {
+        /// The tool.
+        name: String,
+        /// Why.
+        reason: String,
+    },
+}
+
+struct Registered {
+    spec: ToolSpec,
+    tool: Arc<dyn Tool>,
+    validator: jsonschema::Validator,
+}
+
+/// The tools of one agent, with their compiled argument schemas.
+pub struct ToolRegistry {
+    tools: Vec<Registered>,
+    by_name: HashMap<String, usize>,
+    specs: Vec<ToolSpec>,
+}
+
+impl fmt::Debug for ToolRegistry {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_list().entries(self.specs.iter().map(|s| &s.name)).finish()
+    }
+}
+
+/// Why a call was refused before it ran.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum CallRejection {
+    Unknown(String),
+    Reserved,
+    BadArguments(String),
+}
+
+impl CallRejection {
+    pub(crate) fn message(&self, name: &str, available: &[ToolSpec]) -> String {
+        match self {
+            CallRejection::Unknown(n) => {
+                let names: Vec<&str> = available.iter().map(|s| s.name.as_str()).collect();
+                format!(
+                    "Error: there is no tool named `{n}`. Available tools: {}.",
+                    names.join(", ")
+                )
+            }
+            CallRejection::Reserved => format!(
+                "Error: `{INJECTED_TOOL}` is reserved for events the runtime injects; it cannot be called."
+            ),
+            CallRejection::BadArguments(why) => {
+                format!("Error: invalid arguments for `{name}`: {why}")
+            }
+        }
+    }
+}
+
+impl ToolRegistry {
+    /// A registry holding only the built-in tools.
+    pub fn with_builtins() -> Self {
+        let mut registry = Self::empty();
+        for tool in builtin_tools() {
+            // Built-in schemas are ours and compile; a failure here is a bug caught by tests.
+            if let Err(err) = registry.insert(tool) {
+                tracing::error!(%err, "built-in tool failed to register");
+            }
+        }
+        registry
+    }
+
+    /// A registry with no tools at all.
+    pub fn empty() -> Self {
+        Self {
+            tools: Vec::new(),
+            by_name: HashMap::new(),
+            specs: Vec::new(),
+        }
+    }
+
+    /// Adds an application tool next to the built-ins.
+    pub fn register(&mut self, tool: Arc<dyn Tool>) -> Result<(), RegistryError> {
+        self.insert(tool)
+    }
+
+    fn insert(&mut self, tool: Arc<dyn Tool>) -> Result<(), RegistryError> {
+        let spec = tool.spec();
+        if spec.name == INJECTED_TOOL {
+            return Err(RegistryError::Reserved);
+        }
+        if self.by_name.contains_key(&spec.name) {
+            return Err(RegistryError::Duplicate {
+                builtin: BUILTIN_TOOL_NAMES.contains(&spec.name.as_str()),
+                name: spec.name,
+            });
+        }
+        let validator =
+            jsonschema::validator_for(&spec.input_schema).map_err(|e| RegistryError::BadSchema {
+                name: spec.name.clone(),
+                reason: e.to_string(),
+            })?;
+        self.by_name.insert(spec.name.clone(), self.tools.len());
+        self.specs.push(spec.clone());
+        self.tools.push(Registered {
+            spec,
+            tool,
+            validator,
+        });
+        Ok(())
+    }
+
+    /// The specs, in registration order (built-ins first).
+    pub fn specs(&self) -> &[ToolSpec] {
+        &self.specs
+    }
+
+    /// The tool with this name, if any.
+    pub fn get(&self, name: &str) -> Option<&Arc<dyn Tool>> {
+        self.by_name.get(name).map(|&i| &self.tools[i].tool)
+    }
+
+    /// Checks a call: known tool, not reserved, arguments valid.
+    pub(crate) fn check(
+        &self,
+        name: &str,
+        args: &serde_json::Value,
+    ) -> Result<&Arc<dyn Tool>, CallRejection> {
+        if name == INJECTED_TOOL {
+            return Err(CallRejection::Reserved);
+        }
+        let Some(&index) = self.by_name.get(name) else {
+            return Err(CallRejection::Unknown(name.to_owned()));
+        };
+        let registered = &self.tools[index];
+        let problems: Vec<String> = registered
+            .validator
+            .iter_errors(args)
+            .map(|e| {
+                let path = e.instance_path().to_string();
+                if path.is_empty() {
+                    e.to_string()
+                } else {
+                    format!("at `{path}`: {e}")
+                }
+            })
+            .collect();
+        if problems.is_empty() {
+            Ok(&registered.tool)
+        } else {
+            Err(CallRejection::BadArguments(format!(
+                "{}. Expected arguments matching the schema {}",
+                problems.join("; "),
+                registered.spec.input_schema
+            )))
+        }
+    }
+}
