@@ -244,7 +244,9 @@ mod tests {
 
     #[test]
     fn bad_values_name_the_key() {
-        let err = parse("name: a b\nmodel: script:s.yaml\n").unwrap_err().to_string();
+        let err = parse("name: a b\nmodel: script:s.yaml\n")
+            .unwrap_err()
+            .to_string();
         assert!(err.contains("key `name`"), "{err}");
         let err = parse("name: a\nmodel: gpt4\n").unwrap_err().to_string();
         assert!(err.contains("key `model`"), "{err}");

@@ -17,9 +17,7 @@ use crate::history::{HistoryEntry, Item, MessageSource, ToolCall, INJECTED_TOOL}
 use crate::ids::{CallId, EffectId, InputId, ThreadId};
 use crate::input::{Input, InputBody};
 use crate::model::{CompletionRequest, ModelError, StopReason};
-use crate::thread::{
-    Deferred, PendingCall, PendingKind, Subscription, ThreadRecord, ThreadStatus,
-};
+use crate::thread::{Deferred, PendingCall, PendingKind, Subscription, ThreadRecord, ThreadStatus};
 use crate::tools::{builtin, ToolContext, ToolOutcome};
 
 /// Everything a slice starts from.
@@ -159,9 +157,21 @@ pub async fn run_slice(request: SliceRequest<'_>) -> Result<SliceOutcome, SliceE
     let mut fresh = Vec::with_capacity(inputs.len());
     for input in inputs {
         if input.thread_id != thread_id {
-            note_dropped(&mut dropped, &thread_id, input.id.clone(), input.body.kind(), format!("addressed to thread {}", input.thread_id));
+            note_dropped(
+                &mut dropped,
+                &thread_id,
+                input.id.clone(),
+                input.body.kind(),
+                format!("addressed to thread {}", input.thread_id),
+            );
         } else if !seen.insert(input.id.clone()) {
-            note_dropped(&mut dropped, &thread_id, input.id.clone(), input.body.kind(), "already processed".to_owned());
+            note_dropped(
+                &mut dropped,
+                &thread_id,
+                input.id.clone(),
+                input.body.kind(),
+                "already processed".to_owned(),
+            );
         } else {
             fresh.push(input);
         }
@@ -180,7 +190,13 @@ pub async fn run_slice(request: SliceRequest<'_>) -> Result<SliceOutcome, SliceE
             });
             let Some(creator) = creator else {
                 for input in &fresh {
-                    note_dropped(&mut dropped, &thread_id, input.id.clone(), input.body.kind(), "unknown thread".to_owned());
+                    note_dropped(
+                        &mut dropped,
+                        &thread_id,
+                        input.id.clone(),
+                        input.body.kind(),
+                        "unknown thread".to_owned(),
+                    );
                 }
                 return Ok(SliceOutcome {
                     commit: None,
@@ -189,7 +205,13 @@ pub async fn run_slice(request: SliceRequest<'_>) -> Result<SliceOutcome, SliceE
                 });
             };
             for input in fresh.drain(..creator) {
-                note_dropped(&mut dropped, &thread_id, input.id.clone(), input.body.kind(), "unknown thread (arrived before the thread was created)".to_owned());
+                note_dropped(
+                    &mut dropped,
+                    &thread_id,
+                    input.id.clone(),
+                    input.body.kind(),
+                    "unknown thread (arrived before the thread was created)".to_owned(),
+                );
             }
             match &fresh[0].body {
                 InputBody::ChildSeed {
@@ -235,7 +257,13 @@ pub async fn run_slice(request: SliceRequest<'_>) -> Result<SliceOutcome, SliceE
     for input in fresh {
         processed.push(input.id.clone());
         if slice.record.status == ThreadStatus::Closed {
-            note_dropped(&mut dropped, &thread_id, input.id.clone(), input.body.kind(), "thread is closed".to_owned());
+            note_dropped(
+                &mut dropped,
+                &thread_id,
+                input.id.clone(),
+                input.body.kind(),
+                "thread is closed".to_owned(),
+            );
             continue;
         }
         slice.current_input = Some(input.id.clone());
@@ -276,7 +304,9 @@ impl Slice<'_> {
     /// Appends one entry to the thread's own history and shows it.
     fn append(&mut self, item: Item) {
         match &item {
-            Item::Message { text, .. } => self.output(OutputKind::UserMessage { text: text.clone() }),
+            Item::Message { text, .. } => {
+                self.output(OutputKind::UserMessage { text: text.clone() })
+            }
             Item::Assistant {
                 text, tool_calls, ..
             } => {
@@ -368,10 +398,7 @@ impl Slice<'_> {
     /// (so a tool call is always directly followed by its result).
     fn actionable(&mut self, items: Vec<Item>) {
         if self.record.has_dispatched_pending() {
-            let input_id = self
-                .current_input
-                .clone()
-                .unwrap_or_else(InputId::generate);
+            let input_id = self.current_input.clone().unwrap_or_else(InputId::generate);
             self.record.deferred.push(Deferred { input_id, items });
             return;
         }
@@ -439,13 +466,8 @@ impl Slice<'_> {
     /// A result for a pending call: appended in place, or injected if the conversation moved on.
     fn resolve(&mut self, pending: PendingCall, text: String, is_error: bool) {
         if pending.moved_on {
-            let items = self.injected_pair(
-                &pending.tool,
-                &pending.call_id,
-                &pending.args,
-                text,
-                "late",
-            );
+            let items =
+                self.injected_pair(&pending.tool, &pending.call_id, &pending.args, text, "late");
             self.actionable(items);
         } else {
             self.append(Item::ToolResult {
@@ -497,7 +519,9 @@ impl Slice<'_> {
                 };
                 let due = pending.due.unwrap_or(self.now);
                 let text = if pending.moved_on {
-                    format!("The sleep that was interrupted earlier has ended (it was due at {due}).")
+                    format!(
+                        "The sleep that was interrupted earlier has ended (it was due at {due})."
+                    )
                 } else {
                     format!("Slept until {due}; woke at {}.", self.now)
                 };
@@ -528,7 +552,8 @@ impl Slice<'_> {
                     text
                 };
                 if associative {
-                    let items = self.injected_pair(&sub.tool, &sub.call_id, &sub.args, text, "event");
+                    let items =
+                        self.injected_pair(&sub.tool, &sub.call_id, &sub.args, text, "event");
                     self.actionable(items);
                 } else {
                     self.spawn_event_thread(&sub, text);
@@ -562,7 +587,8 @@ impl Slice<'_> {
                 } else {
                     format!("Report from child thread {child_id}: {report}")
                 };
-                let items = self.injected_pair(&link.tool, &link.call_id, &link.args, text, "report");
+                let items =
+                    self.injected_pair(&link.tool, &link.call_id, &link.args, text, "report");
                 self.actionable(items);
             }
             InputBody::ChildSeed { seed, .. } => {

@@ -3,8 +3,8 @@
 use jiff::Timestamp;
 use serde::{Deserialize, Serialize};
 
-use crate::ids::{CallId, InputId, ThreadId};
 use crate::history::Item;
+use crate::ids::{CallId, InputId, ThreadId};
 
 /// The current schema version of [`ThreadRecord`]. Bumped on an incompatible change, with a
 /// migration in [`ThreadRecord`]'s loader.
@@ -178,7 +178,12 @@ pub struct ThreadRecord {
 
 impl ThreadRecord {
     /// A new open thread with no history.
-    pub fn new(id: ThreadId, agent: impl Into<String>, parent: Option<(ParentLink, Vec<ThreadId>)>, now: Timestamp) -> Self {
+    pub fn new(
+        id: ThreadId,
+        agent: impl Into<String>,
+        parent: Option<(ParentLink, Vec<ThreadId>)>,
+        now: Timestamp,
+    ) -> Self {
         let (parent, mut stack) = match parent {
             Some((link, parent_stack)) => (Some(link), parent_stack),
             None => (None, Vec::new()),

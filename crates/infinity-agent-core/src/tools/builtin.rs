@@ -114,18 +114,24 @@ struct SleepUntil;
 /// twice (fall back) resolves to the earlier of the two instants.
 pub(crate) fn resolve_local_time(date: &str, time: &str, zone: &str) -> Result<Timestamp, String> {
     let date_ok = date.len() == 10
-        && date
-            .bytes()
-            .enumerate()
-            .all(|(i, b)| if i == 4 || i == 7 { b == b'-' } else { b.is_ascii_digit() });
+        && date.bytes().enumerate().all(|(i, b)| {
+            if i == 4 || i == 7 {
+                b == b'-'
+            } else {
+                b.is_ascii_digit()
+            }
+        });
     if !date_ok {
         return Err(format!("date `{date}` must be YYYY-MM-DD"));
     }
     let time_ok = (time.len() == 5 || time.len() == 8)
-        && time
-            .bytes()
-            .enumerate()
-            .all(|(i, b)| if i == 2 || i == 5 { b == b':' } else { b.is_ascii_digit() });
+        && time.bytes().enumerate().all(|(i, b)| {
+            if i == 2 || i == 5 {
+                b == b':'
+            } else {
+                b.is_ascii_digit()
+            }
+        });
     if !time_ok {
         return Err(format!("time `{time}` must be HH:MM or HH:MM:SS"));
     }
@@ -399,7 +405,10 @@ impl Tool for ReportToParent {
                 },
             },
         });
-        ctx.send_own_result(format!("Report delivered to parent thread {}.", parent.thread_id));
+        ctx.send_own_result(format!(
+            "Report delivered to parent thread {}.",
+            parent.thread_id
+        ));
         ToolOutcome::Dispatched
     }
 }

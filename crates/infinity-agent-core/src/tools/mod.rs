@@ -165,7 +165,9 @@ pub struct ToolRegistry {
 
 impl fmt::Debug for ToolRegistry {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_list().entries(self.specs.iter().map(|s| &s.name)).finish()
+        f.debug_list()
+            .entries(self.specs.iter().map(|s| &s.name))
+            .finish()
     }
 }
 
@@ -235,11 +237,12 @@ impl ToolRegistry {
                 name: spec.name,
             });
         }
-        let validator =
-            jsonschema::validator_for(&spec.input_schema).map_err(|e| RegistryError::BadSchema {
+        let validator = jsonschema::validator_for(&spec.input_schema).map_err(|e| {
+            RegistryError::BadSchema {
                 name: spec.name.clone(),
                 reason: e.to_string(),
-            })?;
+            }
+        })?;
         self.by_name.insert(spec.name.clone(), self.tools.len());
         self.specs.push(spec.clone());
         self.tools.push(Registered {

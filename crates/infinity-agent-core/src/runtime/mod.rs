@@ -1,0 +1,679 @@
+//! The embedded runtime: the same engine, on tokio, in one process.
+//!
+//! Each thread with queued input gets a worker task that drains its queue in batches, runs one
+//! slice per batch, commits, and performs the effects. A worker exits as soon as its queue is
+//! empty, so an idle or sleeping thread holds no task; sleeping threads are entries in one timer
+//! wheel ([`TokioTimers`]).
+//!
+//! **Delivery is at least once, processing exactly once.** An effect that sends an input stays in
+//! the sender's outbox until the receiving thread has committed (or deliberately dropped) that
+//! input; after a restart every outbox is performed again and receivers deduplicate by input id.
+//! With a [`crate::store::FileStore`] this carries threads, children and pending timers across a
+//! restart; a timer that fell due while the process was stopped fires on start.
+//!
+//! ```
+//! use std::sync::Arc;
+//! use infinity_agent_core::ids::ThreadId;
+//! use infinity_agent_core::runtime::{AgentSpec, AgentSystemBuilder, WaitOutcome};
+//! use infinity_agent_core::scripted::ScriptedModel;
+//!
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! let model = ScriptedModel::parse(
+//!     "rules:\n  - reply: {text: 'Hello!'}\n",
+//!     std::path::Path::new("hello.yaml"),
+//! )?;
+//! let system = AgentSystemBuilder::new()
+//!     .with_agent(AgentSpec::new("greeter", "Greet people.", Arc::new(model)))
+//!     .with_tokio_sleep_tools()
+//!     .build()
+//!     .await?;
+//! let mut events = system.subscribe();
+//! let thread = ThreadId::new("main")?;
+//! system.send_user_message(&thread, "hi")?;
+//! assert!(matches!(system.wait_idle(None).await, WaitOutcome::Idle { .. }));
+//! let mut texts = Vec::new();
+//! while let Ok(event) = events.try_recv() {
+//!     if let infinity_agent_core::effect::OutputKind::AssistantText { text } = event.kind {
+//!         texts.push(text);
+//!     }
+//! }
+//! assert_eq!(texts, ["Hello!"]);
+//! # Ok(())
+//! # }
+//! ```
+
+mod clock;
+mod timers;
+
+use std::collections::HashMap;
+use std::fmt;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, Weak};
+
+use async_trait::async_trait;
+use jiff::Timestamp;
+use tokio::sync::{mpsc, Notify};
+use tracing::Instrument;
+
+pub use clock::Clock;
+pub use timers::TokioTimers;
+
+use crate::agent::{Agent, AgentFile, Limits};
+use crate::effect::{Effect, Notification, OutputEvent, OutputKind, PendingEffect, ToolInvocation};
+use crate::engine::{run_slice, SliceError, SliceRequest};
+use crate::history::HistoryEntry;
+use crate::host::{InputSender, SendError, Timers};
+use crate::ids::{EffectId, InputId, ThreadId};
+use crate::input::{Input, InputBody};
+use crate::model::ModelProvider;
+use crate::store::{load_view, load_view_prefix, MemoryStore, StoreError, ThreadStore};
+use crate::thread::ThreadRecord;
+use crate::tools::{RegistryError, Tool, ToolRegistry};
+
+/// Runs tool calls that leave the process (tool servers) and delivers notifications to them.
+#[async_trait]
+pub trait ToolDispatcher: Send + Sync + fmt::Debug {
+    /// Sends the invocation; the result comes back later as a `tool_result` input. An `Err`
+    /// means it could not be delivered; the call then gets an error result.
+    async fn dispatch(&self, invocation: &ToolInvocation) -> Result<(), String>;
+
+    /// Delivers a notification, best effort.
+    async fn notify(&self, notification: &Notification);
+}
+
+/// An agent to register with [`AgentSystemBuilder::with_agent`].
+#[derive(Clone)]
+pub struct AgentSpec {
+    /// Its name.
+    pub name: String,
+    /// The system prompt.
+    pub system_prompt: String,
+    /// The model.
+    pub model: Arc<dyn ModelProvider>,
+    /// Limits.
+    pub limits: Limits,
+}
+
+impl fmt::Debug for AgentSpec {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("AgentSpec")
+            .field("name", &self.name)
+            .field("model", &self.model.name())
+            .finish_non_exhaustive()
+    }
+}
+
+impl AgentSpec {
+    /// An agent with default limits.
+    pub fn new(
+        name: impl Into<String>,
+        system_prompt: impl Into<String>,
+        model: Arc<dyn ModelProvider>,
+    ) -> Self {
+        Self {
+            name: name.into(),
+            system_prompt: system_prompt.into(),
+            model,
+            limits: Limits::default(),
+        }
+    }
+
+    /// The agent an agent file describes, with its model already resolved.
+    pub fn from_file(file: &AgentFile, model: Arc<dyn ModelProvider>) -> Self {
+        Self {
+            name: file.name.clone(),
+            system_prompt: file.system.clone(),
+            model,
+            limits: file.limits,
+        }
+    }
+}
+
+/// Why an [`AgentSystem`] could not be built.
+#[derive(Debug, thiserror::Error)]
+pub enum BuildError {
+    /// No agent was registered.
+    #[error("no agent registered: call with_agent(...)")]
+    NoAgent,
+    /// The sleep tools need a timer backend.
+    #[error("the sleep tools need timers: call with_tokio_sleep_tools() or with_timers(...)")]
+    NoTimers,
+    /// The default agent is not registered.
+    #[error("default agent `{0}` is not registered")]
+    UnknownDefaultAgent(String),
+    /// Two agents with one name.
+    #[error("agent `{0}` is registered twice")]
+    DuplicateAgent(String),
+    /// An application tool could not be registered.
+    #[error(transparent)]
+    Tool(#[from] RegistryError),
+    /// The store could not be read for recovery.
+    #[error("cannot recover the store: {0}")]
+    Store(#[from] StoreError),
+}
+
+/// Builds an [`AgentSystem`].
+#[derive(Default)]
+pub struct AgentSystemBuilder {
+    store: Option<Arc<dyn ThreadStore>>,
+    agents: Vec<AgentSpec>,
+    tools: Vec<Arc<dyn Tool>>,
+    default_agent: Option<String>,
+    tokio_sleep: bool,
+    timers: Option<Arc<dyn Timers>>,
+    clock_start: Option<Timestamp>,
+    dispatcher: Option<Arc<dyn ToolDispatcher>>,
+}
+
+impl fmt::Debug for AgentSystemBuilder {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("AgentSystemBuilder")
+            .field("agents", &self.agents)
+            .field("tools", &self.tools)
+            .finish_non_exhaustive()
+    }
+}
+
+impl AgentSystemBuilder {
+    /// A builder with an in-memory store and no agents.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Keeps threads in `store` (default: a [`MemoryStore`]).
+    pub fn with_store(mut self, store: Arc<dyn ThreadStore>) -> Self {
+        self.store = Some(store);
+        self
+    }
+
+    /// Registers an agent. The first one registered is the default for new root threads.
+    pub fn with_agent(mut self, agent: AgentSpec) -> Self {
+        self.agents.push(agent);
+        self
+    }
+
+    /// The agent that runs root threads created by a first user message.
+    pub fn with_default_agent(mut self, name: impl Into<String>) -> Self {
+        self.default_agent = Some(name.into());
+        self
+    }
+
+    /// Adds an application tool (e.g. [`crate::tools::SetTitle`]) next to the built-ins, for
+    /// every agent.
+    pub fn with_tool(mut self, tool: Arc<dyn Tool>) -> Self {
+        self.tools.push(tool);
+        self
+    }
+
+    /// Backs the sleep tools with tokio timers.
+    pub fn with_tokio_sleep_tools(mut self) -> Self {
+        self.tokio_sleep = true;
+        self
+    }
+
+    /// Backs the sleep tools with other timers.
+    pub fn with_timers(mut self, timers: Arc<dyn Timers>) -> Self {
+        self.timers = Some(timers);
+        self
+    }
+
+    /// Starts the runtime's clock at `start` instead of the system time (for tests and demos;
+    /// the clock then advances with tokio's).
+    pub fn with_clock_start(mut self, start: Timestamp) -> Self {
+        self.clock_start = Some(start);
+        self
+    }
+
+    /// Runs dispatched external tool calls (tool servers) through `dispatcher`.
+    pub fn with_dispatcher(mut self, dispatcher: Arc<dyn ToolDispatcher>) -> Self {
+        self.dispatcher = Some(dispatcher);
+        self
+    }
+
+    /// Builds the system, recovers the store's outboxes (re-sending inputs, re-arming timers) and
+    /// starts it. Must run inside a tokio runtime.
+    pub async fn build(self) -> Result<AgentSystem, BuildError> {
+        let first = self.agents.first().ok_or(BuildError::NoAgent)?;
+        let default_agent = self.default_agent.unwrap_or_else(|| first.name.clone());
+        let mut registry = ToolRegistry::with_builtins();
+        for tool in self.tools {
+            registry.register(tool)?;
+        }
+        let registry = Arc::new(registry);
+        let mut agents = HashMap::new();
+        for spec in self.agents {
+            let agent = Agent {
+                name: spec.name.clone(),
+                system_prompt: spec.system_prompt,
+                model: spec.model,
+                tools: Arc::clone(&registry),
+                limits: spec.limits,
+            };
+            if agents.insert(spec.name.clone(), Arc::new(agent)).is_some() {
+                return Err(BuildError::DuplicateAgent(spec.name));
+            }
+        }
+        if !agents.contains_key(&default_agent) {
+            return Err(BuildError::UnknownDefaultAgent(default_agent));
+        }
+        let clock = self
+            .clock_start
+            .map_or_else(Clock::system, Clock::starting_at);
+        let (timers, tokio_timers): (Arc<dyn Timers>, Option<Arc<TokioTimers>>) =
+            match (self.timers, self.tokio_sleep) {
+                (Some(timers), _) => (timers, None),
+                (None, true) => {
+                    let t = TokioTimers::new(clock);
+                    (t.clone(), Some(t))
+                }
+                (None, false) => return Err(BuildError::NoTimers),
+            };
+        let store = self.store.unwrap_or_else(|| Arc::new(MemoryStore::new()));
+        let inner = Arc::new_cyclic(|weak: &Weak<Inner>| Inner {
+            this: weak.clone(),
+            store,
+            agents,
+            default_agent,
+            timers,
+            tokio_timers,
+            dispatcher: self.dispatcher,
+            clock,
+            workers: Mutex::new(HashMap::new()),
+            acks: Mutex::new(HashMap::new()),
+            subscribers: Mutex::new(Vec::new()),
+            in_flight: AtomicUsize::new(0),
+            activity: Notify::new(),
+        });
+        if let Some(t) = &inner.tokio_timers {
+            let weak: Weak<Inner> = Arc::downgrade(&inner);
+            let target: Weak<dyn InputSender> = weak;
+            t.start(target);
+        }
+        let outbox = inner.store.outbox().await?;
+        let mut by_thread: Vec<(ThreadId, Vec<PendingEffect>)> = Vec::new();
+        for (thread_id, effect) in outbox {
+            match by_thread.last_mut() {
+                Some((t, effects)) if *t == thread_id => effects.push(effect),
+                _ => by_thread.push((thread_id, vec![effect])),
+            }
+        }
+        for (thread_id, effects) in by_thread {
+            tracing::info!(thread = %thread_id, effects = effects.len(), "recovering outbox");
+            inner.perform(&thread_id, effects).await;
+        }
+        Ok(AgentSystem { inner })
+    }
+}
+
+/// How [`AgentSystem::wait_idle`] ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WaitOutcome {
+    /// Nothing is queued or running, and no timer falls due before the deadline.
+    Idle {
+        /// The next timer, if any (due after the deadline).
+        next_timer: Option<Timestamp>,
+    },
+    /// The deadline passed with work still queued, running, or due.
+    TimedOut,
+}
+
+/// A running embedded runtime. Cheap to clone.
+#[derive(Clone)]
+pub struct AgentSystem {
+    inner: Arc<Inner>,
+}
+
+impl fmt::Debug for AgentSystem {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("AgentSystem")
+            .field("store", &self.inner.store)
+            .field("in_flight", &self.inner.in_flight.load(Ordering::SeqCst))
+            .finish_non_exhaustive()
+    }
+}
+
+impl AgentSystem {
+    /// Puts an input on its thread's queue.
+    pub fn send(&self, input: Input) {
+        self.inner.route(input);
+    }
+
+    /// Sends a user message to `thread_id` (creating the thread with the default agent if it
+    /// does not exist) and returns the input's id.
+    pub fn send_user_message(
+        &self,
+        thread_id: &ThreadId,
+        text: impl Into<String>,
+    ) -> Result<InputId, SendError> {
+        let input = Input::user_message(thread_id.clone(), text);
+        let id = input.id.clone();
+        self.inner.route(input);
+        Ok(id)
+    }
+
+    /// A stream of every output event from now on.
+    pub fn subscribe(&self) -> mpsc::UnboundedReceiver<OutputEvent> {
+        let (tx, rx) = mpsc::unbounded_channel();
+        lock(&self.inner.subscribers).push(tx);
+        rx
+    }
+
+    /// Waits until nothing is queued or running and no timer is due before `deadline` (a tokio
+    /// instant; `None` waits for every timer).
+    pub async fn wait_idle(&self, deadline: Option<tokio::time::Instant>) -> WaitOutcome {
+        let inner = &self.inner;
+        loop {
+            let notified = inner.activity.notified();
+            tokio::pin!(notified);
+            notified.as_mut().enable();
+            let busy = inner.in_flight.load(Ordering::SeqCst) > 0;
+            let timers = inner.tokio_timers.as_ref();
+            let delivering = timers.is_some_and(|t| t.delivering());
+            let next_timer = timers.and_then(|t| t.next_due());
+            let next_at = next_timer.map(|due| inner.clock.instant_at(due));
+            if !busy && !delivering {
+                match (next_at, deadline) {
+                    (None, _) => return WaitOutcome::Idle { next_timer: None },
+                    (Some(at), Some(d)) if at > d => return WaitOutcome::Idle { next_timer },
+                    _ => {}
+                }
+            }
+            let far = tokio::time::Instant::now() + std::time::Duration::from_secs(86_400 * 365);
+            tokio::select! {
+                _ = &mut notified => {}
+                _ = tokio::time::sleep_until(deadline.unwrap_or(far)) => return WaitOutcome::TimedOut,
+                _ = tokio::time::sleep_until(next_at.unwrap_or(far)) => {}
+            }
+        }
+    }
+
+    /// A thread's record.
+    pub async fn record(&self, thread_id: &ThreadId) -> Result<Option<ThreadRecord>, StoreError> {
+        self.inner.store.load_record(thread_id).await
+    }
+
+    /// A thread's history as its model sees it (inherited entries, then its own).
+    pub async fn view(&self, thread_id: &ThreadId) -> Result<Vec<Arc<HistoryEntry>>, StoreError> {
+        match self.inner.store.load_record(thread_id).await? {
+            Some(record) => load_view(self.inner.store.as_ref(), &record).await,
+            None => Ok(Vec::new()),
+        }
+    }
+
+    /// The store.
+    pub fn store(&self) -> &Arc<dyn ThreadStore> {
+        &self.inner.store
+    }
+
+    /// The runtime's clock.
+    pub fn clock(&self) -> Clock {
+        self.inner.clock
+    }
+
+    /// The tokio timers, when the system uses them.
+    pub fn timers(&self) -> Option<&Arc<TokioTimers>> {
+        self.inner.tokio_timers.as_ref()
+    }
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+struct Inner {
+    this: Weak<Inner>,
+    store: Arc<dyn ThreadStore>,
+    agents: HashMap<String, Arc<Agent>>,
+    default_agent: String,
+    timers: Arc<dyn Timers>,
+    tokio_timers: Option<Arc<TokioTimers>>,
+    dispatcher: Option<Arc<dyn ToolDispatcher>>,
+    clock: Clock,
+    /// The queue of each thread that has a worker.
+    workers: Mutex<HashMap<ThreadId, mpsc::UnboundedSender<Input>>>,
+    /// Inputs sent by an outbox effect, to be marked done once the receiver handled them.
+    acks: Mutex<HashMap<InputId, (ThreadId, EffectId)>>,
+    subscribers: Mutex<Vec<mpsc::UnboundedSender<OutputEvent>>>,
+    /// Inputs queued or being processed.
+    in_flight: AtomicUsize,
+    activity: Notify,
+}
+
+/// How often a slice is tried when the store or the model asks for a retry.
+const MAX_ATTEMPTS: u32 = 5;
+
+#[derive(Debug, thiserror::Error)]
+enum SliceFailure {
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    #[error(transparent)]
+    Slice(#[from] SliceError),
+}
+
+impl SliceFailure {
+    fn is_retryable(&self) -> bool {
+        match self {
+            SliceFailure::Store(e) => e.is_retryable(),
+            SliceFailure::Slice(e) => e.is_retryable(),
+        }
+    }
+}
+
+#[async_trait]
+impl InputSender for Inner {
+    async fn send_to_input_queue(
+        &self,
+        message: &Input,
+        group_id: &ThreadId,
+        dedup_id: &InputId,
+    ) -> Result<(), SendError> {
+        if &message.thread_id != group_id || &message.id != dedup_id {
+            return Err(SendError {
+                input_id: message.id.clone(),
+                thread_id: message.thread_id.clone(),
+                reason: format!(
+                    "group {group_id} / dedup id {dedup_id} disagree with the input's thread and id"
+                ),
+            });
+        }
+        self.route(message.clone());
+        Ok(())
+    }
+}
+
+impl Inner {
+    fn route(&self, input: Input) {
+        let Some(this) = self.this.upgrade() else {
+            return;
+        };
+        self.in_flight.fetch_add(1, Ordering::SeqCst);
+        let mut workers = lock(&self.workers);
+        let input = match workers.get(&input.thread_id) {
+            Some(tx) => match tx.send(input) {
+                Ok(()) => return,
+                Err(mpsc::error::SendError(input)) => input,
+            },
+            None => input,
+        };
+        let thread_id = input.thread_id.clone();
+        let (tx, rx) = mpsc::unbounded_channel();
+        // The receiver is alive: it is moved into the worker below.
+        let _ = tx.send(input);
+        workers.insert(thread_id.clone(), tx);
+        tokio::spawn(async move { this.worker(thread_id, rx).await });
+    }
+
+    async fn worker(self: Arc<Self>, thread_id: ThreadId, mut rx: mpsc::UnboundedReceiver<Input>) {
+        loop {
+            let mut batch = Vec::new();
+            while let Ok(input) = rx.try_recv() {
+                batch.push(input);
+            }
+            if batch.is_empty() {
+                let mut workers = lock(&self.workers);
+                match rx.try_recv() {
+                    Ok(input) => batch.push(input),
+                    Err(_) => {
+                        workers.remove(&thread_id);
+                        return;
+                    }
+                }
+            }
+            let n = batch.len();
+            self.run_batch(&thread_id, batch).await;
+            self.in_flight.fetch_sub(n, Ordering::SeqCst);
+            self.activity.notify_waiters();
+        }
+    }
+
+    async fn run_batch(self: &Arc<Self>, thread_id: &ThreadId, inputs: Vec<Input>) {
+        let mut attempt = 0;
+        loop {
+            attempt += 1;
+            match self.slice(thread_id, inputs.clone()).await {
+                Ok(()) => return,
+                Err(err) if err.is_retryable() && attempt < MAX_ATTEMPTS => {
+                    let backoff = std::time::Duration::from_millis(200 << attempt);
+                    tracing::warn!(thread = %thread_id, %err, attempt, "slice failed; retrying");
+                    tokio::time::sleep(backoff).await;
+                }
+                Err(err) => {
+                    let ids: Vec<&str> = inputs.iter().map(|i| i.id.as_str()).collect();
+                    let text = format!(
+                        "slice failed after {attempt} attempt(s): {err}; inputs [{}] were not \
+                         processed",
+                        ids.join(", ")
+                    );
+                    tracing::error!(thread = %thread_id, %text);
+                    self.publish(OutputEvent {
+                        thread_id: thread_id.clone(),
+                        at: self.clock.now(),
+                        kind: OutputKind::Error { text },
+                    });
+                    return;
+                }
+            }
+        }
+    }
+
+    async fn slice(
+        self: &Arc<Self>,
+        thread_id: &ThreadId,
+        inputs: Vec<Input>,
+    ) -> Result<(), SliceFailure> {
+        let store = self.store.as_ref();
+        let record = store.load_record(thread_id).await?;
+        let view = match &record {
+            Some(record) => load_view(store, record).await?,
+            None => {
+                let seed_parent = inputs.iter().find_map(|i| match &i.body {
+                    InputBody::ChildSeed { parent, .. } => Some(parent),
+                    _ => None,
+                });
+                match seed_parent {
+                    Some(p) => load_view_prefix(store, &p.thread_id, p.fork_at).await?,
+                    None => Vec::new(),
+                }
+            }
+        };
+        let ids: Vec<InputId> = inputs.iter().map(|i| i.id.clone()).collect();
+        let already_processed = store.processed(thread_id, &ids).await?;
+        let span = tracing::info_span!("slice", thread = %thread_id, inputs = ?ids);
+        let outcome = run_slice(SliceRequest {
+            thread_id: thread_id.clone(),
+            record,
+            view,
+            inputs,
+            already_processed,
+            agents: &self.agents,
+            default_agent: Some(&self.default_agent),
+            now: self.clock.now(),
+        })
+        .instrument(span)
+        .await?;
+        if let Some(commit) = &outcome.commit {
+            store.commit(commit).await?;
+        }
+        self.ack(&ids).await;
+        if let Some(commit) = outcome.commit {
+            self.perform(&commit.thread_id, commit.effects).await;
+        }
+        Ok(())
+    }
+
+    /// Marks done the outbox effects that sent these (now handled) inputs.
+    async fn ack(&self, ids: &[InputId]) {
+        let done: Vec<(ThreadId, EffectId)> = {
+            let mut acks = lock(&self.acks);
+            ids.iter().filter_map(|id| acks.remove(id)).collect()
+        };
+        for (thread_id, effect_id) in done {
+            if let Err(err) = self.store.complete_effects(&thread_id, &[effect_id]).await {
+                tracing::warn!(thread = %thread_id, %err, "could not mark an effect done; it will be performed again");
+            }
+        }
+    }
+
+    fn publish(&self, event: OutputEvent) {
+        lock(&self.subscribers).retain(|tx| tx.send(event.clone()).is_ok());
+    }
+
+    async fn perform(&self, thread_id: &ThreadId, effects: Vec<PendingEffect>) {
+        let mut done = Vec::new();
+        for PendingEffect { id, effect } in effects {
+            match effect {
+                Effect::Output { event } => {
+                    self.publish(event);
+                    done.push(id);
+                }
+                Effect::Send { input } => {
+                    lock(&self.acks).insert(input.id.clone(), (thread_id.clone(), id));
+                    self.route(input);
+                }
+                Effect::SendAt { input, due } => {
+                    lock(&self.acks).insert(input.id.clone(), (thread_id.clone(), id));
+                    if let Err(err) = self.timers.schedule(input, due).await {
+                        tracing::error!(%err, "timer not scheduled; it stays in the outbox");
+                    }
+                }
+                Effect::Dispatch { invocation } => {
+                    let failure = match &self.dispatcher {
+                        Some(d) => d.dispatch(&invocation).await.err(),
+                        None => Some(format!(
+                            "no tool server is configured to run `{}`",
+                            invocation.tool
+                        )),
+                    };
+                    if let Some(why) = failure {
+                        self.route(Input {
+                            id: InputId::derived(invocation.call_id.as_str(), "undeliverable"),
+                            thread_id: invocation.thread_id.clone(),
+                            body: InputBody::ToolResult {
+                                call_id: invocation.call_id.clone(),
+                                text: format!("Error: the call could not be delivered: {why}"),
+                                is_error: true,
+                                subscription: false,
+                            },
+                        });
+                    }
+                    done.push(id);
+                }
+                Effect::Notify { notification } => {
+                    match &self.dispatcher {
+                        Some(d) => d.notify(&notification).await,
+                        None => tracing::debug!(?notification, "no tool servers to notify"),
+                    }
+                    done.push(id);
+                }
+            }
+        }
+        if !done.is_empty() {
+            if let Err(err) = self.store.complete_effects(thread_id, &done).await {
+                tracing::warn!(thread = %thread_id, %err, "could not mark effects done; they will be performed again");
+            }
+        }
+    }
+}

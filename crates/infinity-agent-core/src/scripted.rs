@@ -1,0 +1,485 @@
+//! The scripted model: answers from a YAML file of rules, so agents run with no network.
+//!
+//! ```yaml
+//! rules:                      # tried in order; the first that matches answers
+//!   - when: "remind me"       # optional regex over the text the rule sees
+//!     reply:
+//!       text: "Okay."         # optional
+//!       tool_calls:           # optional; ids are generated
+//!         - name: sleep
+//!           args: {seconds: 2}
+//!   - reply: {text: "Done."}  # a rule with no `when` always matches
+//! ```
+//!
+//! **The text a rule sees** is the newest message of the request: everything that reached the
+//! thread since the model last spoke, one line per entry. A tool result reads
+//! `<tool name> <arguments as JSON> -> <result text>`; a message reads as its text. Capture groups
+//! of `when` fill `$1`, `$2`, ... in the reply text and in string arguments (`$$` is a literal
+//! `$`). `thread: root` or `thread: child` restricts a rule to root or child threads;
+//! `scope: all` makes a rule see every entry of the request, each rendered the same way (an
+//! assistant turn reads as its text), joined by newlines.
+
+use std::fmt;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use regex::Regex;
+use serde::Deserialize;
+use serde_json::Value;
+
+use crate::history::{HistoryEntry, Item};
+use crate::model::{
+    Completion, CompletionRequest, ModelError, ModelProvider, ModelToolCall, StopReason,
+};
+use crate::thread::Usage;
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ScriptFile {
+    rules: Vec<RuleFile>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RuleFile {
+    #[serde(default)]
+    when: Option<String>,
+    #[serde(default)]
+    thread: Option<ThreadFilter>,
+    #[serde(default)]
+    scope: Scope,
+    reply: Reply,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+enum ThreadFilter {
+    Root,
+    Child,
+}
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+enum Scope {
+    #[default]
+    Newest,
+    All,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Reply {
+    #[serde(default)]
+    text: Option<String>,
+    #[serde(default)]
+    tool_calls: Vec<ScriptedCall>,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ScriptedCall {
+    name: String,
+    #[serde(default = "empty_object")]
+    args: Value,
+}
+
+fn empty_object() -> Value {
+    Value::Object(Default::default())
+}
+
+#[derive(Debug)]
+struct Rule {
+    when: Option<Regex>,
+    thread: Option<ThreadFilter>,
+    scope: Scope,
+    reply: Reply,
+}
+
+/// Why a script could not be loaded.
+#[derive(Debug, thiserror::Error)]
+pub enum ScriptError {
+    /// The file could not be read.
+    #[error("{path}: cannot read the script: {source}")]
+    Read {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// The YAML is malformed or has unknown keys.
+    #[error("{path}: {reason}")]
+    Parse {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        reason: String,
+    },
+    /// A `when` is not a valid regex.
+    #[error("{path}: rule {rule}: `when` is not a valid regex: {reason}")]
+    BadRegex {
+        /// The file.
+        path: PathBuf,
+        /// The rule's position, from 1.
+        rule: usize,
+        /// Why.
+        reason: String,
+    },
+}
+
+/// A [`ModelProvider`] that answers from rules. See the module docs.
+pub struct ScriptedModel {
+    name: String,
+    rules: Vec<Rule>,
+}
+
+impl fmt::Debug for ScriptedModel {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ScriptedModel")
+            .field("name", &self.name)
+            .field("rules", &self.rules.len())
+            .finish()
+    }
+}
+
+impl ScriptedModel {
+    /// Loads a script file.
+    pub fn load(path: &Path) -> Result<Self, ScriptError> {
+        let text = std::fs::read_to_string(path).map_err(|source| ScriptError::Read {
+            path: path.to_owned(),
+            source,
+        })?;
+        Self::parse(&text, path)
+    }
+
+    /// Parses script text; `path` names it in errors.
+    pub fn parse(text: &str, path: &Path) -> Result<Self, ScriptError> {
+        let file: ScriptFile = serde_yaml_ng::from_str(text).map_err(|e| ScriptError::Parse {
+            path: path.to_owned(),
+            reason: e.to_string(),
+        })?;
+        let rules = file
+            .rules
+            .into_iter()
+            .enumerate()
+            .map(|(i, r)| {
+                let when = r.when.map(|w| Regex::new(&w)).transpose().map_err(|e| {
+                    ScriptError::BadRegex {
+                        path: path.to_owned(),
+                        rule: i + 1,
+                        reason: e.to_string(),
+                    }
+                })?;
+                Ok(Rule {
+                    when,
+                    thread: r.thread,
+                    scope: r.scope,
+                    reply: r.reply,
+                })
+            })
+            .collect::<Result<Vec<_>, ScriptError>>()?;
+        Ok(Self {
+            name: format!("script:{}", path.display()),
+            rules,
+        })
+    }
+
+    /// Loads a script and wraps it for an [`crate::agent::Agent`].
+    pub fn load_arc(path: &Path) -> Result<Arc<dyn ModelProvider>, ScriptError> {
+        Ok(Arc::new(Self::load(path)?))
+    }
+}
+
+/// Renders one entry the way rules see it, or `None` for entries that read as nothing.
+fn render(entry: &HistoryEntry, history: &[Arc<HistoryEntry>]) -> Option<String> {
+    match &entry.item {
+        Item::Message { text, .. } => Some(text.clone()),
+        Item::Assistant { text, .. } => text.clone().filter(|t| !t.is_empty()),
+        Item::ToolResult {
+            call_id,
+            name,
+            text,
+            ..
+        } => {
+            let args = history
+                .iter()
+                .rev()
+                .flat_map(|e| e.item.tool_calls())
+                .find(|c| &c.id == call_id)
+                .map(|c| c.args.to_string())
+                .unwrap_or_else(|| "{}".to_owned());
+            Some(format!("{name} {args} -> {text}"))
+        }
+        Item::Notice { .. } => None,
+    }
+}
+
+/// The text rules with `scope: newest` see: what arrived since the model last spoke.
+fn newest_text(history: &[Arc<HistoryEntry>]) -> String {
+    let start = history
+        .iter()
+        .rposition(|e| {
+            matches!(
+                e.item,
+                Item::Assistant {
+                    synthetic: false,
+                    ..
+                }
+            )
+        })
+        .map_or(0, |i| i + 1);
+    history[start..]
+        .iter()
+        .filter(|e| !matches!(e.item, Item::Assistant { .. }))
+        .filter_map(|e| render(e, history))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+fn all_text(history: &[Arc<HistoryEntry>]) -> String {
+    history
+        .iter()
+        .filter_map(|e| render(e, history))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// Replaces `$1`, `$2`, ... with capture groups and `$$` with `$`.
+fn substitute(template: &str, captures: &[Option<String>]) -> String {
+    let mut out = String::with_capacity(template.len());
+    let mut chars = template.chars().peekable();
+    while let Some(c) = chars.next() {
+        if c != '$' {
+            out.push(c);
+            continue;
+        }
+        if chars.peek() == Some(&'$') {
+            chars.next();
+            out.push('$');
+            continue;
+        }
+        let mut digits = String::new();
+        while let Some(d) = chars.peek().filter(|d| d.is_ascii_digit()) {
+            digits.push(*d);
+            chars.next();
+        }
+        match digits.parse::<usize>() {
+            Ok(n) => out.push_str(captures.get(n).and_then(|c| c.as_deref()).unwrap_or("")),
+            Err(_) => out.push('$'),
+        }
+    }
+    out
+}
+
+fn substitute_value(value: &Value, captures: &[Option<String>]) -> Value {
+    match value {
+        Value::String(s) => Value::String(substitute(s, captures)),
+        Value::Array(items) => Value::Array(
+            items
+                .iter()
+                .map(|v| substitute_value(v, captures))
+                .collect(),
+        ),
+        Value::Object(map) => Value::Object(
+            map.iter()
+                .map(|(k, v)| (k.clone(), substitute_value(v, captures)))
+                .collect(),
+        ),
+        other => other.clone(),
+    }
+}
+
+#[async_trait]
+impl ModelProvider for ScriptedModel {
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    async fn complete(&self, request: CompletionRequest<'_>) -> Result<Completion, ModelError> {
+        let newest = newest_text(request.history);
+        let mut all: Option<String> = None;
+        for rule in &self.rules {
+            match rule.thread {
+                Some(ThreadFilter::Root) if !request.is_root => continue,
+                Some(ThreadFilter::Child) if request.is_root => continue,
+                _ => {}
+            }
+            let text: &str = match rule.scope {
+                Scope::Newest => &newest,
+                Scope::All => all.get_or_insert_with(|| all_text(request.history)),
+            };
+            let captures: Vec<Option<String>> = match &rule.when {
+                None => vec![Some(text.to_owned())],
+                Some(re) => match re.captures(text) {
+                    None => continue,
+                    Some(c) => c.iter().map(|m| m.map(|m| m.as_str().to_owned())).collect(),
+                },
+            };
+            let tool_calls: Vec<ModelToolCall> = rule
+                .reply
+                .tool_calls
+                .iter()
+                .map(|c| ModelToolCall {
+                    id: None,
+                    name: c.name.clone(),
+                    args: substitute_value(&c.args, &captures),
+                })
+                .collect();
+            return Ok(Completion {
+                text: rule.reply.text.as_deref().map(|t| substitute(t, &captures)),
+                stop_reason: if tool_calls.is_empty() {
+                    StopReason::EndTurn
+                } else {
+                    StopReason::ToolUse
+                },
+                tool_calls,
+                usage: Usage {
+                    input_tokens: (newest.len() / 4) as u64,
+                    ..Usage::default()
+                },
+            });
+        }
+        Err(ModelError::Terminal(format!(
+            "{}: no rule matched the text {:?}",
+            self.name, newest
+        )))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::history::ToolCall;
+    use crate::ids::{CallId, ThreadId};
+    use jiff::Timestamp;
+
+    fn entry(item: Item) -> Arc<HistoryEntry> {
+        Arc::new(HistoryEntry {
+            seq: 0,
+            at: Timestamp::UNIX_EPOCH,
+            input_id: None,
+            item,
+        })
+    }
+
+    async fn ask(
+        script: &str,
+        history: &[Arc<HistoryEntry>],
+        is_root: bool,
+    ) -> Result<Completion, ModelError> {
+        let model = ScriptedModel::parse(script, Path::new("t.yaml")).unwrap();
+        let id = ThreadId::new("t").unwrap();
+        model
+            .complete(CompletionRequest {
+                thread_id: &id,
+                is_root,
+                system: "",
+                tools: &[],
+                history,
+            })
+            .await
+    }
+
+    #[tokio::test]
+    async fn first_matching_rule_answers_with_captures() {
+        let script = r#"
+rules:
+  - when: "remind me in (\\d+)s"
+    reply:
+      text: "Okay, $1 seconds; costs $$0."
+      tool_calls: [{name: sleep, args: {seconds: "$1", nested: ["$1"]}}]
+  - reply: {text: "fallback"}
+"#;
+        let c = ask(script, &[entry(Item::user("please remind me in 5s"))], true)
+            .await
+            .unwrap();
+        assert_eq!(c.text.as_deref(), Some("Okay, 5 seconds; costs $0."));
+        assert_eq!(c.tool_calls[0].args["seconds"], "5");
+        assert_eq!(c.tool_calls[0].args["nested"][0], "5");
+        let c = ask(script, &[entry(Item::user("hello"))], true)
+            .await
+            .unwrap();
+        assert_eq!(c.text.as_deref(), Some("fallback"));
+    }
+
+    #[tokio::test]
+    async fn tool_results_render_with_name_and_args() {
+        let call = ToolCall {
+            id: CallId::new("c1").unwrap(),
+            name: "spawn_thread".into(),
+            args: serde_json::json!({"instructions": "x"}),
+        };
+        let history = vec![
+            entry(Item::user("go")),
+            entry(Item::Assistant {
+                text: None,
+                tool_calls: vec![call.clone()],
+                synthetic: false,
+            }),
+            entry(Item::ToolResult {
+                call_id: call.id.clone(),
+                name: call.name.clone(),
+                text: "Child thread spawned with ID: t-1".into(),
+                is_error: false,
+            }),
+        ];
+        assert_eq!(
+            newest_text(&history),
+            r#"spawn_thread {"instructions":"x"} -> Child thread spawned with ID: t-1"#
+        );
+        let script = "rules:\n  - when: 'ID: (\\S+)'\n    reply: {text: 'child $1'}\n";
+        let c = ask(script, &history, true).await.unwrap();
+        assert_eq!(c.text.as_deref(), Some("child t-1"));
+    }
+
+    #[tokio::test]
+    async fn thread_filter_and_scope_all() {
+        let script = r#"
+rules:
+  - thread: child
+    reply: {text: "child rule"}
+  - when: "first"
+    scope: all
+    reply: {text: "saw all"}
+"#;
+        let history = vec![
+            entry(Item::user("first")),
+            entry(Item::Assistant {
+                text: Some("ok".into()),
+                tool_calls: vec![],
+                synthetic: false,
+            }),
+            entry(Item::user("second")),
+        ];
+        assert_eq!(
+            ask(script, &history, false).await.unwrap().text.as_deref(),
+            Some("child rule")
+        );
+        assert_eq!(
+            ask(script, &history, true).await.unwrap().text.as_deref(),
+            Some("saw all")
+        );
+    }
+
+    #[tokio::test]
+    async fn no_match_names_the_text() {
+        let script = "rules:\n  - when: nope\n    reply: {text: x}\n";
+        let err = ask(script, &[entry(Item::user("hello there"))], true)
+            .await
+            .unwrap_err();
+        assert!(err.to_string().contains("\"hello there\""), "{err}");
+    }
+
+    #[test]
+    fn bad_scripts_are_rejected_with_location() {
+        let err = ScriptedModel::parse(
+            "rules:\n  - when: '('\n    reply: {}\n",
+            Path::new("s.yaml"),
+        )
+        .unwrap_err();
+        assert!(err.to_string().contains("rule 1"), "{err}");
+        let err =
+            ScriptedModel::parse("rules:\n  - reply: {txt: x}\n", Path::new("s.yaml")).unwrap_err();
+        assert!(err.to_string().contains("txt"), "{err}");
+    }
+}

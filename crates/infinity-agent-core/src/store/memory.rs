@@ -1,0 +1,170 @@
+//! A store in memory: fast, shared by tasks, gone when the process ends.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use async_trait::async_trait;
+
+use super::{check_version, StoreError, ThreadStore};
+use crate::effect::PendingEffect;
+use crate::engine::Commit;
+use crate::history::HistoryEntry;
+use crate::ids::{EffectId, InputId, ThreadId};
+use crate::thread::ThreadRecord;
+
+#[derive(Debug)]
+pub(crate) struct ThreadData {
+    pub(crate) record: ThreadRecord,
+    pub(crate) entries: Vec<Arc<HistoryEntry>>,
+    pub(crate) processed: HashSet<InputId>,
+    pub(crate) outbox: Vec<PendingEffect>,
+}
+
+impl ThreadData {
+    pub(crate) fn apply(&mut self, commit: &Commit) {
+        self.record = commit.record.clone();
+        self.entries
+            .extend(commit.new_entries.iter().cloned().map(Arc::new));
+        self.processed
+            .extend(commit.processed_inputs.iter().cloned());
+        self.outbox.extend(commit.effects.iter().cloned());
+    }
+
+    pub(crate) fn new(commit: &Commit) -> Self {
+        let mut data = ThreadData {
+            record: commit.record.clone(),
+            entries: Vec::new(),
+            processed: HashSet::new(),
+            outbox: Vec::new(),
+        };
+        data.apply(commit);
+        data
+    }
+}
+
+/// The shared state of [`MemoryStore`] and the cache of [`super::FileStore`].
+#[derive(Debug, Default)]
+pub(crate) struct Threads {
+    pub(crate) by_id: HashMap<ThreadId, ThreadData>,
+    pub(crate) order: Vec<ThreadId>,
+}
+
+impl Threads {
+    pub(crate) fn commit(&mut self, commit: &Commit) -> Result<(), StoreError> {
+        check_version(commit, self.by_id.get(&commit.thread_id).map(|d| &d.record))?;
+        match self.by_id.get_mut(&commit.thread_id) {
+            Some(data) => data.apply(commit),
+            None => {
+                self.order.push(commit.thread_id.clone());
+                self.by_id
+                    .insert(commit.thread_id.clone(), ThreadData::new(commit));
+            }
+        }
+        Ok(())
+    }
+
+    pub(crate) fn entries(&self, thread_id: &ThreadId, upto: u64) -> Vec<Arc<HistoryEntry>> {
+        self.by_id
+            .get(thread_id)
+            .map(|d| {
+                let n = (upto as usize).min(d.entries.len());
+                d.entries[..n].to_vec()
+            })
+            .unwrap_or_default()
+    }
+
+    pub(crate) fn processed(&self, thread_id: &ThreadId, ids: &[InputId]) -> HashSet<InputId> {
+        match self.by_id.get(thread_id) {
+            Some(d) => ids
+                .iter()
+                .filter(|id| d.processed.contains(*id))
+                .cloned()
+                .collect(),
+            None => HashSet::new(),
+        }
+    }
+
+    pub(crate) fn complete(&mut self, thread_id: &ThreadId, ids: &[EffectId]) -> bool {
+        match self.by_id.get_mut(thread_id) {
+            Some(d) => {
+                let before = d.outbox.len();
+                d.outbox.retain(|e| !ids.contains(&e.id));
+                d.outbox.len() != before
+            }
+            None => false,
+        }
+    }
+
+    pub(crate) fn outbox(&self) -> Vec<(ThreadId, PendingEffect)> {
+        self.order
+            .iter()
+            .filter_map(|id| self.by_id.get(id))
+            .flat_map(|d| d.outbox.iter().map(|e| (d.record.id.clone(), e.clone())))
+            .collect()
+    }
+}
+
+/// A [`ThreadStore`] in memory.
+#[derive(Debug, Default, Clone)]
+pub struct MemoryStore {
+    threads: Arc<Mutex<Threads>>,
+}
+
+impl MemoryStore {
+    /// An empty store.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Threads> {
+        // A panic while holding the lock cannot leave a half-applied commit (apply does not
+        // panic), so a poisoned lock still holds consistent data.
+        self.threads
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+}
+
+#[async_trait]
+impl ThreadStore for MemoryStore {
+    async fn load_record(&self, thread_id: &ThreadId) -> Result<Option<ThreadRecord>, StoreError> {
+        Ok(self.lock().by_id.get(thread_id).map(|d| d.record.clone()))
+    }
+
+    async fn load_entries(
+        &self,
+        thread_id: &ThreadId,
+        upto: u64,
+    ) -> Result<Vec<Arc<HistoryEntry>>, StoreError> {
+        Ok(self.lock().entries(thread_id, upto))
+    }
+
+    async fn processed(
+        &self,
+        thread_id: &ThreadId,
+        input_ids: &[InputId],
+    ) -> Result<HashSet<InputId>, StoreError> {
+        Ok(self.lock().processed(thread_id, input_ids))
+    }
+
+    async fn commit(&self, commit: &Commit) -> Result<(), StoreError> {
+        self.lock().commit(commit)
+    }
+
+    async fn complete_effects(
+        &self,
+        thread_id: &ThreadId,
+        effect_ids: &[EffectId],
+    ) -> Result<(), StoreError> {
+        self.lock().complete(thread_id, effect_ids);
+        Ok(())
+    }
+
+    async fn outbox(&self) -> Result<Vec<(ThreadId, PendingEffect)>, StoreError> {
+        Ok(self.lock().outbox())
+    }
+
+    async fn thread_ids(&self) -> Result<Vec<ThreadId>, StoreError> {
+        Ok(self.lock().order.clone())
+    }
+}
