@@ -241,12 +241,10 @@ pub async fn run_slice(request: SliceRequest<'_>) -> Result<SliceOutcome, SliceE
         });
     };
 
-    let own_start = view.len().saturating_sub(record.history_len as usize);
     let mut slice = Slice {
         own_len_at_start: record.history_len,
         record,
         view,
-        own_start,
         new_entries: Vec::new(),
         effects: Vec::new(),
         agent: &agent,
@@ -284,8 +282,6 @@ pub async fn run_slice(request: SliceRequest<'_>) -> Result<SliceOutcome, SliceE
 struct Slice<'a> {
     record: ThreadRecord,
     view: Vec<Arc<HistoryEntry>>,
-    /// Index in `view` where the thread's own entries start.
-    own_start: usize,
     own_len_at_start: u64,
     new_entries: Vec<HistoryEntry>,
     effects: Vec<Effect>,
@@ -690,8 +686,24 @@ impl Slice<'_> {
         saw_result && !live_pending
     }
 
+    /// The agent's system prompt and the thread's place in its tree.
+    fn system_prompt(&self) -> String {
+        let stack: Vec<&str> = self.record.stack.iter().map(ThreadId::as_str).collect();
+        let place = format!(
+            "Your thread ID is {}. Your thread stack, root first: {}.",
+            self.record.id,
+            json!(stack)
+        );
+        if self.agent.system_prompt.is_empty() {
+            place
+        } else {
+            format!("{}\n\n{place}", self.agent.system_prompt)
+        }
+    }
+
     async fn run_loop(&mut self) -> Result<u32, SliceError> {
         let mut completions = 0u32;
+        let mut system: Option<String> = None;
         loop {
             if self.record.status == ThreadStatus::Closed || self.record.has_dispatched_pending() {
                 break;
@@ -710,10 +722,12 @@ impl Slice<'_> {
             }
             self.move_on_passive();
             let tools = Arc::clone(&self.agent.tools);
+            let system = system.get_or_insert_with(|| self.system_prompt());
             let request = CompletionRequest {
                 thread_id: &self.record.id,
                 is_root: self.record.is_root(),
-                system: &self.agent.system_prompt,
+                stack: &self.record.stack,
+                system,
                 tools: tools.specs(),
                 history: &self.view,
             };
@@ -819,7 +833,6 @@ impl Slice<'_> {
         self.record.version = expected_version.map_or(1, |v| v + 1);
         self.record.history_len = self.own_len_at_start + self.new_entries.len() as u64;
         self.record.updated_at = self.now;
-        let _ = self.own_start;
         let effects = self
             .effects
             .into_iter()

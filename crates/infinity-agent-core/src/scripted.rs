@@ -15,7 +15,9 @@
 //! thread since the model last spoke, one line per entry. A tool result reads
 //! `<tool name> <arguments as JSON> -> <result text>`; a message reads as its text. Capture groups
 //! of `when` fill `$1`, `$2`, ... in the reply text and in string arguments (`$$` is a literal
-//! `$`). `thread: root` or `thread: child` restricts a rule to root or child threads;
+//! `$`). A real model learns its thread ID and stack from the system prompt; a script gets them
+//! as `${thread_id}` (in any string) and `${stack}` (a string argument that is exactly `${stack}`
+//! becomes the stack as a JSON array, e.g. for `spawn_thread`'s `child_of`). `thread: root` or `thread: child` restricts a rule to root or child threads;
 //! `scope: all` makes a rule see every entry of the request, each rendered the same way (an
 //! assistant turn reads as its text), joined by newlines.
 
@@ -244,8 +246,20 @@ fn all_text(history: &[Arc<HistoryEntry>]) -> String {
         .join("\n")
 }
 
-/// Replaces `$1`, `$2`, ... with capture groups and `$$` with `$`.
-fn substitute(template: &str, captures: &[Option<String>]) -> String {
+/// What `$...` placeholders are filled with.
+struct Bindings<'a> {
+    captures: Vec<Option<String>>,
+    thread_id: &'a str,
+    stack: &'a [crate::ids::ThreadId],
+}
+
+/// Replaces `$1`, `$2`, ... with capture groups, `${thread_id}` with the thread id and `$$`
+/// with `$`.
+fn substitute(template: &str, b: &Bindings<'_>) -> String {
+    substitute_captures(&template.replace("${thread_id}", b.thread_id), &b.captures)
+}
+
+fn substitute_captures(template: &str, captures: &[Option<String>]) -> String {
     let mut out = String::with_capacity(template.len());
     let mut chars = template.chars().peekable();
     while let Some(c) = chars.next() {
@@ -271,18 +285,16 @@ fn substitute(template: &str, captures: &[Option<String>]) -> String {
     out
 }
 
-fn substitute_value(value: &Value, captures: &[Option<String>]) -> Value {
+fn substitute_value(value: &Value, b: &Bindings<'_>) -> Value {
     match value {
-        Value::String(s) => Value::String(substitute(s, captures)),
-        Value::Array(items) => Value::Array(
-            items
-                .iter()
-                .map(|v| substitute_value(v, captures))
-                .collect(),
-        ),
+        Value::String(s) if s == "${stack}" => {
+            Value::Array(b.stack.iter().map(|t| Value::String(t.to_string())).collect())
+        }
+        Value::String(s) => Value::String(substitute(s, b)),
+        Value::Array(items) => Value::Array(items.iter().map(|v| substitute_value(v, b)).collect()),
         Value::Object(map) => Value::Object(
             map.iter()
-                .map(|(k, v)| (k.clone(), substitute_value(v, captures)))
+                .map(|(k, v)| (k.clone(), substitute_value(v, b)))
                 .collect(),
         ),
         other => other.clone(),
@@ -315,6 +327,11 @@ impl ModelProvider for ScriptedModel {
                     Some(c) => c.iter().map(|m| m.map(|m| m.as_str().to_owned())).collect(),
                 },
             };
+            let bindings = Bindings {
+                captures,
+                thread_id: request.thread_id.as_str(),
+                stack: request.stack,
+            };
             let tool_calls: Vec<ModelToolCall> = rule
                 .reply
                 .tool_calls
@@ -322,11 +339,11 @@ impl ModelProvider for ScriptedModel {
                 .map(|c| ModelToolCall {
                     id: None,
                     name: c.name.clone(),
-                    args: substitute_value(&c.args, &captures),
+                    args: substitute_value(&c.args, &bindings),
                 })
                 .collect();
             return Ok(Completion {
-                text: rule.reply.text.as_deref().map(|t| substitute(t, &captures)),
+                text: rule.reply.text.as_deref().map(|t| substitute(t, &bindings)),
                 stop_reason: if tool_calls.is_empty() {
                     StopReason::EndTurn
                 } else {
@@ -369,10 +386,12 @@ mod tests {
     ) -> Result<Completion, ModelError> {
         let model = ScriptedModel::parse(script, Path::new("t.yaml")).unwrap();
         let id = ThreadId::new("t").unwrap();
+        let stack = [ThreadId::new("root").unwrap(), id.clone()];
         model
             .complete(CompletionRequest {
                 thread_id: &id,
                 is_root,
+                stack: &stack,
                 system: "",
                 tools: &[],
                 history,
@@ -387,7 +406,7 @@ rules:
   - when: "remind me in (\\d+)s"
     reply:
       text: "Okay, $1 seconds; costs $$0."
-      tool_calls: [{name: sleep, args: {seconds: "$1", nested: ["$1"]}}]
+      tool_calls: [{name: sleep, args: {seconds: "$1", nested: ["$1"], me: "${thread_id}", up: "${stack}"}}]
   - reply: {text: "fallback"}
 "#;
         let c = ask(script, &[entry(Item::user("please remind me in 5s"))], true)
@@ -396,6 +415,8 @@ rules:
         assert_eq!(c.text.as_deref(), Some("Okay, 5 seconds; costs $0."));
         assert_eq!(c.tool_calls[0].args["seconds"], "5");
         assert_eq!(c.tool_calls[0].args["nested"][0], "5");
+        assert_eq!(c.tool_calls[0].args["me"], "t");
+        assert_eq!(c.tool_calls[0].args["up"], serde_json::json!(["root", "t"]));
         let c = ask(script, &[entry(Item::user("hello"))], true)
             .await
             .unwrap();

@@ -1,1 +1,294 @@
-fn main() {}
+//! `infinity`: run and chat with agents on the embedded runtime.
+
+mod render;
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::{bail, Context, Result};
+use clap::{Args, Parser, Subcommand};
+use infinity_agent_core::agent::{AgentFile, ModelSpec};
+use infinity_agent_core::ids::ThreadId;
+use infinity_agent_core::model::ModelProvider;
+use infinity_agent_core::runtime::{AgentSpec, AgentSystem, AgentSystemBuilder, WaitOutcome};
+use infinity_agent_core::scripted::ScriptedModel;
+use infinity_agent_core::store::{FileStore, ThreadStore};
+use infinity_agent_core::thread::ThreadStatus;
+use infinity_agent_core::tools::SetTitle;
+use tokio::io::AsyncBufReadExt;
+
+use render::Renderer;
+
+/// Durable LLM agents: run them, chat with them.
+#[derive(Debug, Parser)]
+#[command(name = "infinity", version, about)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Send one message to an agent and run until its threads are idle or closed.
+    Run(RunArgs),
+    /// Talk to an agent interactively.
+    Chat(ChatArgs),
+    /// Show the threads of a store.
+    Threads(ThreadsArgs),
+}
+
+#[derive(Debug, Args)]
+struct AgentArgs {
+    /// The agent file (agent.yaml).
+    #[arg(long)]
+    agent: PathBuf,
+    /// Use this model instead of the file's (PROVIDER:MODEL, e.g. script:other.yaml).
+    #[arg(long)]
+    model: Option<String>,
+    /// Keep threads in this folder (default: in memory, gone when the command ends).
+    #[arg(long)]
+    store: Option<PathBuf>,
+}
+
+#[derive(Debug, Args)]
+struct RunArgs {
+    #[command(flatten)]
+    agent: AgentArgs,
+    /// The thread to send to (default: a new thread).
+    #[arg(long)]
+    thread: Option<String>,
+    /// Print one JSON object per line instead of a transcript.
+    #[arg(long)]
+    json: bool,
+    /// Give up after this many seconds.
+    #[arg(long, default_value_t = 300)]
+    timeout: u64,
+    /// The message.
+    message: String,
+}
+
+#[derive(Debug, Args)]
+struct ChatArgs {
+    #[command(flatten)]
+    agent: AgentArgs,
+    /// The thread to talk to.
+    #[arg(long, default_value = "chat")]
+    thread: String,
+}
+
+#[derive(Debug, Args)]
+struct ThreadsArgs {
+    /// The store folder.
+    #[arg(long)]
+    store: PathBuf,
+}
+
+fn main() -> std::process::ExitCode {
+    tracing_subscriber::fmt()
+        .with_writer(std::io::stderr)
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
+        )
+        .init();
+    let cli = Cli::parse();
+    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+        Ok(rt) => rt,
+        Err(err) => {
+            eprintln!("error: cannot start the tokio runtime: {err}");
+            return std::process::ExitCode::FAILURE;
+        }
+    };
+    let result = runtime.block_on(async {
+        match cli.command {
+            Command::Run(args) => run(args).await,
+            Command::Chat(args) => chat(args).await,
+            Command::Threads(args) => threads(args).await,
+        }
+    });
+    match result {
+        Ok(code) => std::process::ExitCode::from(code),
+        Err(err) => {
+            eprintln!("error: {err:#}");
+            std::process::ExitCode::FAILURE
+        }
+    }
+}
+
+/// Resolves a model spec. `base` is the folder that relative script paths start from.
+fn resolve_model(spec: &str, base: &Path) -> Result<Arc<dyn ModelProvider>> {
+    let spec = ModelSpec::parse(spec).map_err(anyhow::Error::msg)?;
+    match spec.provider.as_str() {
+        "script" => {
+            let path = base.join(&spec.model);
+            Ok(ScriptedModel::load_arc(&path)?)
+        }
+        other => bail!(
+            "model provider `{other}` is not available in this build; use script:PATH (the \
+             Anthropic, OpenAI-compatible and Bedrock adapters are not built yet)"
+        ),
+    }
+}
+
+async fn build_system(args: &AgentArgs) -> Result<AgentSystem> {
+    let file = AgentFile::load(&args.agent)?;
+    let (spec, base) = match &args.model {
+        Some(m) => (m.clone(), PathBuf::from(".")),
+        None => (
+            file.model.clone(),
+            file.path.parent().map(Path::to_owned).unwrap_or_default(),
+        ),
+    };
+    let model = resolve_model(&spec, &base)
+        .with_context(|| format!("agent `{}`: model `{spec}`", file.name))?;
+    if spec.starts_with("script:") {
+        let keys: Vec<&str> = ["ANTHROPIC_API_KEY", "OPENAI_API_KEY"]
+            .into_iter()
+            .filter(|k| std::env::var_os(k).is_some())
+            .collect();
+        if keys.is_empty() {
+            eprintln!("note: running offline with the scripted model ({spec}); no model key is set");
+        } else {
+            eprintln!(
+                "note: running the scripted model ({spec}); {} is set, but this agent file names \
+                 a script",
+                keys.join(" and ")
+            );
+        }
+    }
+    let mut builder = AgentSystemBuilder::new()
+        .with_agent(AgentSpec::from_file(&file, model))
+        .with_tool(Arc::new(SetTitle))
+        .with_tokio_sleep_tools();
+    if let Some(dir) = &args.store {
+        let store = FileStore::open(dir)
+            .with_context(|| format!("cannot open the store in {}", dir.display()))?;
+        builder = builder.with_store(Arc::new(store));
+    }
+    Ok(builder.build().await?)
+}
+
+async fn run(args: RunArgs) -> Result<u8> {
+    let system = build_system(&args.agent).await?;
+    let thread = match &args.thread {
+        Some(t) => ThreadId::new(t.as_str())?,
+        None => ThreadId::generate(),
+    };
+    if let Some(record) = system.record(&thread).await? {
+        if record.status == ThreadStatus::Closed {
+            bail!("thread {thread} is closed; it takes no more messages");
+        }
+    }
+    let mut events = system.subscribe();
+    let mut renderer = Renderer::new(args.json);
+    system.send_user_message(&thread, args.message.as_str())?;
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(args.timeout);
+    let wait = system.wait_idle(Some(deadline));
+    tokio::pin!(wait);
+    let outcome = loop {
+        tokio::select! {
+            outcome = &mut wait => break outcome,
+            Some(event) = events.recv() => renderer.show(&event),
+        }
+    };
+    while let Ok(event) = events.try_recv() {
+        renderer.show(&event);
+    }
+    match outcome {
+        WaitOutcome::TimedOut => {
+            eprintln!(
+                "error: timed out after {}s with work still running or due; the threads are {}",
+                args.timeout,
+                if args.agent.store.is_some() {
+                    "saved in the store"
+                } else {
+                    "lost (no --store)"
+                }
+            );
+            Ok(2)
+        }
+        WaitOutcome::Idle { next_timer } => {
+            if let Some(due) = next_timer {
+                eprintln!(
+                    "note: a thread sleeps until {due}, after the {}s timeout; stopping here",
+                    args.timeout
+                );
+            }
+            if renderer.errors() > 0 {
+                eprintln!("error: the run recorded {} error(s)", renderer.errors());
+                return Ok(1);
+            }
+            Ok(0)
+        }
+    }
+}
+
+async fn chat(args: ChatArgs) -> Result<u8> {
+    let system = build_system(&args.agent).await?;
+    let thread = ThreadId::new(args.thread.as_str())?;
+    let mut events = system.subscribe();
+    let printer = tokio::spawn(async move {
+        let mut renderer = Renderer::new(false);
+        while let Some(event) = events.recv().await {
+            renderer.show(&event);
+        }
+    });
+    if args.agent.store.is_some() {
+        print_threads(system.store().as_ref()).await?;
+    }
+    eprintln!("Talking to thread {thread}. /threads lists threads, /quit or Ctrl-C leaves (state is kept with --store).");
+    let mut lines = tokio::io::BufReader::new(tokio::io::stdin()).lines();
+    loop {
+        tokio::select! {
+            line = lines.next_line() => {
+                let Some(line) = line? else { break };
+                let line = line.trim();
+                match line {
+                    "" => continue,
+                    "/quit" | "/exit" => break,
+                    "/threads" => print_threads(system.store().as_ref()).await?,
+                    text => {
+                        system.send_user_message(&thread, text)?;
+                    }
+                }
+            }
+            _ = tokio::signal::ctrl_c() => break,
+        }
+    }
+    printer.abort();
+    Ok(0)
+}
+
+async fn print_threads(store: &dyn ThreadStore) -> Result<()> {
+    let ids = store.thread_ids().await?;
+    if ids.is_empty() {
+        println!("(no threads yet)");
+    }
+    for id in ids {
+        let Some(r) = store.load_record(&id).await? else { continue };
+        let indent = "  ".repeat(r.stack.len().saturating_sub(1));
+        let status = match r.status {
+            ThreadStatus::Closed => "closed".to_owned(),
+            ThreadStatus::Open => match r.next_due() {
+                Some(due) => format!("sleeping until {due}"),
+                None if !r.pending_calls.is_empty() => "waiting for tool results".to_owned(),
+                None => "open".to_owned(),
+            },
+        };
+        println!(
+            "{indent}{id}{} [{status}] {} entries, {} completions",
+            r.title.as_deref().map(|t| format!(" \"{t}\"")).unwrap_or_default(),
+            r.history_len,
+            r.usage.completions
+        );
+    }
+    Ok(())
+}
+
+async fn threads(args: ThreadsArgs) -> Result<u8> {
+    let store = FileStore::open(&args.store)
+        .with_context(|| format!("cannot open the store in {}", args.store.display()))?;
+    print_threads(&store).await?;
+    Ok(0)
+}

@@ -1,0 +1,81 @@
+//! Prints output events: a readable transcript, or JSON lines.
+
+use std::collections::HashMap;
+
+use infinity_agent_core::effect::{OutputEvent, OutputKind};
+use infinity_agent_core::ids::ThreadId;
+
+/// Turns output events into lines on stdout.
+#[derive(Debug)]
+pub struct Renderer {
+    json: bool,
+    depth: HashMap<ThreadId, usize>,
+    errors: usize,
+}
+
+fn one_line(text: &str, max: usize) -> String {
+    let flat = text.replace('\n', " ⏎ ");
+    if flat.chars().count() <= max {
+        flat
+    } else {
+        flat.chars().take(max).collect::<String>() + "…"
+    }
+}
+
+impl Renderer {
+    pub fn new(json: bool) -> Self {
+        Self {
+            json,
+            depth: HashMap::new(),
+            errors: 0,
+        }
+    }
+
+    /// Errors seen so far.
+    pub fn errors(&self) -> usize {
+        self.errors
+    }
+
+    pub fn show(&mut self, event: &OutputEvent) {
+        if matches!(event.kind, OutputKind::Error { .. }) {
+            self.errors += 1;
+        }
+        if let OutputKind::ThreadSpawned { child_id } = &event.kind {
+            let d = self.depth.get(&event.thread_id).copied().unwrap_or(0);
+            self.depth.insert(child_id.clone(), d + 1);
+        }
+        if self.json {
+            match serde_json::to_string(event) {
+                Ok(line) => println!("{line}"),
+                Err(err) => eprintln!("error: cannot encode an event: {err}"),
+            }
+            return;
+        }
+        let indent = "  ".repeat(self.depth.get(&event.thread_id).copied().unwrap_or(0));
+        let who = &event.thread_id;
+        let line = match &event.kind {
+            OutputKind::UserMessage { text } => format!("user: {text}"),
+            OutputKind::AssistantText { text } => format!("assistant: {text}"),
+            OutputKind::ToolCall { name, args, .. } => format!("-> {name} {args}"),
+            OutputKind::ToolResult {
+                name,
+                text,
+                is_error,
+                ..
+            } => format!(
+                "<- {name}{}: {}",
+                if *is_error { " (error)" } else { "" },
+                one_line(text, 160)
+            ),
+            OutputKind::ThreadSpawned { child_id } => format!("spawned child thread {child_id}"),
+            OutputKind::ThreadClosed {} => "thread closed".to_owned(),
+            OutputKind::Sleeping { until, .. } => match until {
+                Some(t) => format!("sleeping until {t}"),
+                None => "sleeping until the next input".to_owned(),
+            },
+            OutputKind::TitleChanged { title } => format!("title: {title}"),
+            OutputKind::Error { text } => format!("ERROR: {text}"),
+        };
+        println!("{} {indent}[{who}] {line}", event.at.strftime("%H:%M:%S"));
+    }
+}
