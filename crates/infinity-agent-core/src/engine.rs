@@ -177,6 +177,14 @@ pub async fn run_slice(request: SliceRequest<'_>) -> Result<SliceOutcome, SliceE
         }
     }
 
+    if fresh.is_empty() {
+        return Ok(SliceOutcome {
+            commit: None,
+            dropped,
+            completions: 0,
+        });
+    }
+
     // Find or create the record.
     let expected_version = record.as_ref().map(|r| r.version);
     let mut processed = Vec::new();
@@ -241,6 +249,7 @@ pub async fn run_slice(request: SliceRequest<'_>) -> Result<SliceOutcome, SliceE
         });
     };
 
+    let original = expected_version.map(|_| record.clone());
     let mut slice = Slice {
         own_len_at_start: record.history_len,
         record,
@@ -272,6 +281,17 @@ pub async fn run_slice(request: SliceRequest<'_>) -> Result<SliceOutcome, SliceE
     }
     slice.current_input = None;
     let completions = slice.run_loop().await?;
+    let unchanged = slice.new_entries.is_empty()
+        && slice.effects.is_empty()
+        && original.as_ref() == Some(&slice.record);
+    if unchanged {
+        // Every input was dropped (a closed thread, an unknown call): nothing to write.
+        return Ok(SliceOutcome {
+            commit: None,
+            dropped,
+            completions,
+        });
+    }
     Ok(SliceOutcome {
         commit: Some(slice.into_commit(thread_id, expected_version, processed)),
         dropped,

@@ -287,9 +287,12 @@ fn substitute_captures(template: &str, captures: &[Option<String>]) -> String {
 
 fn substitute_value(value: &Value, b: &Bindings<'_>) -> Value {
     match value {
-        Value::String(s) if s == "${stack}" => {
-            Value::Array(b.stack.iter().map(|t| Value::String(t.to_string())).collect())
-        }
+        Value::String(s) if s == "${stack}" => Value::Array(
+            b.stack
+                .iter()
+                .map(|t| Value::String(t.to_string()))
+                .collect(),
+        ),
         Value::String(s) => Value::String(substitute(s, b)),
         Value::Array(items) => Value::Array(items.iter().map(|v| substitute_value(v, b)).collect()),
         Value::Object(map) => Value::Object(

@@ -93,7 +93,10 @@ fn main() -> std::process::ExitCode {
         )
         .init();
     let cli = Cli::parse();
-    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
         Ok(rt) => rt,
         Err(err) => {
             eprintln!("error: cannot start the tokio runtime: {err}");
@@ -148,7 +151,9 @@ async fn build_system(args: &AgentArgs) -> Result<AgentSystem> {
             .filter(|k| std::env::var_os(k).is_some())
             .collect();
         if keys.is_empty() {
-            eprintln!("note: running offline with the scripted model ({spec}); no model key is set");
+            eprintln!(
+                "note: running offline with the scripted model ({spec}); no model key is set"
+            );
         } else {
             eprintln!(
                 "note: running the scripted model ({spec}); {} is set, but this agent file names \
@@ -266,7 +271,9 @@ async fn print_threads(store: &dyn ThreadStore) -> Result<()> {
         println!("(no threads yet)");
     }
     for id in ids {
-        let Some(r) = store.load_record(&id).await? else { continue };
+        let Some(r) = store.load_record(&id).await? else {
+            continue;
+        };
         let indent = "  ".repeat(r.stack.len().saturating_sub(1));
         let status = match r.status {
             ThreadStatus::Closed => "closed".to_owned(),
@@ -278,7 +285,10 @@ async fn print_threads(store: &dyn ThreadStore) -> Result<()> {
         };
         println!(
             "{indent}{id}{} [{status}] {} entries, {} completions",
-            r.title.as_deref().map(|t| format!(" \"{t}\"")).unwrap_or_default(),
+            r.title
+                .as_deref()
+                .map(|t| format!(" \"{t}\""))
+                .unwrap_or_default(),
             r.history_len,
             r.usage.completions
         );

@@ -1,0 +1,13 @@
+//! Behaviour tests of the core runtime on the embedded host, one file per behaviour. Time is
+//! tokio's paused clock: sleeps of hours pass at once and timestamps stay exact.
+
+mod harness;
+
+mod children;
+mod dedup;
+mod events;
+mod loops;
+mod parallel_calls;
+mod restart;
+mod sleep;
+mod sleep_until;

@@ -1,0 +1,110 @@
+//! Several dispatched calls in one completion: all go out at once; the next completion runs
+//! when every one of them has a result; input arriving meanwhile is held, not lost.
+
+use crate::harness::{assert_in_order, count, start, tid};
+use infinity_agent_core::input::InputBody;
+
+const SCRIPT: &str = r#"
+rules:
+  - when: "^look$"
+    reply:
+      text: "Looking up two things."
+      tool_calls:
+        - {name: lookup, args: {q: "a"}}
+        - {name: fetch, args: {q: "b"}}
+        - {name: set_title, args: {title: "busy"}}
+  - scope: newest
+    when: "lookup \\{\"q\":\"a\"\\} -> (.*)\\n(?:[\\s\\S]*\\n)?fetch \\{\"q\":\"b\"\\} -> (.*)"
+    reply: {text: "Got $1 and $2."}
+  - when: "fetch \\{\"q\":\"b\"\\} -> (.*)\\n(?:[\\s\\S]*\\n)?lookup \\{\"q\":\"a\"\\} -> (.*)"
+    reply: {text: "Got $2 and $1 (out of order)."}
+"#;
+
+#[tokio::test(start_paused = true)]
+async fn parallel_calls_wait_for_every_result() {
+    let mut h = start(SCRIPT).await;
+    h.say("main", "look").await;
+    let calls = h.dispatcher.invocations.lock().unwrap().clone();
+    assert_eq!(
+        calls.iter().map(|c| c.tool.as_str()).collect::<Vec<_>>(),
+        ["lookup", "fetch"]
+    );
+    assert_eq!(calls[0].stack, vec![tid("main")]);
+    // The synchronous call ran inline; no completion yet.
+    assert_eq!(count(&h.lines("main"), "assistant:"), 1);
+
+    // The second result first; still no completion.
+    h.send(
+        "main",
+        InputBody::ToolResult {
+            call_id: calls[1].call_id.clone(),
+            text: "B".into(),
+            is_error: false,
+            subscription: false,
+        },
+    )
+    .await;
+    assert_eq!(count(&h.lines("main"), "assistant:"), 1);
+    // A user message while a call is pending: held back, not lost, no completion.
+    h.say("main", "still there?").await;
+    assert_eq!(count(&h.lines("main"), "assistant:"), 1);
+    let record = h.system.record(&tid("main")).await.unwrap().unwrap();
+    assert_eq!(record.deferred.len(), 1);
+
+    h.send(
+        "main",
+        InputBody::ToolResult {
+            call_id: calls[0].call_id.clone(),
+            text: "A".into(),
+            is_error: false,
+            subscription: false,
+        },
+    )
+    .await;
+    let lines = h.lines("main");
+    assert_eq!(count(&lines, "assistant:"), 2, "{lines:#?}");
+    // The model sees both results (in arrival order) and then the held message.
+    let history = h.history("main").await;
+    assert_in_order(
+        &history,
+        &[
+            "assistant: Looking up two things.",
+            "result set_title",
+            "result fetch: B",
+            "result lookup: A",
+            "message: still there?",
+            "assistant: Got A and B (out of order).",
+        ],
+    );
+    let record = h.system.record(&tid("main")).await.unwrap().unwrap();
+    assert!(record.deferred.is_empty() && record.pending_calls.is_empty());
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_call_without_a_dispatcher_gets_an_error_result() {
+    use infinity_agent_core::runtime::{AgentSpec, AgentSystemBuilder};
+    use infinity_agent_core::scripted::ScriptedModel;
+    use std::sync::Arc;
+    let model = ScriptedModel::parse(
+        "rules:\n  - when: '^go$'\n    reply: {tool_calls: [{name: lookup, args: {q: x}}]}\n  - reply: {text: recovered}\n",
+        std::path::Path::new("s.yaml"),
+    )
+    .unwrap();
+    let system = AgentSystemBuilder::new()
+        .with_agent(AgentSpec::new("a", "", Arc::new(model)))
+        .with_tool(Arc::new(crate::harness::ExternalTool("lookup")))
+        .with_tokio_sleep_tools()
+        .build()
+        .await
+        .unwrap();
+    system.send_user_message(&tid("main"), "go").unwrap();
+    system.wait_idle(None).await;
+    let history: Vec<String> = system
+        .view(&tid("main"))
+        .await
+        .unwrap()
+        .iter()
+        .map(|e| crate::harness::item_line(&e.item))
+        .collect();
+    assert_in_order(&history, &["error lookup: Error: the call could not be delivered: no tool server is configured to run `lookup`", "assistant: recovered"]);
+}
