@@ -361,7 +361,8 @@ impl ModelProvider for ScriptedModel {
         }
         Err(ModelError::Terminal(format!(
             "{}: no rule matched the text {:?}",
-            self.name, newest
+            self.name,
+            crate::tools::clip(&newest, 500)
         )))
     }
 }

@@ -261,6 +261,10 @@ async fn chat(args: ChatArgs) -> Result<u8> {
             _ = tokio::signal::ctrl_c() => break,
         }
     }
+    // Let slices already running finish (and print) before leaving; timers stay in the store.
+    let settle = tokio::time::Instant::now() + Duration::from_secs(5);
+    system.wait_idle(Some(settle)).await;
+    tokio::time::sleep(Duration::from_millis(50)).await;
     printer.abort();
     Ok(0)
 }

@@ -303,3 +303,77 @@ impl ThreadStore for FileStore {
         Ok(self.lock().threads.order.clone())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::history::Item;
+    use crate::ids::ThreadId;
+    use jiff::Timestamp;
+
+    fn commit(version: Option<u64>, seq: u64, text: &str) -> Commit {
+        let id = ThreadId::new("t1").unwrap();
+        let mut record = ThreadRecord::new(id.clone(), "a", None, Timestamp::UNIX_EPOCH);
+        record.version = version.map_or(1, |v| v + 1);
+        record.history_len = seq + 1;
+        Commit {
+            thread_id: id,
+            expected_version: version,
+            record,
+            new_entries: vec![HistoryEntry {
+                seq,
+                at: Timestamp::UNIX_EPOCH,
+                input_id: None,
+                item: Item::user(text),
+            }],
+            processed_inputs: vec![InputId::new(format!("in{seq}")).unwrap()],
+            effects: Vec::new(),
+        }
+    }
+
+    #[tokio::test]
+    async fn leftovers_of_an_unfinished_commit_are_ignored_and_overwritten() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = FileStore::open(dir.path()).unwrap();
+        store.commit(&commit(None, 0, "first")).await.unwrap();
+        // A crash after appending an entry but before replacing state.json.
+        let entries = dir.path().join("threads/t1/entries.jsonl");
+        let mut f = OpenOptions::new().append(true).open(&entries).unwrap();
+        f.write_all(b"{\"half\": tr").unwrap();
+        drop(store);
+
+        let store = FileStore::open(dir.path()).unwrap();
+        let id = ThreadId::new("t1").unwrap();
+        assert_eq!(store.load_entries(&id, 10).await.unwrap().len(), 1);
+        store.commit(&commit(Some(1), 1, "second")).await.unwrap();
+        drop(store);
+        let store = FileStore::open(dir.path()).unwrap();
+        let texts: Vec<String> = store
+            .load_entries(&id, 10)
+            .await
+            .unwrap()
+            .iter()
+            .map(|e| format!("{:?}", e.item))
+            .collect();
+        assert_eq!(texts.len(), 2, "{texts:?}");
+        assert!(texts[1].contains("second"));
+        let seen = store
+            .processed(
+                &id,
+                &[InputId::new("in0").unwrap(), InputId::new("in9").unwrap()],
+            )
+            .await
+            .unwrap();
+        assert_eq!(seen.len(), 1);
+    }
+
+    #[tokio::test]
+    async fn a_stale_version_is_a_conflict() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = FileStore::open(dir.path()).unwrap();
+        store.commit(&commit(None, 0, "first")).await.unwrap();
+        let err = store.commit(&commit(None, 0, "again")).await.unwrap_err();
+        assert!(matches!(err, StoreError::Conflict { .. }), "{err}");
+        assert!(err.to_string().contains("version conflict"));
+    }
+}

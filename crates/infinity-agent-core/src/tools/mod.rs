@@ -26,6 +26,16 @@ use crate::input::{Input, InputBody};
 use crate::model::ToolSpec;
 use crate::thread::ThreadRecord;
 
+/// `text` cut to at most `max` characters, marked with `…` when cut.
+pub(crate) fn clip(text: &str, max: usize) -> String {
+    if text.chars().count() <= max {
+        return text.to_owned();
+    }
+    let mut out: String = text.chars().take(max).collect();
+    out.push('…');
+    out
+}
+
 /// What a tool call did.
 #[derive(Debug, Clone, PartialEq)]
 pub enum ToolOutcome {
@@ -279,12 +289,16 @@ impl ToolRegistry {
         let problems: Vec<String> = registered
             .validator
             .iter_errors(args)
+            .take(5)
             .map(|e| {
+                // The message quotes the offending value; keep it short so a large bad argument
+                // does not flood the conversation.
+                let message = clip(&e.to_string(), 200);
                 let path = e.instance_path().to_string();
                 if path.is_empty() {
-                    e.to_string()
+                    message
                 } else {
-                    format!("at `{path}`: {e}")
+                    format!("at `{path}`: {message}")
                 }
             })
             .collect();

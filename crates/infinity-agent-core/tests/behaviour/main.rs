@@ -4,6 +4,7 @@
 mod harness;
 
 mod children;
+mod crash;
 mod dedup;
 mod events;
 mod loops;

@@ -1,0 +1,186 @@
+//! The `infinity` binary, run as a user runs it.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+
+fn repo() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+fn infinity(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_infinity"))
+        .args(args)
+        .current_dir(repo())
+        .env_remove("ANTHROPIC_API_KEY")
+        .env_remove("OPENAI_API_KEY")
+        .output()
+        .unwrap()
+}
+
+fn write(dir: &Path, name: &str, text: &str) -> PathBuf {
+    let path = dir.join(name);
+    std::fs::write(&path, text).unwrap();
+    path
+}
+
+#[test]
+fn the_demo_runs_offline_and_prints_json_lines() {
+    let out = infinity(&[
+        "run",
+        "--agent",
+        "examples/demo/agent.yaml",
+        "--json",
+        "--timeout",
+        "60",
+        "Plan the launch party",
+    ]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(stderr.contains("scripted model"), "{stderr}");
+    let events: Vec<serde_json::Value> = String::from_utf8(out.stdout)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let of = |t: &str| events.iter().filter(|e| e["type"] == t).collect::<Vec<_>>();
+    assert!(events.iter().all(|e| e["thread_id"].is_string()));
+    assert_eq!(of("user_message").len(), 1);
+    assert_eq!(of("thread_spawned").len(), 2);
+    assert_eq!(of("thread_closed").len(), 2);
+    assert!(of("thread_spawned")
+        .iter()
+        .all(|e| e["child_id"].is_string()));
+    let calls = of("tool_call");
+    assert!(calls
+        .iter()
+        .all(|c| c["call_id"].is_string() && c["name"].is_string() && c["args"].is_object()));
+    for name in [
+        "sleep",
+        "spawn_thread",
+        "report_to_parent",
+        "close_thread",
+        "receive_event__injected",
+    ] {
+        assert!(calls.iter().any(|c| c["name"] == name), "no call of {name}");
+    }
+    let results = of("tool_result");
+    assert!(results
+        .iter()
+        .all(|r| r["is_error"] == false && r["text"].is_string()));
+    assert!(results
+        .iter()
+        .any(|r| r["text"].as_str().unwrap().starts_with("Sleep interrupted")));
+    let texts: Vec<&str> = of("assistant_text")
+        .iter()
+        .map(|e| e["text"].as_str().unwrap())
+        .collect();
+    assert!(
+        texts.contains(
+            &"Everything is ready: Invitations drafted for 40 guests. The venue is booked too."
+        ),
+        "{texts:?}"
+    );
+}
+
+#[test]
+fn a_bad_agent_file_is_rejected_with_file_key_and_reason() {
+    let dir = tempfile::tempdir().unwrap();
+    let agent = write(
+        dir.path(),
+        "agent.yaml",
+        "name: x\nmodel: script:s.yaml\nsystem_prompt: hi\n",
+    );
+    let out = infinity(&["run", "--agent", agent.to_str().unwrap(), "hi"]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(
+        stderr.contains("agent.yaml") && stderr.contains("system_prompt"),
+        "{stderr}"
+    );
+
+    let missing = infinity(&["run", "--agent", "no/such/agent.yaml", "hi"]);
+    assert!(String::from_utf8_lossy(&missing.stderr).contains("no/such/agent.yaml"));
+}
+
+#[test]
+fn a_model_error_exits_non_zero_and_says_why() {
+    let dir = tempfile::tempdir().unwrap();
+    write(
+        dir.path(),
+        "s.yaml",
+        "rules:\n  - when: '^never$'\n    reply: {text: x}\n",
+    );
+    let agent = write(dir.path(), "agent.yaml", "name: x\nmodel: script:s.yaml\n");
+    let out = infinity(&["run", "--agent", agent.to_str().unwrap(), "hello"]);
+    assert_eq!(out.status.code(), Some(1));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        stdout.contains("no rule matched the text \\\"hello\\\"")
+            || stdout.contains("no rule matched the text \"hello\""),
+        "{stdout}"
+    );
+}
+
+#[test]
+fn a_sleep_beyond_the_timeout_ends_the_run_and_says_so() {
+    let dir = tempfile::tempdir().unwrap();
+    write(dir.path(), "s.yaml", "rules:\n  - when: '^nap$'\n    reply: {tool_calls: [{name: sleep, args: {seconds: 3600}}]}\n");
+    let agent = write(dir.path(), "agent.yaml", "name: x\nmodel: script:s.yaml\n");
+    let out = infinity(&[
+        "run",
+        "--agent",
+        agent.to_str().unwrap(),
+        "--timeout",
+        "2",
+        "nap",
+    ]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(
+        stderr.contains("sleeps until") && stderr.contains("after the 2s timeout"),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn chat_keeps_its_threads_in_the_store() {
+    let dir = tempfile::tempdir().unwrap();
+    write(dir.path(), "s.yaml", "rules:\n  - when: '^title (.*)'\n    reply: {tool_calls: [{name: set_title, args: {title: '$1'}}]}\n  - reply: {text: 'hello back'}\n");
+    let agent = write(dir.path(), "agent.yaml", "name: x\nmodel: script:s.yaml\n");
+    let store = dir.path().join("store");
+    let chat = |input: &str| {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_infinity"))
+            .args([
+                "chat",
+                "--agent",
+                agent.to_str().unwrap(),
+                "--store",
+                store.to_str().unwrap(),
+            ])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        child
+            .stdin
+            .take()
+            .unwrap()
+            .write_all(input.as_bytes())
+            .unwrap();
+        child.wait_with_output().unwrap()
+    };
+    let first = chat("title Groceries\n/quit\n");
+    assert!(first.status.success());
+    let stdout = String::from_utf8_lossy(&first.stdout);
+    assert!(stdout.contains("title: Groceries"), "{stdout}");
+    // A second session finds the thread, its title and its history.
+    let second = chat("/threads\nhi again\n");
+    let stdout = String::from_utf8_lossy(&second.stdout);
+    assert!(stdout.contains("chat \"Groceries\" [open]"), "{stdout}");
+    assert!(stdout.contains("assistant: hello back"), "{stdout}");
+    let listing = infinity(&["threads", "--store", store.to_str().unwrap()]);
+    let listing = String::from_utf8_lossy(&listing.stdout);
+    assert!(listing.contains("chat \"Groceries\""), "{listing}");
+}
