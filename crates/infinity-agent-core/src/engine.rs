@@ -13,7 +13,7 @@ use serde_json::json;
 
 use crate::agent::{Agent, AgentLookup};
 use crate::effect::{Effect, OutputEvent, OutputKind, PendingEffect};
-use crate::history::{HistoryEntry, Item, MessageSource, ToolCall, INJECTED_TOOL};
+use crate::history::{HistoryEntry, HistoryView, Item, MessageSource, ToolCall, INJECTED_TOOL};
 use crate::ids::{CallId, EffectId, InputId, ThreadId};
 use crate::input::{Input, InputBody};
 use crate::model::{CompletionRequest, ModelError, StopReason};
@@ -27,8 +27,10 @@ pub struct SliceRequest<'a> {
     /// Its record, or `None` if the thread does not exist yet.
     pub record: Option<ThreadRecord>,
     /// Its history view: inherited entries, then its own. For a thread that does not exist yet
-    /// and whose inputs hold a child seed, the parent's history up to the fork point.
-    pub view: Vec<Arc<HistoryEntry>>,
+    /// and whose inputs hold a child seed, the parent's history up to the fork point. Borrowed:
+    /// the engine reads it and keeps its own additions apart, so a slice costs the same at any
+    /// history length.
+    pub view: &'a [Arc<HistoryEntry>],
     /// New inputs, in queue order.
     pub inputs: Vec<Input>,
     /// Which of these inputs' ids the thread has already processed (from the store).
@@ -253,7 +255,8 @@ pub async fn run_slice(request: SliceRequest<'_>) -> Result<SliceOutcome, SliceE
     let mut slice = Slice {
         own_len_at_start: record.history_len,
         record,
-        view,
+        base: view,
+        added: Vec::new(),
         new_entries: Vec::new(),
         effects: Vec::new(),
         agent: &agent,
@@ -301,7 +304,10 @@ pub async fn run_slice(request: SliceRequest<'_>) -> Result<SliceOutcome, SliceE
 
 struct Slice<'a> {
     record: ThreadRecord,
-    view: Vec<Arc<HistoryEntry>>,
+    /// The history the slice started from.
+    base: &'a [Arc<HistoryEntry>],
+    /// Entries this slice appended (the same as `new_entries`, shared for the view).
+    added: Vec<Arc<HistoryEntry>>,
     own_len_at_start: u64,
     new_entries: Vec<HistoryEntry>,
     effects: Vec<Effect>,
@@ -312,6 +318,10 @@ struct Slice<'a> {
 }
 
 impl Slice<'_> {
+    fn view(&self) -> HistoryView<'_> {
+        HistoryView::new(self.base, &self.added)
+    }
+
     fn output(&mut self, kind: OutputKind) {
         self.effects
             .push(output_effect(&self.record.id, self.now, kind));
@@ -360,7 +370,7 @@ impl Slice<'_> {
             input_id: self.current_input.clone(),
             item,
         };
-        self.view.push(Arc::new(entry.clone()));
+        self.added.push(Arc::new(entry.clone()));
         self.new_entries.push(entry);
     }
 
@@ -652,7 +662,7 @@ impl Slice<'_> {
         });
         builtin::spawn_child(
             &mut self.record,
-            &self.view,
+            HistoryView::new(self.base, &self.added),
             self.now,
             builtin::ChildOrigin {
                 call_id: &sub.call_id,
@@ -692,7 +702,7 @@ impl Slice<'_> {
     fn needs_answer(&self) -> bool {
         let live_pending = self.record.pending_calls.iter().any(|p| !p.moved_on);
         let mut saw_result = false;
-        for entry in self.view.iter().rev() {
+        for entry in self.view().iter().rev() {
             match &entry.item {
                 Item::Message { .. } => return true,
                 Item::Assistant {
@@ -749,7 +759,7 @@ impl Slice<'_> {
                 stack: &self.record.stack,
                 system,
                 tools: tools.specs(),
-                history: &self.view,
+                history: HistoryView::new(self.base, &self.added),
             };
             let completion = match self.agent.model.complete(request).await {
                 Ok(c) => c,
@@ -813,7 +823,7 @@ impl Slice<'_> {
             let mut ctx = ToolContext {
                 now: self.now,
                 record: &mut self.record,
-                view: &self.view,
+                view: HistoryView::new(self.base, &self.added),
                 call,
                 effects: &mut self.effects,
             };

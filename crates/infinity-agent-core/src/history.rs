@@ -110,3 +110,82 @@ impl Item {
         }
     }
 }
+
+/// A thread's history as one sequence without copying it: the entries the slice started from,
+/// then the entries it added. Cheap to copy; indexing and iteration cost nothing extra.
+#[derive(Debug, Clone, Copy)]
+pub struct HistoryView<'a> {
+    earlier: &'a [std::sync::Arc<HistoryEntry>],
+    newer: &'a [std::sync::Arc<HistoryEntry>],
+}
+
+impl<'a> HistoryView<'a> {
+    /// `earlier` followed by `newer`.
+    pub fn new(
+        earlier: &'a [std::sync::Arc<HistoryEntry>],
+        newer: &'a [std::sync::Arc<HistoryEntry>],
+    ) -> Self {
+        Self { earlier, newer }
+    }
+
+    /// A view of one slice.
+    pub fn from_slice(entries: &'a [std::sync::Arc<HistoryEntry>]) -> Self {
+        Self::new(entries, &[])
+    }
+
+    /// Number of entries.
+    pub fn len(&self) -> usize {
+        self.earlier.len() + self.newer.len()
+    }
+
+    /// True when there are no entries.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The entry at `index`.
+    pub fn get(&self, index: usize) -> Option<&'a std::sync::Arc<HistoryEntry>> {
+        match index.checked_sub(self.earlier.len()) {
+            None => self.earlier.get(index),
+            Some(i) => self.newer.get(i),
+        }
+    }
+
+    /// All entries, oldest first.
+    pub fn iter(
+        &self,
+    ) -> std::iter::Chain<
+        std::slice::Iter<'a, std::sync::Arc<HistoryEntry>>,
+        std::slice::Iter<'a, std::sync::Arc<HistoryEntry>>,
+    > {
+        self.earlier.iter().chain(self.newer.iter())
+    }
+
+    /// The entries from `start` on, oldest first.
+    pub fn since(
+        &self,
+        start: usize,
+    ) -> impl DoubleEndedIterator<Item = &'a std::sync::Arc<HistoryEntry>> {
+        let (e, n) = if start <= self.earlier.len() {
+            (&self.earlier[start..], self.newer)
+        } else {
+            let skip = (start - self.earlier.len()).min(self.newer.len());
+            (&self.earlier[self.earlier.len()..], &self.newer[skip..])
+        };
+        e.iter().chain(n.iter())
+    }
+
+    /// Index of the newest entry matching `pred`.
+    pub fn rposition(&self, mut pred: impl FnMut(&HistoryEntry) -> bool) -> Option<usize> {
+        self.newer
+            .iter()
+            .rposition(|e| pred(e))
+            .map(|i| i + self.earlier.len())
+            .or_else(|| self.earlier.iter().rposition(|e| pred(e)))
+    }
+
+    /// The entries as one vector (copies the pointers).
+    pub fn to_vec(&self) -> Vec<std::sync::Arc<HistoryEntry>> {
+        self.iter().cloned().collect()
+    }
+}

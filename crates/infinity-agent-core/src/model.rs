@@ -1,12 +1,10 @@
 //! The model interface. Adapters for real providers live in their own crates and convert our
 //! history into their wire format at the edge.
 
-use std::sync::Arc;
-
 use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
 
-use crate::history::HistoryEntry;
+use crate::history::HistoryView;
 use crate::ids::ThreadId;
 use crate::thread::Usage;
 
@@ -36,7 +34,7 @@ pub struct CompletionRequest<'a> {
     /// The tools on offer.
     pub tools: &'a [ToolSpec],
     /// The conversation: inherited entries, then the thread's own.
-    pub history: &'a [Arc<HistoryEntry>],
+    pub history: HistoryView<'a>,
 }
 
 /// A tool call as the model wrote it. The runtime assigns an id when the model gave none.

@@ -30,7 +30,7 @@ use regex::Regex;
 use serde::Deserialize;
 use serde_json::Value;
 
-use crate::history::{HistoryEntry, Item};
+use crate::history::{HistoryEntry, HistoryView, Item};
 use crate::model::{
     Completion, CompletionRequest, ModelError, ModelProvider, ModelToolCall, StopReason,
 };
@@ -193,7 +193,7 @@ impl ScriptedModel {
 }
 
 /// Renders one entry the way rules see it, or `None` for entries that read as nothing.
-fn render(entry: &HistoryEntry, history: &[Arc<HistoryEntry>]) -> Option<String> {
+fn render(entry: &HistoryEntry, history: HistoryView<'_>) -> Option<String> {
     match &entry.item {
         Item::Message { text, .. } => Some(text.clone()),
         Item::Assistant { text, .. } => text.clone().filter(|t| !t.is_empty()),
@@ -217,9 +217,8 @@ fn render(entry: &HistoryEntry, history: &[Arc<HistoryEntry>]) -> Option<String>
 }
 
 /// The text rules with `scope: newest` see: what arrived since the model last spoke.
-fn newest_text(history: &[Arc<HistoryEntry>]) -> String {
+fn newest_text(history: HistoryView<'_>) -> String {
     let start = history
-        .iter()
         .rposition(|e| {
             matches!(
                 e.item,
@@ -230,15 +229,15 @@ fn newest_text(history: &[Arc<HistoryEntry>]) -> String {
             )
         })
         .map_or(0, |i| i + 1);
-    history[start..]
-        .iter()
+    history
+        .since(start)
         .filter(|e| !matches!(e.item, Item::Assistant { .. }))
         .filter_map(|e| render(e, history))
         .collect::<Vec<_>>()
         .join("\n")
 }
 
-fn all_text(history: &[Arc<HistoryEntry>]) -> String {
+fn all_text(history: HistoryView<'_>) -> String {
     history
         .iter()
         .filter_map(|e| render(e, history))
@@ -398,7 +397,7 @@ mod tests {
                 stack: &stack,
                 system: "",
                 tools: &[],
-                history,
+                history: HistoryView::from_slice(history),
             })
             .await
     }
@@ -449,7 +448,7 @@ rules:
             }),
         ];
         assert_eq!(
-            newest_text(&history),
+            newest_text(HistoryView::from_slice(&history)),
             r#"spawn_thread {"instructions":"x"} -> Child thread spawned with ID: t-1"#
         );
         let script = "rules:\n  - when: 'ID: (\\S+)'\n    reply: {text: 'child $1'}\n";

@@ -232,7 +232,7 @@ impl AgentSystemBuilder {
     }
 
     /// Builds the system, recovers the store's outboxes (re-sending inputs, re-arming timers) and
-    /// starts it. Must run inside a tokio runtime.
+    /// starts it on the current tokio runtime. Afterwards inputs may be sent from any thread.
     pub async fn build(self) -> Result<AgentSystem, BuildError> {
         let first = self.agents.first().ok_or(BuildError::NoAgent)?;
         let default_agent = self.default_agent.unwrap_or_else(|| first.name.clone());
@@ -270,8 +270,10 @@ impl AgentSystemBuilder {
                 (None, false) => return Err(BuildError::NoTimers),
             };
         let store = self.store.unwrap_or_else(|| Arc::new(MemoryStore::new()));
+        let runtime = tokio::runtime::Handle::current();
         let inner = Arc::new_cyclic(|weak: &Weak<Inner>| Inner {
             this: weak.clone(),
+            runtime,
             store,
             agents,
             default_agent,
@@ -425,6 +427,8 @@ fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
 
 struct Inner {
     this: Weak<Inner>,
+    /// Workers are spawned here, so inputs may be sent from any thread.
+    runtime: tokio::runtime::Handle,
     store: Arc<dyn ThreadStore>,
     agents: HashMap<String, Arc<Agent>>,
     default_agent: String,
@@ -503,7 +507,8 @@ impl Inner {
         // The receiver is alive: it is moved into the worker below.
         let _ = tx.send(input);
         workers.insert(thread_id.clone(), tx);
-        tokio::spawn(async move { this.worker(thread_id, rx).await });
+        self.runtime
+            .spawn(async move { this.worker(thread_id, rx).await });
     }
 
     async fn worker(self: Arc<Self>, thread_id: ThreadId, mut rx: mpsc::UnboundedReceiver<Input>) {
@@ -585,7 +590,7 @@ impl Inner {
         let outcome = run_slice(SliceRequest {
             thread_id: thread_id.clone(),
             record,
-            view,
+            view: &view,
             inputs,
             already_processed,
             agents: &self.agents,

@@ -7,7 +7,7 @@ use serde_json::{json, Value};
 
 use super::{Tool, ToolContext, ToolOutcome};
 use crate::effect::{Effect, Notification, OutputKind};
-use crate::history::{HistoryEntry, Item, ToolCall};
+use crate::history::{HistoryView, Item, ToolCall};
 use crate::ids::{CallId, InputId, ThreadId};
 use crate::input::{Input, InputBody};
 use crate::model::ToolSpec;
@@ -206,22 +206,21 @@ impl Tool for SleepUntilEventOrInput {
 }
 
 /// Calls of the newest assistant turn in `view` that have no result yet.
-pub(crate) fn open_calls(view: &[Arc<HistoryEntry>]) -> Vec<ToolCall> {
-    let Some(turn) = view
-        .iter()
-        .rposition(|e| matches!(e.item, Item::Assistant { .. }))
-    else {
+pub(crate) fn open_calls(view: HistoryView<'_>) -> Vec<ToolCall> {
+    let Some(turn) = view.rposition(|e| matches!(e.item, Item::Assistant { .. })) else {
         return Vec::new();
     };
-    let answered: Vec<&CallId> = view[turn + 1..]
-        .iter()
+    let answered: Vec<&CallId> = view
+        .since(turn + 1)
         .filter_map(|e| match &e.item {
             Item::ToolResult { call_id, .. } => Some(call_id),
             _ => None,
         })
         .collect();
-    view[turn]
-        .item
+    let Some(turn) = view.get(turn) else {
+        return Vec::new();
+    };
+    turn.item
         .tool_calls()
         .iter()
         .filter(|c| !answered.contains(&&c.id))
@@ -242,7 +241,7 @@ pub(crate) struct ChildOrigin<'a> {
 /// own are added first, so the child's conversation is well formed.
 pub(crate) fn spawn_child(
     record: &mut ThreadRecord,
-    view: &[Arc<HistoryEntry>],
+    view: HistoryView<'_>,
     now: Timestamp,
     origin: ChildOrigin<'_>,
     effects: &mut Vec<Effect>,

@@ -21,7 +21,7 @@ pub use builtin::{builtin_tools, BUILTIN_TOOL_NAMES};
 pub use set_title::SetTitle;
 
 use crate::effect::{Effect, OutputEvent, OutputKind};
-use crate::history::{HistoryEntry, ToolCall, INJECTED_TOOL};
+use crate::history::{HistoryView, ToolCall, INJECTED_TOOL};
 use crate::input::{Input, InputBody};
 use crate::model::ToolSpec;
 use crate::thread::ThreadRecord;
@@ -80,7 +80,7 @@ pub struct ToolContext<'a> {
     /// The calling thread's record; tools may change it (title, children, subscriptions).
     pub record: &'a mut ThreadRecord,
     /// The thread's history as it stands (inherited entries, then its own).
-    pub view: &'a [Arc<HistoryEntry>],
+    pub view: HistoryView<'a>,
     /// The call being run.
     pub call: &'a ToolCall,
     pub(crate) effects: &'a mut Vec<Effect>,

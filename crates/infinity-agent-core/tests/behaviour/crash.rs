@@ -48,7 +48,7 @@ async fn effects_committed_but_not_performed_are_performed_on_restart() {
     let outcome = run_slice(SliceRequest {
         thread_id: tid("main"),
         record: None,
-        view: Vec::new(),
+        view: &[],
         inputs: vec![input.clone()],
         already_processed: HashSet::new(),
         agents: &agents,
