@@ -7,6 +7,8 @@
 //! 3. Memory of 100,000 idle sleeping threads on the embedded runtime (printed).
 //! 4. Slices per second with 10,000 concurrent threads on the embedded runtime (printed).
 
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // test code: a failed step should stop the test
+
 use std::collections::{HashMap, HashSet};
 use std::hint::black_box;
 use std::path::Path;
