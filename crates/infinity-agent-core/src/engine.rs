@@ -13,7 +13,9 @@ use serde_json::json;
 
 use crate::agent::{Agent, AgentLookup};
 use crate::effect::{Effect, OutputEvent, OutputKind, PendingEffect};
-use crate::history::{HistoryEntry, HistoryView, Item, MessageSource, ToolCall, INJECTED_TOOL};
+use crate::history::{
+    show_time, HistoryEntry, HistoryView, Item, MessageSource, ToolCall, INJECTED_TOOL,
+};
 use crate::ids::{CallId, EffectId, InputId, ThreadId};
 use crate::input::{Input, InputBody};
 use crate::model::{CompletionRequest, ModelError, StopReason};
@@ -460,8 +462,9 @@ impl Slice<'_> {
             }
             let text = match p.due {
                 Some(due) => format!(
-                    "Sleep interrupted: new input arrived before {due}. The sleep's own result \
-                     will arrive as an event when it ends."
+                    "Sleep interrupted: new input arrived before {}. The sleep's own result \
+                     will arrive as an event when it ends.",
+                    show_time(due)
                 ),
                 None => "Woke up: new input arrived.".to_owned(),
             };

@@ -9,6 +9,11 @@ use crate::ids::{CallId, InputId, ThreadId};
 /// reports, associative subscription events) into a conversation. Models may not call it.
 pub const INJECTED_TOOL: &str = "receive_event__injected";
 
+/// A timestamp as shown to models and people: to the second, in UTC.
+pub fn show_time(t: Timestamp) -> String {
+    t.round(jiff::Unit::Second).unwrap_or(t).to_string()
+}
+
 /// One entry of a thread's own history. Entries are never changed once committed.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct HistoryEntry {

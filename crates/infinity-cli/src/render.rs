@@ -70,7 +70,13 @@ impl Renderer {
             OutputKind::ThreadSpawned { child_id } => format!("spawned child thread {child_id}"),
             OutputKind::ThreadClosed {} => "thread closed".to_owned(),
             OutputKind::Sleeping { until, .. } => match until {
-                Some(t) => format!("sleeping until {t}"),
+                Some(t) => {
+                    let secs = t.duration_since(event.at).as_secs_f64().round() as i64;
+                    format!(
+                        "sleeping until {} UTC (in {secs}s)",
+                        t.strftime("%Y-%m-%d %H:%M:%S")
+                    )
+                }
                 None => "sleeping until the next input".to_owned(),
             },
             OutputKind::TitleChanged { title } => format!("title: {title}"),

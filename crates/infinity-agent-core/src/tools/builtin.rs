@@ -7,7 +7,7 @@ use serde_json::{json, Value};
 
 use super::{Tool, ToolContext, ToolOutcome};
 use crate::effect::{Effect, Notification, OutputKind};
-use crate::history::{HistoryView, Item, ToolCall};
+use crate::history::{show_time, HistoryView, Item, ToolCall};
 use crate::ids::{CallId, InputId, ThreadId};
 use crate::input::{Input, InputBody};
 use crate::model::ToolSpec;
@@ -175,8 +175,9 @@ impl Tool for SleepUntil {
         };
         if due <= ctx.now {
             return ToolOutcome::ok(format!(
-                "{date} {time} {zone} ({due}) is already past (now {}); not sleeping.",
-                ctx.now
+                "{date} {time} {zone} ({}) is already past (now {}); not sleeping.",
+                show_time(due),
+                show_time(ctx.now)
             ));
         }
         schedule_wake(ctx, due);

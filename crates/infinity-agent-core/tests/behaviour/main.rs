@@ -8,6 +8,7 @@ mod harness;
 mod children;
 mod crash;
 mod dedup;
+mod dependencies;
 mod events;
 mod loops;
 mod parallel_calls;
