@@ -546,13 +546,13 @@ impl Slice<'_> {
                 let Some(pending) = self.take_pending(&call_id) else {
                     return Err(format!("no pending sleep {call_id}"));
                 };
-                let due = pending.due.unwrap_or(self.now);
+                let due = show_time(pending.due.unwrap_or(self.now));
                 let text = if pending.moved_on {
                     format!(
                         "The sleep that was interrupted earlier has ended (it was due at {due})."
                     )
                 } else {
-                    format!("Slept until {due}; woke at {}.", self.now)
+                    format!("Slept until {due}; woke at {}.", show_time(self.now))
                 };
                 self.resolve(pending, text, false);
             }
