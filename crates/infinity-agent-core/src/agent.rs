@@ -148,6 +148,18 @@ impl ModelSpec {
     }
 }
 
+/// Resolves a model spec that the core knows how to build: `script:PATH` (relative to `base`).
+/// Other providers live in adapter crates; for them this returns an error naming the provider.
+pub fn resolve_core_model(spec: &ModelSpec, base: &Path) -> Result<Arc<dyn ModelProvider>, String> {
+    match spec.provider.as_str() {
+        "script" => crate::scripted::ScriptedModel::load_arc(&base.join(&spec.model))
+            .map_err(|e| e.to_string()),
+        other => Err(format!(
+            "model provider `{other}` is not available in this build; use script:PATH"
+        )),
+    }
+}
+
 impl AgentFile {
     /// Reads and checks an agent file.
     pub fn load(path: &Path) -> Result<Self, AgentFileError> {

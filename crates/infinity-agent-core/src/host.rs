@@ -5,9 +5,13 @@
 
 use async_trait::async_trait;
 use jiff::Timestamp;
+use tracing::Instrument;
 
+use crate::agent::AgentLookup;
+use crate::engine::{run_slice, SliceError, SliceOutcome, SliceRequest};
 use crate::ids::{InputId, ThreadId};
-use crate::input::Input;
+use crate::input::{Input, InputBody};
+use crate::store::{load_view, load_view_prefix, StoreError, ThreadStore};
 
 /// Why an input could not be handed to the queue or the timers.
 #[derive(Debug, Clone, thiserror::Error)]
@@ -39,4 +43,72 @@ pub trait InputSender: Send + Sync {
 pub trait Timers: Send + Sync {
     /// Arranges for `input` to reach its thread's input queue at `due` (at once if it is past).
     async fn schedule(&self, input: Input, due: Timestamp) -> Result<(), SendError>;
+}
+
+/// Why a host could not run and commit a slice.
+#[derive(Debug, thiserror::Error)]
+pub enum SliceFailure {
+    /// The store failed (or another writer committed first).
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    /// The engine failed (the model is unavailable, the agent is unknown).
+    #[error(transparent)]
+    Slice(#[from] SliceError),
+}
+
+impl SliceFailure {
+    /// True when running the same inputs again later may succeed.
+    pub fn is_retryable(&self) -> bool {
+        match self {
+            SliceFailure::Store(e) => e.is_retryable(),
+            SliceFailure::Slice(e) => e.is_retryable(),
+        }
+    }
+}
+
+/// What every host does for one batch of a thread's inputs: load the thread (its record, its
+/// history view, or for a new child its parent's history up to the fork), look up which inputs
+/// were already processed, run the engine, and commit. The caller performs the committed
+/// effects (`outcome.commit.effects`) and marks them done.
+pub async fn run_committed_slice(
+    store: &dyn ThreadStore,
+    agents: &dyn AgentLookup,
+    default_agent: Option<&str>,
+    thread_id: &ThreadId,
+    inputs: Vec<Input>,
+    now: Timestamp,
+) -> Result<SliceOutcome, SliceFailure> {
+    let record = store.load_record(thread_id).await?;
+    let view = match &record {
+        Some(record) => load_view(store, record).await?,
+        None => {
+            let seed_parent = inputs.iter().find_map(|i| match &i.body {
+                InputBody::ChildSeed { parent, .. } => Some(parent),
+                _ => None,
+            });
+            match seed_parent {
+                Some(p) => load_view_prefix(store, &p.thread_id, p.fork_at).await?,
+                None => Vec::new(),
+            }
+        }
+    };
+    let ids: Vec<InputId> = inputs.iter().map(|i| i.id.clone()).collect();
+    let already_processed = store.processed(thread_id, &ids).await?;
+    let span = tracing::info_span!("slice", thread = %thread_id, inputs = ?ids);
+    let outcome = run_slice(SliceRequest {
+        thread_id: thread_id.clone(),
+        record,
+        view: &view,
+        inputs,
+        already_processed,
+        agents,
+        default_agent,
+        now,
+    })
+    .instrument(span)
+    .await?;
+    if let Some(commit) = &outcome.commit {
+        store.commit(commit).await?;
+    }
+    Ok(outcome)
 }

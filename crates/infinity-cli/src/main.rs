@@ -8,11 +8,10 @@ use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
 use clap::{Args, Parser, Subcommand};
-use infinity_agent_core::agent::{AgentFile, ModelSpec};
+use infinity_agent_core::agent::{resolve_core_model, AgentFile, ModelSpec};
 use infinity_agent_core::ids::ThreadId;
 use infinity_agent_core::model::ModelProvider;
 use infinity_agent_core::runtime::{AgentSpec, AgentSystem, AgentSystemBuilder, WaitOutcome};
-use infinity_agent_core::scripted::ScriptedModel;
 use infinity_agent_core::store::{FileStore, ThreadStore};
 use infinity_agent_core::thread::ThreadStatus;
 use infinity_agent_core::tools::SetTitle;
@@ -122,16 +121,7 @@ fn main() -> std::process::ExitCode {
 /// Resolves a model spec. `base` is the folder that relative script paths start from.
 fn resolve_model(spec: &str, base: &Path) -> Result<Arc<dyn ModelProvider>> {
     let spec = ModelSpec::parse(spec).map_err(anyhow::Error::msg)?;
-    match spec.provider.as_str() {
-        "script" => {
-            let path = base.join(&spec.model);
-            Ok(ScriptedModel::load_arc(&path)?)
-        }
-        other => bail!(
-            "model provider `{other}` is not available in this build; use script:PATH (the \
-             Anthropic, OpenAI-compatible and Bedrock adapters are not built yet)"
-        ),
-    }
+    resolve_core_model(&spec, base).map_err(anyhow::Error::msg)
 }
 
 async fn build_system(args: &AgentArgs) -> Result<AgentSystem> {

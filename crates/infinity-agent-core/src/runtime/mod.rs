@@ -54,20 +54,18 @@ use std::sync::{Arc, Mutex, MutexGuard, Weak};
 use async_trait::async_trait;
 use jiff::Timestamp;
 use tokio::sync::{mpsc, Notify};
-use tracing::Instrument;
 
 pub use clock::Clock;
 pub use timers::TokioTimers;
 
 use crate::agent::{Agent, AgentFile, Limits};
 use crate::effect::{Effect, Notification, OutputEvent, OutputKind, PendingEffect, ToolInvocation};
-use crate::engine::{run_slice, SliceError, SliceRequest};
 use crate::history::HistoryEntry;
-use crate::host::{InputSender, SendError, Timers};
+use crate::host::{run_committed_slice, InputSender, SendError, SliceFailure, Timers};
 use crate::ids::{EffectId, InputId, ThreadId};
 use crate::input::{Input, InputBody};
 use crate::model::ModelProvider;
-use crate::store::{load_view, load_view_prefix, MemoryStore, StoreError, ThreadStore};
+use crate::store::{load_view, MemoryStore, StoreError, ThreadStore};
 use crate::thread::ThreadRecord;
 use crate::tools::{RegistryError, Tool, ToolRegistry};
 
@@ -449,23 +447,6 @@ struct Inner {
 /// How often a slice is tried when the store or the model asks for a retry.
 const MAX_ATTEMPTS: u32 = 5;
 
-#[derive(Debug, thiserror::Error)]
-enum SliceFailure {
-    #[error(transparent)]
-    Store(#[from] StoreError),
-    #[error(transparent)]
-    Slice(#[from] SliceError),
-}
-
-impl SliceFailure {
-    fn is_retryable(&self) -> bool {
-        match self {
-            SliceFailure::Store(e) => e.is_retryable(),
-            SliceFailure::Slice(e) => e.is_retryable(),
-        }
-    }
-}
-
 #[async_trait]
 impl InputSender for Inner {
     async fn send_to_input_queue(
@@ -569,39 +550,16 @@ impl Inner {
         thread_id: &ThreadId,
         inputs: Vec<Input>,
     ) -> Result<(), SliceFailure> {
-        let store = self.store.as_ref();
-        let record = store.load_record(thread_id).await?;
-        let view = match &record {
-            Some(record) => load_view(store, record).await?,
-            None => {
-                let seed_parent = inputs.iter().find_map(|i| match &i.body {
-                    InputBody::ChildSeed { parent, .. } => Some(parent),
-                    _ => None,
-                });
-                match seed_parent {
-                    Some(p) => load_view_prefix(store, &p.thread_id, p.fork_at).await?,
-                    None => Vec::new(),
-                }
-            }
-        };
         let ids: Vec<InputId> = inputs.iter().map(|i| i.id.clone()).collect();
-        let already_processed = store.processed(thread_id, &ids).await?;
-        let span = tracing::info_span!("slice", thread = %thread_id, inputs = ?ids);
-        let outcome = run_slice(SliceRequest {
-            thread_id: thread_id.clone(),
-            record,
-            view: &view,
+        let outcome = run_committed_slice(
+            self.store.as_ref(),
+            &self.agents,
+            Some(&self.default_agent),
+            thread_id,
             inputs,
-            already_processed,
-            agents: &self.agents,
-            default_agent: Some(&self.default_agent),
-            now: self.clock.now(),
-        })
-        .instrument(span)
+            self.clock.now(),
+        )
         .await?;
-        if let Some(commit) = &outcome.commit {
-            store.commit(commit).await?;
-        }
         self.ack(&ids).await;
         if let Some(commit) = outcome.commit {
             self.perform(&commit.thread_id, commit.effects).await;

@@ -1,0 +1,179 @@
+//! Configuration from the environment, and the AWS clients built once from it.
+
+use std::time::Duration;
+
+/// A missing or malformed environment variable.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum ConfigError {
+    /// A required variable is not set.
+    #[error("environment variable {0} is not set")]
+    Missing(&'static str),
+    /// A variable has a bad value.
+    #[error("environment variable {name}: {reason}")]
+    Invalid {
+        /// The variable.
+        name: &'static str,
+        /// Why.
+        reason: String,
+    },
+}
+
+/// Where the AWS host keeps things, from `INFINITY_*` variables (set by `template.yaml`, or by
+/// `infra/local/env.sh` for the local stack).
+#[derive(Debug, Clone)]
+pub struct AwsConfig {
+    /// `INFINITY_TABLE`: the DynamoDB table.
+    pub table: String,
+    /// `INFINITY_INPUT_QUEUE_URL`: the FIFO input queue.
+    pub input_queue_url: String,
+    /// `INFINITY_RELAY_QUEUE_URL`: the relay (timer) queue.
+    pub relay_queue_url: String,
+    /// `INFINITY_RELAY_QUEUE_ARN`: the relay queue's ARN (the target of Scheduler schedules).
+    pub relay_queue_arn: String,
+    /// `INFINITY_OUTPUT_QUEUE_URL`: where output events go (optional: without it, none are sent).
+    pub output_queue_url: Option<String>,
+    /// `INFINITY_SCHEDULE_GROUP`: the Scheduler schedule group.
+    pub schedule_group: String,
+    /// `INFINITY_SCHEDULER_ROLE_ARN`: the role Scheduler uses to send to the relay queue.
+    pub scheduler_role_arn: String,
+    /// `INFINITY_RELAY_THRESHOLD_SECONDS` (default 900): delays up to this go through the relay
+    /// queue's DelaySeconds; longer ones through a Scheduler schedule.
+    pub relay_threshold: Duration,
+    /// `INFINITY_SCHEDULE_EARLY_SECONDS` (default 60): a schedule fires this much before the due
+    /// time; the relay finishes the wait to the second.
+    pub schedule_early: Duration,
+    /// `INFINITY_DEDUP_TTL_DAYS` (default 30): how long processed-input markers are kept.
+    pub dedup_ttl: Duration,
+}
+
+fn required(
+    name: &'static str,
+    get: &impl Fn(&str) -> Option<String>,
+) -> Result<String, ConfigError> {
+    match get(name) {
+        Some(v) if !v.trim().is_empty() => Ok(v),
+        _ => Err(ConfigError::Missing(name)),
+    }
+}
+
+fn seconds(
+    name: &'static str,
+    default: u64,
+    get: &impl Fn(&str) -> Option<String>,
+) -> Result<Duration, ConfigError> {
+    match get(name) {
+        None => Ok(Duration::from_secs(default)),
+        Some(v) if v.trim().is_empty() => Ok(Duration::from_secs(default)),
+        Some(v) => v
+            .trim()
+            .parse::<u64>()
+            .map(Duration::from_secs)
+            .map_err(|_| ConfigError::Invalid {
+                name,
+                reason: format!("`{v}` is not a whole number of seconds"),
+            }),
+    }
+}
+
+impl AwsConfig {
+    /// Reads the configuration from the process environment.
+    pub fn from_env() -> Result<Self, ConfigError> {
+        Self::from_lookup(|name| std::env::var(name).ok())
+    }
+
+    /// Reads the configuration through `get` (for tests).
+    pub fn from_lookup(get: impl Fn(&str) -> Option<String>) -> Result<Self, ConfigError> {
+        let relay_threshold = seconds("INFINITY_RELAY_THRESHOLD_SECONDS", 900, &get)?;
+        if relay_threshold > Duration::from_secs(900) {
+            return Err(ConfigError::Invalid {
+                name: "INFINITY_RELAY_THRESHOLD_SECONDS",
+                reason: "SQS DelaySeconds allows at most 900".to_owned(),
+            });
+        }
+        Ok(Self {
+            table: required("INFINITY_TABLE", &get)?,
+            input_queue_url: required("INFINITY_INPUT_QUEUE_URL", &get)?,
+            relay_queue_url: required("INFINITY_RELAY_QUEUE_URL", &get)?,
+            relay_queue_arn: required("INFINITY_RELAY_QUEUE_ARN", &get)?,
+            output_queue_url: get("INFINITY_OUTPUT_QUEUE_URL").filter(|v| !v.trim().is_empty()),
+            schedule_group: required("INFINITY_SCHEDULE_GROUP", &get)?,
+            scheduler_role_arn: required("INFINITY_SCHEDULER_ROLE_ARN", &get)?,
+            relay_threshold,
+            schedule_early: seconds("INFINITY_SCHEDULE_EARLY_SECONDS", 60, &get)?,
+            dedup_ttl: seconds("INFINITY_DEDUP_TTL_DAYS", 30, &get)? * 86_400,
+        })
+    }
+}
+
+/// The SDK clients, built once per process (Lambda init) and shared.
+#[derive(Debug, Clone)]
+pub struct Clients {
+    /// DynamoDB.
+    pub dynamodb: aws_sdk_dynamodb::Client,
+    /// SQS.
+    pub sqs: aws_sdk_sqs::Client,
+    /// EventBridge Scheduler.
+    pub scheduler: aws_sdk_scheduler::Client,
+}
+
+impl Clients {
+    /// Builds the clients from the standard AWS environment (region, credentials, and
+    /// `AWS_ENDPOINT_URL` / `AWS_ENDPOINT_URL_<SERVICE>` for emulators).
+    pub async fn from_env() -> Self {
+        let shared = aws_config::load_defaults(aws_config::BehaviorVersion::latest()).await;
+        Self {
+            dynamodb: aws_sdk_dynamodb::Client::new(&shared),
+            sqs: aws_sdk_sqs::Client::new(&shared),
+            scheduler: aws_sdk_scheduler::Client::new(&shared),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::HashMap;
+
+    fn env(pairs: &[(&str, &str)]) -> impl Fn(&str) -> Option<String> {
+        let map: HashMap<String, String> = pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        move |k| map.get(k).cloned()
+    }
+
+    const FULL: &[(&str, &str)] = &[
+        ("INFINITY_TABLE", "t"),
+        ("INFINITY_INPUT_QUEUE_URL", "http://q/in.fifo"),
+        ("INFINITY_RELAY_QUEUE_URL", "http://q/relay"),
+        ("INFINITY_RELAY_QUEUE_ARN", "arn:aws:sqs:us-east-1:1:relay"),
+        ("INFINITY_SCHEDULE_GROUP", "g"),
+        ("INFINITY_SCHEDULER_ROLE_ARN", "arn:aws:iam::1:role/r"),
+    ];
+
+    #[test]
+    fn names_the_missing_variable() {
+        let err = AwsConfig::from_lookup(env(&FULL[1..])).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "environment variable INFINITY_TABLE is not set"
+        );
+    }
+
+    #[test]
+    fn defaults_and_bad_numbers() {
+        let c = AwsConfig::from_lookup(env(FULL)).unwrap();
+        assert_eq!(c.relay_threshold, Duration::from_secs(900));
+        assert!(c.output_queue_url.is_none());
+        let mut bad = FULL.to_vec();
+        bad.push(("INFINITY_SCHEDULE_EARLY_SECONDS", "soon"));
+        let err = AwsConfig::from_lookup(env(&bad)).unwrap_err().to_string();
+        assert!(
+            err.contains("INFINITY_SCHEDULE_EARLY_SECONDS") && err.contains("soon"),
+            "{err}"
+        );
+        let mut big = FULL.to_vec();
+        big.push(("INFINITY_RELAY_THRESHOLD_SECONDS", "3600"));
+        assert!(AwsConfig::from_lookup(env(&big)).is_err());
+    }
+}

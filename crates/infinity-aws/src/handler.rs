@@ -1,0 +1,378 @@
+//! The Lambda handlers: the agent (input queue) and the relay (timer queue). The local poller
+//! calls exactly these.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use aws_lambda_events::event::sqs::{SqsBatchResponse, SqsEvent, SqsMessage};
+use infinity_agent_core::agent::{resolve_core_model, Agent, AgentFile};
+use infinity_agent_core::effect::{Effect, PendingEffect};
+use infinity_agent_core::engine::SliceError;
+use infinity_agent_core::host::{run_committed_slice, InputSender, SliceFailure, Timers};
+use infinity_agent_core::ids::{InputId, ThreadId};
+use infinity_agent_core::input::{Input, InputBody};
+use infinity_agent_core::store::ThreadStore;
+use infinity_agent_core::tools::{SetTitle, ToolRegistry};
+use jiff::Timestamp;
+use tokio::task::JoinSet;
+
+use crate::config::{AwsConfig, Clients};
+use crate::queue::{AwsTimers, OutputQueue, SqsInputSender};
+use crate::store::DynamoThreadStore;
+use crate::wire::{parse_input, RelayEnvelope, WireError};
+
+/// Why the agent could not be set up (at init: the function fails to start, loudly).
+#[derive(Debug, thiserror::Error)]
+pub enum SetupError {
+    /// Neither `INFINITY_AGENT_YAML` nor `INFINITY_AGENT_FILE` is set.
+    #[error(
+        "set INFINITY_AGENT_YAML (the agent file's content) or INFINITY_AGENT_FILE (its path)"
+    )]
+    NoAgent,
+    /// The agent file is invalid.
+    #[error(transparent)]
+    AgentFile(#[from] infinity_agent_core::agent::AgentFileError),
+    /// The model could not be built.
+    #[error("agent `{agent}`: model `{model}`: {reason}")]
+    Model {
+        /// The agent.
+        agent: String,
+        /// Its model spec.
+        model: String,
+        /// Why.
+        reason: String,
+    },
+    /// An application tool could not be registered.
+    #[error(transparent)]
+    Tool(#[from] infinity_agent_core::tools::RegistryError),
+}
+
+/// Loads the deployment's agent from `INFINITY_AGENT_YAML` (content; relative paths resolve
+/// against `INFINITY_AGENT_DIR`, default the working folder) or `INFINITY_AGENT_FILE` (a path).
+pub fn agent_from_env() -> Result<Arc<Agent>, SetupError> {
+    let file = match (
+        std::env::var("INFINITY_AGENT_YAML")
+            .ok()
+            .filter(|s| !s.trim().is_empty()),
+        std::env::var("INFINITY_AGENT_FILE")
+            .ok()
+            .filter(|s| !s.trim().is_empty()),
+    ) {
+        (Some(text), _) => {
+            let dir = std::env::var("INFINITY_AGENT_DIR").unwrap_or_else(|_| ".".into());
+            AgentFile::parse(&text, &Path::new(&dir).join("INFINITY_AGENT_YAML"))?
+        }
+        (None, Some(path)) => AgentFile::load(&PathBuf::from(path))?,
+        (None, None) => return Err(SetupError::NoAgent),
+    };
+    build_agent(&file)
+}
+
+/// Builds a runnable agent from an agent file: its model, the built-in tools and `set_title`.
+pub fn build_agent(file: &AgentFile) -> Result<Arc<Agent>, SetupError> {
+    let spec = file.model_spec()?;
+    let base = file.path.parent().map(Path::to_owned).unwrap_or_default();
+    let model = resolve_core_model(&spec, &base).map_err(|reason| SetupError::Model {
+        agent: file.name.clone(),
+        model: file.model.clone(),
+        reason,
+    })?;
+    let mut tools = ToolRegistry::with_builtins();
+    tools.register(Arc::new(SetTitle))?;
+    Ok(Arc::new(Agent {
+        name: file.name.clone(),
+        system_prompt: file.system.clone(),
+        model,
+        tools: Arc::new(tools),
+        limits: file.limits,
+    }))
+}
+
+/// The agent Lambda: one slice per thread per batch.
+#[derive(Debug)]
+pub struct AgentHandler {
+    store: DynamoThreadStore,
+    sender: SqsInputSender,
+    timers: AwsTimers,
+    output: Option<OutputQueue>,
+    agents: HashMap<String, Arc<Agent>>,
+    default_agent: String,
+}
+
+/// One message of a batch, parsed.
+struct Message {
+    message_id: String,
+    input: Result<Input, WireError>,
+}
+
+fn attribute<'a>(message: &'a SqsMessage, name: &str) -> Option<&'a str> {
+    message.attributes.get(name).map(String::as_str)
+}
+
+impl AgentHandler {
+    /// A handler with clients built once at init. The first agent is the default for new
+    /// threads.
+    pub fn new(clients: &Clients, config: &AwsConfig, agent: Arc<Agent>) -> Self {
+        let store = DynamoThreadStore::new(
+            clients.dynamodb.clone(),
+            config.table.clone(),
+            config.dedup_ttl,
+        );
+        Self {
+            store,
+            sender: SqsInputSender::new(clients.sqs.clone(), config.input_queue_url.clone()),
+            timers: AwsTimers::new(
+                clients.sqs.clone(),
+                clients.scheduler.clone(),
+                config.clone(),
+            ),
+            output: config
+                .output_queue_url
+                .as_ref()
+                .map(|url| OutputQueue::new(clients.sqs.clone(), url.clone())),
+            default_agent: agent.name.clone(),
+            agents: HashMap::from([(agent.name.clone(), agent)]),
+        }
+    }
+
+    /// The store (for reads by tools and tests).
+    pub fn store(&self) -> &DynamoThreadStore {
+        &self.store
+    }
+
+    /// Handles one SQS batch. Messages are grouped by thread (`MessageGroupId`) in order; each
+    /// thread's messages run as one slice, threads run concurrently. A failing message and every
+    /// later message of its thread are reported as batch item failures (FIFO semantics); other
+    /// threads are unaffected.
+    pub async fn handle(self: &Arc<Self>, event: SqsEvent) -> SqsBatchResponse {
+        let mut groups: Vec<(String, Vec<Message>)> = Vec::new();
+        for record in event.records {
+            let message_id = record.message_id.clone().unwrap_or_default();
+            let group = attribute(&record, "MessageGroupId");
+            let input = parse_input(
+                record.body.as_deref().unwrap_or(""),
+                group,
+                attribute(&record, "MessageDeduplicationId"),
+            );
+            let key = group
+                .map(str::to_owned)
+                .or_else(|| input.as_ref().ok().map(|i| i.thread_id.to_string()))
+                .unwrap_or_else(|| message_id.clone());
+            let message = Message { message_id, input };
+            match groups.iter_mut().find(|(k, _)| *k == key) {
+                Some((_, messages)) => messages.push(message),
+                None => groups.push((key, vec![message])),
+            }
+        }
+        let mut tasks = JoinSet::new();
+        for (_, messages) in groups {
+            let this = Arc::clone(self);
+            tasks.spawn(async move { this.handle_thread(messages).await });
+        }
+        let mut response = SqsBatchResponse::default();
+        while let Some(result) = tasks.join_next().await {
+            match result {
+                Ok(failed) => {
+                    for id in failed {
+                        response.add_failure(id);
+                    }
+                }
+                Err(err) => tracing::error!(%err, "a thread's task failed"),
+            }
+        }
+        response
+    }
+
+    /// Runs one thread's messages; returns the ids of the messages to report as failed.
+    async fn handle_thread(&self, messages: Vec<Message>) -> Vec<String> {
+        let bad = messages.iter().position(|m| m.input.is_err());
+        let (good, rest) = messages.split_at(bad.unwrap_or(messages.len()));
+        let mut failed: Vec<String> = Vec::new();
+        if let Some(first_bad) = rest.first() {
+            if let Err(err) = &first_bad.input {
+                tracing::error!(message_id = %first_bad.message_id, error = %err, "malformed input message; it will reach the dead-letter queue after the redrive count");
+            }
+            failed.extend(rest.iter().map(|m| m.message_id.clone()));
+        }
+        let inputs: Vec<Input> = good
+            .iter()
+            .filter_map(|m| m.input.as_ref().ok().cloned())
+            .collect();
+        let Some(thread_id) = inputs.first().map(|i| i.thread_id.clone()) else {
+            return failed;
+        };
+        if let Err(err) = self.run(&thread_id, inputs).await {
+            tracing::warn!(thread = %thread_id, %err, "slice not finished; its messages will be redelivered");
+            // Report the whole thread's batch: FIFO redelivers it, in order.
+            failed = messages.iter().map(|m| m.message_id.clone()).collect();
+        }
+        failed
+    }
+
+    /// Flushes the thread's outbox, runs and commits a slice, and performs its effects.
+    async fn run(&self, thread_id: &ThreadId, inputs: Vec<Input>) -> Result<(), String> {
+        // A crash after an earlier commit leaves its effects here; perform them first.
+        let leftover = self
+            .store
+            .thread_outbox(thread_id)
+            .await
+            .map_err(|e| e.to_string())?;
+        if !leftover.is_empty() {
+            tracing::info!(thread = %thread_id, effects = leftover.len(), "performing effects left by an earlier slice");
+            self.perform(thread_id, leftover).await?;
+        }
+        let outcome = match run_committed_slice(
+            &self.store,
+            &self.agents,
+            Some(&self.default_agent),
+            thread_id,
+            inputs,
+            Timestamp::now(),
+        )
+        .await
+        {
+            Ok(outcome) => outcome,
+            Err(SliceFailure::Slice(SliceError::UnknownAgent { thread_id, agent })) => {
+                // Terminal: retrying cannot help. Logged and acknowledged.
+                tracing::error!(thread = %thread_id, %agent, "thread runs an agent this deployment does not have; input dropped");
+                return Ok(());
+            }
+            Err(err) => return Err(err.to_string()),
+        };
+        if let Some(commit) = outcome.commit {
+            self.perform(thread_id, commit.effects).await?;
+        }
+        Ok(())
+    }
+
+    /// Performs effects, then marks them done.
+    async fn perform(
+        &self,
+        thread_id: &ThreadId,
+        effects: Vec<PendingEffect>,
+    ) -> Result<(), String> {
+        let mut done = Vec::with_capacity(effects.len());
+        let mut first_error = None;
+        for PendingEffect { id, effect } in effects {
+            let result = match effect {
+                Effect::Send { input } => self
+                    .sender
+                    .send_to_input_queue(&input, &input.thread_id, &input.id)
+                    .await
+                    .map_err(|e| e.to_string()),
+                Effect::SendAt { input, due } => self
+                    .timers
+                    .schedule(input, due)
+                    .await
+                    .map_err(|e| e.to_string()),
+                Effect::Output { event } => match &self.output {
+                    Some(queue) => queue.publish(&event).await,
+                    None => Ok(()),
+                },
+                Effect::Dispatch { invocation } => {
+                    let input = Input {
+                        id: InputId::derived(invocation.call_id.as_str(), "undeliverable"),
+                        thread_id: invocation.thread_id.clone(),
+                        body: InputBody::ToolResult {
+                            call_id: invocation.call_id.clone(),
+                            text: format!(
+                                "Error: the call could not be delivered: no tool server is configured to run `{}`",
+                                invocation.tool
+                            ),
+                            is_error: true,
+                            subscription: false,
+                        },
+                    };
+                    self.sender
+                        .send_to_input_queue(&input, &input.thread_id, &input.id)
+                        .await
+                        .map_err(|e| e.to_string())
+                }
+                Effect::Notify { notification } => {
+                    tracing::debug!(?notification, "no tool servers to notify");
+                    Ok(())
+                }
+            };
+            match result {
+                Ok(()) => done.push(id),
+                Err(err) => {
+                    tracing::warn!(thread = %thread_id, effect = %id, %err, "effect failed; it stays in the outbox");
+                    first_error.get_or_insert(err);
+                }
+            }
+        }
+        if !done.is_empty() {
+            self.store
+                .complete_effects(thread_id, &done)
+                .await
+                .map_err(|e| e.to_string())?;
+        }
+        match first_error {
+            None => Ok(()),
+            Some(err) => Err(err),
+        }
+    }
+}
+
+/// The relay Lambda: forwards due timers to the input queue and delays the others again.
+#[derive(Debug, Clone)]
+pub struct RelayHandler {
+    timers: AwsTimers,
+}
+
+impl RelayHandler {
+    /// A relay with these timers.
+    pub fn new(clients: &Clients, config: &AwsConfig) -> Self {
+        Self {
+            timers: AwsTimers::new(
+                clients.sqs.clone(),
+                clients.scheduler.clone(),
+                config.clone(),
+            ),
+        }
+    }
+
+    /// Handles one batch; each message stands alone (a standard queue).
+    pub async fn handle(&self, event: SqsEvent) -> SqsBatchResponse {
+        let mut response = SqsBatchResponse::default();
+        for record in event.records {
+            let message_id = record.message_id.clone().unwrap_or_default();
+            let envelope: RelayEnvelope = match serde_json::from_str(
+                record.body.as_deref().unwrap_or(""),
+            ) {
+                Ok(e) => e,
+                Err(err) => {
+                    tracing::error!(%message_id, %err, "malformed relay message; it will reach the relay dead-letter queue");
+                    response.add_failure(message_id);
+                    continue;
+                }
+            };
+            if let Err(err) = self.forward(&envelope).await {
+                tracing::warn!(%message_id, %err, "relay failed; the message will be retried");
+                response.add_failure(message_id);
+            }
+        }
+        response
+    }
+
+    async fn forward(&self, envelope: &RelayEnvelope) -> Result<(), String> {
+        let ahead = envelope.due.duration_since(Timestamp::now());
+        match Duration::try_from(ahead) {
+            // Due (or within half a second of it): deliver now.
+            Ok(left) if left > Duration::from_millis(500) => {
+                let secs = left.as_secs_f64().ceil() as u64;
+                self.timers
+                    .relay(envelope, Duration::from_secs(secs))
+                    .await
+                    .map_err(|e| e.to_string())
+            }
+            _ => self
+                .timers
+                .deliver_now(&envelope.input)
+                .await
+                .map_err(|e| e.to_string()),
+        }
+    }
+}

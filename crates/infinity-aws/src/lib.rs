@@ -1,0 +1,33 @@
+//! The AWS host of Infinity.
+//!
+//! - [`store::DynamoThreadStore`]: threads in one DynamoDB table.
+//! - [`queue`]: the SQS FIFO input queue ([`queue::SqsInputSender`]), timers through the relay
+//!   queue and EventBridge Scheduler ([`queue::AwsTimers`]), and the output queue.
+//! - [`handler`]: the agent and relay Lambda handlers (the same code the local poller runs).
+//! - [`local`]: the dev tools that stand in for Lambda's event source and for Scheduler when
+//!   running against emulators.
+#![warn(missing_docs)]
+
+pub mod config;
+pub mod handler;
+pub mod local;
+pub mod queue;
+pub mod store;
+pub mod wire;
+
+/// Sets up `tracing` for Lambda: JSON lines when `AWS_LAMBDA_LOG_FORMAT=JSON`, filtered by
+/// `RUST_LOG` (default `info`).
+pub fn init_lambda_tracing() {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let json = std::env::var("AWS_LAMBDA_LOG_FORMAT").is_ok_and(|v| v.eq_ignore_ascii_case("json"));
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_target(false)
+        .without_time();
+    if json {
+        builder.json().init();
+    } else {
+        builder.init();
+    }
+}

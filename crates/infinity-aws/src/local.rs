@@ -1,0 +1,270 @@
+//! Dev tools for the local stack. Neither emulator runs Lambda functions or fires Scheduler
+//! schedules, so these stand in: [`LocalRunner`] long-polls the input and relay queues and calls
+//! the real handlers with `SqsEvent`s (deleting only what a handler did not report as failed),
+//! and pumps due `at()` schedules to their SQS target, deleting them afterwards.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use aws_lambda_events::event::sqs::{SqsBatchResponse, SqsEvent, SqsMessage};
+use aws_sdk_sqs::types::{DeleteMessageBatchRequestEntry, MessageSystemAttributeName};
+use jiff::Timestamp;
+
+use crate::config::{AwsConfig, Clients};
+use crate::handler::{AgentHandler, RelayHandler};
+
+/// Runs the handlers against the queues, like Lambda's event source mappings, and fires due
+/// schedules, like EventBridge Scheduler.
+#[derive(Debug, Clone)]
+pub struct LocalRunner {
+    clients: Clients,
+    config: AwsConfig,
+    agent: Arc<AgentHandler>,
+    relay: Arc<RelayHandler>,
+    /// How long a message a handler reported as failed stays invisible (Lambda uses the queue's
+    /// visibility timeout; locally a short one keeps retries quick).
+    pub retry_after: Duration,
+}
+
+impl LocalRunner {
+    /// A runner for these handlers.
+    pub fn new(clients: Clients, config: AwsConfig, agent: Arc<AgentHandler>) -> Self {
+        let relay = Arc::new(RelayHandler::new(&clients, &config));
+        Self {
+            clients,
+            config,
+            agent,
+            relay,
+            retry_after: Duration::from_secs(1),
+        }
+    }
+
+    /// Polls both queues and pumps schedules until the process ends.
+    pub async fn run(self) {
+        let agent = self.clone();
+        let relay = self.clone();
+        let pump = self.clone();
+        tokio::join!(
+            async move {
+                loop {
+                    if let Err(err) = agent.poll_agent_once(Duration::from_secs(1)).await {
+                        tracing::warn!(%err, "polling the input queue failed");
+                        tokio::time::sleep(Duration::from_secs(1)).await;
+                    }
+                }
+            },
+            async move {
+                loop {
+                    if let Err(err) = relay.poll_relay_once(Duration::from_secs(1)).await {
+                        tracing::warn!(%err, "polling the relay queue failed");
+                        tokio::time::sleep(Duration::from_secs(1)).await;
+                    }
+                }
+            },
+            async move {
+                loop {
+                    if let Err(err) = pump.pump_schedules_once().await {
+                        tracing::warn!(%err, "pumping schedules failed");
+                    }
+                    tokio::time::sleep(Duration::from_millis(500)).await;
+                }
+            }
+        );
+    }
+
+    /// Receives one batch from the input queue (waiting up to `wait`) and runs the agent handler
+    /// on it. Returns how many messages it received.
+    pub async fn poll_agent_once(&self, wait: Duration) -> Result<usize, String> {
+        let agent = Arc::clone(&self.agent);
+        self.poll(&self.config.input_queue_url.clone(), wait, move |event| {
+            let agent = Arc::clone(&agent);
+            async move { agent.handle(event).await }
+        })
+        .await
+    }
+
+    /// Receives one batch from the relay queue and runs the relay handler on it.
+    pub async fn poll_relay_once(&self, wait: Duration) -> Result<usize, String> {
+        let relay = Arc::clone(&self.relay);
+        self.poll(&self.config.relay_queue_url.clone(), wait, move |event| {
+            let relay = Arc::clone(&relay);
+            async move { relay.handle(event).await }
+        })
+        .await
+    }
+
+    async fn poll<F, Fut>(
+        &self,
+        queue_url: &str,
+        wait: Duration,
+        handler: F,
+    ) -> Result<usize, String>
+    where
+        F: FnOnce(SqsEvent) -> Fut,
+        Fut: std::future::Future<Output = SqsBatchResponse>,
+    {
+        let received = self
+            .clients
+            .sqs
+            .receive_message()
+            .queue_url(queue_url)
+            .max_number_of_messages(10)
+            .wait_time_seconds(wait.as_secs() as i32)
+            .message_system_attribute_names(MessageSystemAttributeName::All)
+            .send()
+            .await
+            .map_err(|e| format!("receive: {e:?}"))?;
+        let messages = received.messages();
+        if messages.is_empty() {
+            return Ok(0);
+        }
+        let mut event = SqsEvent::default();
+        let mut receipts = HashMap::new();
+        for m in messages {
+            let mut record = SqsMessage::default();
+            record.message_id = m.message_id().map(str::to_owned);
+            record.receipt_handle = m.receipt_handle().map(str::to_owned);
+            record.body = m.body().map(str::to_owned);
+            record.event_source = Some("aws:sqs".into());
+            if let Some(attributes) = m.attributes() {
+                for (name, value) in attributes {
+                    record
+                        .attributes
+                        .insert(name.as_str().to_owned(), value.clone());
+                }
+            }
+            if let (Some(id), Some(receipt)) = (m.message_id(), m.receipt_handle()) {
+                receipts.insert(id.to_owned(), receipt.to_owned());
+            }
+            event.records.push(record);
+        }
+        let count = event.records.len();
+        let response = handler(event).await;
+        let failed: Vec<String> = response
+            .batch_item_failures
+            .iter()
+            .map(|f| f.item_identifier.clone())
+            .collect();
+        let mut deletes = Vec::new();
+        for (id, receipt) in &receipts {
+            if failed.contains(id) {
+                let _ = self
+                    .clients
+                    .sqs
+                    .change_message_visibility()
+                    .queue_url(queue_url)
+                    .receipt_handle(receipt)
+                    .visibility_timeout(self.retry_after.as_secs() as i32)
+                    .send()
+                    .await;
+            } else {
+                deletes.push(
+                    DeleteMessageBatchRequestEntry::builder()
+                        .id(id
+                            .chars()
+                            .filter(|c| c.is_ascii_alphanumeric())
+                            .take(80)
+                            .collect::<String>())
+                        .receipt_handle(receipt)
+                        .build()
+                        .map_err(|e| e.to_string())?,
+                );
+            }
+        }
+        if !deletes.is_empty() {
+            self.clients
+                .sqs
+                .delete_message_batch()
+                .queue_url(queue_url)
+                .set_entries(Some(deletes))
+                .send()
+                .await
+                .map_err(|e| format!("delete: {e:?}"))?;
+        }
+        Ok(count)
+    }
+
+    /// Fires every schedule of the group whose `at()` time has come: sends its target input to
+    /// the target queue and deletes the schedule. Returns how many fired.
+    pub async fn pump_schedules_once(&self) -> Result<usize, String> {
+        let list = self
+            .clients
+            .scheduler
+            .list_schedules()
+            .group_name(&self.config.schedule_group)
+            .send()
+            .await
+            .map_err(|e| format!("list schedules: {e:?}"))?;
+        let mut fired = 0;
+        for summary in list.schedules() {
+            let Some(name) = summary.name() else { continue };
+            let schedule = self
+                .clients
+                .scheduler
+                .get_schedule()
+                .name(name)
+                .group_name(&self.config.schedule_group)
+                .send()
+                .await
+                .map_err(|e| format!("get schedule {name}: {e:?}"))?;
+            let Some(at) = schedule
+                .schedule_expression()
+                .and_then(|e| e.strip_prefix("at("))
+                .and_then(|e| e.strip_suffix(')'))
+            else {
+                continue;
+            };
+            let Ok(civil) = at.parse::<jiff::civil::DateTime>() else {
+                tracing::warn!(%name, %at, "schedule with an unreadable at() time");
+                continue;
+            };
+            let zone = schedule.schedule_expression_timezone().unwrap_or("UTC");
+            let due = jiff::tz::TimeZone::get(zone)
+                .and_then(|tz| tz.to_timestamp(civil))
+                .map_err(|e| e.to_string())?;
+            if due > Timestamp::now() {
+                continue;
+            }
+            let Some(target) = schedule.target() else {
+                continue;
+            };
+            let queue_url = self.queue_url_for_arn(target.arn()).await?;
+            self.clients
+                .sqs
+                .send_message()
+                .queue_url(queue_url)
+                .message_body(target.input().unwrap_or_default())
+                .send()
+                .await
+                .map_err(|e| format!("schedule target: {e:?}"))?;
+            self.clients
+                .scheduler
+                .delete_schedule()
+                .name(name)
+                .group_name(&self.config.schedule_group)
+                .send()
+                .await
+                .map_err(|e| format!("delete schedule {name}: {e:?}"))?;
+            fired += 1;
+        }
+        Ok(fired)
+    }
+
+    async fn queue_url_for_arn(&self, arn: &str) -> Result<String, String> {
+        if arn == self.config.relay_queue_arn {
+            return Ok(self.config.relay_queue_url.clone());
+        }
+        let name = arn.rsplit(':').next().unwrap_or(arn);
+        self.clients
+            .sqs
+            .get_queue_url()
+            .queue_name(name)
+            .send()
+            .await
+            .map_err(|e| format!("queue for {arn}: {e:?}"))?
+            .queue_url()
+            .map(str::to_owned)
+            .ok_or_else(|| format!("no queue for {arn}"))
+    }
+}
