@@ -129,6 +129,42 @@ impl Clients {
     }
 }
 
+impl Clients {
+    /// Clients with explicit endpoints per service, region and static credentials: for the
+    /// local emulators in tests and tools, without touching the process environment.
+    pub async fn for_endpoints(region: &str, dynamodb: &str, sqs: &str, scheduler: &str) -> Self {
+        let credentials = aws_sdk_dynamodb::config::Credentials::new(
+            "test",
+            "test",
+            None,
+            None,
+            "infinity-local",
+        );
+        let shared = aws_config::defaults(aws_config::BehaviorVersion::latest())
+            .region(aws_config::Region::new(region.to_owned()))
+            .credentials_provider(credentials)
+            .load()
+            .await;
+        Self {
+            dynamodb: aws_sdk_dynamodb::Client::from_conf(
+                aws_sdk_dynamodb::config::Builder::from(&shared)
+                    .endpoint_url(dynamodb)
+                    .build(),
+            ),
+            sqs: aws_sdk_sqs::Client::from_conf(
+                aws_sdk_sqs::config::Builder::from(&shared)
+                    .endpoint_url(sqs)
+                    .build(),
+            ),
+            scheduler: aws_sdk_scheduler::Client::from_conf(
+                aws_sdk_scheduler::config::Builder::from(&shared)
+                    .endpoint_url(scheduler)
+                    .build(),
+            ),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

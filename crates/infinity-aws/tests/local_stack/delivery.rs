@@ -1,0 +1,219 @@
+//! At-least-once delivery, exactly-once effect: duplicates, a crash between commit and sends,
+//! racing slices, and a poison message.
+
+use std::collections::HashSet;
+use std::time::Duration;
+
+use aws_lambda_events::event::sqs::{SqsEvent, SqsMessage};
+use infinity_agent_core::engine::run_slice;
+use infinity_agent_core::engine::SliceRequest;
+use infinity_agent_core::input::Input;
+use infinity_agent_core::store::ThreadStore;
+
+use crate::harness::{stack, tid};
+
+const SCRIPT: &str = r#"
+rules:
+  - thread: child
+    reply: {text: "child here"}
+  - when: "^spawn$"
+    reply:
+      tool_calls: [{name: spawn_thread, args: {instructions: "say hi", child_of: "${stack}"}}]
+  - reply: {text: "ok"}
+"#;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_input_delivered_twice_changes_nothing() {
+    let s = stack(SCRIPT).await;
+    let input = s.say("twice", "hello").await;
+    s.run_until(Duration::from_secs(20), "the answer", || {
+        s.history_has("twice", "assistant: ok")
+    })
+    .await;
+    let before = (
+        s.history("twice").await,
+        s.record("twice").await.unwrap().version,
+    );
+    // The same input again: a different SQS deduplication id, as after SQS's 5-minute window.
+    let body = serde_json::to_string(&input).unwrap();
+    s.clients
+        .sqs
+        .send_message()
+        .queue_url(&s.config.input_queue_url)
+        .message_group_id("twice")
+        .message_deduplication_id("another-dedup-id")
+        .message_body(body)
+        .send()
+        .await
+        .unwrap();
+    for _ in 0..5 {
+        s.round().await;
+    }
+    assert_eq!(
+        (
+            s.history("twice").await,
+            s.record("twice").await.unwrap().version
+        ),
+        before
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_slice_killed_after_its_commit_loses_nothing() {
+    let s = stack(SCRIPT).await;
+    let input = Input::user_message(tid("crash"), "spawn");
+    // Run and commit the slice as the handler would, then "die" before performing its effects.
+    let agents: std::collections::HashMap<
+        String,
+        std::sync::Arc<infinity_agent_core::agent::Agent>,
+    > = [("tester".to_owned(), crate::harness::test_agent())].into();
+    let outcome = run_slice(SliceRequest {
+        thread_id: tid("crash"),
+        record: None,
+        view: &[],
+        inputs: vec![input.clone()],
+        already_processed: HashSet::new(),
+        agents: &agents,
+        default_agent: Some("tester"),
+        now: jiff::Timestamp::now(),
+    })
+    .await
+    .unwrap();
+    s.store().commit(&outcome.commit.unwrap()).await.unwrap();
+    assert!(!s
+        .store()
+        .thread_outbox(&tid("crash"))
+        .await
+        .unwrap()
+        .is_empty());
+    // SQS redelivers the input: a duplicate, which flushes the outbox (the child seed).
+    s.send(&input).await;
+    s.run_until(Duration::from_secs(30), "the child runs", || async {
+        match s.record("crash").await.unwrap().children.first() {
+            Some(child) => {
+                s.history_has(child.thread_id.as_str(), "assistant: child here")
+                    .await
+            }
+            None => false,
+        }
+    })
+    .await;
+    assert!(s
+        .store()
+        .thread_outbox(&tid("crash"))
+        .await
+        .unwrap()
+        .is_empty());
+    let history = s.history("crash").await;
+    assert_eq!(
+        history.iter().filter(|l| *l == "message: spawn").count(),
+        1,
+        "{history:#?}"
+    );
+}
+
+fn event(inputs: &[&Input]) -> SqsEvent {
+    let mut event = SqsEvent::default();
+    for (i, input) in inputs.iter().enumerate() {
+        let mut m = SqsMessage::default();
+        m.message_id = Some(format!("m{i}-{}", input.id));
+        m.body = Some(serde_json::to_string(input).unwrap());
+        m.attributes
+            .insert("MessageGroupId".into(), input.thread_id.to_string());
+        event.records.push(m);
+    }
+    event
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_slices_racing_on_one_thread_leave_it_consistent() {
+    let s = stack(SCRIPT).await;
+    let first = s.say("race", "first").await;
+    s.run_until(Duration::from_secs(20), "the thread exists", || {
+        s.history_has("race", "assistant: ok")
+    })
+    .await;
+    // Two deliveries of different inputs for one thread handled at the same time (as if the
+    // FIFO group's ordering were broken): at most one commit per version wins.
+    let a = Input::user_message(tid("race"), "from a");
+    let b = Input::user_message(tid("race"), "from b");
+    let (ra, rb) = tokio::join!(
+        s.handler.handle(event(&[&a])),
+        s.handler.handle(event(&[&b]))
+    );
+    let failed = ra.batch_item_failures.len() + rb.batch_item_failures.len();
+    // Redeliver whatever was reported as failed.
+    if !ra.batch_item_failures.is_empty() {
+        assert!(s
+            .handler
+            .handle(event(&[&a]))
+            .await
+            .batch_item_failures
+            .is_empty());
+    }
+    if !rb.batch_item_failures.is_empty() {
+        assert!(s
+            .handler
+            .handle(event(&[&b]))
+            .await
+            .batch_item_failures
+            .is_empty());
+    }
+    assert!(failed <= 1);
+    let history = s.history("race").await;
+    for text in ["message: first", "message: from a", "message: from b"] {
+        assert_eq!(
+            history.iter().filter(|l| *l == text).count(),
+            1,
+            "{text} in {history:#?}"
+        );
+    }
+    let record = s.record("race").await.unwrap();
+    assert_eq!(record.history_len as usize, history.len());
+    let _ = first;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_poison_message_reaches_the_dlq_while_other_threads_go_on() {
+    let s = stack(SCRIPT).await;
+    s.clients
+        .sqs
+        .send_message()
+        .queue_url(&s.config.input_queue_url)
+        .message_group_id("poison")
+        .message_deduplication_id("poison-1")
+        .message_body("this is not json")
+        .send()
+        .await
+        .unwrap();
+    s.say("healthy", "hello").await;
+    s.run_until(
+        Duration::from_secs(20),
+        "the healthy thread answers",
+        || s.history_has("healthy", "assistant: ok"),
+    )
+    .await;
+    let dlq = s.queue_url("InputDLQ").await;
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    let found = loop {
+        let got = s
+            .clients
+            .sqs
+            .receive_message()
+            .queue_url(&dlq)
+            .wait_time_seconds(0)
+            .send()
+            .await
+            .unwrap();
+        if let Some(m) = got.messages().first() {
+            break m.body().map(str::to_owned);
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the poison message never reached the DLQ"
+        );
+        s.round().await;
+    };
+    assert_eq!(found.as_deref(), Some("this is not json"));
+    assert!(s.record("poison").await.is_none());
+}

@@ -1,0 +1,300 @@
+//! Starts the local emulators (moto server and DynamoDB Local, through `infra/local/`), creates a
+//! fresh set of queues and a table for each test from `template.yaml`, and drives the real
+//! handlers through [`LocalRunner`] until a condition holds.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::{Arc, OnceLock};
+use std::time::Duration;
+
+use infinity_agent_core::agent::AgentFile;
+use infinity_agent_core::history::Item;
+use infinity_agent_core::host::InputSender;
+use infinity_agent_core::ids::ThreadId;
+use infinity_agent_core::input::Input;
+use infinity_agent_core::store::{load_view, ThreadStore};
+use infinity_agent_core::thread::ThreadRecord;
+use infinity_aws::config::{AwsConfig, Clients};
+use infinity_aws::handler::{build_agent, AgentHandler};
+use infinity_aws::local::LocalRunner;
+use infinity_aws::queue::SqsInputSender;
+use infinity_aws::store::DynamoThreadStore;
+
+pub fn repo() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../..")
+        .canonicalize()
+        .unwrap()
+}
+
+/// Starts the emulators once per test process (installing them first if needed).
+fn emulators() {
+    static STARTED: OnceLock<()> = OnceLock::new();
+    STARTED.get_or_init(|| {
+        let local = repo().join("infra/local");
+        let run = |script: &str, arg: Option<&str>| {
+            let mut cmd = Command::new("bash");
+            cmd.arg(local.join(script));
+            if let Some(a) = arg {
+                cmd.arg(a);
+            }
+            let out = cmd.current_dir(repo()).output().unwrap();
+            assert!(
+                out.status.success(),
+                "{script} failed:\n{}\n{}",
+                String::from_utf8_lossy(&out.stdout),
+                String::from_utf8_lossy(&out.stderr)
+            );
+        };
+        run("install.sh", None);
+        run("emulators.sh", Some("start"));
+    });
+}
+
+/// Creates a fresh stack of resources and returns its environment (`INFINITY_*`, endpoints).
+fn bootstrap(prefix: &str) -> HashMap<String, String> {
+    let env_file = std::env::temp_dir().join(format!("{prefix}.env.sh"));
+    let out = Command::new(repo().join(".venv/bin/python"))
+        .arg(repo().join("infra/local/bootstrap.py"))
+        .args(["--prefix", prefix, "--env-file"])
+        .arg(&env_file)
+        .current_dir(repo())
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "bootstrap failed:\n{}\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = std::fs::read_to_string(&env_file).unwrap();
+    text.lines()
+        .filter_map(|l| l.trim().strip_prefix("export "))
+        .filter_map(|l| l.split_once('='))
+        .map(|(k, v)| {
+            (
+                k.to_owned(),
+                v.trim_matches(|c| c == '"' || c == '\'').to_owned(),
+            )
+        })
+        .collect()
+}
+
+pub struct Stack {
+    pub config: AwsConfig,
+    pub clients: Clients,
+    pub handler: Arc<AgentHandler>,
+    pub runner: LocalRunner,
+    pub sender: SqsInputSender,
+    pub prefix: String,
+    _dir: tempfile::TempDir,
+}
+
+pub struct Options {
+    pub relay_threshold: u64,
+    pub schedule_early: u64,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Self {
+            relay_threshold: 900,
+            schedule_early: 60,
+        }
+    }
+}
+
+pub async fn stack(script: &str) -> Stack {
+    stack_with(script, Options::default()).await
+}
+
+pub async fn stack_with(script: &str, options: Options) -> Stack {
+    emulators();
+    let prefix = format!(
+        "t{}",
+        &infinity_agent_core::ids::EffectId::generate().as_str()[3..15]
+    );
+    let mut env = bootstrap(&prefix);
+    env.insert(
+        "INFINITY_RELAY_THRESHOLD_SECONDS".into(),
+        options.relay_threshold.to_string(),
+    );
+    env.insert(
+        "INFINITY_SCHEDULE_EARLY_SECONDS".into(),
+        options.schedule_early.to_string(),
+    );
+    let config = AwsConfig::from_lookup(|k| env.get(k).cloned()).unwrap();
+    let endpoint = |service: &str| {
+        env.get(&format!("AWS_ENDPOINT_URL_{service}"))
+            .or_else(|| env.get("AWS_ENDPOINT_URL"))
+            .cloned()
+            .unwrap_or_else(|| panic!("no endpoint for {service} in {env:?}"))
+    };
+    let clients = Clients::for_endpoints(
+        env.get("AWS_REGION").map_or("us-east-1", String::as_str),
+        &endpoint("DYNAMODB"),
+        &endpoint("SQS"),
+        &endpoint("SCHEDULER"),
+    )
+    .await;
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("script.yaml"), script).unwrap();
+    let agent_path = dir.path().join("agent.yaml");
+    std::fs::write(&agent_path, "name: tester\nmodel: script:script.yaml\n").unwrap();
+    let agent = build_agent(&AgentFile::load(&agent_path).unwrap()).unwrap();
+    let handler = Arc::new(AgentHandler::new(&clients, &config, agent));
+    let mut runner = LocalRunner::new(clients.clone(), config.clone(), Arc::clone(&handler));
+    runner.retry_after = Duration::from_secs(0);
+    let sender = SqsInputSender::new(clients.sqs.clone(), config.input_queue_url.clone());
+    Stack {
+        config,
+        clients,
+        handler,
+        runner,
+        sender,
+        prefix,
+        _dir: dir,
+    }
+}
+
+pub fn tid(s: &str) -> ThreadId {
+    ThreadId::new(s).unwrap()
+}
+
+impl Stack {
+    pub fn store(&self) -> &DynamoThreadStore {
+        self.handler.store()
+    }
+
+    /// Enqueues a user message the way a client would.
+    pub async fn say(&self, thread: &str, text: &str) -> Input {
+        let input = Input::user_message(tid(thread), text);
+        self.send(&input).await;
+        input
+    }
+
+    pub async fn send(&self, input: &Input) {
+        self.sender
+            .send_to_input_queue(input, &input.thread_id, &input.id)
+            .await
+            .unwrap();
+    }
+
+    /// Runs the handlers (one poll of each queue and one schedule pump per round) until
+    /// `done` holds, or panics after `timeout`.
+    pub async fn run_until<F, Fut>(&self, timeout: Duration, what: &str, mut done: F)
+    where
+        F: FnMut() -> Fut,
+        Fut: std::future::Future<Output = bool>,
+    {
+        let deadline = tokio::time::Instant::now() + timeout;
+        loop {
+            if done().await {
+                return;
+            }
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "timed out waiting for: {what}"
+            );
+            self.round().await;
+        }
+    }
+
+    /// One round of the local event sources.
+    pub async fn round(&self) {
+        let wait = Duration::from_millis(0);
+        let a = self.runner.poll_agent_once(wait).await.unwrap();
+        let r = self.runner.poll_relay_once(wait).await.unwrap();
+        self.runner.pump_schedules_once().await.unwrap();
+        if a == 0 && r == 0 {
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    }
+
+    pub async fn record(&self, thread: &str) -> Option<ThreadRecord> {
+        self.store().load_record(&tid(thread)).await.unwrap()
+    }
+
+    /// The thread's history as the model sees it, one line per entry.
+    pub async fn history(&self, thread: &str) -> Vec<String> {
+        let Some(record) = self.record(thread).await else {
+            return Vec::new();
+        };
+        load_view(self.store(), &record)
+            .await
+            .unwrap()
+            .iter()
+            .map(|e| line(&e.item))
+            .collect()
+    }
+
+    pub async fn history_has(&self, thread: &str, needle: &str) -> bool {
+        self.history(thread)
+            .await
+            .iter()
+            .any(|l| l.contains(needle))
+    }
+
+    pub async fn queue_url(&self, logical: &str) -> String {
+        let suffix = if logical.starts_with("Input") {
+            ".fifo"
+        } else {
+            ""
+        };
+        self.clients
+            .sqs
+            .get_queue_url()
+            .queue_name(format!("{}-{logical}{suffix}", self.prefix))
+            .send()
+            .await
+            .unwrap()
+            .queue_url()
+            .unwrap()
+            .to_owned()
+    }
+}
+
+pub fn line(item: &Item) -> String {
+    match item {
+        Item::Message { text, .. } => format!("message: {text}"),
+        Item::Assistant {
+            text, tool_calls, ..
+        } => {
+            let calls: Vec<String> = tool_calls
+                .iter()
+                .map(|c| format!("{} {}", c.name, c.args))
+                .collect();
+            format!(
+                "assistant: {} {}",
+                text.as_deref().unwrap_or(""),
+                calls.join(" | ")
+            )
+        }
+        Item::ToolResult {
+            name,
+            text,
+            is_error,
+            ..
+        } => {
+            format!(
+                "{} {name}: {text}",
+                if *is_error { "error" } else { "result" }
+            )
+        }
+        Item::Notice { text, .. } => format!("notice: {text}"),
+    }
+}
+
+/// The scripted test agent (for tests that run the engine by hand).
+pub fn test_agent() -> Arc<infinity_agent_core::agent::Agent> {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("script.yaml"),
+        "rules:\n  - thread: child\n    reply: {text: \"child here\"}\n  - when: \"^spawn$\"\n    reply:\n      tool_calls: [{name: spawn_thread, args: {instructions: \"say hi\", child_of: \"${stack}\"}}]\n  - reply: {text: \"ok\"}\n",
+    )
+    .unwrap();
+    let path = dir.path().join("agent.yaml");
+    std::fs::write(&path, "name: tester\nmodel: script:script.yaml\n").unwrap();
+    build_agent(&AgentFile::load(&path).unwrap()).unwrap()
+}

@@ -1,0 +1,141 @@
+//! The DynamoDB store: big entries, long threads, version conflicts.
+
+use std::sync::Arc;
+
+use infinity_agent_core::engine::Commit;
+use infinity_agent_core::history::{HistoryEntry, Item};
+use infinity_agent_core::ids::InputId;
+use infinity_agent_core::store::{StoreError, ThreadStore};
+use infinity_agent_core::thread::ThreadRecord;
+use jiff::Timestamp;
+
+use crate::harness::{stack, tid};
+
+fn entries(from: u64, n: u64, text: impl Fn(u64) -> String) -> Vec<HistoryEntry> {
+    (from..from + n)
+        .map(|seq| HistoryEntry {
+            seq,
+            at: Timestamp::UNIX_EPOCH,
+            input_id: None,
+            item: Item::user(text(seq)),
+        })
+        .collect()
+}
+
+fn commit(
+    record: &ThreadRecord,
+    expected: Option<u64>,
+    new: Vec<HistoryEntry>,
+    processed: Vec<InputId>,
+) -> Commit {
+    let mut record = record.clone();
+    record.version = expected.map_or(1, |v| v + 1);
+    record.history_len += new.len() as u64;
+    Commit {
+        thread_id: record.id.clone(),
+        expected_version: expected,
+        record,
+        new_entries: new,
+        processed_inputs: processed,
+        effects: Vec::new(),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_2_mb_entry_is_split_and_joined_transparently() {
+    let s = stack("rules:\n  - reply: {text: ok}\n").await;
+    let store = s.store();
+    let record = ThreadRecord::new(tid("big"), "tester", None, Timestamp::UNIX_EPOCH);
+    let big = "é and some text ".repeat(2 * 1024 * 1024 / 17);
+    let c = commit(
+        &record,
+        None,
+        entries(0, 1, |_| big.clone()),
+        vec![InputId::new("i1").unwrap()],
+    );
+    store.commit(&c).await.unwrap();
+    let loaded = store.load_entries(&tid("big"), 1).await.unwrap();
+    assert_eq!(loaded[0].item, Item::user(big.clone()));
+    assert_eq!(
+        store.load_record(&tid("big")).await.unwrap().unwrap(),
+        c.record
+    );
+    let seen = store
+        .processed(
+            &tid("big"),
+            &[InputId::new("i1").unwrap(), InputId::new("i2").unwrap()],
+        )
+        .await
+        .unwrap();
+    assert_eq!(seen.len(), 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_10000_entry_thread_loads_and_saves() {
+    let s = stack("rules:\n  - reply: {text: ok}\n").await;
+    let store = s.store();
+    let mut record = ThreadRecord::new(tid("long"), "tester", None, Timestamp::UNIX_EPOCH);
+    let mut version = None;
+    let mut seq = 0;
+    while seq < 10_000 {
+        let c = commit(
+            &record,
+            version,
+            entries(seq, 90.min(10_000 - seq), |i| format!("entry {i}")),
+            Vec::new(),
+        );
+        store.commit(&c).await.unwrap();
+        seq += c.new_entries.len() as u64;
+        record = c.record;
+        version = Some(record.version);
+    }
+    let loaded = store.load_entries(&tid("long"), 10_000).await.unwrap();
+    assert_eq!(loaded.len(), 10_000);
+    assert!(loaded
+        .iter()
+        .enumerate()
+        .all(|(i, e)| e.seq == i as u64 && e.item == Item::user(format!("entry {i}"))));
+    // And a slice runs on it through the handler.
+    s.say("long", "one more").await;
+    s.run_until(std::time::Duration::from_secs(30), "the answer", || async {
+        store
+            .load_record(&tid("long"))
+            .await
+            .unwrap()
+            .unwrap()
+            .history_len
+            == 10_002
+    })
+    .await;
+    let _: Vec<Arc<HistoryEntry>> = loaded;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stale_commit_is_a_conflict_and_changes_nothing() {
+    let s = stack("rules:\n  - reply: {text: ok}\n").await;
+    let store = s.store();
+    let record = ThreadRecord::new(tid("v"), "tester", None, Timestamp::UNIX_EPOCH);
+    let first = commit(&record, None, entries(0, 1, |_| "a".into()), Vec::new());
+    store.commit(&first).await.unwrap();
+    let again = commit(&record, None, entries(0, 1, |_| "b".into()), Vec::new());
+    assert!(matches!(
+        store.commit(&again).await,
+        Err(StoreError::Conflict { .. })
+    ));
+    let stale = commit(
+        &first.record,
+        Some(0),
+        entries(1, 1, |_| "c".into()),
+        Vec::new(),
+    );
+    assert!(matches!(
+        store.commit(&stale).await,
+        Err(StoreError::Conflict { .. })
+    ));
+    let loaded = store.load_entries(&tid("v"), 1).await.unwrap();
+    assert_eq!(loaded[0].item, Item::user("a"));
+    assert_eq!(
+        store.load_record(&tid("v")).await.unwrap().unwrap().version,
+        1
+    );
+}
