@@ -2,19 +2,25 @@
 
 CARGO ?= cargo
 MESSAGE ?= Plan the launch party
+AGENT ?= examples/demo/agent.yaml
+VENV := .venv/bin
+AWS_CHECK_ENV := AWS_DEFAULT_REGION=us-east-1 AWS_ACCESS_KEY_ID=test AWS_SECRET_ACCESS_KEY=test SAM_CLI_TELEMETRY=0
 
-.PHONY: help demo test fmt-check lint unit build bench clean
+.PHONY: help demo test fmt-check lint template-check tools unit build build-local bench deploy local-up local-down clean
 
 help:
-	@echo "make demo    run the offline demo agent on the embedded runtime"
-	@echo "make test    everything CI runs: fmt check, clippy -D warnings, all tests incl. doc tests"
-	@echo "make build   build the workspace (debug)"
-	@echo "make bench   run the core benchmarks (see docs/benchmarks.md)"
+	@echo "make demo        run the offline demo agent on the embedded runtime"
+	@echo "make test        everything CI runs: fmt, clippy -D warnings, template checks, all tests (incl. doc tests and the local AWS stack)"
+	@echo "make build       cargo lambda build --release --arm64 (the Lambda binaries)"
+	@echo "make deploy      sam build + sam deploy --guided (AGENT=path/to/agent.yaml)"
+	@echo "make local-up    emulators + queues/table + the real handlers in the background (AGENT=...)"
+	@echo "make local-down  stop all of it"
+	@echo "make bench       core benchmarks (docs/benchmarks.md)"
 
 demo:
 	$(CARGO) run -q -p infinity-cli -- run --agent examples/demo/agent.yaml "$(MESSAGE)"
 
-test: fmt-check lint unit
+test: fmt-check lint tools template-check unit
 
 fmt-check:
 	$(CARGO) fmt --all -- --check
@@ -22,11 +28,32 @@ fmt-check:
 lint:
 	$(CARGO) clippy --workspace --all-targets -- -D warnings
 
+# The Python venv (cfn-lint, SAM CLI, moto) and DynamoDB Local; idempotent and quick once done.
+tools:
+	bash infra/local/install.sh
+
+template-check: tools
+	$(VENV)/cfn-lint template.yaml
+	$(AWS_CHECK_ENV) $(VENV)/sam validate --lint --template template.yaml
+
+# The local-stack tests start the emulators themselves (infra/local/emulators.sh).
 unit:
 	$(CARGO) test --workspace
 
 build:
-	$(CARGO) build --workspace
+	@command -v cargo-lambda >/dev/null || { echo "make build needs cargo-lambda: cargo install cargo-lambda (and zig for cross-compiling to arm64)"; exit 1; }
+	$(CARGO) lambda build --release --arm64 -p infinity-aws --bin infinity-agent-lambda --bin infinity-relay-lambda
+
+deploy: tools
+	@test -f "$(AGENT)" || { echo "make deploy AGENT=path/to/agent.yaml (missing: $(AGENT))"; exit 1; }
+	$(VENV)/sam build --template template.yaml
+	$(VENV)/sam deploy --guided --parameter-overrides "AgentYaml=$$(cat $(AGENT))"
+
+local-up:
+	bash infra/local/up.sh "$(AGENT)"
+
+local-down:
+	bash infra/local/down.sh
 
 bench:
 	$(CARGO) bench -p infinity-agent-core --bench slice

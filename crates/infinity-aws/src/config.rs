@@ -120,7 +120,17 @@ impl Clients {
     /// Builds the clients from the standard AWS environment (region, credentials, and
     /// `AWS_ENDPOINT_URL` / `AWS_ENDPOINT_URL_<SERVICE>` for emulators).
     pub async fn from_env() -> Self {
-        let shared = aws_config::load_defaults(aws_config::BehaviorVersion::latest()).await;
+        Self::from_env_with_endpoint(None).await
+    }
+
+    /// Like [`Clients::from_env`], with one endpoint for every service when given (LocalStack,
+    /// or the `--endpoint` flag of the CLI).
+    pub async fn from_env_with_endpoint(endpoint: Option<&str>) -> Self {
+        let mut loader = aws_config::defaults(aws_config::BehaviorVersion::latest());
+        if let Some(url) = endpoint {
+            loader = loader.endpoint_url(url);
+        }
+        let shared = loader.load().await;
         Self {
             dynamodb: aws_sdk_dynamodb::Client::new(&shared),
             sqs: aws_sdk_sqs::Client::new(&shared),

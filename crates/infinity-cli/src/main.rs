@@ -1,5 +1,6 @@
 //! `infinity`: run and chat with agents on the embedded runtime.
 
+mod aws;
 mod render;
 
 use std::path::{Path, PathBuf};
@@ -35,6 +36,19 @@ enum Command {
     Chat(ChatArgs),
     /// Show the threads of a store.
     Threads(ThreadsArgs),
+    /// Send a user message to a thread on an AWS (or local) stack.
+    Send(aws::SendArgs),
+    /// Threads on an AWS (or local) stack.
+    #[command(subcommand)]
+    Thread(ThreadCommand),
+    /// Print output events from an AWS (or local) stack's output queue as they arrive.
+    Tail(aws::TailArgs),
+}
+
+#[derive(Debug, Subcommand)]
+enum ThreadCommand {
+    /// Show a thread's record and history from the DynamoDB table.
+    Show(aws::ShowArgs),
 }
 
 #[derive(Debug, Args)]
@@ -107,6 +121,9 @@ fn main() -> std::process::ExitCode {
             Command::Run(args) => run(args).await,
             Command::Chat(args) => chat(args).await,
             Command::Threads(args) => threads(args).await,
+            Command::Send(args) => aws::send(args).await,
+            Command::Thread(ThreadCommand::Show(args)) => aws::show(args).await,
+            Command::Tail(args) => aws::tail(args).await,
         }
     });
     match result {

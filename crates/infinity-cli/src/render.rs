@@ -3,6 +3,7 @@
 use std::collections::HashMap;
 
 use infinity_agent_core::effect::{OutputEvent, OutputKind};
+use infinity_agent_core::history::Item;
 use infinity_agent_core::ids::ThreadId;
 
 /// Turns output events into lines on stdout.
@@ -83,5 +84,39 @@ impl Renderer {
             OutputKind::Error { text } => format!("ERROR: {text}"),
         };
         println!("{} {indent}[{who}] {line}", event.at.strftime("%H:%M:%S"));
+    }
+}
+
+/// The output events an entry of the history stands for (to print a stored history).
+pub fn kinds_of(item: &Item) -> Vec<OutputKind> {
+    match item {
+        Item::Message { text, .. } => vec![OutputKind::UserMessage { text: text.clone() }],
+        Item::Assistant {
+            text, tool_calls, ..
+        } => {
+            let mut kinds: Vec<OutputKind> = text
+                .iter()
+                .filter(|t| !t.trim().is_empty())
+                .map(|t| OutputKind::AssistantText { text: t.clone() })
+                .collect();
+            kinds.extend(tool_calls.iter().map(|c| OutputKind::ToolCall {
+                call_id: c.id.clone(),
+                name: c.name.clone(),
+                args: c.args.clone(),
+            }));
+            kinds
+        }
+        Item::ToolResult {
+            call_id,
+            name,
+            text,
+            is_error,
+        } => vec![OutputKind::ToolResult {
+            call_id: call_id.clone(),
+            name: name.clone(),
+            text: text.clone(),
+            is_error: *is_error,
+        }],
+        Item::Notice { text, .. } => vec![OutputKind::Error { text: text.clone() }],
     }
 }

@@ -1,0 +1,236 @@
+//! Commands that talk to a deployed (or local) AWS stack: `send`, `thread show`, `tail`.
+//!
+//! Queue URLs and the table come from flags or from the `INFINITY_*` variables that
+//! `infra/local/env.sh` (local stack) exports; endpoints from `--endpoint` or the standard
+//! `AWS_ENDPOINT_URL[_<SERVICE>]` variables.
+
+use std::time::Duration;
+
+use anyhow::{anyhow, Context, Result};
+use clap::Args;
+use infinity_agent_core::effect::OutputEvent;
+use infinity_agent_core::host::InputSender;
+use infinity_agent_core::ids::{InputId, ThreadId};
+use infinity_agent_core::input::Input;
+use infinity_agent_core::store::{load_view, ThreadStore};
+use infinity_aws::config::Clients;
+use infinity_aws::queue::SqsInputSender;
+use infinity_aws::store::DynamoThreadStore;
+
+use crate::render::Renderer;
+
+#[derive(Debug, Args)]
+pub struct Endpoint {
+    /// One endpoint for every AWS service (e.g. http://localhost:4566 for LocalStack).
+    #[arg(long)]
+    endpoint: Option<String>,
+}
+
+#[derive(Debug, Args)]
+pub struct SendArgs {
+    #[command(flatten)]
+    endpoint: Endpoint,
+    /// The thread (the message group); a new id creates a thread with the deployment's agent.
+    #[arg(long)]
+    thread: String,
+    /// The input queue (default: $INFINITY_INPUT_QUEUE_URL).
+    #[arg(long)]
+    queue_url: Option<String>,
+    /// The input id, the deduplication key (default: a new one).
+    #[arg(long)]
+    id: Option<String>,
+    /// The message.
+    message: String,
+}
+
+#[derive(Debug, Args)]
+pub struct ShowArgs {
+    #[command(flatten)]
+    endpoint: Endpoint,
+    /// The thread.
+    thread: String,
+    /// The table (default: $INFINITY_TABLE).
+    #[arg(long)]
+    table: Option<String>,
+    /// Print the record and the history as JSON.
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct TailArgs {
+    #[command(flatten)]
+    endpoint: Endpoint,
+    /// Only this thread's events.
+    #[arg(long)]
+    thread: Option<String>,
+    /// The output queue (default: $INFINITY_OUTPUT_QUEUE_URL).
+    #[arg(long)]
+    queue_url: Option<String>,
+    /// Print JSON lines.
+    #[arg(long)]
+    json: bool,
+    /// Stop after this many seconds without events (default: run until Ctrl-C).
+    #[arg(long)]
+    idle_exit: Option<u64>,
+}
+
+fn setting(flag: Option<String>, var: &str, what: &str) -> Result<String> {
+    flag.or_else(|| std::env::var(var).ok().filter(|v| !v.is_empty()))
+        .ok_or_else(|| {
+            anyhow!("no {what}: pass it as a flag or set {var} (for the local stack: source infra/local/env.sh)")
+        })
+}
+
+pub async fn send(args: SendArgs) -> Result<u8> {
+    let queue_url = setting(
+        args.queue_url,
+        "INFINITY_INPUT_QUEUE_URL",
+        "input queue URL",
+    )?;
+    let clients = Clients::from_env_with_endpoint(args.endpoint.endpoint.as_deref()).await;
+    let thread = ThreadId::new(args.thread.as_str())?;
+    let mut input = Input::user_message(thread.clone(), args.message);
+    if let Some(id) = args.id {
+        input.id = InputId::new(id)?;
+    }
+    SqsInputSender::new(clients.sqs, queue_url)
+        .send_to_input_queue(&input, &thread, &input.id)
+        .await?;
+    println!("sent {} to thread {thread}", input.id);
+    Ok(0)
+}
+
+pub async fn show(args: ShowArgs) -> Result<u8> {
+    let table = setting(args.table, "INFINITY_TABLE", "table")?;
+    let clients = Clients::from_env_with_endpoint(args.endpoint.endpoint.as_deref()).await;
+    let store = DynamoThreadStore::new(clients.dynamodb, table, Duration::from_secs(86_400));
+    let thread = ThreadId::new(args.thread.as_str())?;
+    let record = store
+        .load_record(&thread)
+        .await?
+        .with_context(|| format!("thread {thread} does not exist"))?;
+    let view = load_view(&store, &record).await?;
+    if args.json {
+        let out = serde_json::json!({
+            "record": record,
+            "history": view.iter().map(|e| &**e).collect::<Vec<_>>(),
+        });
+        println!("{}", serde_json::to_string_pretty(&out)?);
+        return Ok(0);
+    }
+    println!(
+        "thread {}{}",
+        record.id,
+        record
+            .title
+            .as_deref()
+            .map(|t| format!(" \"{t}\""))
+            .unwrap_or_default()
+    );
+    println!(
+        "  agent {}, {:?}, version {}",
+        record.agent, record.status, record.version
+    );
+    println!(
+        "  stack {}",
+        record
+            .stack
+            .iter()
+            .map(ThreadId::as_str)
+            .collect::<Vec<_>>()
+            .join(" > ")
+    );
+    println!(
+        "  usage: {} completions, {} input / {} output tokens",
+        record.usage.completions, record.usage.input_tokens, record.usage.output_tokens
+    );
+    for p in &record.pending_calls {
+        println!(
+            "  pending {} {} {}",
+            p.tool,
+            p.call_id,
+            p.due.map(|d| format!("until {d}")).unwrap_or_default()
+        );
+    }
+    for c in &record.children {
+        println!(
+            "  child {}{}",
+            c.thread_id,
+            if c.closed { " (closed)" } else { "" }
+        );
+    }
+    println!(
+        "history ({} entries, {} inherited):",
+        view.len(),
+        view.len() as u64 - record.history_len
+    );
+    let mut renderer = Renderer::new(false);
+    for entry in view.iter() {
+        for kind in crate::render::kinds_of(&entry.item) {
+            renderer.show(&OutputEvent {
+                thread_id: record.id.clone(),
+                at: entry.at,
+                kind,
+            });
+        }
+    }
+    Ok(0)
+}
+
+pub async fn tail(args: TailArgs) -> Result<u8> {
+    let queue_url = setting(
+        args.queue_url,
+        "INFINITY_OUTPUT_QUEUE_URL",
+        "output queue URL",
+    )?;
+    let clients = Clients::from_env_with_endpoint(args.endpoint.endpoint.as_deref()).await;
+    let mut renderer = Renderer::new(args.json);
+    let mut idle = Duration::ZERO;
+    loop {
+        let got = clients
+            .sqs
+            .receive_message()
+            .queue_url(&queue_url)
+            .max_number_of_messages(10)
+            .wait_time_seconds(5)
+            .send()
+            .await
+            .map_err(|e| anyhow!("reading the output queue: {e:?}"))?;
+        if got.messages().is_empty() {
+            idle += Duration::from_secs(5);
+            if args
+                .idle_exit
+                .is_some_and(|limit| idle >= Duration::from_secs(limit))
+            {
+                return Ok(0);
+            }
+            continue;
+        }
+        idle = Duration::ZERO;
+        for m in got.messages() {
+            match serde_json::from_str::<OutputEvent>(m.body().unwrap_or("")) {
+                Ok(event) => {
+                    if args
+                        .thread
+                        .as_deref()
+                        .is_none_or(|t| t == event.thread_id.as_str())
+                    {
+                        renderer.show(&event);
+                    }
+                }
+                Err(err) => eprintln!("skipping an unreadable output message: {err}"),
+            }
+            if let Some(receipt) = m.receipt_handle() {
+                clients
+                    .sqs
+                    .delete_message()
+                    .queue_url(&queue_url)
+                    .receipt_handle(receipt)
+                    .send()
+                    .await
+                    .ok();
+            }
+        }
+    }
+}
