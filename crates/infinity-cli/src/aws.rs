@@ -57,6 +57,8 @@ pub struct ShowArgs {
     json: bool,
 }
 
+/// `infinity tail` consumes the output queue: it deletes what it reads (SQS has one reader per
+/// message), including events of other threads when `--thread` filters them from the display.
 #[derive(Debug, Args)]
 pub struct TailArgs {
     #[command(flatten)]
@@ -97,7 +99,7 @@ pub async fn send(args: SendArgs) -> Result<u8> {
     SqsInputSender::new(clients.sqs, queue_url)
         .send_to_input_queue(&input, &thread, &input.id)
         .await?;
-    println!("sent {} to thread {thread}", input.id);
+    crate::out!("sent {} to thread {thread}", input.id);
     Ok(0)
 }
 
@@ -116,10 +118,10 @@ pub async fn show(args: ShowArgs) -> Result<u8> {
             "record": record,
             "history": view.iter().map(|e| &**e).collect::<Vec<_>>(),
         });
-        println!("{}", serde_json::to_string_pretty(&out)?);
+        crate::out!("{}", serde_json::to_string_pretty(&out)?);
         return Ok(0);
     }
-    println!(
+    crate::out!(
         "thread {}{}",
         record.id,
         record
@@ -128,11 +130,11 @@ pub async fn show(args: ShowArgs) -> Result<u8> {
             .map(|t| format!(" \"{t}\""))
             .unwrap_or_default()
     );
-    println!(
+    crate::out!(
         "  agent {}, {:?}, version {}",
         record.agent, record.status, record.version
     );
-    println!(
+    crate::out!(
         "  stack {}",
         record
             .stack
@@ -141,12 +143,12 @@ pub async fn show(args: ShowArgs) -> Result<u8> {
             .collect::<Vec<_>>()
             .join(" > ")
     );
-    println!(
+    crate::out!(
         "  usage: {} completions, {} input / {} output tokens",
         record.usage.completions, record.usage.input_tokens, record.usage.output_tokens
     );
     for p in &record.pending_calls {
-        println!(
+        crate::out!(
             "  pending {} {} {}",
             p.tool,
             p.call_id,
@@ -154,13 +156,13 @@ pub async fn show(args: ShowArgs) -> Result<u8> {
         );
     }
     for c in &record.children {
-        println!(
+        crate::out!(
             "  child {}{}",
             c.thread_id,
             if c.closed { " (closed)" } else { "" }
         );
     }
-    println!(
+    crate::out!(
         "history ({} entries, {} inherited):",
         view.len(),
         view.len() as u64 - record.history_len

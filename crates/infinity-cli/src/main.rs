@@ -279,7 +279,7 @@ async fn chat(args: ChatArgs) -> Result<u8> {
 async fn print_threads(store: &dyn ThreadStore) -> Result<()> {
     let ids = store.thread_ids().await?;
     if ids.is_empty() {
-        println!("(no threads yet)");
+        crate::out!("(no threads yet)");
     }
     for id in ids {
         let Some(r) = store.load_record(&id).await? else {
@@ -294,7 +294,7 @@ async fn print_threads(store: &dyn ThreadStore) -> Result<()> {
                 None => "open".to_owned(),
             },
         };
-        println!(
+        crate::out!(
             "{indent}{id}{} [{status}] {} entries, {} completions",
             r.title
                 .as_deref()

@@ -6,6 +6,22 @@ use infinity_agent_core::effect::{OutputEvent, OutputKind};
 use infinity_agent_core::history::Item;
 use infinity_agent_core::ids::ThreadId;
 
+/// Prints a line to stdout. When stdout is gone (`infinity tail | head`), the command's output
+/// has nowhere to go: exit quietly instead of failing.
+#[macro_export]
+macro_rules! out {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let mut stdout = std::io::stdout().lock();
+        if let Err(err) = writeln!(stdout, $($arg)*) {
+            if err.kind() == std::io::ErrorKind::BrokenPipe {
+                std::process::exit(0);
+            }
+            eprintln!("error: cannot write to stdout: {err}");
+        }
+    }};
+}
+
 /// Turns output events into lines on stdout.
 #[derive(Debug)]
 pub struct Renderer {
@@ -47,7 +63,7 @@ impl Renderer {
         }
         if self.json {
             match serde_json::to_string(event) {
-                Ok(line) => println!("{line}"),
+                Ok(line) => crate::out!("{line}"),
                 Err(err) => eprintln!("error: cannot encode an event: {err}"),
             }
             return;
@@ -83,7 +99,7 @@ impl Renderer {
             OutputKind::TitleChanged { title } => format!("title: {title}"),
             OutputKind::Error { text } => format!("ERROR: {text}"),
         };
-        println!("{} {indent}[{who}] {line}", event.at.strftime("%H:%M:%S"));
+        crate::out!("{} {indent}[{who}] {line}", event.at.strftime("%H:%M:%S"));
     }
 }
 
