@@ -6,7 +6,7 @@ AGENT ?= examples/demo/agent.yaml
 VENV := .venv/bin
 AWS_CHECK_ENV := AWS_DEFAULT_REGION=us-east-1 AWS_ACCESS_KEY_ID=test AWS_SECRET_ACCESS_KEY=test SAM_CLI_TELEMETRY=0
 
-.PHONY: help demo test fmt-check lint template-check tools unit build build-local bench deploy local-up local-down clean
+.PHONY: bench-aws help demo test fmt-check lint template-check tools unit build build-local bench deploy local-up local-down clean
 
 help:
 	@echo "make demo        run the offline demo agent on the embedded runtime"
@@ -60,3 +60,6 @@ bench:
 
 clean:
 	$(CARGO) clean
+
+bench-aws:
+	$(CARGO) bench -p infinity-aws --bench aws_cost

@@ -221,7 +221,7 @@ impl AgentHandler {
             .map_err(|e| e.to_string())?;
         if !leftover.is_empty() {
             tracing::info!(thread = %thread_id, effects = leftover.len(), "performing effects left by an earlier slice");
-            self.perform(thread_id, leftover).await?;
+            self.perform(thread_id, leftover, None).await?;
         }
         let outcome = match run_committed_slice(
             &self.store,
@@ -242,19 +242,37 @@ impl AgentHandler {
             Err(err) => return Err(err.to_string()),
         };
         if let Some(commit) = outcome.commit {
-            self.perform(thread_id, commit.effects).await?;
+            if !commit.effects.is_empty() {
+                self.perform(thread_id, commit.effects, Some(commit.record.version))
+                    .await?;
+            }
         }
         Ok(())
     }
 
-    /// Performs effects, then marks them done.
+    /// Performs effects, then marks them done. `version` names the commit they all came from,
+    /// whose outbox item can then be deleted in one request.
     async fn perform(
         &self,
         thread_id: &ThreadId,
         effects: Vec<PendingEffect>,
+        version: Option<u64>,
     ) -> Result<(), String> {
-        let mut done = Vec::with_capacity(effects.len());
+        let total = effects.len();
+        let mut done = Vec::with_capacity(total);
         let mut first_error = None;
+        // Output events go out together, in order, in as few requests as SQS allows.
+        let outputs: Vec<&infinity_agent_core::effect::OutputEvent> = effects
+            .iter()
+            .filter_map(|e| match &e.effect {
+                Effect::Output { event } => Some(event),
+                _ => None,
+            })
+            .collect();
+        let outputs_sent = match (&self.output, outputs.is_empty()) {
+            (_, true) | (None, _) => Ok(()),
+            (Some(queue), false) => queue.publish(&outputs).await,
+        };
         for PendingEffect { id, effect } in effects {
             let result = match effect {
                 Effect::Send { input } => self
@@ -267,10 +285,7 @@ impl AgentHandler {
                     .schedule(input, due)
                     .await
                     .map_err(|e| e.to_string()),
-                Effect::Output { event } => match &self.output {
-                    Some(queue) => queue.publish(&event).await,
-                    None => Ok(()),
-                },
+                Effect::Output { .. } => outputs_sent.clone(),
                 Effect::Dispatch { invocation } => {
                     let input = Input {
                         id: InputId::derived(invocation.call_id.as_str(), "undeliverable"),
@@ -303,11 +318,18 @@ impl AgentHandler {
                 }
             }
         }
-        if !done.is_empty() {
-            self.store
+        match version {
+            Some(version) if done.len() == total => self
+                .store
+                .clear_outbox(thread_id, version)
+                .await
+                .map_err(|e| e.to_string())?,
+            _ if !done.is_empty() => self
+                .store
                 .complete_effects(thread_id, &done)
                 .await
-                .map_err(|e| e.to_string())?;
+                .map_err(|e| e.to_string())?,
+            _ => {}
         }
         match first_error {
             None => Ok(()),

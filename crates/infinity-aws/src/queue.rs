@@ -225,17 +225,52 @@ impl OutputQueue {
         }
     }
 
-    /// Sends one event.
-    pub async fn publish(&self, event: &OutputEvent) -> Result<(), String> {
-        let body = serde_json::to_string(event).map_err(|e| e.to_string())?;
-        self.sqs
-            .send_message()
+    /// Sends events in order, up to ten per request (and under SQS's 256 KB per batch).
+    pub async fn publish(&self, events: &[&OutputEvent]) -> Result<(), String> {
+        const MAX_BATCH_BYTES: usize = 250_000;
+        let mut batch: Vec<aws_sdk_sqs::types::SendMessageBatchRequestEntry> = Vec::new();
+        let mut size = 0;
+        for (i, event) in events.iter().enumerate() {
+            let body = serde_json::to_string(event).map_err(|e| e.to_string())?;
+            if batch.len() == 10 || (size + body.len() > MAX_BATCH_BYTES && !batch.is_empty()) {
+                self.send_batch(std::mem::take(&mut batch)).await?;
+                size = 0;
+            }
+            size += body.len();
+            batch.push(
+                aws_sdk_sqs::types::SendMessageBatchRequestEntry::builder()
+                    .id(format!("e{i}"))
+                    .message_body(body)
+                    .build()
+                    .map_err(|e| e.to_string())?,
+            );
+        }
+        if !batch.is_empty() {
+            self.send_batch(batch).await?;
+        }
+        Ok(())
+    }
+
+    async fn send_batch(
+        &self,
+        entries: Vec<aws_sdk_sqs::types::SendMessageBatchRequestEntry>,
+    ) -> Result<(), String> {
+        let out = self
+            .sqs
+            .send_message_batch()
             .queue_url(&self.queue_url)
-            .message_body(body)
+            .set_entries(Some(entries))
             .send()
             .await
             .map_err(|e| detail(&e))?;
-        Ok(())
+        match out.failed().first() {
+            None => Ok(()),
+            Some(f) => Err(format!(
+                "output event {} not sent: {}",
+                f.id(),
+                f.message().unwrap_or(f.code())
+            )),
+        }
     }
 }
 

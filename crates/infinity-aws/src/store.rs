@@ -261,6 +261,20 @@ impl DynamoThreadStore {
         Ok(out)
     }
 
+    /// Deletes the outbox item of the commit that made `version` (all its effects performed):
+    /// one request, where [`ThreadStore::complete_effects`] first has to find the item.
+    pub async fn clear_outbox(&self, thread_id: &ThreadId, version: u64) -> Result<(), StoreError> {
+        self.client
+            .delete_item()
+            .table_name(&*self.table)
+            .key("pk", AttributeValue::S(pk(thread_id)))
+            .key("sk", AttributeValue::S(format!("O#{version:020}")))
+            .send()
+            .await
+            .map_err(|e| sdk_error("clearing the outbox", e))?;
+        Ok(())
+    }
+
     /// The effects still in one thread's outbox (performed at the start of every slice, so a
     /// crash between a commit and its effects loses nothing).
     pub async fn thread_outbox(

@@ -132,7 +132,9 @@ pub async fn show(args: ShowArgs) -> Result<u8> {
     );
     crate::out!(
         "  agent {}, {:?}, version {}",
-        record.agent, record.status, record.version
+        record.agent,
+        record.status,
+        record.version
     );
     crate::out!(
         "  stack {}",
@@ -145,7 +147,9 @@ pub async fn show(args: ShowArgs) -> Result<u8> {
     );
     crate::out!(
         "  usage: {} completions, {} input / {} output tokens",
-        record.usage.completions, record.usage.input_tokens, record.usage.output_tokens
+        record.usage.completions,
+        record.usage.input_tokens,
+        record.usage.output_tokens
     );
     for p in &record.pending_calls {
         crate::out!(

@@ -1,0 +1,276 @@
+//! What a slice costs on the AWS host, measured on the local stack (moto server + DynamoDB
+//! Local, started through infra/local/): requests and bytes sent to DynamoDB and SQS per slice at
+//! history lengths 10, 1,000 and 10,000, and the slice latency. `make bench-aws`; results in
+//! docs/benchmarks.md.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // a bench: a failed step should stop it
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use aws_lambda_events::event::sqs::{SqsEvent, SqsMessage};
+use aws_sdk_dynamodb::config::interceptors::BeforeTransmitInterceptorContextRef;
+use aws_sdk_dynamodb::config::{ConfigBag, Intercept, RuntimeComponents};
+use aws_sdk_dynamodb::error::BoxError;
+use infinity_agent_core::agent::AgentFile;
+use infinity_agent_core::engine::Commit;
+use infinity_agent_core::history::{HistoryEntry, Item};
+use infinity_agent_core::ids::ThreadId;
+use infinity_agent_core::input::Input;
+use infinity_agent_core::store::ThreadStore;
+use infinity_agent_core::thread::ThreadRecord;
+use infinity_aws::config::{AwsConfig, Clients};
+use infinity_aws::handler::{build_agent, AgentHandler};
+
+#[derive(Debug, Default)]
+struct Counter {
+    requests: AtomicU64,
+    bytes: AtomicU64,
+    /// DynamoDB writes (TransactWriteItems, PutItem, UpdateItem, DeleteItem, BatchWriteItem).
+    write_requests: AtomicU64,
+    write_bytes: AtomicU64,
+}
+
+#[derive(Debug, Clone)]
+struct Counting(Arc<Counter>);
+
+impl Intercept for Counting {
+    fn name(&self) -> &'static str {
+        "counting"
+    }
+
+    fn read_before_transmit(
+        &self,
+        context: &BeforeTransmitInterceptorContextRef<'_>,
+        _: &RuntimeComponents,
+        _: &mut ConfigBag,
+    ) -> Result<(), BoxError> {
+        let request = context.request();
+        let len = request.body().bytes().map_or(0, <[u8]>::len) as u64;
+        self.0.requests.fetch_add(1, Ordering::SeqCst);
+        self.0.bytes.fetch_add(len, Ordering::SeqCst);
+        let target = request.headers().get("x-amz-target").unwrap_or("");
+        if [
+            "TransactWriteItems",
+            "PutItem",
+            "UpdateItem",
+            "DeleteItem",
+            "BatchWriteItem",
+        ]
+        .iter()
+        .any(|op| target.ends_with(op))
+        {
+            self.0.write_requests.fetch_add(1, Ordering::SeqCst);
+            self.0.write_bytes.fetch_add(len, Ordering::SeqCst);
+        }
+        Ok(())
+    }
+}
+
+impl Counter {
+    /// (requests, bytes, write requests, write bytes) since the last call.
+    fn take(&self) -> [u64; 4] {
+        [
+            self.requests.swap(0, Ordering::SeqCst),
+            self.bytes.swap(0, Ordering::SeqCst),
+            self.write_requests.swap(0, Ordering::SeqCst),
+            self.write_bytes.swap(0, Ordering::SeqCst),
+        ]
+    }
+}
+
+fn repo() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../..")
+        .canonicalize()
+        .unwrap()
+}
+
+fn sh(args: &[&str]) {
+    let out = Command::new(args[0])
+        .args(&args[1..])
+        .current_dir(repo())
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+fn bootstrap(prefix: &str) -> HashMap<String, String> {
+    sh(&["bash", "infra/local/install.sh"]);
+    sh(&["bash", "infra/local/emulators.sh", "start"]);
+    let env_file = std::env::temp_dir().join(format!("{prefix}.env.sh"));
+    let env_path = env_file.to_str().unwrap().to_owned();
+    sh(&[
+        ".venv/bin/python",
+        "infra/local/bootstrap.py",
+        "--prefix",
+        prefix,
+        "--env-file",
+        &env_path,
+    ]);
+    std::fs::read_to_string(&env_file)
+        .unwrap()
+        .lines()
+        .filter_map(|l| l.trim().strip_prefix("export "))
+        .filter_map(|l| l.split_once('='))
+        .map(|(k, v)| {
+            (
+                k.to_owned(),
+                v.trim_matches(|c| c == '"' || c == '\'').to_owned(),
+            )
+        })
+        .collect()
+}
+
+fn event(input: &Input) -> SqsEvent {
+    let mut m = SqsMessage::default();
+    m.message_id = Some(input.id.to_string());
+    m.body = Some(serde_json::to_string(input).unwrap());
+    m.attributes
+        .insert("MessageGroupId".into(), input.thread_id.to_string());
+    let mut e = SqsEvent::default();
+    e.records.push(m);
+    e
+}
+
+async fn seed(store: &dyn ThreadStore, id: &ThreadId, n: u64) {
+    let mut record = ThreadRecord::new(id.clone(), "bench", None, jiff::Timestamp::now());
+    let mut expected = None;
+    let mut seq = 0;
+    while seq < n {
+        let take = 90.min(n - seq);
+        let entries: Vec<HistoryEntry> = (seq..seq + take)
+            .map(|s| HistoryEntry {
+                seq: s,
+                at: jiff::Timestamp::now(),
+                input_id: None,
+                item: if s % 2 == 0 {
+                    Item::user(format!("message {s} of an ordinary conversation"))
+                } else {
+                    Item::Assistant {
+                        text: Some(format!("reply {s}, also ordinary")),
+                        tool_calls: vec![],
+                        synthetic: false,
+                    }
+                },
+            })
+            .collect();
+        let mut next = record.clone();
+        next.version = expected.map_or(1, |v: u64| v + 1);
+        next.history_len += take;
+        store
+            .commit(&Commit {
+                thread_id: id.clone(),
+                expected_version: expected,
+                record: next.clone(),
+                new_entries: entries,
+                processed_inputs: vec![],
+                effects: vec![],
+            })
+            .await
+            .unwrap();
+        record = next;
+        expected = Some(record.version);
+        seq += take;
+    }
+}
+
+#[tokio::main]
+async fn main() {
+    let prefix = format!("bench{}", std::process::id());
+    let env = bootstrap(&prefix);
+    let config = AwsConfig::from_lookup(|k| env.get(k).cloned()).unwrap();
+    let ddb_counter = Arc::new(Counter::default());
+    let sqs_counter = Arc::new(Counter::default());
+    let base = Clients::for_endpoints(
+        "us-east-1",
+        &env["AWS_ENDPOINT_URL_DYNAMODB"],
+        &env["AWS_ENDPOINT_URL_SQS"],
+        &env["AWS_ENDPOINT_URL_SCHEDULER"],
+    )
+    .await;
+    let clients = Clients {
+        dynamodb: aws_sdk_dynamodb::Client::from_conf(
+            base.dynamodb
+                .config()
+                .to_builder()
+                .interceptor(Counting(ddb_counter.clone()))
+                .build(),
+        ),
+        sqs: aws_sdk_sqs::Client::from_conf(
+            base.sqs
+                .config()
+                .to_builder()
+                .interceptor(Counting(sqs_counter.clone()))
+                .build(),
+        ),
+        scheduler: base.scheduler.clone(),
+    };
+    let dir = std::env::temp_dir().join(&prefix);
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("s.yaml"), "rules:\n  - reply: {text: 'Noted.'}\n").unwrap();
+    std::fs::write(
+        dir.join("agent.yaml"),
+        "name: bench\nmodel: script:s.yaml\n",
+    )
+    .unwrap();
+    let agent = build_agent(&AgentFile::load(&dir.join("agent.yaml")).unwrap()).unwrap();
+    let handler = Arc::new(AgentHandler::new(&clients, &config, agent));
+
+    println!("per slice: one user message to a thread of N entries, one scripted completion, commit, effects (mean of 5)");
+    println!(
+        "{:>8} {:>9} {:>13} {:>10} {:>12} {:>9} {:>11} {:>10}",
+        "history",
+        "ddb reqs",
+        "ddb bytes out",
+        "ddb writes",
+        "write bytes",
+        "sqs reqs",
+        "sqs bytes",
+        "median ms"
+    );
+    for n in [10u64, 1_000, 10_000] {
+        let id = ThreadId::new(format!("bench-{n}")).unwrap();
+        seed(handler.store(), &id, n).await;
+        ddb_counter.take();
+        sqs_counter.take();
+        let rounds = 5;
+        let mut times = Vec::new();
+        let mut ddb = [0u64; 4];
+        let mut sqs = [0u64; 4];
+        for i in 0..rounds {
+            let input = Input::user_message(id.clone(), format!("hello {i}"));
+            let started = Instant::now();
+            let response = handler.handle(event(&input)).await;
+            times.push(started.elapsed());
+            assert!(response.batch_item_failures.is_empty());
+            for (total, x) in ddb.iter_mut().zip(ddb_counter.take()) {
+                *total += x;
+            }
+            for (total, x) in sqs.iter_mut().zip(sqs_counter.take()) {
+                *total += x;
+            }
+        }
+        times.sort();
+        let median: Duration = times[rounds / 2];
+        let r = rounds as f64;
+        println!(
+            "{n:>8} {:>9.1} {:>13.0} {:>10.1} {:>12.0} {:>9.1} {:>11.0} {:>10.1}",
+            ddb[0] as f64 / r,
+            ddb[1] as f64 / r,
+            ddb[2] as f64 / r,
+            ddb[3] as f64 / r,
+            sqs[0] as f64 / r,
+            sqs[1] as f64 / r,
+            median.as_secs_f64() * 1000.0
+        );
+    }
+}
