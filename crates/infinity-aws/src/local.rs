@@ -25,7 +25,15 @@ pub struct LocalRunner {
     /// How long a message a handler reported as failed stays invisible (Lambda uses the queue's
     /// visibility timeout; locally a short one keeps retries quick).
     pub retry_after: Duration,
+    /// Delivers every input-queue message a second time after it was handled (with another
+    /// deduplication id), to check that duplicates change nothing. Off by default.
+    pub duplicate_deliveries: bool,
+    /// How many copies [`LocalRunner::duplicate_deliveries`] has sent.
+    pub duplicates_sent: Arc<std::sync::atomic::AtomicUsize>,
 }
+
+/// Marks the copy made by [`LocalRunner::duplicate_deliveries`], so it is not copied again.
+const DUPLICATE_ATTRIBUTE: &str = "infinity-duplicate";
 
 impl LocalRunner {
     /// A runner for these handlers.
@@ -37,6 +45,8 @@ impl LocalRunner {
             agent,
             relay,
             retry_after: Duration::from_secs(1),
+            duplicate_deliveries: false,
+            duplicates_sent: Arc::default(),
         }
     }
 
@@ -112,6 +122,7 @@ impl LocalRunner {
             .max_number_of_messages(10)
             .wait_time_seconds(wait.as_secs() as i32)
             .message_system_attribute_names(MessageSystemAttributeName::All)
+            .message_attribute_names("All")
             .send()
             .await
             .map_err(|e| format!("receive: {e:?}"))?;
@@ -170,6 +181,42 @@ impl LocalRunner {
                         .build()
                         .map_err(|e| e.to_string())?,
                 );
+            }
+        }
+        if self.duplicate_deliveries && queue_url == self.config.input_queue_url {
+            for m in messages {
+                let handled = m
+                    .message_id()
+                    .is_some_and(|id| !failed.iter().any(|f| f == id));
+                let is_copy = m
+                    .message_attributes()
+                    .is_some_and(|a| a.contains_key(DUPLICATE_ATTRIBUTE));
+                let group = m
+                    .attributes()
+                    .and_then(|a| a.get(&MessageSystemAttributeName::MessageGroupId));
+                if let (true, false, Some(group)) = (handled, is_copy, group) {
+                    let marker = aws_sdk_sqs::types::MessageAttributeValue::builder()
+                        .data_type("String")
+                        .string_value("1")
+                        .build()
+                        .map_err(|e| e.to_string())?;
+                    self.clients
+                        .sqs
+                        .send_message()
+                        .queue_url(queue_url)
+                        .message_group_id(group)
+                        .message_deduplication_id(format!(
+                            "dup-{}",
+                            m.message_id().unwrap_or_default()
+                        ))
+                        .message_attributes(DUPLICATE_ATTRIBUTE, marker)
+                        .message_body(m.body().unwrap_or_default())
+                        .send()
+                        .await
+                        .map_err(|e| format!("duplicate: {e:?}"))?;
+                    self.duplicates_sent
+                        .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                }
             }
         }
         if !deletes.is_empty() {

@@ -217,3 +217,89 @@ async fn a_poison_message_reaches_the_dlq_while_other_threads_go_on() {
     assert_eq!(found.as_deref(), Some("this is not json"));
     assert!(s.record("poison").await.is_none());
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_whole_conversation_with_every_input_delivered_twice() {
+    const TREE: &str = r#"
+rules:
+  - thread: child
+    when: "Your task: nap[\\s\\S]*Your thread ID is"
+    reply:
+      tool_calls: [{name: sleep, args: {seconds: 1}}]
+  - thread: child
+    scope: all
+    when: "Your thread ID is ([A-Za-z0-9_-]+)\\.[\\s\\S]*-> Slept until"
+    reply:
+      tool_calls: [{name: close_thread, args: {thread_id: "$1", report_to_parent: "child done"}}]
+  - thread: root
+    when: "^go$"
+    reply:
+      tool_calls:
+        - {name: spawn_thread, args: {instructions: "nap", child_of: "${stack}"}}
+        - {name: sleep, args: {seconds: 2}}
+  - thread: root
+    when: "Final report from child thread"
+    reply: {text: "heard the child"}
+  - thread: root
+    when: "-> Slept until|has ended"
+    reply: {text: "slept"}
+"#;
+    let mut s = stack(TREE).await;
+    s.runner.duplicate_deliveries = true;
+    s.say("dup", "go").await;
+    s.run_until(
+        Duration::from_secs(60),
+        "the child reports and the sleep ends",
+        || async {
+            let h = s.history("dup").await;
+            h.iter().any(|l| l.contains("heard the child"))
+                && h.iter().any(|l| l.contains("assistant: slept"))
+        },
+    )
+    .await;
+    // Let any remaining copies arrive.
+    for _ in 0..10 {
+        s.round().await;
+    }
+    let history = s.history("dup").await;
+    assert_eq!(
+        history.iter().filter(|l| *l == "message: go").count(),
+        1,
+        "{history:#?}"
+    );
+    assert_eq!(
+        history
+            .iter()
+            .filter(|l| l.contains("Final report from child thread"))
+            .count(),
+        1,
+        "{history:#?}"
+    );
+    assert_eq!(
+        history
+            .iter()
+            .filter(|l| l.contains("assistant: heard the child"))
+            .count(),
+        1,
+        "{history:#?}"
+    );
+    assert_eq!(
+        history
+            .iter()
+            .filter(|l| l.contains("assistant: slept"))
+            .count(),
+        1,
+        "{history:#?}"
+    );
+    let record = s.record("dup").await.unwrap();
+    assert_eq!(record.children.len(), 1);
+    let child = s.history(record.children[0].thread_id.as_str()).await;
+    assert_eq!(
+        child
+            .iter()
+            .filter(|l| l.starts_with("result sleep: Slept until"))
+            .count(),
+        1,
+        "{child:#?}"
+    );
+}
