@@ -65,6 +65,23 @@ pub struct ToolInvocation {
     pub args: serde_json::Value,
 }
 
+impl ToolInvocation {
+    /// The error result a host sends back when it cannot deliver this call (no tool server for
+    /// it, or the server refused it), so the thread never waits for a result that cannot come.
+    pub fn undeliverable(&self, reason: &str) -> Input {
+        Input {
+            id: crate::ids::InputId::derived(self.call_id.as_str(), "undeliverable"),
+            thread_id: self.thread_id.clone(),
+            body: crate::input::InputBody::ToolResult {
+                call_id: self.call_id.clone(),
+                text: format!("Error: the call could not be delivered: {reason}"),
+                is_error: true,
+                subscription: false,
+            },
+        }
+    }
+}
+
 /// A best-effort notification to tool servers.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "snake_case")]

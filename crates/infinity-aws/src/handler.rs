@@ -11,8 +11,8 @@ use infinity_agent_core::agent::{resolve_core_model, Agent, AgentFile};
 use infinity_agent_core::effect::{Effect, PendingEffect};
 use infinity_agent_core::engine::SliceError;
 use infinity_agent_core::host::{run_committed_slice, InputSender, SliceFailure, Timers};
-use infinity_agent_core::ids::{InputId, ThreadId};
-use infinity_agent_core::input::{Input, InputBody};
+use infinity_agent_core::ids::ThreadId;
+use infinity_agent_core::input::Input;
 use infinity_agent_core::store::ThreadStore;
 use infinity_agent_core::tools::{SetTitle, ToolRegistry};
 use jiff::Timestamp;
@@ -287,19 +287,10 @@ impl AgentHandler {
                     .map_err(|e| e.to_string()),
                 Effect::Output { .. } => outputs_sent.clone(),
                 Effect::Dispatch { invocation } => {
-                    let input = Input {
-                        id: InputId::derived(invocation.call_id.as_str(), "undeliverable"),
-                        thread_id: invocation.thread_id.clone(),
-                        body: InputBody::ToolResult {
-                            call_id: invocation.call_id.clone(),
-                            text: format!(
-                                "Error: the call could not be delivered: no tool server is configured to run `{}`",
-                                invocation.tool
-                            ),
-                            is_error: true,
-                            subscription: false,
-                        },
-                    };
+                    let input = invocation.undeliverable(&format!(
+                        "no tool server is configured to run `{}`",
+                        invocation.tool
+                    ));
                     self.sender
                         .send_to_input_queue(&input, &input.thread_id, &input.id)
                         .await

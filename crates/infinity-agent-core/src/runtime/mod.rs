@@ -63,7 +63,7 @@ use crate::effect::{Effect, Notification, OutputEvent, OutputKind, PendingEffect
 use crate::history::HistoryEntry;
 use crate::host::{run_committed_slice, InputSender, SendError, SliceFailure, Timers};
 use crate::ids::{EffectId, InputId, ThreadId};
-use crate::input::{Input, InputBody};
+use crate::input::Input;
 use crate::model::ModelProvider;
 use crate::store::{load_view, MemoryStore, StoreError, ThreadStore};
 use crate::thread::ThreadRecord;
@@ -611,16 +611,7 @@ impl Inner {
                         )),
                     };
                     if let Some(why) = failure {
-                        self.route(Input {
-                            id: InputId::derived(invocation.call_id.as_str(), "undeliverable"),
-                            thread_id: invocation.thread_id.clone(),
-                            body: InputBody::ToolResult {
-                                call_id: invocation.call_id.clone(),
-                                text: format!("Error: the call could not be delivered: {why}"),
-                                is_error: true,
-                                subscription: false,
-                            },
-                        });
+                        self.route(invocation.undeliverable(&why));
                     }
                     done.push(id);
                 }
