@@ -1,0 +1,353 @@
+//! The Anthropic Messages API adapter, streaming, with prompt caching.
+//!
+//! Our history converts at the edge: user-role messages and tool results become `user` turns
+//! (tool results first, as the API requires), model turns become `assistant` turns with `text`
+//! and `tool_use` blocks; consecutive entries of one role merge into one turn. Cache breakpoints
+//! (`cache_control: ephemeral`) go on the system prompt (caching tools and system, the stable
+//! prefix) and on the last block of the conversation, so the next slice reads everything up to
+//! here from the cache.
+
+use async_trait::async_trait;
+use futures_util::StreamExt;
+use infinity_agent_core::history::{Item, MessageSource, INJECTED_TOOL};
+use infinity_agent_core::model::{
+    Completion, CompletionRequest, ModelError, ModelProvider, ModelToolCall, StopReason,
+};
+use infinity_agent_core::thread::Usage;
+use serde_json::{json, Map, Value};
+
+use crate::catalog;
+use crate::sse::SseParser;
+use crate::transport::{with_retries, Attempt, RetryPolicy};
+
+/// The API version header value.
+pub const API_VERSION: &str = "2023-06-01";
+
+/// Where and how to reach the API.
+#[derive(Debug, Clone)]
+pub struct AnthropicConfig {
+    /// Base URL, default `https://api.anthropic.com` (`ANTHROPIC_BASE_URL`).
+    pub base_url: String,
+    /// The key (`ANTHROPIC_API_KEY`); never logged.
+    pub api_key: String,
+    /// Retries and timeouts.
+    pub retry: RetryPolicy,
+}
+
+impl AnthropicConfig {
+    /// From `ANTHROPIC_BASE_URL` and `ANTHROPIC_API_KEY`, as the official SDKs read them.
+    pub fn from_env() -> Result<Self, String> {
+        let api_key = std::env::var("ANTHROPIC_API_KEY")
+            .ok()
+            .filter(|k| !k.trim().is_empty())
+            .ok_or("ANTHROPIC_API_KEY is not set")?;
+        Ok(Self {
+            base_url: std::env::var("ANTHROPIC_BASE_URL")
+                .ok()
+                .filter(|u| !u.trim().is_empty())
+                .unwrap_or_else(|| "https://api.anthropic.com".to_owned()),
+            api_key,
+            retry: RetryPolicy::default(),
+        })
+    }
+}
+
+/// A Claude model behind the Messages API.
+pub struct AnthropicModel {
+    name: String,
+    model: String,
+    max_tokens: u32,
+    images: bool,
+    config: AnthropicConfig,
+    http: reqwest::Client,
+}
+
+impl std::fmt::Debug for AnthropicModel {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AnthropicModel")
+            .field("model", &self.model)
+            .field("base_url", &self.config.base_url)
+            .finish_non_exhaustive()
+    }
+}
+
+impl AnthropicModel {
+    /// A model by id (e.g. `claude-sonnet-4-5`).
+    pub fn new(model: &str, config: AnthropicConfig) -> Self {
+        let info = catalog::lookup("anthropic", model);
+        Self {
+            name: format!("anthropic:{model}"),
+            model: model.to_owned(),
+            max_tokens: info.max_output_tokens,
+            images: info.images,
+            config,
+            http: reqwest::Client::new(),
+        }
+    }
+
+    /// The request body for a completion (public for tests and the request benchmark).
+    pub fn request_body(&self, request: &CompletionRequest<'_>) -> Value {
+        let mut tools: Vec<Value> = request
+            .tools
+            .iter()
+            .map(|t| json!({"name": t.name, "description": t.description, "input_schema": t.input_schema}))
+            .collect();
+        tools.push(json!({
+            "name": INJECTED_TOOL,
+            "description": "Reserved: the runtime uses it to deliver events (late results, reports, subscription events). Never call it.",
+            "input_schema": {"type": "object", "properties": {}}
+        }));
+        let mut messages = convert_history(request, self.images);
+        // Cache the conversation so far: the next slice re-reads it from the cache.
+        if let Some(block) = messages
+            .last_mut()
+            .and_then(|m| m.get_mut("content"))
+            .and_then(Value::as_array_mut)
+            .and_then(|blocks| blocks.last_mut())
+        {
+            block["cache_control"] = json!({"type": "ephemeral"});
+        }
+        json!({
+            "model": self.model,
+            "max_tokens": self.max_tokens,
+            "system": [{"type": "text", "text": request.system, "cache_control": {"type": "ephemeral"}}],
+            "tools": tools,
+            "messages": messages,
+            "stream": true,
+        })
+    }
+}
+
+fn push_block(messages: &mut Vec<Value>, role: &str, block: Value) {
+    match messages.last_mut() {
+        Some(last) if last["role"] == role => {
+            if let Some(blocks) = last["content"].as_array_mut() {
+                // Tool results must lead a user turn.
+                if block["type"] == "tool_result" {
+                    let at = blocks
+                        .iter()
+                        .take_while(|b| b["type"] == "tool_result")
+                        .count();
+                    blocks.insert(at, block);
+                } else {
+                    blocks.push(block);
+                }
+            }
+        }
+        _ => messages.push(json!({"role": role, "content": [block]})),
+    }
+}
+
+/// Our history as Messages API turns.
+pub fn convert_history(request: &CompletionRequest<'_>, _images: bool) -> Vec<Value> {
+    let mut messages: Vec<Value> = Vec::new();
+    for entry in request.history.iter() {
+        match &entry.item {
+            Item::Message { text, from } => {
+                let text = match from {
+                    MessageSource::User => text.clone(),
+                    MessageSource::Parent { thread_id } => {
+                        format!("[Message from your parent thread {thread_id}]\n{text}")
+                    }
+                };
+                push_block(&mut messages, "user", json!({"type": "text", "text": text}));
+            }
+            Item::Assistant {
+                text, tool_calls, ..
+            } => {
+                if let Some(text) = text.as_ref().filter(|t| !t.trim().is_empty()) {
+                    push_block(
+                        &mut messages,
+                        "assistant",
+                        json!({"type": "text", "text": text}),
+                    );
+                }
+                for call in tool_calls {
+                    let input = if call.args.is_object() {
+                        call.args.clone()
+                    } else {
+                        json!({})
+                    };
+                    push_block(
+                        &mut messages,
+                        "assistant",
+                        json!({"type": "tool_use", "id": call.id, "name": call.name, "input": input}),
+                    );
+                }
+            }
+            Item::ToolResult {
+                call_id,
+                text,
+                is_error,
+                ..
+            } => {
+                let mut block =
+                    json!({"type": "tool_result", "tool_use_id": call_id, "content": text});
+                if *is_error {
+                    block["is_error"] = json!(true);
+                }
+                push_block(&mut messages, "user", block);
+            }
+            Item::Notice { .. } => {}
+        }
+    }
+    messages
+}
+
+/// Assembles a streamed response.
+#[derive(Debug, Default)]
+struct Assembly {
+    text: String,
+    calls: Vec<(String, String, String)>, // id, name, partial json
+    blocks: Map<String, Value>,           // index -> "text" | "tool"
+    stop: Option<String>,
+    usage: Usage,
+}
+
+impl Assembly {
+    fn event(&mut self, data: &str) -> Result<(), Attempt> {
+        let v: Value = serde_json::from_str(data)
+            .map_err(|e| Attempt::Retry(format!("anthropic: malformed stream event: {e}"), None))?;
+        match v["type"].as_str().unwrap_or("") {
+            "message_start" => {
+                let u = &v["message"]["usage"];
+                self.usage.input_tokens = u["input_tokens"].as_u64().unwrap_or(0);
+                self.usage.cache_read_tokens = u["cache_read_input_tokens"].as_u64().unwrap_or(0);
+                self.usage.cache_write_tokens =
+                    u["cache_creation_input_tokens"].as_u64().unwrap_or(0);
+                self.usage.output_tokens = u["output_tokens"].as_u64().unwrap_or(0);
+            }
+            "content_block_start" => {
+                let index = v["index"].to_string();
+                let block = &v["content_block"];
+                match block["type"].as_str() {
+                    Some("tool_use") => {
+                        self.blocks.insert(index, json!(self.calls.len()));
+                        self.calls.push((
+                            block["id"].as_str().unwrap_or("").to_owned(),
+                            block["name"].as_str().unwrap_or("").to_owned(),
+                            String::new(),
+                        ));
+                    }
+                    _ => {
+                        if let Some(t) = block["text"].as_str() {
+                            self.text.push_str(t);
+                        }
+                    }
+                }
+            }
+            "content_block_delta" => {
+                let delta = &v["delta"];
+                match delta["type"].as_str() {
+                    Some("text_delta") => self.text.push_str(delta["text"].as_str().unwrap_or("")),
+                    Some("input_json_delta") => {
+                        let index = v["index"].to_string();
+                        if let Some(i) = self.blocks.get(&index).and_then(Value::as_u64) {
+                            if let Some(call) = self.calls.get_mut(i as usize) {
+                                call.2
+                                    .push_str(delta["partial_json"].as_str().unwrap_or(""));
+                            }
+                        }
+                    }
+                    _ => {}
+                }
+            }
+            "message_delta" => {
+                if let Some(stop) = v["delta"]["stop_reason"].as_str() {
+                    self.stop = Some(stop.to_owned());
+                }
+                if let Some(out) = v["usage"]["output_tokens"].as_u64() {
+                    self.usage.output_tokens = out;
+                }
+            }
+            "error" => {
+                let kind = v["error"]["type"].as_str().unwrap_or("error");
+                let message = v["error"]["message"].as_str().unwrap_or("");
+                let why = format!("anthropic: {kind}: {message}");
+                return Err(
+                    if matches!(kind, "overloaded_error" | "rate_limit_error" | "api_error") {
+                        Attempt::Retry(why, None)
+                    } else {
+                        Attempt::Fail(ModelError::Terminal(why))
+                    },
+                );
+            }
+            _ => {}
+        }
+        Ok(())
+    }
+
+    fn finish(self) -> Result<Completion, Attempt> {
+        let Some(stop) = self.stop else {
+            return Err(Attempt::Retry(
+                "anthropic: the stream ended before the message did".into(),
+                None,
+            ));
+        };
+        let mut tool_calls = Vec::new();
+        for (id, name, json) in self.calls {
+            let args = if json.trim().is_empty() {
+                json!({})
+            } else {
+                serde_json::from_str(&json).unwrap_or_else(|_| json!({"_unparsed_arguments": json}))
+            };
+            tool_calls.push(ModelToolCall {
+                id: Some(id),
+                name,
+                args,
+            });
+        }
+        let stop_reason = match stop.as_str() {
+            "tool_use" => StopReason::ToolUse,
+            "max_tokens" => StopReason::MaxTokens,
+            _ => StopReason::EndTurn,
+        };
+        Ok(Completion {
+            text: Some(self.text).filter(|t| !t.is_empty()),
+            tool_calls,
+            stop_reason,
+            usage: self.usage,
+        })
+    }
+}
+
+#[async_trait]
+impl ModelProvider for AnthropicModel {
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    async fn complete(&self, request: CompletionRequest<'_>) -> Result<Completion, ModelError> {
+        let body = self.request_body(&request);
+        let url = format!("{}/v1/messages", self.config.base_url.trim_end_matches('/'));
+        with_retries(
+            "anthropic",
+            &self.config.retry,
+            || {
+                self.http
+                    .post(&url)
+                    .header("x-api-key", &self.config.api_key)
+                    .header("anthropic-version", API_VERSION)
+                    .json(&body)
+            },
+            |response| async move {
+                let mut stream = response.bytes_stream();
+                let mut parser = SseParser::new();
+                let mut assembly = Assembly::default();
+                while let Some(chunk) = stream.next().await {
+                    let chunk = chunk.map_err(|e| {
+                        Attempt::Retry(format!("anthropic: the stream broke: {e}"), None)
+                    })?;
+                    for event in parser.push(&chunk) {
+                        assembly.event(&event.data)?;
+                    }
+                }
+                if let Some(event) = parser.finish() {
+                    assembly.event(&event.data)?;
+                }
+                assembly.finish()
+            },
+        )
+        .await
+    }
+}

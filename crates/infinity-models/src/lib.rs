@@ -1,0 +1,40 @@
+//! Model providers for Infinity. Our history types stay the durable format; each adapter converts
+//! them to its provider's wire format at the edge.
+//!
+//! - [`anthropic::AnthropicModel`]: the Messages API, streaming, with prompt caching.
+//! - [`openai::OpenAiModel`]: OpenAI-compatible chat completions, streaming (OpenAI, Ollama, vLLM,
+//!   llama.cpp).
+//! - [`resolve_model`]: `PROVIDER:MODEL` to a provider, keys and base URLs from the environment.
+#![warn(missing_docs)]
+
+pub mod anthropic;
+pub mod catalog;
+pub mod openai;
+pub mod sse;
+pub mod transport;
+
+use std::path::Path;
+use std::sync::Arc;
+
+use infinity_agent_core::agent::{resolve_core_model, ModelSpec};
+use infinity_agent_core::model::ModelProvider;
+
+/// Builds the provider a model spec names: `anthropic:MODEL` (`ANTHROPIC_API_KEY`,
+/// `ANTHROPIC_BASE_URL`), `openai:MODEL` (`OPENAI_API_KEY`, `OPENAI_BASE_URL`), or what the core
+/// knows (`script:PATH`, relative to `base`).
+pub fn resolve_model(spec: &ModelSpec, base: &Path) -> Result<Arc<dyn ModelProvider>, String> {
+    match spec.provider.as_str() {
+        "anthropic" => {
+            let config = anthropic::AnthropicConfig::from_env()?;
+            Ok(Arc::new(anthropic::AnthropicModel::new(
+                &spec.model,
+                config,
+            )))
+        }
+        "openai" => {
+            let config = openai::OpenAiConfig::from_env()?;
+            Ok(Arc::new(openai::OpenAiModel::new(&spec.model, config)))
+        }
+        _ => resolve_core_model(spec, base),
+    }
+}

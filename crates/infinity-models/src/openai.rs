@@ -1,0 +1,294 @@
+//! The OpenAI-compatible Chat Completions adapter, streaming. Serves OpenAI and servers that
+//! speak the same API (Ollama, vLLM, llama.cpp) through `OPENAI_BASE_URL`.
+
+use async_trait::async_trait;
+use futures_util::StreamExt;
+use infinity_agent_core::history::{Item, MessageSource, INJECTED_TOOL};
+use infinity_agent_core::model::{
+    Completion, CompletionRequest, ModelError, ModelProvider, ModelToolCall, StopReason,
+};
+use infinity_agent_core::thread::Usage;
+use serde_json::{json, Value};
+
+use crate::catalog;
+use crate::sse::SseParser;
+use crate::transport::{with_retries, Attempt, RetryPolicy};
+
+/// Where and how to reach the API.
+#[derive(Debug, Clone)]
+pub struct OpenAiConfig {
+    /// Base URL including `/v1`, default `https://api.openai.com/v1` (`OPENAI_BASE_URL`).
+    pub base_url: String,
+    /// The key (`OPENAI_API_KEY`); optional for local servers; never logged.
+    pub api_key: Option<String>,
+    /// Retries and timeouts.
+    pub retry: RetryPolicy,
+}
+
+impl OpenAiConfig {
+    /// From `OPENAI_BASE_URL` and `OPENAI_API_KEY`, as the official SDKs read them. A key is
+    /// required for the default (OpenAI's) endpoint only.
+    pub fn from_env() -> Result<Self, String> {
+        let base_url = std::env::var("OPENAI_BASE_URL")
+            .ok()
+            .filter(|u| !u.trim().is_empty());
+        let api_key = std::env::var("OPENAI_API_KEY")
+            .ok()
+            .filter(|k| !k.trim().is_empty());
+        if base_url.is_none() && api_key.is_none() {
+            return Err(
+                "OPENAI_API_KEY is not set (or set OPENAI_BASE_URL for a local server)".into(),
+            );
+        }
+        Ok(Self {
+            base_url: base_url.unwrap_or_else(|| "https://api.openai.com/v1".to_owned()),
+            api_key,
+            retry: RetryPolicy::default(),
+        })
+    }
+}
+
+/// A model behind an OpenAI-compatible chat completions endpoint.
+pub struct OpenAiModel {
+    name: String,
+    model: String,
+    max_tokens: u32,
+    config: OpenAiConfig,
+    http: reqwest::Client,
+}
+
+impl std::fmt::Debug for OpenAiModel {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("OpenAiModel")
+            .field("model", &self.model)
+            .field("base_url", &self.config.base_url)
+            .finish_non_exhaustive()
+    }
+}
+
+impl OpenAiModel {
+    /// A model by id (e.g. `gpt-4.1`, or whatever the server calls its model).
+    pub fn new(model: &str, config: OpenAiConfig) -> Self {
+        Self {
+            name: format!("openai:{model}"),
+            model: model.to_owned(),
+            max_tokens: catalog::lookup("openai", model).max_output_tokens,
+            config,
+            http: reqwest::Client::new(),
+        }
+    }
+
+    /// The request body for a completion (public for tests and the request benchmark).
+    pub fn request_body(&self, request: &CompletionRequest<'_>) -> Value {
+        let mut tools: Vec<Value> = request
+            .tools
+            .iter()
+            .map(|t| {
+                json!({"type": "function", "function": {
+                    "name": t.name, "description": t.description, "parameters": t.input_schema}})
+            })
+            .collect();
+        tools.push(json!({"type": "function", "function": {
+            "name": INJECTED_TOOL,
+            "description": "Reserved: the runtime uses it to deliver events. Never call it.",
+            "parameters": {"type": "object", "properties": {}}}}));
+        json!({
+            "model": self.model,
+            "max_completion_tokens": self.max_tokens,
+            "messages": convert_history(request),
+            "tools": tools,
+            "stream": true,
+            "stream_options": {"include_usage": true},
+        })
+    }
+}
+
+/// Our history as chat messages.
+pub fn convert_history(request: &CompletionRequest<'_>) -> Vec<Value> {
+    let mut messages = vec![json!({"role": "system", "content": request.system})];
+    for entry in request.history.iter() {
+        match &entry.item {
+            Item::Message { text, from } => {
+                let text = match from {
+                    MessageSource::User => text.clone(),
+                    MessageSource::Parent { thread_id } => {
+                        format!("[Message from your parent thread {thread_id}]\n{text}")
+                    }
+                };
+                messages.push(json!({"role": "user", "content": text}));
+            }
+            Item::Assistant {
+                text, tool_calls, ..
+            } => {
+                let mut message = json!({"role": "assistant", "content": text});
+                if !tool_calls.is_empty() {
+                    message["tool_calls"] = tool_calls
+                        .iter()
+                        .map(|c| {
+                            json!({"id": c.id, "type": "function", "function": {
+                                "name": c.name, "arguments": c.args.to_string()}})
+                        })
+                        .collect();
+                }
+                messages.push(message);
+            }
+            Item::ToolResult {
+                call_id,
+                text,
+                is_error,
+                ..
+            } => {
+                let content = if *is_error {
+                    format!("[error] {text}")
+                } else {
+                    text.clone()
+                };
+                messages.push(json!({"role": "tool", "tool_call_id": call_id, "content": content}));
+            }
+            Item::Notice { .. } => {}
+        }
+    }
+    messages
+}
+
+#[derive(Debug, Default)]
+struct Assembly {
+    text: String,
+    calls: Vec<(String, String, String)>,
+    finish: Option<String>,
+    usage: Usage,
+    done: bool,
+}
+
+impl Assembly {
+    fn chunk(&mut self, data: &str) -> Result<(), Attempt> {
+        if data.trim() == "[DONE]" {
+            self.done = true;
+            return Ok(());
+        }
+        let v: Value = serde_json::from_str(data)
+            .map_err(|e| Attempt::Retry(format!("openai: malformed stream chunk: {e}"), None))?;
+        if let Some(err) = v.get("error") {
+            let message = err["message"].as_str().unwrap_or("error");
+            return Err(Attempt::Fail(ModelError::Terminal(format!(
+                "openai: {message}"
+            ))));
+        }
+        if let Some(usage) = v.get("usage").filter(|u| u.is_object()) {
+            let prompt = usage["prompt_tokens"].as_u64().unwrap_or(0);
+            let cached = usage["prompt_tokens_details"]["cached_tokens"]
+                .as_u64()
+                .unwrap_or(0);
+            self.usage.input_tokens = prompt.saturating_sub(cached);
+            self.usage.cache_read_tokens = cached;
+            self.usage.output_tokens = usage["completion_tokens"].as_u64().unwrap_or(0);
+        }
+        for choice in v["choices"].as_array().into_iter().flatten() {
+            let delta = &choice["delta"];
+            if let Some(t) = delta["content"].as_str() {
+                self.text.push_str(t);
+            }
+            for call in delta["tool_calls"].as_array().into_iter().flatten() {
+                let index = call["index"].as_u64().unwrap_or(self.calls.len() as u64) as usize;
+                while self.calls.len() <= index {
+                    self.calls.push(Default::default());
+                }
+                let slot = &mut self.calls[index];
+                if let Some(id) = call["id"].as_str() {
+                    slot.0 = id.to_owned();
+                }
+                if let Some(name) = call["function"]["name"].as_str() {
+                    slot.1.push_str(name);
+                }
+                if let Some(args) = call["function"]["arguments"].as_str() {
+                    slot.2.push_str(args);
+                }
+            }
+            if let Some(reason) = choice["finish_reason"].as_str() {
+                self.finish = Some(reason.to_owned());
+            }
+        }
+        Ok(())
+    }
+
+    fn finish(self) -> Result<Completion, Attempt> {
+        let Some(finish) = self.finish else {
+            return Err(Attempt::Retry(
+                "openai: the stream ended before the completion did".into(),
+                None,
+            ));
+        };
+        let tool_calls = self
+            .calls
+            .into_iter()
+            .filter(|(_, name, _)| !name.is_empty())
+            .map(|(id, name, args)| ModelToolCall {
+                id: Some(id).filter(|i| !i.is_empty()),
+                name,
+                args: if args.trim().is_empty() {
+                    json!({})
+                } else {
+                    serde_json::from_str(&args)
+                        .unwrap_or_else(|_| json!({"_unparsed_arguments": args}))
+                },
+            })
+            .collect::<Vec<_>>();
+        let stop_reason = match finish.as_str() {
+            "length" => StopReason::MaxTokens,
+            "tool_calls" => StopReason::ToolUse,
+            _ if !tool_calls.is_empty() => StopReason::ToolUse,
+            _ => StopReason::EndTurn,
+        };
+        Ok(Completion {
+            text: Some(self.text).filter(|t| !t.is_empty()),
+            tool_calls,
+            stop_reason,
+            usage: self.usage,
+        })
+    }
+}
+
+#[async_trait]
+impl ModelProvider for OpenAiModel {
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    async fn complete(&self, request: CompletionRequest<'_>) -> Result<Completion, ModelError> {
+        let body = self.request_body(&request);
+        let url = format!(
+            "{}/chat/completions",
+            self.config.base_url.trim_end_matches('/')
+        );
+        with_retries(
+            "openai",
+            &self.config.retry,
+            || {
+                let builder = self.http.post(&url).json(&body);
+                match &self.config.api_key {
+                    Some(key) => builder.bearer_auth(key),
+                    None => builder,
+                }
+            },
+            |response| async move {
+                let mut stream = response.bytes_stream();
+                let mut parser = SseParser::new();
+                let mut assembly = Assembly::default();
+                while let Some(chunk) = stream.next().await {
+                    let chunk = chunk.map_err(|e| {
+                        Attempt::Retry(format!("openai: the stream broke: {e}"), None)
+                    })?;
+                    for event in parser.push(&chunk) {
+                        assembly.chunk(&event.data)?;
+                    }
+                }
+                if let Some(event) = parser.finish() {
+                    assembly.chunk(&event.data)?;
+                }
+                let _ = assembly.done;
+                assembly.finish()
+            },
+        )
+        .await
+    }
+}

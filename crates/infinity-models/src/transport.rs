@@ -1,0 +1,217 @@
+//! HTTP with retries, shared by the adapters.
+//!
+//! Retries with exponential backoff and jitter on 429, 5xx (including Anthropic's 529
+//! `overloaded_error`) and connection errors, honouring `retry-after` (seconds or an HTTP date)
+//! and `retry-after-ms`; never on other 4xx. Every attempt has a timeout. Errors never contain
+//! request headers, so API keys stay out of logs and of the thread.
+
+use std::time::Duration;
+
+use infinity_agent_core::model::ModelError;
+use reqwest::{RequestBuilder, Response, StatusCode};
+
+/// How requests are retried and timed out.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RetryPolicy {
+    /// Attempts after the first.
+    pub max_retries: u32,
+    /// The first backoff; doubled each retry, with jitter.
+    pub initial_backoff: Duration,
+    /// The longest wait between attempts (also caps `retry-after`).
+    pub max_backoff: Duration,
+    /// The timeout of one attempt, streaming included.
+    pub timeout: Duration,
+}
+
+impl Default for RetryPolicy {
+    fn default() -> Self {
+        Self {
+            max_retries: 4,
+            initial_backoff: Duration::from_millis(500),
+            max_backoff: Duration::from_secs(30),
+            timeout: Duration::from_secs(300),
+        }
+    }
+}
+
+/// True for statuses worth retrying.
+pub fn retryable_status(status: StatusCode) -> bool {
+    status == StatusCode::TOO_MANY_REQUESTS || status.is_server_error() || status.as_u16() == 529
+}
+
+/// The wait a response asks for, from `retry-after-ms` or `retry-after`.
+pub fn retry_after(response: &Response) -> Option<Duration> {
+    let headers = response.headers();
+    if let Some(ms) = headers
+        .get("retry-after-ms")
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.trim().parse::<f64>().ok())
+    {
+        return Some(Duration::from_secs_f64(ms.max(0.0) / 1000.0));
+    }
+    let value = headers.get("retry-after")?.to_str().ok()?.trim();
+    if let Ok(secs) = value.parse::<f64>() {
+        return Some(Duration::from_secs_f64(secs.max(0.0)));
+    }
+    // An HTTP date, e.g. "Wed, 21 Oct 2015 07:28:00 GMT".
+    let when = jiff::fmt::rfc2822::parse(value).ok()?.timestamp();
+    let ahead = when.duration_since(jiff::Timestamp::now());
+    Duration::try_from(ahead).ok()
+}
+
+fn jitter(backoff: Duration) -> Duration {
+    // Up to a quarter either way; the clock's nanoseconds are random enough to spread retries.
+    let nanos = u64::from(
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.subsec_nanos())
+            .unwrap_or(0),
+    );
+    let quarter = backoff.as_millis() as u64 / 4;
+    if quarter == 0 {
+        return backoff;
+    }
+    let offset = nanos % (2 * quarter);
+    Duration::from_millis(backoff.as_millis() as u64 - quarter + offset)
+}
+
+/// What a failed attempt means.
+#[derive(Debug)]
+pub enum Attempt {
+    /// Try again (after at least this long, if the server said).
+    Retry(String, Option<Duration>),
+    /// Give up with this error.
+    Fail(ModelError),
+}
+
+/// Sends a request built by `build` until it yields a successful response, then hands that
+/// response to `read` (which may itself ask for a retry, e.g. an `overloaded_error` inside a
+/// stream). `provider` names the provider in errors.
+pub async fn with_retries<T, B, R, F>(
+    provider: &str,
+    policy: &RetryPolicy,
+    build: B,
+    read: R,
+) -> Result<T, ModelError>
+where
+    B: Fn() -> RequestBuilder,
+    R: Fn(Response) -> F,
+    F: std::future::Future<Output = Result<T, Attempt>>,
+{
+    let mut backoff = policy.initial_backoff;
+    let mut attempt = 0;
+    loop {
+        let outcome = match build().timeout(policy.timeout).send().await {
+            Err(err) => {
+                let why = if err.is_timeout() {
+                    format!(
+                        "{provider}: the request timed out after {:?}",
+                        policy.timeout
+                    )
+                } else if err.is_connect() {
+                    format!("{provider}: cannot connect: {}", without_url(&err))
+                } else {
+                    format!("{provider}: request failed: {}", without_url(&err))
+                };
+                Attempt::Retry(why, None)
+            }
+            Ok(response) if response.status().is_success() => match read(response).await {
+                Ok(value) => return Ok(value),
+                Err(attempt) => attempt,
+            },
+            Ok(response) => {
+                let status = response.status();
+                let wait = retry_after(&response);
+                let body = response.text().await.unwrap_or_default();
+                let why = format!("{provider}: HTTP {status}: {}", error_message(&body));
+                if retryable_status(status) {
+                    Attempt::Retry(why, wait)
+                } else {
+                    Attempt::Fail(ModelError::Terminal(why))
+                }
+            }
+        };
+        match outcome {
+            Attempt::Fail(err) => return Err(err),
+            Attempt::Retry(why, wait) => {
+                if attempt >= policy.max_retries {
+                    return Err(ModelError::Retryable(format!(
+                        "{why} (gave up after {} attempts)",
+                        attempt + 1
+                    )));
+                }
+                attempt += 1;
+                let pause = wait
+                    .unwrap_or_else(|| jitter(backoff))
+                    .min(policy.max_backoff);
+                tracing::warn!(%why, attempt, ?pause, "model request failed; retrying");
+                tokio::time::sleep(pause).await;
+                backoff = (backoff * 2).min(policy.max_backoff);
+            }
+        }
+    }
+}
+
+/// A reqwest error's message without the URL (which may carry a key for some gateways).
+fn without_url(err: &reqwest::Error) -> String {
+    let mut msg = err.to_string();
+    if let Some(url) = err.url() {
+        msg = msg.replace(url.as_str(), "<url>");
+    }
+    msg
+}
+
+/// The human part of a provider's JSON error body (`{"error": {"message": ...}}`), or the body.
+pub fn error_message(body: &str) -> String {
+    let parsed: Option<serde_json::Value> = serde_json::from_str(body).ok();
+    let message = parsed.as_ref().and_then(|v| {
+        v.pointer("/error/message")
+            .or_else(|| v.get("message"))
+            .and_then(|m| m.as_str())
+            .map(
+                |m| match v.pointer("/error/type").and_then(|t| t.as_str()) {
+                    Some(kind) => format!("{kind}: {m}"),
+                    None => m.to_owned(),
+                },
+            )
+    });
+    let text = message.unwrap_or_else(|| body.trim().to_owned());
+    text.chars().take(500).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn retryable_statuses() {
+        for s in [429u16, 500, 502, 503, 504, 529] {
+            assert!(retryable_status(StatusCode::from_u16(s).unwrap()), "{s}");
+        }
+        for s in [400u16, 401, 403, 404, 413, 422] {
+            assert!(!retryable_status(StatusCode::from_u16(s).unwrap()), "{s}");
+        }
+    }
+
+    #[test]
+    fn error_bodies_read_well() {
+        assert_eq!(
+            error_message(
+                r#"{"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}"#
+            ),
+            "overloaded_error: Overloaded"
+        );
+        assert_eq!(error_message("plain failure\n"), "plain failure");
+    }
+
+    #[test]
+    fn jitter_stays_within_a_quarter() {
+        for _ in 0..100 {
+            let j = jitter(Duration::from_millis(1000));
+            assert!(
+                j >= Duration::from_millis(750) && j <= Duration::from_millis(1250),
+                "{j:?}"
+            );
+        }
+    }
+}
