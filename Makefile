@@ -17,8 +17,12 @@ help:
 	@echo "make local-down  stop all of it"
 	@echo "make bench       core benchmarks (docs/benchmarks.md)"
 
+# Offline with the scripted model, unless a model key is set: then the same agent on a real model.
 demo:
-	$(CARGO) run -q -p infinity-cli -- run --agent examples/demo/agent.yaml "$(MESSAGE)"
+	@model=""; \
+	if [ -n "$$ANTHROPIC_API_KEY" ]; then model="--model anthropic:claude-sonnet-4-5"; \
+	elif [ -n "$$OPENAI_API_KEY" ]; then model="--model openai:gpt-4.1"; fi; \
+	$(CARGO) run -q -p infinity-cli -- run --agent examples/demo/agent.yaml $$model "$(MESSAGE)"
 
 test: fmt-check lint tools template-check unit
 

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use aws_lambda_events::event::sqs::{SqsBatchResponse, SqsEvent, SqsMessage};
-use infinity_agent_core::agent::{resolve_core_model, Agent, AgentFile};
+use infinity_agent_core::agent::{Agent, AgentFile};
 use infinity_agent_core::effect::{Effect, PendingEffect};
 use infinity_agent_core::engine::SliceError;
 use infinity_agent_core::host::{run_committed_slice, InputSender, SliceFailure, Timers};
@@ -74,11 +74,12 @@ pub fn agent_from_env() -> Result<Arc<Agent>, SetupError> {
 pub fn build_agent(file: &AgentFile) -> Result<Arc<Agent>, SetupError> {
     let spec = file.model_spec()?;
     let base = file.path.parent().map(Path::to_owned).unwrap_or_default();
-    let model = resolve_core_model(&spec, &base).map_err(|reason| SetupError::Model {
-        agent: file.name.clone(),
-        model: file.model.clone(),
-        reason,
-    })?;
+    let model =
+        infinity_models::resolve_model(&spec, &base).map_err(|reason| SetupError::Model {
+            agent: file.name.clone(),
+            model: file.model.clone(),
+            reason,
+        })?;
     let mut tools = ToolRegistry::with_builtins();
     tools.register(Arc::new(SetTitle))?;
     Ok(Arc::new(Agent {

@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
 use clap::{Args, Parser, Subcommand};
-use infinity_agent_core::agent::{resolve_core_model, AgentFile, ModelSpec};
+use infinity_agent_core::agent::{AgentFile, ModelSpec};
 use infinity_agent_core::ids::ThreadId;
 use infinity_agent_core::model::ModelProvider;
 use infinity_agent_core::runtime::{AgentSpec, AgentSystem, AgentSystemBuilder, WaitOutcome};
@@ -138,7 +138,7 @@ fn main() -> std::process::ExitCode {
 /// Resolves a model spec. `base` is the folder that relative script paths start from.
 fn resolve_model(spec: &str, base: &Path) -> Result<Arc<dyn ModelProvider>> {
     let spec = ModelSpec::parse(spec).map_err(anyhow::Error::msg)?;
-    resolve_core_model(&spec, base).map_err(anyhow::Error::msg)
+    infinity_models::resolve_model(&spec, base).map_err(anyhow::Error::msg)
 }
 
 async fn build_system(args: &AgentArgs) -> Result<AgentSystem> {
@@ -163,8 +163,8 @@ async fn build_system(args: &AgentArgs) -> Result<AgentSystem> {
             );
         } else {
             eprintln!(
-                "note: running the scripted model ({spec}); {} is set, but this agent file names \
-                 a script",
+                "note: running the scripted model ({spec}); {} is set: pass --model \
+                 anthropic:MODEL or --model openai:MODEL to use a real model",
                 keys.join(" and ")
             );
         }
@@ -207,6 +207,7 @@ async fn run(args: RunArgs) -> Result<u8> {
     while let Ok(event) = events.try_recv() {
         renderer.show(&event);
     }
+    print_usage(&system).await;
     match outcome {
         WaitOutcome::TimedOut => {
             eprintln!(
@@ -234,6 +235,27 @@ async fn run(args: RunArgs) -> Result<u8> {
             Ok(0)
         }
     }
+}
+
+/// Token usage of every thread of the run, on stderr.
+async fn print_usage(system: &AgentSystem) {
+    let Ok(ids) = system.store().thread_ids().await else {
+        return;
+    };
+    let mut total = infinity_agent_core::thread::Usage::default();
+    for id in ids {
+        if let Ok(Some(record)) = system.record(&id).await {
+            total.add(&record.usage);
+        }
+    }
+    eprintln!(
+        "usage: {} completions, {} input tokens ({} read from cache, {} written to cache), {} output tokens",
+        total.completions,
+        total.input_tokens + total.cache_read_tokens + total.cache_write_tokens,
+        total.cache_read_tokens,
+        total.cache_write_tokens,
+        total.output_tokens
+    );
 }
 
 async fn chat(args: ChatArgs) -> Result<u8> {
