@@ -16,12 +16,16 @@ use crate::tools::ToolRegistry;
 pub struct Limits {
     /// Completions one slice may run before the engine stops the loop with a recorded error.
     pub max_completions_per_slice: u32,
+    /// Compaction starts when a prompt passes this share (in percent) of the model's context
+    /// window. Default 75.
+    pub compact_at_percent: u8,
 }
 
 impl Default for Limits {
     fn default() -> Self {
         Self {
             max_completions_per_slice: 16,
+            compact_at_percent: 75,
         }
     }
 }
@@ -199,6 +203,15 @@ impl AgentFile {
             ));
         }
         ModelSpec::parse(&file.model).map_err(|reason| invalid("model", reason))?;
+        if !(1..=100).contains(&file.limits.compact_at_percent) {
+            return Err(invalid(
+                "limits.compact_at_percent",
+                format!(
+                    "{} is not between 1 and 100",
+                    file.limits.compact_at_percent
+                ),
+            ));
+        }
         if file.limits.max_completions_per_slice == 0 {
             return Err(invalid(
                 "limits.max_completions_per_slice",

@@ -365,6 +365,7 @@ impl Slice<'_> {
                     self.output(OutputKind::Error { text: text.clone() });
                 }
             }
+            Item::Summary { .. } => {}
         }
         let entry = HistoryEntry {
             seq: self.own_len_at_start + self.new_entries.len() as u64,
@@ -713,10 +714,114 @@ impl Slice<'_> {
                 } => return true,
                 Item::Assistant { .. } => return saw_result && !live_pending,
                 Item::ToolResult { .. } => saw_result = true,
-                Item::Notice { .. } => {}
+                Item::Notice { .. } | Item::Summary { .. } => {}
             }
         }
         saw_result && !live_pending
+    }
+
+    /// True when the last prompt used more of the model's context window than the agent allows.
+    fn over_compaction_threshold(&self) -> bool {
+        let window = u64::from(self.agent.model.context_window());
+        let allowed = window * u64::from(self.agent.limits.compact_at_percent) / 100;
+        self.record.last_prompt_tokens > allowed
+    }
+
+    /// The newest summary in the view: its index and how many entries it covers.
+    fn latest_summary(&self) -> Option<(usize, usize)> {
+        let view = self.view();
+        let index = view.rposition(|e| matches!(e.item, Item::Summary { .. }))?;
+        match &view.get(index)?.item {
+            Item::Summary { covers, .. } => Some((index, *covers as usize)),
+            _ => None,
+        }
+    }
+
+    /// What the model sees when the thread has been compacted: the newest summary, then the
+    /// entries from the point it covers to. `None`: the whole view, as it is.
+    fn model_view(&self) -> Option<Vec<Arc<HistoryEntry>>> {
+        let (index, covers) = self.latest_summary()?;
+        let view = self.view();
+        let mut out = Vec::with_capacity(view.len().saturating_sub(covers));
+        out.extend(view.get(index).cloned());
+        out.extend(
+            view.since(covers)
+                .enumerate()
+                .filter(|(i, _)| covers + i != index)
+                .map(|(_, e)| Arc::clone(e)),
+        );
+        Some(out)
+    }
+
+    /// Summarizes the older part of the conversation with the thread's own model and records the
+    /// summary. The cut is the newest clean boundary (a message or a model turn with every earlier
+    /// call answered) that keeps at least a few entries verbatim.
+    async fn compact(&mut self) -> Result<(), SliceError> {
+        const KEEP: usize = 6;
+        let view = self.view();
+        let start = self.latest_summary().map_or(0, |(_, covers)| covers);
+        let mut open: std::collections::HashSet<&CallId> = std::collections::HashSet::new();
+        let mut boundary = None;
+        for (i, entry) in view.iter().enumerate() {
+            let clean = open.is_empty()
+                && matches!(entry.item, Item::Message { .. } | Item::Assistant { .. });
+            if clean && i > start && i + KEEP <= view.len() {
+                boundary = Some(i);
+            }
+            match &entry.item {
+                Item::Assistant { tool_calls, .. } => open.extend(tool_calls.iter().map(|c| &c.id)),
+                Item::ToolResult { call_id, .. } => {
+                    open.remove(call_id);
+                }
+                _ => {}
+            }
+        }
+        let Some(cut) = boundary else {
+            return Ok(()); // nothing worth summarizing yet
+        };
+        let mut history: Vec<Arc<HistoryEntry>> = Vec::new();
+        if let Some((index, _)) = self.latest_summary() {
+            history.extend(view.get(index).cloned());
+        }
+        history.extend(view.since(start).take(cut - start).cloned());
+        history.push(Arc::new(HistoryEntry {
+            seq: 0,
+            at: self.now,
+            input_id: None,
+            item: Item::user(
+                "Summarize the conversation above for your own later use: the task, what was \
+                 decided and done, ids of threads and tool calls still relevant, and what is \
+                 left to do. Reply with the summary only.",
+            ),
+        }));
+        let request = CompletionRequest {
+            thread_id: &self.record.id,
+            is_root: self.record.is_root(),
+            stack: &self.record.stack,
+            system: "You summarize conversations faithfully and concisely.",
+            tools: &[],
+            history: HistoryView::from_slice(&history),
+        };
+        let summary = match self.agent.model.complete(request).await {
+            Ok(c) => c,
+            Err(ModelError::Retryable(why)) => return Err(SliceError::Retryable(why)),
+            Err(ModelError::Terminal(why)) => {
+                self.notice_error(format!(
+                    "Compaction failed ({}): {why}",
+                    self.agent.model.name()
+                ));
+                return Ok(());
+            }
+        };
+        let mut usage = summary.usage;
+        usage.completions = 1;
+        self.record.usage.add(&usage);
+        tracing::info!(thread = %self.record.id, covers = cut, "history compacted");
+        self.append(Item::Summary {
+            text: summary.text.unwrap_or_default(),
+            covers: cut as u64,
+        });
+        Ok(())
     }
 
     /// The agent's system prompt and the thread's place in its tree.
@@ -737,6 +842,7 @@ impl Slice<'_> {
     async fn run_loop(&mut self) -> Result<u32, SliceError> {
         let mut completions = 0u32;
         let mut system: Option<String> = None;
+        let mut compacted = false;
         loop {
             if self.record.status == ThreadStatus::Closed || self.record.has_dispatched_pending() {
                 break;
@@ -754,15 +860,23 @@ impl Slice<'_> {
                 break;
             }
             self.move_on_passive();
+            if !compacted && self.over_compaction_threshold() {
+                compacted = true;
+                self.compact().await?;
+            }
             let tools = Arc::clone(&self.agent.tools);
             let system = system.get_or_insert_with(|| self.system_prompt());
+            let model_view = self.model_view();
             let request = CompletionRequest {
                 thread_id: &self.record.id,
                 is_root: self.record.is_root(),
                 stack: &self.record.stack,
                 system,
                 tools: tools.specs(),
-                history: HistoryView::new(self.base, &self.added),
+                history: match &model_view {
+                    Some(v) => HistoryView::from_slice(v),
+                    None => HistoryView::new(self.base, &self.added),
+                },
             };
             let completion = match self.agent.model.complete(request).await {
                 Ok(c) => c,
@@ -776,6 +890,8 @@ impl Slice<'_> {
             let mut usage = completion.usage;
             usage.completions = 1;
             self.record.usage.add(&usage);
+            self.record.last_prompt_tokens =
+                usage.input_tokens + usage.cache_read_tokens + usage.cache_write_tokens;
             let calls: Vec<ToolCall> = completion
                 .tool_calls
                 .into_iter()

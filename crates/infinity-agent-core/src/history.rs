@@ -88,6 +88,15 @@ pub enum Item {
         #[serde(default, skip_serializing_if = "std::ops::Not::not")]
         is_error: bool,
     },
+    /// A summary of the earlier conversation, made when the prompt outgrew the model's context
+    /// (compaction). Models see it, then the entries from `covers` on; the entries it covers stay
+    /// stored (children that inherited them still see them).
+    Summary {
+        /// The summary.
+        text: String,
+        /// How many entries of the thread's view (from the start) it stands for.
+        covers: u64,
+    },
     /// A notice recorded by the runtime for the user (an error the thread ran into, a stopped loop).
     Notice {
         /// What happened.
@@ -114,6 +123,11 @@ impl Item {
             _ => &[],
         }
     }
+}
+
+/// How a summary reads to a model (as a user-role message at the start of the conversation).
+pub fn summary_text(text: &str) -> String {
+    format!("[Summary of the earlier conversation, which was compacted to save context]\n{text}")
 }
 
 /// A thread's history as one sequence without copying it: the entries the slice started from,

@@ -90,6 +90,11 @@ pub trait ModelProvider: Send + Sync + std::fmt::Debug {
     /// A name for logs, e.g. `script:demo.yaml` or `anthropic:claude-sonnet-4-5`.
     fn name(&self) -> &str;
 
+    /// The model's context window in tokens (compaction keeps prompts under a share of it).
+    fn context_window(&self) -> u32 {
+        128_000
+    }
+
     /// Runs one completion.
     async fn complete(&self, request: CompletionRequest<'_>) -> Result<Completion, ModelError>;
 }

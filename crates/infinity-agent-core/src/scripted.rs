@@ -39,6 +39,10 @@ use crate::thread::Usage;
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct ScriptFile {
+    /// The context window the script claims, in tokens (default 128,000); prompts are measured
+    /// as a quarter of their characters, so tests can reach the compaction threshold.
+    #[serde(default)]
+    context_window: Option<u32>,
     rules: Vec<RuleFile>,
 }
 
@@ -132,6 +136,7 @@ pub enum ScriptError {
 /// A [`ModelProvider`] that answers from rules. See the module docs.
 pub struct ScriptedModel {
     name: String,
+    context_window: u32,
     rules: Vec<Rule>,
 }
 
@@ -182,6 +187,7 @@ impl ScriptedModel {
             .collect::<Result<Vec<_>, ScriptError>>()?;
         Ok(Self {
             name: format!("script:{}", path.display()),
+            context_window: file.context_window.unwrap_or(128_000),
             rules,
         })
     }
@@ -212,6 +218,7 @@ fn render(entry: &HistoryEntry, history: HistoryView<'_>) -> Option<String> {
                 .unwrap_or_else(|| "{}".to_owned());
             Some(format!("{name} {args} -> {text}"))
         }
+        Item::Summary { text, .. } => Some(crate::history::summary_text(text)),
         Item::Notice { .. } => None,
     }
 }
@@ -309,6 +316,10 @@ impl ModelProvider for ScriptedModel {
         &self.name
     }
 
+    fn context_window(&self) -> u32 {
+        self.context_window
+    }
+
     async fn complete(&self, request: CompletionRequest<'_>) -> Result<Completion, ModelError> {
         let newest = newest_text(request.history);
         let mut all: Option<String> = None;
@@ -353,7 +364,10 @@ impl ModelProvider for ScriptedModel {
                 },
                 tool_calls,
                 usage: Usage {
-                    input_tokens: (newest.len() / 4) as u64,
+                    // A rough prompt size: a token per four characters of everything sent.
+                    input_tokens: ((request.system.len()
+                        + all.get_or_insert_with(|| all_text(request.history)).len())
+                        / 4) as u64,
                     ..Usage::default()
                 },
             });

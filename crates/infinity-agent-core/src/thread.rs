@@ -168,6 +168,10 @@ pub struct ThreadRecord {
     pub usage: Usage,
     /// Number of the thread's own history entries.
     pub history_len: u64,
+    /// The size of the last prompt, in tokens (input + cache reads + cache writes); compaction
+    /// starts when it passes the agent's share of the model's context window.
+    #[serde(default)]
+    pub last_prompt_tokens: u64,
     /// Incremented on every commit; the store checks it (optimistic concurrency).
     pub version: u64,
     /// When the thread was created.
@@ -203,6 +207,7 @@ impl ThreadRecord {
             children: Vec::new(),
             usage: Usage::default(),
             history_len: 0,
+            last_prompt_tokens: 0,
             version: 0,
             created_at: now,
             updated_at: now,

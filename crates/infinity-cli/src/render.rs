@@ -134,5 +134,8 @@ pub fn kinds_of(item: &Item) -> Vec<OutputKind> {
             is_error: *is_error,
         }],
         Item::Notice { text, .. } => vec![OutputKind::Error { text: text.clone() }],
+        Item::Summary { text, covers } => vec![OutputKind::AssistantText {
+            text: format!("(summary of the first {covers} entries) {text}"),
+        }],
     }
 }

@@ -9,7 +9,7 @@
 
 use async_trait::async_trait;
 use futures_util::StreamExt;
-use infinity_agent_core::history::{Item, MessageSource, INJECTED_TOOL};
+use infinity_agent_core::history::{summary_text, Item, MessageSource, INJECTED_TOOL};
 use infinity_agent_core::model::{
     Completion, CompletionRequest, ModelError, ModelProvider, ModelToolCall, StopReason,
 };
@@ -57,6 +57,7 @@ pub struct AnthropicModel {
     name: String,
     model: String,
     max_tokens: u32,
+    context_window: u32,
     images: bool,
     config: AnthropicConfig,
     http: reqwest::Client,
@@ -79,6 +80,7 @@ impl AnthropicModel {
             name: format!("anthropic:{model}"),
             model: model.to_owned(),
             max_tokens: info.max_output_tokens,
+            context_window: info.context_window,
             images: info.images,
             config,
             http: reqwest::Client::new(),
@@ -187,6 +189,13 @@ pub fn convert_history(request: &CompletionRequest<'_>, _images: bool) -> Vec<Va
                     block["is_error"] = json!(true);
                 }
                 push_block(&mut messages, "user", block);
+            }
+            Item::Summary { text, .. } => {
+                push_block(
+                    &mut messages,
+                    "user",
+                    json!({"type": "text", "text": summary_text(text)}),
+                );
             }
             Item::Notice { .. } => {}
         }
@@ -315,6 +324,10 @@ impl Assembly {
 impl ModelProvider for AnthropicModel {
     fn name(&self) -> &str {
         &self.name
+    }
+
+    fn context_window(&self) -> u32 {
+        self.context_window
     }
 
     async fn complete(&self, request: CompletionRequest<'_>) -> Result<Completion, ModelError> {

@@ -3,7 +3,7 @@
 
 use async_trait::async_trait;
 use futures_util::StreamExt;
-use infinity_agent_core::history::{Item, MessageSource, INJECTED_TOOL};
+use infinity_agent_core::history::{summary_text, Item, MessageSource, INJECTED_TOOL};
 use infinity_agent_core::model::{
     Completion, CompletionRequest, ModelError, ModelProvider, ModelToolCall, StopReason,
 };
@@ -53,6 +53,7 @@ pub struct OpenAiModel {
     name: String,
     model: String,
     max_tokens: u32,
+    context_window: u32,
     config: OpenAiConfig,
     http: reqwest::Client,
 }
@@ -73,6 +74,7 @@ impl OpenAiModel {
             name: format!("openai:{model}"),
             model: model.to_owned(),
             max_tokens: catalog::lookup("openai", model).max_output_tokens,
+            context_window: catalog::lookup("openai", model).context_window,
             config,
             http: reqwest::Client::new(),
         }
@@ -144,6 +146,9 @@ pub fn convert_history(request: &CompletionRequest<'_>) -> Vec<Value> {
                     text.clone()
                 };
                 messages.push(json!({"role": "tool", "tool_call_id": call_id, "content": content}));
+            }
+            Item::Summary { text, .. } => {
+                messages.push(json!({"role": "user", "content": summary_text(text)}));
             }
             Item::Notice { .. } => {}
         }
@@ -252,6 +257,10 @@ impl Assembly {
 impl ModelProvider for OpenAiModel {
     fn name(&self) -> &str {
         &self.name
+    }
+
+    fn context_window(&self) -> u32 {
+        self.context_window
     }
 
     async fn complete(&self, request: CompletionRequest<'_>) -> Result<Completion, ModelError> {

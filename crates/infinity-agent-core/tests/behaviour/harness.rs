@@ -263,6 +263,7 @@ pub fn item_line(item: &Item) -> String {
             if *is_error { "error" } else { "result" }
         ),
         Item::Notice { text, .. } => format!("notice: {text}"),
+        Item::Summary { text, covers } => format!("summary of {covers}: {text}"),
     }
 }
 

@@ -54,6 +54,7 @@ rules:
     let mut setup = Setup::new(script);
     setup.limits = Limits {
         max_completions_per_slice: 3,
+        ..Limits::default()
     };
     let mut h = setup.start().await;
     h.say("main", "go").await;

@@ -6,6 +6,7 @@
 mod harness;
 
 mod children;
+mod compaction;
 mod crash;
 mod dedup;
 mod dependencies;

@@ -283,6 +283,7 @@ pub fn line(item: &Item) -> String {
             )
         }
         Item::Notice { text, .. } => format!("notice: {text}"),
+        Item::Summary { text, covers } => format!("summary of {covers}: {text}"),
     }
 }
 
