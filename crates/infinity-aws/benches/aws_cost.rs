@@ -222,7 +222,9 @@ async fn main() {
         "name: bench\nmodel: script:s.yaml\n",
     )
     .unwrap();
-    let agent = build_agent(&AgentFile::load(&dir.join("agent.yaml")).unwrap()).unwrap();
+    let agent = build_agent(&AgentFile::load(&dir.join("agent.yaml")).unwrap())
+        .await
+        .unwrap();
     let handler = Arc::new(AgentHandler::new(&clients, &config, agent));
 
     println!("per slice: one user message to a thread of N entries, one scripted completion, commit, effects (mean of 5)");

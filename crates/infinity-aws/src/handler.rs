@@ -51,7 +51,7 @@ pub enum SetupError {
 
 /// Loads the deployment's agent from `INFINITY_AGENT_YAML` (content; relative paths resolve
 /// against `INFINITY_AGENT_DIR`, default the working folder) or `INFINITY_AGENT_FILE` (a path).
-pub fn agent_from_env() -> Result<Arc<Agent>, SetupError> {
+pub async fn agent_from_env() -> Result<Arc<Agent>, SetupError> {
     let file = match (
         std::env::var("INFINITY_AGENT_YAML")
             .ok()
@@ -67,15 +67,16 @@ pub fn agent_from_env() -> Result<Arc<Agent>, SetupError> {
         (None, Some(path)) => AgentFile::load(&PathBuf::from(path))?,
         (None, None) => return Err(SetupError::NoAgent),
     };
-    build_agent(&file)
+    build_agent(&file).await
 }
 
 /// Builds a runnable agent from an agent file: its model, the built-in tools and `set_title`.
-pub fn build_agent(file: &AgentFile) -> Result<Arc<Agent>, SetupError> {
+pub async fn build_agent(file: &AgentFile) -> Result<Arc<Agent>, SetupError> {
     let spec = file.model_spec()?;
     let base = file.path.parent().map(Path::to_owned).unwrap_or_default();
-    let model =
-        infinity_models::resolve_model(&spec, &base).map_err(|reason| SetupError::Model {
+    let model = infinity_models::resolve_model(&spec, &base)
+        .await
+        .map_err(|reason| SetupError::Model {
             agent: file.name.clone(),
             model: file.model.clone(),
             reason,

@@ -136,9 +136,11 @@ fn main() -> std::process::ExitCode {
 }
 
 /// Resolves a model spec. `base` is the folder that relative script paths start from.
-fn resolve_model(spec: &str, base: &Path) -> Result<Arc<dyn ModelProvider>> {
+async fn resolve_model(spec: &str, base: &Path) -> Result<Arc<dyn ModelProvider>> {
     let spec = ModelSpec::parse(spec).map_err(anyhow::Error::msg)?;
-    infinity_models::resolve_model(&spec, base).map_err(anyhow::Error::msg)
+    infinity_models::resolve_model(&spec, base)
+        .await
+        .map_err(anyhow::Error::msg)
 }
 
 async fn build_system(args: &AgentArgs) -> Result<AgentSystem> {
@@ -151,6 +153,7 @@ async fn build_system(args: &AgentArgs) -> Result<AgentSystem> {
         ),
     };
     let model = resolve_model(&spec, &base)
+        .await
         .with_context(|| format!("agent `{}`: model `{spec}`", file.name))?;
     if spec.starts_with("script:") {
         let keys: Vec<&str> = ["ANTHROPIC_API_KEY", "OPENAI_API_KEY"]

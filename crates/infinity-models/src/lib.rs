@@ -4,10 +4,12 @@
 //! - [`anthropic::AnthropicModel`]: the Messages API, streaming, with prompt caching.
 //! - [`openai::OpenAiModel`]: OpenAI-compatible chat completions, streaming (OpenAI, Ollama, vLLM,
 //!   llama.cpp).
+//! - [`bedrock::BedrockModel`]: Bedrock Converse, with the function's role on Lambda.
 //! - [`resolve_model`]: `PROVIDER:MODEL` to a provider, keys and base URLs from the environment.
 #![warn(missing_docs)]
 
 pub mod anthropic;
+pub mod bedrock;
 pub mod catalog;
 pub mod openai;
 pub mod sse;
@@ -21,9 +23,14 @@ use infinity_agent_core::model::ModelProvider;
 
 /// Builds the provider a model spec names: `anthropic:MODEL` (`ANTHROPIC_API_KEY`,
 /// `ANTHROPIC_BASE_URL`), `openai:MODEL` (`OPENAI_API_KEY`, `OPENAI_BASE_URL`), or what the core
-/// knows (`script:PATH`, relative to `base`).
-pub fn resolve_model(spec: &ModelSpec, base: &Path) -> Result<Arc<dyn ModelProvider>, String> {
+/// knows (`script:PATH`, relative to `base`), or `bedrock:MODEL_ID` (AWS credentials and region
+/// from the environment).
+pub async fn resolve_model(
+    spec: &ModelSpec,
+    base: &Path,
+) -> Result<Arc<dyn ModelProvider>, String> {
     match spec.provider.as_str() {
+        "bedrock" => Ok(Arc::new(bedrock::BedrockModel::from_env(&spec.model).await)),
         "anthropic" => {
             let config = anthropic::AnthropicConfig::from_env()?;
             Ok(Arc::new(anthropic::AnthropicModel::new(

@@ -14,7 +14,7 @@ async fn main() -> Result<(), Error> {
     // Everything below runs once per cold start: configuration, clients, the agent.
     let config = AwsConfig::from_env()?;
     let clients = Clients::from_env().await;
-    let agent = agent_from_env()?;
+    let agent = agent_from_env().await?;
     let handler = Arc::new(AgentHandler::new(&clients, &config, agent));
     // Warm the connection pool so the first slice does not pay for the TLS handshake.
     let warm = infinity_agent_core::ids::ThreadId::new("warm-up")?;

@@ -21,7 +21,7 @@ async fn main() {
     let setup = async {
         let config = AwsConfig::from_env()?;
         let clients = Clients::from_env().await;
-        let agent = agent_from_env()?;
+        let agent = agent_from_env().await?;
         let handler = Arc::new(AgentHandler::new(&clients, &config, agent));
         Ok::<_, Box<dyn std::error::Error>>(LocalRunner::new(clients, config, handler))
     };

@@ -66,7 +66,7 @@ async fn a_slice_killed_after_its_commit_loses_nothing() {
     let agents: std::collections::HashMap<
         String,
         std::sync::Arc<infinity_agent_core::agent::Agent>,
-    > = [("tester".to_owned(), crate::harness::test_agent())].into();
+    > = [("tester".to_owned(), crate::harness::test_agent().await)].into();
     let outcome = run_slice(SliceRequest {
         thread_id: tid("crash"),
         record: None,

@@ -142,7 +142,9 @@ pub async fn stack_with(script: &str, options: Options) -> Stack {
     std::fs::write(dir.path().join("script.yaml"), script).unwrap();
     let agent_path = dir.path().join("agent.yaml");
     std::fs::write(&agent_path, "name: tester\nmodel: script:script.yaml\n").unwrap();
-    let agent = build_agent(&AgentFile::load(&agent_path).unwrap()).unwrap();
+    let agent = build_agent(&AgentFile::load(&agent_path).unwrap())
+        .await
+        .unwrap();
     let handler = Arc::new(AgentHandler::new(&clients, &config, agent));
     let mut runner = LocalRunner::new(clients.clone(), config.clone(), Arc::clone(&handler));
     runner.retry_after = Duration::from_secs(0);
@@ -288,7 +290,7 @@ pub fn line(item: &Item) -> String {
 }
 
 /// The scripted test agent (for tests that run the engine by hand).
-pub fn test_agent() -> Arc<infinity_agent_core::agent::Agent> {
+pub async fn test_agent() -> Arc<infinity_agent_core::agent::Agent> {
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(
         dir.path().join("script.yaml"),
@@ -297,5 +299,5 @@ pub fn test_agent() -> Arc<infinity_agent_core::agent::Agent> {
     .unwrap();
     let path = dir.path().join("agent.yaml");
     std::fs::write(&path, "name: tester\nmodel: script:script.yaml\n").unwrap();
-    build_agent(&AgentFile::load(&path).unwrap()).unwrap()
+    build_agent(&AgentFile::load(&path).unwrap()).await.unwrap()
 }

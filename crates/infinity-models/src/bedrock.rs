@@ -1,0 +1,323 @@
+//! The Bedrock Converse adapter (`aws-sdk-bedrockruntime`). On Lambda it uses the function's
+//! role; elsewhere the standard AWS credential chain. Tool schemas and arguments cross as
+//! Smithy `Document`s, converted from and to `serde_json::Value` here.
+
+use std::collections::HashMap;
+
+use async_trait::async_trait;
+use aws_sdk_bedrockruntime::error::{ProvideErrorMetadata, SdkError};
+use aws_sdk_bedrockruntime::types::{
+    CachePointBlock, CachePointType, ContentBlock, ConversationRole, ConverseOutput,
+    InferenceConfiguration, Message, StopReason as BedrockStop, SystemContentBlock, Tool,
+    ToolConfiguration, ToolInputSchema, ToolResultBlock, ToolResultContentBlock, ToolResultStatus,
+    ToolSpecification, ToolUseBlock,
+};
+use aws_sdk_bedrockruntime::Client;
+use aws_smithy_types::{Document, Number};
+use infinity_agent_core::history::{summary_text, Item, MessageSource, INJECTED_TOOL};
+use infinity_agent_core::model::{
+    Completion, CompletionRequest, ModelError, ModelProvider, ModelToolCall, StopReason,
+};
+use infinity_agent_core::thread::Usage;
+use serde_json::Value;
+
+use crate::catalog;
+
+/// `serde_json::Value` to a Smithy `Document`.
+pub fn to_document(value: &Value) -> Document {
+    match value {
+        Value::Null => Document::Null,
+        Value::Bool(b) => Document::Bool(*b),
+        Value::Number(n) => Document::Number(if let Some(u) = n.as_u64() {
+            Number::PosInt(u)
+        } else if let Some(i) = n.as_i64() {
+            Number::NegInt(i)
+        } else {
+            Number::Float(n.as_f64().unwrap_or(0.0))
+        }),
+        Value::String(s) => Document::String(s.clone()),
+        Value::Array(items) => Document::Array(items.iter().map(to_document).collect()),
+        Value::Object(map) => Document::Object(
+            map.iter()
+                .map(|(k, v)| (k.clone(), to_document(v)))
+                .collect::<HashMap<_, _>>(),
+        ),
+    }
+}
+
+/// A Smithy `Document` to `serde_json::Value`.
+pub fn to_value(document: &Document) -> Value {
+    match document {
+        Document::Null => Value::Null,
+        Document::Bool(b) => Value::Bool(*b),
+        Document::Number(Number::PosInt(u)) => Value::from(*u),
+        Document::Number(Number::NegInt(i)) => Value::from(*i),
+        Document::Number(Number::Float(f)) => {
+            serde_json::Number::from_f64(*f).map_or(Value::Null, Value::Number)
+        }
+        Document::String(s) => Value::String(s.clone()),
+        Document::Array(items) => Value::Array(items.iter().map(to_value).collect()),
+        Document::Object(map) => {
+            Value::Object(map.iter().map(|(k, v)| (k.clone(), to_value(v))).collect())
+        }
+    }
+}
+
+/// A model on Amazon Bedrock, through the Converse API.
+pub struct BedrockModel {
+    name: String,
+    model: String,
+    max_tokens: u32,
+    context_window: u32,
+    client: Client,
+}
+
+impl std::fmt::Debug for BedrockModel {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("BedrockModel")
+            .field("model", &self.model)
+            .finish_non_exhaustive()
+    }
+}
+
+impl BedrockModel {
+    /// A model by Bedrock model id (or inference profile id).
+    pub fn new(model: &str, client: Client) -> Self {
+        // Bedrock ids embed the vendor's model name: `anthropic.claude-sonnet-4-5-...`.
+        let vendor_model = model.rsplit('.').next().unwrap_or(model);
+        let info = catalog::lookup("anthropic", vendor_model);
+        Self {
+            name: format!("bedrock:{model}"),
+            model: model.to_owned(),
+            max_tokens: info.max_output_tokens,
+            context_window: info.context_window,
+            client,
+        }
+    }
+
+    /// A model with a client from the standard AWS environment (region, credentials, endpoint).
+    pub async fn from_env(model: &str) -> Self {
+        let shared = aws_config::load_defaults(aws_config::BehaviorVersion::latest()).await;
+        Self::new(model, Client::new(&shared))
+    }
+}
+
+fn message(role: ConversationRole, content: Vec<ContentBlock>) -> Result<Message, ModelError> {
+    Message::builder()
+        .role(role)
+        .set_content(Some(content))
+        .build()
+        .map_err(|e| ModelError::Terminal(format!("bedrock: {e}")))
+}
+
+/// Our history as Converse messages (consecutive entries of one role merge).
+pub fn convert_history(request: &CompletionRequest<'_>) -> Result<Vec<Message>, ModelError> {
+    let mut turns: Vec<(ConversationRole, Vec<ContentBlock>)> = Vec::new();
+    let mut push = |role: ConversationRole, block: ContentBlock| match turns.last_mut() {
+        Some((r, blocks)) if *r == role => {
+            if matches!(block, ContentBlock::ToolResult(_)) {
+                let at = blocks
+                    .iter()
+                    .take_while(|b| matches!(b, ContentBlock::ToolResult(_)))
+                    .count();
+                blocks.insert(at, block);
+            } else {
+                blocks.push(block);
+            }
+        }
+        _ => turns.push((role, vec![block])),
+    };
+    let bad = |e: aws_sdk_bedrockruntime::error::BuildError| {
+        ModelError::Terminal(format!("bedrock: {e}"))
+    };
+    for entry in request.history.iter() {
+        match &entry.item {
+            Item::Message { text, from } => {
+                let text = match from {
+                    MessageSource::User => text.clone(),
+                    MessageSource::Parent { thread_id } => {
+                        format!("[Message from your parent thread {thread_id}]\n{text}")
+                    }
+                };
+                push(ConversationRole::User, ContentBlock::Text(text));
+            }
+            Item::Summary { text, .. } => push(
+                ConversationRole::User,
+                ContentBlock::Text(summary_text(text)),
+            ),
+            Item::Assistant {
+                text, tool_calls, ..
+            } => {
+                if let Some(text) = text.as_ref().filter(|t| !t.trim().is_empty()) {
+                    push(
+                        ConversationRole::Assistant,
+                        ContentBlock::Text(text.clone()),
+                    );
+                }
+                for call in tool_calls {
+                    let block = ToolUseBlock::builder()
+                        .tool_use_id(call.id.as_str())
+                        .name(&call.name)
+                        .input(to_document(&call.args))
+                        .build()
+                        .map_err(bad)?;
+                    push(ConversationRole::Assistant, ContentBlock::ToolUse(block));
+                }
+            }
+            Item::ToolResult {
+                call_id,
+                text,
+                is_error,
+                ..
+            } => {
+                let mut block = ToolResultBlock::builder()
+                    .tool_use_id(call_id.as_str())
+                    .content(ToolResultContentBlock::Text(text.clone()));
+                if *is_error {
+                    block = block.status(ToolResultStatus::Error);
+                }
+                push(
+                    ConversationRole::User,
+                    ContentBlock::ToolResult(block.build().map_err(bad)?),
+                );
+            }
+            Item::Notice { .. } => {}
+        }
+    }
+    turns
+        .into_iter()
+        .map(|(role, content)| message(role, content))
+        .collect()
+}
+
+fn classify<E: ProvideErrorMetadata + std::fmt::Debug>(err: SdkError<E>) -> ModelError {
+    let (code, message) = match err.as_service_error() {
+        Some(e) => (
+            e.code().unwrap_or("error").to_owned(),
+            e.message().unwrap_or("").to_owned(),
+        ),
+        None => ("transport".to_owned(), err.to_string()),
+    };
+    let why = format!("bedrock: {code}: {message}");
+    let retryable = matches!(
+        code.as_str(),
+        "ThrottlingException"
+            | "ServiceUnavailableException"
+            | "InternalServerException"
+            | "ModelNotReadyException"
+            | "ModelTimeoutException"
+            | "transport"
+    );
+    if retryable {
+        ModelError::Retryable(why)
+    } else {
+        ModelError::Terminal(why)
+    }
+}
+
+#[async_trait]
+impl ModelProvider for BedrockModel {
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    fn context_window(&self) -> u32 {
+        self.context_window
+    }
+
+    async fn complete(&self, request: CompletionRequest<'_>) -> Result<Completion, ModelError> {
+        let bad = |e: aws_sdk_bedrockruntime::error::BuildError| {
+            ModelError::Terminal(format!("bedrock: {e}"))
+        };
+        let mut tools = Vec::new();
+        for spec in request.tools {
+            tools.push(Tool::ToolSpec(
+                ToolSpecification::builder()
+                    .name(&spec.name)
+                    .description(&spec.description)
+                    .input_schema(ToolInputSchema::Json(to_document(&spec.input_schema)))
+                    .build()
+                    .map_err(bad)?,
+            ));
+        }
+        tools.push(Tool::ToolSpec(
+            ToolSpecification::builder()
+                .name(INJECTED_TOOL)
+                .description("Reserved: the runtime uses it to deliver events. Never call it.")
+                .input_schema(ToolInputSchema::Json(to_document(
+                    &serde_json::json!({"type": "object", "properties": {}}),
+                )))
+                .build()
+                .map_err(bad)?,
+        ));
+        let cache = CachePointBlock::builder()
+            .r#type(CachePointType::Default)
+            .build()
+            .map_err(bad)?;
+        let output = self
+            .client
+            .converse()
+            .model_id(&self.model)
+            .system(SystemContentBlock::Text(request.system.to_owned()))
+            .system(SystemContentBlock::CachePoint(cache))
+            .set_messages(Some(convert_history(&request)?))
+            .tool_config(
+                ToolConfiguration::builder()
+                    .set_tools(Some(tools))
+                    .build()
+                    .map_err(bad)?,
+            )
+            .inference_config(
+                InferenceConfiguration::builder()
+                    .max_tokens(self.max_tokens as i32)
+                    .build(),
+            )
+            .send()
+            .await
+            .map_err(classify)?;
+        let mut text = String::new();
+        let mut tool_calls = Vec::new();
+        if let Some(ConverseOutput::Message(message)) = output.output() {
+            for block in message.content() {
+                match block {
+                    ContentBlock::Text(t) => text.push_str(t),
+                    ContentBlock::ToolUse(call) => tool_calls.push(ModelToolCall {
+                        id: Some(call.tool_use_id().to_owned()),
+                        name: call.name().to_owned(),
+                        args: to_value(call.input()),
+                    }),
+                    _ => {}
+                }
+            }
+        }
+        let stop_reason = match output.stop_reason() {
+            BedrockStop::ToolUse => StopReason::ToolUse,
+            BedrockStop::MaxTokens => StopReason::MaxTokens,
+            _ => StopReason::EndTurn,
+        };
+        let usage = output.usage().map_or_else(Usage::default, |u| Usage {
+            completions: 0,
+            input_tokens: u.input_tokens().max(0) as u64,
+            output_tokens: u.output_tokens().max(0) as u64,
+            cache_read_tokens: u.cache_read_input_tokens().unwrap_or(0).max(0) as u64,
+            cache_write_tokens: u.cache_write_input_tokens().unwrap_or(0).max(0) as u64,
+        });
+        Ok(Completion {
+            text: Some(text).filter(|t| !t.is_empty()),
+            tool_calls,
+            stop_reason,
+            usage,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn documents_round_trip() {
+        let v = serde_json::json!({"a": [1, -2, 2.5, "x", true, null, {"b": {}}]});
+        assert_eq!(to_value(&to_document(&v)), v);
+    }
+}
