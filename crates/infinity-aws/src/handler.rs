@@ -70,11 +70,49 @@ pub async fn agent_from_env() -> Result<Arc<Agent>, SetupError> {
     build_agent(&file).await
 }
 
+/// The model API key from the SSM parameter named by `INFINITY_MODEL_KEY_PARAMETER` (a
+/// SecureString, decrypted), when that variable is set. The key is never logged.
+async fn model_key_from_ssm() -> Result<Option<String>, String> {
+    let Some(name) = std::env::var("INFINITY_MODEL_KEY_PARAMETER")
+        .ok()
+        .filter(|n| !n.trim().is_empty())
+    else {
+        return Ok(None);
+    };
+    let shared = aws_config::load_defaults(aws_config::BehaviorVersion::latest()).await;
+    let out = aws_sdk_ssm::Client::new(&shared)
+        .get_parameter()
+        .name(&name)
+        .with_decryption(true)
+        .send()
+        .await
+        .map_err(|e| {
+            let detail = e
+                .as_service_error()
+                .map(|s| format!("{s:?}"))
+                .unwrap_or_else(|| e.to_string());
+            format!("cannot read the model key from SSM parameter {name}: {detail}")
+        })?;
+    let value = out
+        .parameter()
+        .and_then(|p| p.value())
+        .filter(|v| !v.is_empty())
+        .ok_or_else(|| format!("SSM parameter {name} is empty"))?;
+    Ok(Some(value.to_owned()))
+}
+
 /// Builds a runnable agent from an agent file: its model, the built-in tools and `set_title`.
 pub async fn build_agent(file: &AgentFile) -> Result<Arc<Agent>, SetupError> {
     let spec = file.model_spec()?;
     let base = file.path.parent().map(Path::to_owned).unwrap_or_default();
-    let model = infinity_models::resolve_model(&spec, &base)
+    let key = model_key_from_ssm()
+        .await
+        .map_err(|reason| SetupError::Model {
+            agent: file.name.clone(),
+            model: file.model.clone(),
+            reason,
+        })?;
+    let model = infinity_models::resolve_model_with_key(&spec, &base, key)
         .await
         .map_err(|reason| SetupError::Model {
             agent: file.name.clone(),

@@ -35,6 +35,18 @@ pub struct AnthropicConfig {
 }
 
 impl AnthropicConfig {
+    /// The base URL from `ANTHROPIC_BASE_URL` (or the default) with `api_key`.
+    pub fn from_env_or_key(api_key: &str) -> Self {
+        Self {
+            base_url: std::env::var("ANTHROPIC_BASE_URL")
+                .ok()
+                .filter(|u| !u.trim().is_empty())
+                .unwrap_or_else(|| "https://api.anthropic.com".to_owned()),
+            api_key: api_key.to_owned(),
+            retry: RetryPolicy::default(),
+        }
+    }
+
     /// From `ANTHROPIC_BASE_URL` and `ANTHROPIC_API_KEY`, as the official SDKs read them.
     pub fn from_env() -> Result<Self, String> {
         let api_key = std::env::var("ANTHROPIC_API_KEY")

@@ -29,17 +29,39 @@ pub async fn resolve_model(
     spec: &ModelSpec,
     base: &Path,
 ) -> Result<Arc<dyn ModelProvider>, String> {
+    resolve_model_with_key(spec, base, None).await
+}
+
+/// Like [`resolve_model`], with the API key given (e.g. read from SSM Parameter Store on
+/// Lambda) instead of taken from `ANTHROPIC_API_KEY` / `OPENAI_API_KEY`; base URLs still come
+/// from the environment.
+pub async fn resolve_model_with_key(
+    spec: &ModelSpec,
+    base: &Path,
+    key: Option<String>,
+) -> Result<Arc<dyn ModelProvider>, String> {
     match spec.provider.as_str() {
         "bedrock" => Ok(Arc::new(bedrock::BedrockModel::from_env(&spec.model).await)),
         "anthropic" => {
-            let config = anthropic::AnthropicConfig::from_env()?;
+            let config = match key {
+                Some(key) => anthropic::AnthropicConfig::from_env_or_key(&key),
+                None => anthropic::AnthropicConfig::from_env()?,
+            };
             Ok(Arc::new(anthropic::AnthropicModel::new(
                 &spec.model,
                 config,
             )))
         }
         "openai" => {
-            let config = openai::OpenAiConfig::from_env()?;
+            let config = match key {
+                Some(key) => {
+                    let mut config = openai::OpenAiConfig::from_env()
+                        .unwrap_or_else(|_| openai::OpenAiConfig::default_endpoint());
+                    config.api_key = Some(key);
+                    config
+                }
+                None => openai::OpenAiConfig::from_env()?,
+            };
             Ok(Arc::new(openai::OpenAiModel::new(&spec.model, config)))
         }
         _ => resolve_core_model(spec, base),

@@ -26,6 +26,15 @@ pub struct OpenAiConfig {
 }
 
 impl OpenAiConfig {
+    /// OpenAI's endpoint, no key yet.
+    pub fn default_endpoint() -> Self {
+        Self {
+            base_url: "https://api.openai.com/v1".to_owned(),
+            api_key: None,
+            retry: RetryPolicy::default(),
+        }
+    }
+
     /// From `OPENAI_BASE_URL` and `OPENAI_API_KEY`, as the official SDKs read them. A key is
     /// required for the default (OpenAI's) endpoint only.
     pub fn from_env() -> Result<Self, String> {
