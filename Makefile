@@ -6,7 +6,7 @@ AGENT ?= examples/demo/agent.yaml
 VENV := .venv/bin
 AWS_CHECK_ENV := AWS_DEFAULT_REGION=us-east-1 AWS_ACCESS_KEY_ID=test AWS_SECRET_ACCESS_KEY=test SAM_CLI_TELEMETRY=0
 
-.PHONY: bench-aws help demo test fmt-check lint template-check tools unit build build-local bench deploy local-up local-down clean
+.PHONY: bench-aws bench-models help demo test fmt-check lint template-check tools unit build build-local bench deploy local-up local-down clean
 
 help:
 	@echo "make demo        run the offline demo agent on the embedded runtime"
@@ -67,3 +67,6 @@ clean:
 
 bench-aws:
 	$(CARGO) bench -p infinity-aws --bench aws_cost
+
+bench-models:
+	$(CARGO) bench -p infinity-models --bench requests

@@ -361,7 +361,7 @@ impl ModelProvider for AnthropicModel {
                 let mut assembly = Assembly::default();
                 while let Some(chunk) = stream.next().await {
                     let chunk = chunk.map_err(|e| {
-                        Attempt::Retry(format!("anthropic: the stream broke: {e}"), None)
+                        crate::transport::body_error("anthropic", &self.config.retry, &e)
                     })?;
                     for event in parser.push(&chunk) {
                         assembly.event(&event.data)?;

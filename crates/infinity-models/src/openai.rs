@@ -131,6 +131,9 @@ pub fn convert_history(request: &CompletionRequest<'_>) -> Vec<Value> {
             Item::Assistant {
                 text, tool_calls, ..
             } => {
+                if tool_calls.is_empty() && text.as_deref().is_none_or(|t| t.trim().is_empty()) {
+                    continue; // an empty turn: chat APIs reject a null content without tool calls
+                }
                 let mut message = json!({"role": "assistant", "content": text});
                 if !tool_calls.is_empty() {
                     message["tool_calls"] = tool_calls
@@ -184,9 +187,16 @@ impl Assembly {
             .map_err(|e| Attempt::Retry(format!("openai: malformed stream chunk: {e}"), None))?;
         if let Some(err) = v.get("error") {
             let message = err["message"].as_str().unwrap_or("error");
-            return Err(Attempt::Fail(ModelError::Terminal(format!(
-                "openai: {message}"
-            ))));
+            let kind = err["type"].as_str().or(err["code"].as_str()).unwrap_or("");
+            let why = format!("openai: {kind}: {message}");
+            // Server-side trouble mid-stream is worth another try; anything else is not.
+            return Err(
+                if matches!(kind, "server_error" | "rate_limit_exceeded" | "overloaded") {
+                    Attempt::Retry(why, None)
+                } else {
+                    Attempt::Fail(ModelError::Terminal(why))
+                },
+            );
         }
         if let Some(usage) = v.get("usage").filter(|u| u.is_object()) {
             let prompt = usage["prompt_tokens"].as_u64().unwrap_or(0);
@@ -294,7 +304,7 @@ impl ModelProvider for OpenAiModel {
                 let mut assembly = Assembly::default();
                 while let Some(chunk) = stream.next().await {
                     let chunk = chunk.map_err(|e| {
-                        Attempt::Retry(format!("openai: the stream broke: {e}"), None)
+                        crate::transport::body_error("openai", &self.config.retry, &e)
                     })?;
                     for event in parser.push(&chunk) {
                         assembly.chunk(&event.data)?;

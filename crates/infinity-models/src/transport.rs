@@ -152,6 +152,19 @@ where
     }
 }
 
+/// The retry for an error while reading a response body (a stream that broke or stalled).
+pub fn body_error(provider: &str, policy: &RetryPolicy, err: &reqwest::Error) -> Attempt {
+    let why = if err.is_timeout() {
+        format!(
+            "{provider}: the request timed out after {:?} (the stream stalled)",
+            policy.timeout
+        )
+    } else {
+        format!("{provider}: the stream broke: {}", without_url(err))
+    };
+    Attempt::Retry(why, None)
+}
+
 /// A reqwest error's message without the URL (which may carry a key for some gateways).
 fn without_url(err: &reqwest::Error) -> String {
     let mut msg = err.to_string();

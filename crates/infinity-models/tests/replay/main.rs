@@ -1,0 +1,19 @@
+//! The model adapters against a local HTTP server that replays hand-written provider responses
+//! (Anthropic's event stream, OpenAI's chunk stream) and records the requests it receives.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // test code: a failed step should stop the test
+
+mod fixtures;
+mod recordings;
+mod server;
+
+mod bad_request;
+mod malformed_stream;
+mod max_tokens;
+mod overloaded;
+mod request_body;
+mod retries;
+mod split_stream;
+mod text_reply;
+mod timeout;
+mod tool_calls;

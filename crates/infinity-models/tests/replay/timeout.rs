@@ -1,0 +1,95 @@
+//! An attempt that outlasts the policy's timeout is abandoned and retried; after
+//! `max_retries + 1` attempts the error is retryable and says it timed out. The timeout covers
+//! the whole attempt: waiting for the response and reading the stream.
+
+use std::time::{Duration, Instant};
+
+use infinity_agent_core::model::ModelError;
+use infinity_models::transport::RetryPolicy;
+
+use crate::fixtures::{anthropic, complete, openai, Conversation};
+use crate::recordings::{ANTHROPIC_TEXT, OPENAI_TEXT};
+use crate::server::{Reply, Server};
+
+const TIMEOUT: Duration = Duration::from_millis(500);
+
+/// Longer than [`TIMEOUT`].
+const STALL: Duration = Duration::from_secs(3);
+
+/// One retry, 500 ms per attempt.
+fn impatient() -> RetryPolicy {
+    RetryPolicy {
+        max_retries: 1,
+        initial_backoff: Duration::from_millis(10),
+        max_backoff: Duration::from_millis(10),
+        timeout: TIMEOUT,
+    }
+}
+
+fn assert_timed_out(err: ModelError, started: Instant) {
+    // Two attempts of 500 ms each, not the server's 3 s stall.
+    let elapsed = started.elapsed();
+    assert!(elapsed >= 2 * TIMEOUT && elapsed < STALL, "{elapsed:?}");
+    let ModelError::Retryable(why) = err else {
+        panic!("expected a retryable error, got {err:?}");
+    };
+    assert!(why.contains("2 attempts"), "{why}");
+    assert!(why.contains("timed out"), "{why}");
+}
+
+/// The first half of `body` at once, the rest only after the stall. (Today the adapters report
+/// the resulting timeout as "the stream broke: error decoding response body", which the stall
+/// tests below catch.)
+fn stalling_stream(body: &str) -> Reply {
+    let (start, rest) = body.as_bytes().split_at(body.len() / 2);
+    Reply::sse_pieces(vec![start.to_vec(), rest.to_vec()], Duration::ZERO)
+        .pause_before_piece(1, STALL)
+}
+
+#[tokio::test]
+async fn anthropic_times_out_waiting_for_the_response() {
+    let server = Server::start(vec![Reply::sse(ANTHROPIC_TEXT).after(STALL)]).await;
+    let model = anthropic(&server, impatient());
+    let started = Instant::now();
+
+    let err = complete(&model, &Conversation::hello()).await.unwrap_err();
+
+    assert_timed_out(err, started);
+    assert_eq!(server.requests(), 2);
+}
+
+#[tokio::test]
+async fn openai_times_out_waiting_for_the_response() {
+    let server = Server::start(vec![Reply::sse(OPENAI_TEXT).after(STALL)]).await;
+    let model = openai(&server, impatient());
+    let started = Instant::now();
+
+    let err = complete(&model, &Conversation::hello()).await.unwrap_err();
+
+    assert_timed_out(err, started);
+    assert_eq!(server.requests(), 2);
+}
+
+#[tokio::test]
+async fn anthropic_times_out_when_the_stream_stalls() {
+    let server = Server::start(vec![stalling_stream(ANTHROPIC_TEXT)]).await;
+    let model = anthropic(&server, impatient());
+    let started = Instant::now();
+
+    let err = complete(&model, &Conversation::hello()).await.unwrap_err();
+
+    assert_timed_out(err, started);
+    assert_eq!(server.requests(), 2);
+}
+
+#[tokio::test]
+async fn openai_times_out_when_the_stream_stalls() {
+    let server = Server::start(vec![stalling_stream(OPENAI_TEXT)]).await;
+    let model = openai(&server, impatient());
+    let started = Instant::now();
+
+    let err = complete(&model, &Conversation::hello()).await.unwrap_err();
+
+    assert_timed_out(err, started);
+    assert_eq!(server.requests(), 2);
+}
