@@ -128,6 +128,12 @@ pub enum OutputKind {
         /// The text.
         text: String,
     },
+    /// Text the model is writing, as it streams (live only; the whole text follows as
+    /// `assistant_text`). Not stored and not sent to the output queue.
+    AssistantDelta {
+        /// The new text.
+        text: String,
+    },
     /// The model called a tool (or the runtime injected an event as a call).
     ToolCall {
         /// The call.
@@ -181,6 +187,7 @@ impl OutputKind {
         match self {
             OutputKind::UserMessage { .. } => "user_message",
             OutputKind::AssistantText { .. } => "assistant_text",
+            OutputKind::AssistantDelta { .. } => "assistant_delta",
             OutputKind::ToolCall { .. } => "tool_call",
             OutputKind::ToolResult { .. } => "tool_result",
             OutputKind::ThreadSpawned { .. } => "thread_spawned",

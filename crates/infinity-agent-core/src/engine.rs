@@ -18,7 +18,7 @@ use crate::history::{
 };
 use crate::ids::{CallId, EffectId, InputId, ThreadId};
 use crate::input::{Input, InputBody};
-use crate::model::{CompletionRequest, ModelError, StopReason};
+use crate::model::{CompletionRequest, ModelError, StopReason, TextSink};
 use crate::thread::{Deferred, PendingCall, PendingKind, Subscription, ThreadRecord, ThreadStatus};
 use crate::tools::{builtin, ToolContext, ToolOutcome};
 
@@ -43,6 +43,8 @@ pub struct SliceRequest<'a> {
     pub default_agent: Option<&'a str>,
     /// The slice's clock.
     pub now: Timestamp,
+    /// Receives the model's text as it streams, for display (`None`: no streaming).
+    pub on_text: Option<&'a TextSink<'a>>,
 }
 
 impl std::fmt::Debug for SliceRequest<'_> {
@@ -153,6 +155,7 @@ pub async fn run_slice(request: SliceRequest<'_>) -> Result<SliceOutcome, SliceE
         agents,
         default_agent,
         now,
+        on_text,
     } = request;
     let mut dropped = Vec::new();
 
@@ -265,6 +268,7 @@ pub async fn run_slice(request: SliceRequest<'_>) -> Result<SliceOutcome, SliceE
         now,
         current_input: None,
         created: expected_version.is_none(),
+        on_text,
     };
     for input in fresh {
         processed.push(input.id.clone());
@@ -317,6 +321,7 @@ struct Slice<'a> {
     now: Timestamp,
     current_input: Option<InputId>,
     created: bool,
+    on_text: Option<&'a TextSink<'a>>,
 }
 
 impl Slice<'_> {
@@ -878,7 +883,11 @@ impl Slice<'_> {
                     None => HistoryView::new(self.base, &self.added),
                 },
             };
-            let completion = match self.agent.model.complete(request).await {
+            let result = match self.on_text {
+                Some(sink) => self.agent.model.complete_streaming(request, sink).await,
+                None => self.agent.model.complete(request).await,
+            };
+            let completion = match result {
                 Ok(c) => c,
                 Err(ModelError::Retryable(why)) => return Err(SliceError::Retryable(why)),
                 Err(ModelError::Terminal(why)) => {

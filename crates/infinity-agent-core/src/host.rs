@@ -77,6 +77,7 @@ pub async fn run_committed_slice(
     thread_id: &ThreadId,
     inputs: Vec<Input>,
     now: Timestamp,
+    on_text: Option<&crate::model::TextSink<'_>>,
 ) -> Result<SliceOutcome, SliceFailure> {
     let record = store.load_record(thread_id).await?;
     let view = match &record {
@@ -104,6 +105,7 @@ pub async fn run_committed_slice(
         agents,
         default_agent,
         now,
+        on_text,
     })
     .instrument(span)
     .await?;

@@ -8,6 +8,9 @@ use crate::history::HistoryView;
 use crate::ids::ThreadId;
 use crate::thread::Usage;
 
+/// Receives text as a model writes it.
+pub type TextSink<'a> = dyn Fn(&str) + Send + Sync + 'a;
+
 /// A tool as the model sees it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ToolSpec {
@@ -97,4 +100,15 @@ pub trait ModelProvider: Send + Sync + std::fmt::Debug {
 
     /// Runs one completion.
     async fn complete(&self, request: CompletionRequest<'_>) -> Result<Completion, ModelError>;
+
+    /// Runs one completion, handing text to `on_text` as it arrives (for display only; the
+    /// returned completion holds all of it). Providers that do not stream call `complete`.
+    async fn complete_streaming(
+        &self,
+        request: CompletionRequest<'_>,
+        on_text: &TextSink<'_>,
+    ) -> Result<Completion, ModelError> {
+        let _ = on_text;
+        self.complete(request).await
+    }
 }

@@ -320,6 +320,21 @@ impl ModelProvider for ScriptedModel {
         self.context_window
     }
 
+    /// Streams the reply text word by word, as a real model streams tokens.
+    async fn complete_streaming(
+        &self,
+        request: CompletionRequest<'_>,
+        on_text: &crate::model::TextSink<'_>,
+    ) -> Result<Completion, ModelError> {
+        let completion = self.complete(request).await?;
+        if let Some(text) = &completion.text {
+            for piece in text.split_inclusive(' ') {
+                on_text(piece);
+            }
+        }
+        Ok(completion)
+    }
+
     async fn complete(&self, request: CompletionRequest<'_>) -> Result<Completion, ModelError> {
         let newest = newest_text(request.history);
         let mut all: Option<String> = None;

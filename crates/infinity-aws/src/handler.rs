@@ -270,6 +270,7 @@ impl AgentHandler {
             thread_id,
             inputs,
             Timestamp::now(),
+            None,
         )
         .await
         {

@@ -22,12 +22,28 @@ macro_rules! out {
     }};
 }
 
+/// Writes to stdout without a newline and flushes (streamed text); exits quietly on a closed pipe.
+fn write_raw(text: &str) {
+    use std::io::Write as _;
+    let mut stdout = std::io::stdout().lock();
+    if let Err(err) = stdout
+        .write_all(text.as_bytes())
+        .and_then(|()| stdout.flush())
+    {
+        if err.kind() == std::io::ErrorKind::BrokenPipe {
+            std::process::exit(0);
+        }
+    }
+}
+
 /// Turns output events into lines on stdout.
 #[derive(Debug)]
 pub struct Renderer {
     json: bool,
     depth: HashMap<ThreadId, usize>,
     errors: usize,
+    /// The thread whose model text is being streamed onto the current line.
+    streaming: Option<ThreadId>,
 }
 
 fn one_line(text: &str, max: usize) -> String {
@@ -45,6 +61,7 @@ impl Renderer {
             json,
             depth: HashMap::new(),
             errors: 0,
+            streaming: None,
         }
     }
 
@@ -70,9 +87,29 @@ impl Renderer {
         }
         let indent = "  ".repeat(self.depth.get(&event.thread_id).copied().unwrap_or(0));
         let who = &event.thread_id;
+        let time = event.at.strftime("%H:%M:%S");
+        match &event.kind {
+            OutputKind::AssistantDelta { text } => {
+                if self.streaming.as_ref() != Some(who) {
+                    self.end_stream();
+                    write_raw(&format!("{time} {indent}[{who}] assistant: "));
+                    self.streaming = Some(who.clone());
+                }
+                write_raw(text);
+                return;
+            }
+            // Already shown as it streamed: end the line.
+            OutputKind::AssistantText { .. } if self.streaming.as_ref() == Some(who) => {
+                self.end_stream();
+                return;
+            }
+            _ => self.end_stream(),
+        }
         let line = match &event.kind {
             OutputKind::UserMessage { text } => format!("user: {text}"),
-            OutputKind::AssistantText { text } => format!("assistant: {text}"),
+            OutputKind::AssistantText { text } | OutputKind::AssistantDelta { text } => {
+                format!("assistant: {text}")
+            }
             OutputKind::ToolCall { name, args, .. } => format!("-> {name} {args}"),
             OutputKind::ToolResult {
                 name,
@@ -99,7 +136,14 @@ impl Renderer {
             OutputKind::TitleChanged { title } => format!("title: {title}"),
             OutputKind::Error { text } => format!("ERROR: {text}"),
         };
-        crate::out!("{} {indent}[{who}] {line}", event.at.strftime("%H:%M:%S"));
+        crate::out!("{time} {indent}[{who}] {line}");
+    }
+
+    /// Ends a line of streamed text, if one is open.
+    fn end_stream(&mut self) {
+        if self.streaming.take().is_some() {
+            write_raw("\n");
+        }
     }
 }
 

@@ -11,7 +11,7 @@ use async_trait::async_trait;
 use futures_util::StreamExt;
 use infinity_agent_core::history::{summary_text, Item, MessageSource, INJECTED_TOOL};
 use infinity_agent_core::model::{
-    Completion, CompletionRequest, ModelError, ModelProvider, ModelToolCall, StopReason,
+    Completion, CompletionRequest, ModelError, ModelProvider, ModelToolCall, StopReason, TextSink,
 };
 use infinity_agent_core::thread::Usage;
 use serde_json::{json, Map, Value};
@@ -226,7 +226,7 @@ struct Assembly {
 }
 
 impl Assembly {
-    fn event(&mut self, data: &str) -> Result<(), Attempt> {
+    fn event(&mut self, data: &str, on_text: &TextSink<'_>) -> Result<(), Attempt> {
         let v: Value = serde_json::from_str(data)
             .map_err(|e| Attempt::Retry(format!("anthropic: malformed stream event: {e}"), None))?;
         match v["type"].as_str().unwrap_or("") {
@@ -251,7 +251,8 @@ impl Assembly {
                         ));
                     }
                     _ => {
-                        if let Some(t) = block["text"].as_str() {
+                        if let Some(t) = block["text"].as_str().filter(|t| !t.is_empty()) {
+                            on_text(t);
                             self.text.push_str(t);
                         }
                     }
@@ -260,7 +261,11 @@ impl Assembly {
             "content_block_delta" => {
                 let delta = &v["delta"];
                 match delta["type"].as_str() {
-                    Some("text_delta") => self.text.push_str(delta["text"].as_str().unwrap_or("")),
+                    Some("text_delta") => {
+                        let t = delta["text"].as_str().unwrap_or("");
+                        on_text(t);
+                        self.text.push_str(t);
+                    }
                     Some("input_json_delta") => {
                         let index = v["index"].to_string();
                         if let Some(i) = self.blocks.get(&index).and_then(Value::as_u64) {
@@ -343,6 +348,24 @@ impl ModelProvider for AnthropicModel {
     }
 
     async fn complete(&self, request: CompletionRequest<'_>) -> Result<Completion, ModelError> {
+        self.run(request, &|_| {}).await
+    }
+
+    async fn complete_streaming(
+        &self,
+        request: CompletionRequest<'_>,
+        on_text: &TextSink<'_>,
+    ) -> Result<Completion, ModelError> {
+        self.run(request, on_text).await
+    }
+}
+
+impl AnthropicModel {
+    async fn run(
+        &self,
+        request: CompletionRequest<'_>,
+        on_text: &TextSink<'_>,
+    ) -> Result<Completion, ModelError> {
         let body = self.request_body(&request);
         let url = format!("{}/v1/messages", self.config.base_url.trim_end_matches('/'));
         with_retries(
@@ -364,11 +387,11 @@ impl ModelProvider for AnthropicModel {
                         crate::transport::body_error("anthropic", &self.config.retry, &e)
                     })?;
                     for event in parser.push(&chunk) {
-                        assembly.event(&event.data)?;
+                        assembly.event(&event.data, on_text)?;
                     }
                 }
                 if let Some(event) = parser.finish() {
-                    assembly.event(&event.data)?;
+                    assembly.event(&event.data, on_text)?;
                 }
                 assembly.finish()
             },

@@ -5,7 +5,7 @@ use async_trait::async_trait;
 use futures_util::StreamExt;
 use infinity_agent_core::history::{summary_text, Item, MessageSource, INJECTED_TOOL};
 use infinity_agent_core::model::{
-    Completion, CompletionRequest, ModelError, ModelProvider, ModelToolCall, StopReason,
+    Completion, CompletionRequest, ModelError, ModelProvider, ModelToolCall, StopReason, TextSink,
 };
 use infinity_agent_core::thread::Usage;
 use serde_json::{json, Value};
@@ -178,7 +178,7 @@ struct Assembly {
 }
 
 impl Assembly {
-    fn chunk(&mut self, data: &str) -> Result<(), Attempt> {
+    fn chunk(&mut self, data: &str, on_text: &TextSink<'_>) -> Result<(), Attempt> {
         if data.trim() == "[DONE]" {
             self.done = true;
             return Ok(());
@@ -210,6 +210,7 @@ impl Assembly {
         for choice in v["choices"].as_array().into_iter().flatten() {
             let delta = &choice["delta"];
             if let Some(t) = delta["content"].as_str() {
+                on_text(t);
                 self.text.push_str(t);
             }
             for call in delta["tool_calls"].as_array().into_iter().flatten() {
@@ -283,6 +284,24 @@ impl ModelProvider for OpenAiModel {
     }
 
     async fn complete(&self, request: CompletionRequest<'_>) -> Result<Completion, ModelError> {
+        self.run(request, &|_| {}).await
+    }
+
+    async fn complete_streaming(
+        &self,
+        request: CompletionRequest<'_>,
+        on_text: &TextSink<'_>,
+    ) -> Result<Completion, ModelError> {
+        self.run(request, on_text).await
+    }
+}
+
+impl OpenAiModel {
+    async fn run(
+        &self,
+        request: CompletionRequest<'_>,
+        on_text: &TextSink<'_>,
+    ) -> Result<Completion, ModelError> {
         let body = self.request_body(&request);
         let url = format!(
             "{}/chat/completions",
@@ -307,11 +326,11 @@ impl ModelProvider for OpenAiModel {
                         crate::transport::body_error("openai", &self.config.retry, &e)
                     })?;
                     for event in parser.push(&chunk) {
-                        assembly.chunk(&event.data)?;
+                        assembly.chunk(&event.data, on_text)?;
                     }
                 }
                 if let Some(event) = parser.finish() {
-                    assembly.chunk(&event.data)?;
+                    assembly.chunk(&event.data, on_text)?;
                 }
                 let _ = assembly.done;
                 assembly.finish()

@@ -551,6 +551,15 @@ impl Inner {
         inputs: Vec<Input>,
     ) -> Result<(), SliceFailure> {
         let ids: Vec<InputId> = inputs.iter().map(|i| i.id.clone()).collect();
+        let sink = |text: &str| {
+            self.publish(OutputEvent {
+                thread_id: thread_id.clone(),
+                at: self.clock.now(),
+                kind: OutputKind::AssistantDelta {
+                    text: text.to_owned(),
+                },
+            });
+        };
         let outcome = run_committed_slice(
             self.store.as_ref(),
             &self.agents,
@@ -558,6 +567,7 @@ impl Inner {
             thread_id,
             inputs,
             self.clock.now(),
+            Some(&sink),
         )
         .await?;
         self.ack(&ids).await;

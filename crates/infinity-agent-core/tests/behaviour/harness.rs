@@ -216,6 +216,7 @@ pub fn describe(event: &OutputEvent) -> String {
     match &event.kind {
         OutputKind::UserMessage { text } => format!("user: {text}"),
         OutputKind::AssistantText { text } => format!("assistant: {text}"),
+        OutputKind::AssistantDelta { text } => format!("delta: {text}"),
         OutputKind::ToolCall { name, args, .. } => format!("call {name} {args}"),
         OutputKind::ToolResult {
             name,

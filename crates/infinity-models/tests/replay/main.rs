@@ -14,6 +14,7 @@ mod overloaded;
 mod request_body;
 mod retries;
 mod split_stream;
+mod streaming;
 mod text_reply;
 mod timeout;
 mod tool_calls;
