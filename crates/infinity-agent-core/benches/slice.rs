@@ -96,7 +96,7 @@ async fn one_slice(
         agents,
         default_agent: None,
         now: Timestamp::UNIX_EPOCH,
-        on_text: None,
+        live: None,
     })
     .await
     .expect("slice runs")

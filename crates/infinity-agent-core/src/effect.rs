@@ -102,6 +102,10 @@ pub enum Notification {
     },
 }
 
+/// Receives output events as a slice produces them, before its commit (the embedded runtime
+/// shows them at once; a host without one gets them as `output` effects after the commit).
+pub type LiveOutput<'a> = dyn Fn(OutputEvent) + Send + Sync + 'a;
+
 /// Something to show the user. Serialized flat: `{"thread_id": ..., "type": ..., ...}`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct OutputEvent {

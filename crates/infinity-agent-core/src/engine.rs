@@ -12,13 +12,13 @@ use jiff::Timestamp;
 use serde_json::json;
 
 use crate::agent::{Agent, AgentLookup};
-use crate::effect::{Effect, OutputEvent, OutputKind, PendingEffect};
+use crate::effect::{Effect, LiveOutput, OutputEvent, OutputKind, PendingEffect};
 use crate::history::{
     show_time, HistoryEntry, HistoryView, Item, MessageSource, ToolCall, INJECTED_TOOL,
 };
 use crate::ids::{CallId, EffectId, InputId, ThreadId};
 use crate::input::{Input, InputBody};
-use crate::model::{CompletionRequest, ModelError, StopReason, TextSink};
+use crate::model::{CompletionRequest, ModelError, StopReason};
 use crate::thread::{Deferred, PendingCall, PendingKind, Subscription, ThreadRecord, ThreadStatus};
 use crate::tools::{builtin, ToolContext, ToolOutcome};
 
@@ -43,8 +43,9 @@ pub struct SliceRequest<'a> {
     pub default_agent: Option<&'a str>,
     /// The slice's clock.
     pub now: Timestamp,
-    /// Receives the model's text as it streams, for display (`None`: no streaming).
-    pub on_text: Option<&'a TextSink<'a>>,
+    /// Receives output events as they happen, the model's text as it streams included
+    /// (`None`: output events become `output` effects, performed after the commit).
+    pub live: Option<&'a LiveOutput<'a>>,
 }
 
 impl std::fmt::Debug for SliceRequest<'_> {
@@ -155,7 +156,7 @@ pub async fn run_slice(request: SliceRequest<'_>) -> Result<SliceOutcome, SliceE
         agents,
         default_agent,
         now,
-        on_text,
+        live,
     } = request;
     let mut dropped = Vec::new();
 
@@ -268,7 +269,7 @@ pub async fn run_slice(request: SliceRequest<'_>) -> Result<SliceOutcome, SliceE
         now,
         current_input: None,
         created: expected_version.is_none(),
-        on_text,
+        live,
     };
     for input in fresh {
         processed.push(input.id.clone());
@@ -287,6 +288,7 @@ pub async fn run_slice(request: SliceRequest<'_>) -> Result<SliceOutcome, SliceE
         if let Err(reason) = slice.apply(input.body) {
             note_dropped(&mut dropped, &thread_id, id, kind, reason);
         }
+        slice.flush_live();
     }
     slice.current_input = None;
     let completions = slice.run_loop().await?;
@@ -321,7 +323,7 @@ struct Slice<'a> {
     now: Timestamp,
     current_input: Option<InputId>,
     created: bool,
-    on_text: Option<&'a TextSink<'a>>,
+    live: Option<&'a LiveOutput<'a>>,
 }
 
 impl Slice<'_> {
@@ -332,10 +334,33 @@ impl Slice<'_> {
     fn output(&mut self, kind: OutputKind) {
         self.effects
             .push(output_effect(&self.record.id, self.now, kind));
+        self.flush_live();
+    }
+
+    /// With a live sink, hands it the output effects produced so far (tools add theirs as
+    /// effects) instead of leaving them for after the commit.
+    fn flush_live(&mut self) {
+        let Some(live) = self.live else { return };
+        if !self
+            .effects
+            .iter()
+            .any(|e| matches!(e, Effect::Output { .. }))
+        {
+            return;
+        }
+        let mut kept = Vec::with_capacity(self.effects.len());
+        for effect in std::mem::take(&mut self.effects) {
+            match effect {
+                Effect::Output { event } => live(event),
+                other => kept.push(other),
+            }
+        }
+        self.effects = kept;
     }
 
     /// Appends one entry to the thread's own history and shows it.
     fn append(&mut self, item: Item) {
+        self.flush_live();
         match &item {
             Item::Message { text, .. } => {
                 self.output(OutputKind::UserMessage { text: text.clone() })
@@ -883,8 +908,20 @@ impl Slice<'_> {
                     None => HistoryView::new(self.base, &self.added),
                 },
             };
-            let result = match self.on_text {
-                Some(sink) => self.agent.model.complete_streaming(request, sink).await,
+            let result = match self.live {
+                Some(live) => {
+                    let (thread_id, at) = (self.record.id.clone(), self.now);
+                    let sink = move |text: &str| {
+                        live(OutputEvent {
+                            thread_id: thread_id.clone(),
+                            at,
+                            kind: OutputKind::AssistantDelta {
+                                text: text.to_owned(),
+                            },
+                        })
+                    };
+                    self.agent.model.complete_streaming(request, &sink).await
+                }
                 None => self.agent.model.complete(request).await,
             };
             let completion = match result {
@@ -957,6 +994,7 @@ impl Slice<'_> {
             };
             tool.call(&call.args, &mut ctx)
         };
+        self.flush_live();
         match outcome {
             ToolOutcome::Result { text, is_error } => self.append(Item::ToolResult {
                 call_id: call.id.clone(),

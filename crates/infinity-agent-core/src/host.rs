@@ -77,7 +77,7 @@ pub async fn run_committed_slice(
     thread_id: &ThreadId,
     inputs: Vec<Input>,
     now: Timestamp,
-    on_text: Option<&crate::model::TextSink<'_>>,
+    live: Option<&crate::effect::LiveOutput<'_>>,
 ) -> Result<SliceOutcome, SliceFailure> {
     let record = store.load_record(thread_id).await?;
     let view = match &record {
@@ -105,7 +105,7 @@ pub async fn run_committed_slice(
         agents,
         default_agent,
         now,
-        on_text,
+        live,
     })
     .instrument(span)
     .await?;

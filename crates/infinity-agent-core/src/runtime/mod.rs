@@ -551,15 +551,8 @@ impl Inner {
         inputs: Vec<Input>,
     ) -> Result<(), SliceFailure> {
         let ids: Vec<InputId> = inputs.iter().map(|i| i.id.clone()).collect();
-        let sink = |text: &str| {
-            self.publish(OutputEvent {
-                thread_id: thread_id.clone(),
-                at: self.clock.now(),
-                kind: OutputKind::AssistantDelta {
-                    text: text.to_owned(),
-                },
-            });
-        };
+        // Output is shown as the slice runs (streamed text included), not after the commit.
+        let live = |event: OutputEvent| self.publish(event);
         let outcome = run_committed_slice(
             self.store.as_ref(),
             &self.agents,
@@ -567,7 +560,7 @@ impl Inner {
             thread_id,
             inputs,
             self.clock.now(),
-            Some(&sink),
+            Some(&live),
         )
         .await?;
         self.ack(&ids).await;
