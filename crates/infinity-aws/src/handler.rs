@@ -280,7 +280,24 @@ impl AgentHandler {
                 tracing::error!(thread = %thread_id, %agent, "thread runs an agent this deployment does not have; input dropped");
                 return Ok(());
             }
-            Err(err) => return Err(err.to_string()),
+            Err(err) => {
+                if let (SliceFailure::Slice(SliceError::Retryable(why)), Some(queue)) =
+                    (&err, &self.output)
+                {
+                    // The user sees that the model is unavailable; SQS retries the input later.
+                    let event = infinity_agent_core::effect::OutputEvent {
+                        thread_id: thread_id.clone(),
+                        at: Timestamp::now(),
+                        kind: infinity_agent_core::effect::OutputKind::Error {
+                            text: format!("model unavailable, will retry: {why}"),
+                        },
+                    };
+                    if let Err(e) = queue.publish(&[&event]).await {
+                        tracing::warn!(thread = %thread_id, error = %e, "could not publish an error event");
+                    }
+                }
+                return Err(err.to_string());
+            }
         };
         if let Some(commit) = outcome.commit {
             if !commit.effects.is_empty() {
