@@ -158,30 +158,13 @@ impl DynamoThreadStore {
         let Some(AttributeValue::S(id)) = item.get("parts_id") else {
             return Err(corrupt(what, "item has neither body nor parts"));
         };
-        let prefix = format!("X#{id}#");
         let mut json = String::new();
-        let mut start: Option<HashMap<String, AttributeValue>> = None;
-        loop {
-            let page = self
-                .client
-                .query()
-                .table_name(&*self.table)
-                .key_condition_expression("pk = :pk AND begins_with(sk, :prefix)")
-                .expression_attribute_values(":pk", AttributeValue::S(pk.to_owned()))
-                .expression_attribute_values(":prefix", AttributeValue::S(prefix.clone()))
-                .consistent_read(true)
-                .set_exclusive_start_key(start)
-                .send()
-                .await
-                .map_err(|e| sdk_error("reading value parts", e))?;
-            for part in page.items() {
-                if let Some(AttributeValue::S(d)) = part.get("d") {
-                    json.push_str(d);
-                }
-            }
-            start = page.last_evaluated_key().cloned();
-            if start.is_none() {
-                break;
+        for part in self
+            .query_all(pk, &format!("X#{id}#"), &format!("X#{id}#~"))
+            .await?
+        {
+            if let Some(AttributeValue::S(d)) = part.get("d") {
+                json.push_str(d);
             }
         }
         serde_json::from_str(&json).map_err(|e| corrupt(what, e))

@@ -8,7 +8,6 @@
 //! here from the cache.
 
 use async_trait::async_trait;
-use futures_util::StreamExt;
 use infinity_agent_core::history::{summary_text, Item, MessageSource, INJECTED_TOOL};
 use infinity_agent_core::model::{
     Completion, CompletionRequest, ModelError, ModelProvider, ModelToolCall, StopReason, TextSink,
@@ -17,8 +16,7 @@ use infinity_agent_core::thread::Usage;
 use serde_json::{json, Map, Value};
 
 use crate::catalog;
-use crate::sse::SseParser;
-use crate::transport::{with_retries, Attempt, RetryPolicy};
+use crate::transport::{read_sse, with_retries, Attempt, RetryPolicy};
 
 /// The API version header value.
 pub const API_VERSION: &str = "2023-06-01";
@@ -379,20 +377,11 @@ impl AnthropicModel {
                     .json(&body)
             },
             |response| async move {
-                let mut stream = response.bytes_stream();
-                let mut parser = SseParser::new();
                 let mut assembly = Assembly::default();
-                while let Some(chunk) = stream.next().await {
-                    let chunk = chunk.map_err(|e| {
-                        crate::transport::body_error("anthropic", &self.config.retry, &e)
-                    })?;
-                    for event in parser.push(&chunk) {
-                        assembly.event(&event.data, on_text)?;
-                    }
-                }
-                if let Some(event) = parser.finish() {
-                    assembly.event(&event.data, on_text)?;
-                }
+                read_sse("anthropic", &self.config.retry, response, |data| {
+                    assembly.event(data, on_text)
+                })
+                .await?;
                 assembly.finish()
             },
         )

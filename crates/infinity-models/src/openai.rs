@@ -2,7 +2,6 @@
 //! speak the same API (Ollama, vLLM, llama.cpp) through `OPENAI_BASE_URL`.
 
 use async_trait::async_trait;
-use futures_util::StreamExt;
 use infinity_agent_core::history::{summary_text, Item, MessageSource, INJECTED_TOOL};
 use infinity_agent_core::model::{
     Completion, CompletionRequest, ModelError, ModelProvider, ModelToolCall, StopReason, TextSink,
@@ -11,8 +10,7 @@ use infinity_agent_core::thread::Usage;
 use serde_json::{json, Value};
 
 use crate::catalog;
-use crate::sse::SseParser;
-use crate::transport::{with_retries, Attempt, RetryPolicy};
+use crate::transport::{read_sse, with_retries, Attempt, RetryPolicy};
 
 /// Where and how to reach the API.
 #[derive(Debug, Clone)]
@@ -174,13 +172,11 @@ struct Assembly {
     calls: Vec<(String, String, String)>,
     finish: Option<String>,
     usage: Usage,
-    done: bool,
 }
 
 impl Assembly {
     fn chunk(&mut self, data: &str, on_text: &TextSink<'_>) -> Result<(), Attempt> {
         if data.trim() == "[DONE]" {
-            self.done = true;
             return Ok(());
         }
         let v: Value = serde_json::from_str(data)
@@ -318,21 +314,11 @@ impl OpenAiModel {
                 }
             },
             |response| async move {
-                let mut stream = response.bytes_stream();
-                let mut parser = SseParser::new();
                 let mut assembly = Assembly::default();
-                while let Some(chunk) = stream.next().await {
-                    let chunk = chunk.map_err(|e| {
-                        crate::transport::body_error("openai", &self.config.retry, &e)
-                    })?;
-                    for event in parser.push(&chunk) {
-                        assembly.chunk(&event.data, on_text)?;
-                    }
-                }
-                if let Some(event) = parser.finish() {
-                    assembly.chunk(&event.data, on_text)?;
-                }
-                let _ = assembly.done;
+                read_sse("openai", &self.config.retry, response, |data| {
+                    assembly.chunk(data, on_text)
+                })
+                .await?;
                 assembly.finish()
             },
         )

@@ -152,6 +152,28 @@ where
     }
 }
 
+/// Reads a Server-Sent Events response to its end, handing each event's data to `on_data`.
+pub async fn read_sse(
+    provider: &str,
+    policy: &RetryPolicy,
+    response: Response,
+    mut on_data: impl FnMut(&str) -> Result<(), Attempt>,
+) -> Result<(), Attempt> {
+    use futures_util::StreamExt;
+    let mut stream = response.bytes_stream();
+    let mut parser = crate::sse::SseParser::new();
+    while let Some(chunk) = stream.next().await {
+        let chunk = chunk.map_err(|e| body_error(provider, policy, &e))?;
+        for event in parser.push(&chunk) {
+            on_data(&event.data)?;
+        }
+    }
+    if let Some(event) = parser.finish() {
+        on_data(&event.data)?;
+    }
+    Ok(())
+}
+
 /// The retry for an error while reading a response body (a stream that broke or stalled).
 pub fn body_error(provider: &str, policy: &RetryPolicy, err: &reqwest::Error) -> Attempt {
     let why = if err.is_timeout() {
