@@ -77,6 +77,7 @@ impl ToolInvocation {
                 text: format!("Error: the call could not be delivered: {reason}"),
                 is_error: true,
                 subscription: false,
+                images: Vec::new(),
             },
         }
     }

@@ -14,7 +14,7 @@ use serde_json::json;
 use crate::agent::{Agent, AgentLookup};
 use crate::effect::{Effect, LiveOutput, OutputEvent, OutputKind, PendingEffect};
 use crate::history::{
-    show_time, HistoryEntry, HistoryView, Item, MessageSource, ToolCall, INJECTED_TOOL,
+    show_time, HistoryEntry, HistoryView, Image, Item, MessageSource, ToolCall, INJECTED_TOOL,
 };
 use crate::ids::{CallId, EffectId, InputId, ThreadId};
 use crate::input::{Input, InputBody};
@@ -384,6 +384,7 @@ impl Slice<'_> {
                 name,
                 text,
                 is_error,
+                ..
             } => self.output(OutputKind::ToolResult {
                 call_id: call_id.clone(),
                 name: name.clone(),
@@ -449,6 +450,7 @@ impl Slice<'_> {
                 name: INJECTED_TOOL.to_owned(),
                 text,
                 is_error: false,
+                images: Vec::new(),
             },
         ]
     }
@@ -504,6 +506,7 @@ impl Slice<'_> {
                 name: p.tool.clone(),
                 text,
                 is_error: false,
+                images: Vec::new(),
             });
             p.moved_on = true;
             // A wait with no timer has no result to come: forget it.
@@ -524,10 +527,13 @@ impl Slice<'_> {
     }
 
     /// A result for a pending call: appended in place, or injected if the conversation moved on.
-    fn resolve(&mut self, pending: PendingCall, text: String, is_error: bool) {
+    fn resolve(&mut self, pending: PendingCall, text: String, is_error: bool, images: Vec<Image>) {
         if pending.moved_on {
-            let items =
+            let mut items =
                 self.injected_pair(&pending.tool, &pending.call_id, &pending.args, text, "late");
+            if let Some(Item::ToolResult { images: slot, .. }) = items.last_mut() {
+                *slot = images;
+            }
             self.actionable(items);
         } else {
             self.append(Item::ToolResult {
@@ -535,6 +541,7 @@ impl Slice<'_> {
                 name: pending.tool,
                 text,
                 is_error,
+                images,
             });
             self.flush_deferred();
         }
@@ -560,6 +567,7 @@ impl Slice<'_> {
                 text,
                 is_error,
                 subscription,
+                images,
             } => {
                 let Some(pending) = self.take_pending(&call_id) else {
                     return Err(format!("no pending call {call_id}"));
@@ -571,7 +579,7 @@ impl Slice<'_> {
                         args: pending.args.clone(),
                     });
                 }
-                self.resolve(pending, text, is_error);
+                self.resolve(pending, text, is_error, images);
             }
             InputBody::TimerWakeUp { call_id } => {
                 let Some(pending) = self.take_pending(&call_id) else {
@@ -585,7 +593,7 @@ impl Slice<'_> {
                 } else {
                     format!("Slept until {due}; woke at {}.", show_time(self.now))
                 };
-                self.resolve(pending, text, false);
+                self.resolve(pending, text, false, Vec::new());
             }
             InputBody::SubscriptionEvent {
                 call_id,
@@ -672,6 +680,7 @@ impl Slice<'_> {
                                 text: format!("Thread {} is closed.", self.record.id),
                                 is_error: false,
                                 subscription: false,
+                                images: Vec::new(),
                             },
                         },
                     });
@@ -725,6 +734,7 @@ impl Slice<'_> {
                             sub.call_id
                         ),
                         is_error: false,
+                        images: Vec::new(),
                     },
                 ]
             },
@@ -980,6 +990,7 @@ impl Slice<'_> {
                     name: call.name.clone(),
                     text,
                     is_error: true,
+                    images: Vec::new(),
                 });
                 return;
             }
@@ -1001,6 +1012,7 @@ impl Slice<'_> {
                 name: call.name.clone(),
                 text,
                 is_error,
+                images: Vec::new(),
             }),
             ToolOutcome::Dispatched | ToolOutcome::Passive { .. } => {
                 let (kind, due) = match outcome {

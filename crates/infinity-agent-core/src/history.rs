@@ -39,6 +39,27 @@ pub struct ToolCall {
     pub args: serde_json::Value,
 }
 
+/// An image, base64-encoded.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Image {
+    /// `image/png`, `image/jpeg`, `image/gif` or `image/webp`.
+    pub media_type: String,
+    /// The bytes, base64 (standard alphabet, padded).
+    pub data: String,
+}
+
+impl Image {
+    /// What a model without image support reads instead of the image.
+    pub fn placeholder(&self) -> String {
+        let bytes = self.data.len() / 4 * 3;
+        format!(
+            "[image: {}, about {} KB, not shown: this model does not read images]",
+            self.media_type,
+            bytes.div_ceil(1024)
+        )
+    }
+}
+
 /// Where a text message came from.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "snake_case")]
@@ -87,6 +108,9 @@ pub enum Item {
         /// True when the call failed.
         #[serde(default, skip_serializing_if = "std::ops::Not::not")]
         is_error: bool,
+        /// Images that came with the result (a tool server's multimodal content).
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        images: Vec<Image>,
     },
     /// A summary of the earlier conversation, made when the prompt outgrew the model's context
     /// (compaction). Models see it, then the entries from `covers` on; the entries it covers stay

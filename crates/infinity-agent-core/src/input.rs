@@ -60,6 +60,9 @@ pub enum InputBody {
         /// True when more events will follow as subscription events.
         #[serde(default)]
         subscription: bool,
+        /// Images that came with the result.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        images: Vec<crate::history::Image>,
     },
     /// An event of an active subscription.
     SubscriptionEvent {

@@ -474,6 +474,7 @@ rules:
                 name: call.name.clone(),
                 text: "Child thread spawned with ID: t-1".into(),
                 is_error: false,
+                images: Vec::new(),
             }),
         ];
         assert_eq!(

@@ -171,6 +171,7 @@ pub fn kinds_of(item: &Item) -> Vec<OutputKind> {
             name,
             text,
             is_error,
+            ..
         } => vec![OutputKind::ToolResult {
             call_id: call_id.clone(),
             name: name.clone(),

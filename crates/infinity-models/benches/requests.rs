@@ -43,6 +43,7 @@ fn thread(n: usize) -> Vec<Arc<HistoryEntry>> {
                 name: call.name.clone(),
                 text: format!("Slept {i} seconds."),
                 is_error: false,
+                images: Vec::new(),
             },
             Item::Assistant {
                 text: Some(format!("Step {i} is done.")),

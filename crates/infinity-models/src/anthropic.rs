@@ -151,7 +151,9 @@ fn push_block(messages: &mut Vec<Value>, role: &str, block: Value) {
 }
 
 /// Our history as Messages API turns.
-pub fn convert_history(request: &CompletionRequest<'_>, _images: bool) -> Vec<Value> {
+/// Images in tool results are sent as image blocks when `images_supported`, as a text
+/// placeholder otherwise.
+pub fn convert_history(request: &CompletionRequest<'_>, images_supported: bool) -> Vec<Value> {
     let mut messages: Vec<Value> = Vec::new();
     for entry in request.history.iter() {
         match &entry.item {
@@ -191,10 +193,25 @@ pub fn convert_history(request: &CompletionRequest<'_>, _images: bool) -> Vec<Va
                 call_id,
                 text,
                 is_error,
+                images,
                 ..
             } => {
+                let content = if images.is_empty() {
+                    json!(text)
+                } else {
+                    let mut parts = vec![json!({"type": "text", "text": text})];
+                    for image in images {
+                        parts.push(if images_supported {
+                            json!({"type": "image", "source": {
+                                "type": "base64", "media_type": image.media_type, "data": image.data}})
+                        } else {
+                            json!({"type": "text", "text": image.placeholder()})
+                        });
+                    }
+                    Value::Array(parts)
+                };
                 let mut block =
-                    json!({"type": "tool_result", "tool_use_id": call_id, "content": text});
+                    json!({"type": "tool_result", "tool_use_id": call_id, "content": content});
                 if *is_error {
                     block["is_error"] = json!(true);
                 }

@@ -168,11 +168,16 @@ pub fn convert_history(request: &CompletionRequest<'_>) -> Result<Vec<Message>, 
                 call_id,
                 text,
                 is_error,
+                images,
                 ..
             } => {
                 let mut block = ToolResultBlock::builder()
                     .tool_use_id(call_id.as_str())
                     .content(ToolResultContentBlock::Text(text.clone()));
+                // Images reach Bedrock models as a note for now (see docs/models.md).
+                for image in images {
+                    block = block.content(ToolResultContentBlock::Text(image.placeholder()));
+                }
                 if *is_error {
                     block = block.status(ToolResultStatus::Error);
                 }

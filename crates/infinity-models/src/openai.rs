@@ -148,13 +148,19 @@ pub fn convert_history(request: &CompletionRequest<'_>) -> Vec<Value> {
                 call_id,
                 text,
                 is_error,
+                images,
                 ..
             } => {
-                let content = if *is_error {
+                let mut content = if *is_error {
                     format!("[error] {text}")
                 } else {
                     text.clone()
                 };
+                // Chat completions take no images in tool messages: the model reads a note.
+                for image in images {
+                    content.push('\n');
+                    content.push_str(&image.placeholder());
+                }
                 messages.push(json!({"role": "tool", "tool_call_id": call_id, "content": content}));
             }
             Item::Summary { text, .. } => {

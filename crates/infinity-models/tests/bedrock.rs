@@ -121,6 +121,7 @@ fn conversation() -> Vec<Arc<HistoryEntry>> {
             name: call.name,
             text: "not found".into(),
             is_error: true,
+            images: Vec::new(),
         }),
     ]
 }

@@ -258,6 +258,7 @@ pub(crate) fn spawn_child(
             text: "(This call belongs to the parent thread; it is not part of this thread.)"
                 .to_owned(),
             is_error: false,
+            images: Vec::new(),
         })
         .collect();
     seed.extend(seed_for(&child_id));
@@ -360,6 +361,7 @@ impl Tool for SpawnThread {
                          thread ID. Your thread ID is {child_id}."
                     ),
                     is_error: false,
+                    images: Vec::new(),
                 }]
             },
         );

@@ -121,6 +121,7 @@ impl ToolContext<'_> {
                 text: text.into(),
                 is_error: false,
                 subscription: false,
+                images: Vec::new(),
             },
         };
         self.effects.push(Effect::Send { input });

@@ -55,6 +55,7 @@ async fn a_result_for_an_unknown_call_is_dropped() {
             text: "surprise".into(),
             is_error: false,
             subscription: false,
+            images: Vec::new(),
         },
     )
     .await;

@@ -48,6 +48,7 @@ async fn subscribe(h: &mut Harness) -> CallId {
             text: "subscribed".into(),
             is_error: false,
             subscription: true,
+            images: Vec::new(),
         },
     )
     .await;

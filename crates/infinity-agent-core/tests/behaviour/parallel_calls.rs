@@ -41,6 +41,7 @@ async fn parallel_calls_wait_for_every_result() {
             text: "B".into(),
             is_error: false,
             subscription: false,
+            images: Vec::new(),
         },
     )
     .await;
@@ -58,6 +59,7 @@ async fn parallel_calls_wait_for_every_result() {
             text: "A".into(),
             is_error: false,
             subscription: false,
+            images: Vec::new(),
         },
     )
     .await;
@@ -107,4 +109,35 @@ async fn a_call_without_a_dispatcher_gets_an_error_result() {
         .map(|e| crate::harness::item_line(&e.item))
         .collect();
     assert_in_order(&history, &["error lookup: Error: the call could not be delivered: no tool server is configured to run `lookup`", "assistant: recovered"]);
+}
+
+#[tokio::test(start_paused = true)]
+async fn images_in_a_result_are_kept_with_it() {
+    use infinity_agent_core::history::{Image, Item};
+    let mut h = start(SCRIPT).await;
+    h.say("main", "look").await;
+    let calls = h.dispatcher.invocations.lock().unwrap().clone();
+    let image = Image {
+        media_type: "image/png".into(),
+        data: "iVBORw0KGgo=".into(),
+    };
+    for (call, text) in calls.iter().zip(["A", "B"]) {
+        h.send(
+            "main",
+            InputBody::ToolResult {
+                call_id: call.call_id.clone(),
+                text: text.into(),
+                is_error: false,
+                subscription: false,
+                images: vec![image.clone()],
+            },
+        )
+        .await;
+    }
+    let view = h.system.view(&tid("main")).await.unwrap();
+    let with_images = view
+        .iter()
+        .filter(|e| matches!(&e.item, Item::ToolResult { images, .. } if images == &vec![image.clone()]))
+        .count();
+    assert_eq!(with_images, 2);
 }

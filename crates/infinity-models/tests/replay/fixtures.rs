@@ -156,6 +156,7 @@ pub fn tool_result(call_id: &str, name: &str, text: &str, is_error: bool) -> Ite
         name: name.into(),
         text: text.into(),
         is_error,
+        images: Vec::new(),
     }
 }
 

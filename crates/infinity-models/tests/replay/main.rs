@@ -8,6 +8,7 @@ mod recordings;
 mod server;
 
 mod bad_request;
+mod images;
 mod malformed_stream;
 mod max_tokens;
 mod overloaded;
