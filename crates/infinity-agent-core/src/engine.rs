@@ -263,7 +263,6 @@ pub async fn run_slice(request: SliceRequest<'_>) -> Result<SliceOutcome, SliceE
         record,
         base: view,
         added: Vec::new(),
-        new_entries: Vec::new(),
         effects: Vec::new(),
         agent: &agent,
         now,
@@ -292,7 +291,7 @@ pub async fn run_slice(request: SliceRequest<'_>) -> Result<SliceOutcome, SliceE
     }
     slice.current_input = None;
     let completions = slice.run_loop().await?;
-    let unchanged = slice.new_entries.is_empty()
+    let unchanged = slice.added.is_empty()
         && slice.effects.is_empty()
         && original.as_ref() == Some(&slice.record);
     if unchanged {
@@ -314,10 +313,9 @@ struct Slice<'a> {
     record: ThreadRecord,
     /// The history the slice started from.
     base: &'a [Arc<HistoryEntry>],
-    /// Entries this slice appended (the same as `new_entries`, shared for the view).
+    /// Entries this slice appended.
     added: Vec<Arc<HistoryEntry>>,
     own_len_at_start: u64,
-    new_entries: Vec<HistoryEntry>,
     effects: Vec<Effect>,
     agent: &'a Agent,
     now: Timestamp,
@@ -399,13 +397,12 @@ impl Slice<'_> {
             Item::Summary { .. } => {}
         }
         let entry = HistoryEntry {
-            seq: self.own_len_at_start + self.new_entries.len() as u64,
+            seq: self.own_len_at_start + self.added.len() as u64,
             at: self.now,
             input_id: self.current_input.clone(),
             item,
         };
-        self.added.push(Arc::new(entry.clone()));
-        self.new_entries.push(entry);
+        self.added.push(Arc::new(entry));
     }
 
     fn notice_error(&mut self, text: String) {
@@ -660,7 +657,7 @@ impl Slice<'_> {
                 self.actionable(items);
             }
             InputBody::ChildSeed { seed, .. } => {
-                if !self.created || !self.new_entries.is_empty() {
+                if !self.created || !self.added.is_empty() {
                     return Err("thread already exists".to_owned());
                 }
                 for item in seed {
@@ -1039,7 +1036,7 @@ impl Slice<'_> {
         processed_inputs: Vec<InputId>,
     ) -> Commit {
         self.record.version = expected_version.map_or(1, |v| v + 1);
-        self.record.history_len = self.own_len_at_start + self.new_entries.len() as u64;
+        self.record.history_len = self.own_len_at_start + self.added.len() as u64;
         self.record.updated_at = self.now;
         let effects = self
             .effects
@@ -1053,7 +1050,7 @@ impl Slice<'_> {
             thread_id,
             expected_version,
             record: self.record,
-            new_entries: self.new_entries,
+            new_entries: self.added.iter().map(|e| (**e).clone()).collect(),
             processed_inputs,
             effects,
         }
