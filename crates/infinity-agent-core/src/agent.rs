@@ -75,6 +75,7 @@ impl AgentLookup for HashMap<String, Arc<Agent>> {
 /// system: You are a helpful agent.
 /// limits:
 ///   max_completions_per_slice: 16
+/// internal_tools: {plan: true, finish: false}
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -92,6 +93,9 @@ pub struct AgentFile {
     /// Limits.
     #[serde(default)]
     pub limits: Limits,
+    /// Which internal tool categories are on (see [`crate::tools::internal`]).
+    #[serde(default)]
+    pub internal_tools: crate::tools::internal::InternalToolsConfig,
     /// The file this was read from (set by [`AgentFile::load`]).
     #[serde(skip)]
     pub path: PathBuf,

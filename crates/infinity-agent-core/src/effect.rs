@@ -174,6 +174,11 @@ pub enum OutputKind {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         until: Option<Timestamp>,
     },
+    /// The thread's plan changed; `checklist` shows it (`[ ]`, `[/]`, `[x]`, `[!]`).
+    PlanUpdated {
+        /// One line per step.
+        checklist: String,
+    },
     /// The thread's title changed.
     TitleChanged {
         /// The new title.
@@ -199,6 +204,7 @@ impl OutputKind {
             OutputKind::ThreadClosed {} => "thread_closed",
             OutputKind::Sleeping { .. } => "sleeping",
             OutputKind::TitleChanged { .. } => "title_changed",
+            OutputKind::PlanUpdated { .. } => "plan_updated",
             OutputKind::Error { .. } => "error",
         }
     }

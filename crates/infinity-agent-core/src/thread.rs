@@ -150,6 +150,9 @@ pub struct ThreadRecord {
     /// A title, set by a tool such as `set_title`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub title: Option<String>,
+    /// The thread's plan (the `plan` internal tools).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub plan: Option<crate::tools::internal::Plan>,
     /// Calls without results.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub pending_calls: Vec<PendingCall>,
@@ -201,6 +204,7 @@ impl ThreadRecord {
             stack,
             status: ThreadStatus::Open,
             title: None,
+            plan: None,
             pending_calls: Vec::new(),
             deferred: Vec::new(),
             subscriptions: Vec::new(),

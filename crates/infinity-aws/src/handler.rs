@@ -119,8 +119,8 @@ pub async fn build_agent(file: &AgentFile) -> Result<Arc<Agent>, SetupError> {
             model: file.model.clone(),
             reason,
         })?;
-    let mut tools = ToolRegistry::with_builtins();
-    tools.register(Arc::new(SetTitle))?;
+    let set_title: Arc<dyn infinity_agent_core::tools::Tool> = Arc::new(SetTitle);
+    let tools = ToolRegistry::for_agent(&file.internal_tools.resolve(), &[set_title])?;
     Ok(Arc::new(Agent {
         name: file.name.clone(),
         system_prompt: file.system.clone(),

@@ -43,6 +43,19 @@ enum Command {
     Thread(ThreadCommand),
     /// Print output events from an AWS (or local) stack's output queue as they arrive.
     Tail(aws::TailArgs),
+    /// Describe tools.
+    #[command(subcommand)]
+    Tools(ToolsCommand),
+}
+
+#[derive(Debug, Subcommand)]
+enum ToolsCommand {
+    /// Every internal tool with its category and whether it is on by default.
+    Internal {
+        /// Print the listing as JSON.
+        #[arg(long)]
+        json: bool,
+    },
 }
 
 #[derive(Debug, Subcommand)]
@@ -124,6 +137,7 @@ fn main() -> std::process::ExitCode {
             Command::Send(args) => aws::send(args).await,
             Command::Thread(ThreadCommand::Show(args)) => aws::show(args).await,
             Command::Tail(args) => aws::tail(args).await,
+            Command::Tools(ToolsCommand::Internal { json }) => tools_internal(json),
         }
     });
     match result {
@@ -330,6 +344,36 @@ async fn print_threads(store: &dyn ThreadStore) -> Result<()> {
         );
     }
     Ok(())
+}
+
+fn tools_internal(json: bool) -> Result<u8> {
+    let listing = infinity_agent_core::tools::internal::listing();
+    if json {
+        crate::out!("{}", serde_json::to_string_pretty(&listing)?);
+        return Ok(0);
+    }
+    for category in infinity_agent_core::tools::internal::Category::ALL {
+        let tools: Vec<&str> = listing
+            .iter()
+            .filter(|t| t.category == category)
+            .map(|t| t.spec.name.as_str())
+            .collect();
+        crate::out!(
+            "{:<10} {:<4} {}",
+            category.flag(),
+            if category.default_enabled() {
+                "on"
+            } else {
+                "off"
+            },
+            if tools.is_empty() {
+                "(no tools yet)".to_owned()
+            } else {
+                tools.join(", ")
+            }
+        );
+    }
+    Ok(0)
 }
 
 async fn threads(args: ThreadsArgs) -> Result<u8> {

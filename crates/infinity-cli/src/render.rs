@@ -134,6 +134,13 @@ impl Renderer {
                 None => "sleeping until the next input".to_owned(),
             },
             OutputKind::TitleChanged { title } => format!("title: {title}"),
+            OutputKind::PlanUpdated { checklist } => {
+                let pad = " ".repeat(11 + indent.len());
+                format!(
+                    "plan:\n{pad}{}",
+                    checklist.replace('\n', &format!("\n{pad}"))
+                )
+            }
             OutputKind::Error { text } => format!("ERROR: {text}"),
         };
         crate::out!("{time} {indent}[{who}] {line}");

@@ -67,6 +67,7 @@ use crate::input::Input;
 use crate::model::ModelProvider;
 use crate::store::{load_view, MemoryStore, StoreError, ThreadStore};
 use crate::thread::ThreadRecord;
+use crate::tools::internal::InternalTools;
 use crate::tools::{RegistryError, Tool, ToolRegistry};
 
 /// Runs tool calls that leave the process (tool servers) and delivers notifications to them.
@@ -91,6 +92,8 @@ pub struct AgentSpec {
     pub model: Arc<dyn ModelProvider>,
     /// Limits.
     pub limits: Limits,
+    /// Internal tool categories.
+    pub internal_tools: InternalTools,
 }
 
 impl fmt::Debug for AgentSpec {
@@ -114,6 +117,7 @@ impl AgentSpec {
             system_prompt: system_prompt.into(),
             model,
             limits: Limits::default(),
+            internal_tools: InternalTools::default(),
         }
     }
 
@@ -124,6 +128,7 @@ impl AgentSpec {
             system_prompt: file.system.clone(),
             model,
             limits: file.limits,
+            internal_tools: file.internal_tools.resolve(),
         }
     }
 }
@@ -234,18 +239,14 @@ impl AgentSystemBuilder {
     pub async fn build(self) -> Result<AgentSystem, BuildError> {
         let first = self.agents.first().ok_or(BuildError::NoAgent)?;
         let default_agent = self.default_agent.unwrap_or_else(|| first.name.clone());
-        let mut registry = ToolRegistry::with_builtins();
-        for tool in self.tools {
-            registry.register(tool)?;
-        }
-        let registry = Arc::new(registry);
         let mut agents = HashMap::new();
         for spec in self.agents {
+            let registry = ToolRegistry::for_agent(&spec.internal_tools, &self.tools)?;
             let agent = Agent {
                 name: spec.name.clone(),
                 system_prompt: spec.system_prompt,
                 model: spec.model,
-                tools: Arc::clone(&registry),
+                tools: Arc::new(registry),
                 limits: spec.limits,
             };
             if agents.insert(spec.name.clone(), Arc::new(agent)).is_some() {

@@ -9,6 +9,7 @@
 //!   the thread at once, and the sleep's own result is appended when it arrives.
 
 pub(crate) mod builtin;
+pub mod internal;
 mod set_title;
 
 use std::collections::HashMap;
@@ -151,6 +152,14 @@ pub enum RegistryError {
     /// The reserved injection tool name.
     #[error("tool name `{INJECTED_TOOL}` is reserved for events the runtime injects")]
     Reserved,
+    /// An application or tool-server tool has the name of an internal tool the agent has on.
+    #[error("tool `{name}` has the name of an internal tool of the `{flag}` category, which this agent has on: set `internal_tools: {{{flag}: false}}` in the agent file, or rename the tool")]
+    ClashesWithInternal {
+        /// The tool.
+        name: String,
+        /// The `internal_tools` flag that turns the internal one off.
+        flag: &'static str,
+    },
     /// The schema does not compile.
     #[error("tool `{name}` has an invalid input schema: {reason}")]
     BadSchema {
@@ -221,6 +230,31 @@ impl ToolRegistry {
             }
         }
         registry
+    }
+
+    /// The tools of an agent: the built-ins, the internal tools its flags switch on, then the
+    /// application's tools. An application tool with the name of a built-in or of an enabled
+    /// internal tool is refused with an error naming what to change.
+    pub fn for_agent(
+        internal: &internal::InternalTools,
+        app_tools: &[Arc<dyn Tool>],
+    ) -> Result<Self, RegistryError> {
+        let mut registry = Self::with_builtins();
+        let enabled = internal::enabled_tools(internal);
+        for (_, tool) in &enabled {
+            registry.insert(Arc::clone(tool))?;
+        }
+        for tool in app_tools {
+            let name = tool.spec().name;
+            if let Some((def, _)) = enabled.iter().find(|(d, _)| d.name == name) {
+                return Err(RegistryError::ClashesWithInternal {
+                    name,
+                    flag: def.category.flag(),
+                });
+            }
+            registry.insert(Arc::clone(tool))?;
+        }
+        Ok(registry)
     }
 
     /// A registry with no tools at all.

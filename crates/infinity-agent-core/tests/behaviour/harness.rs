@@ -86,6 +86,7 @@ impl Tool for ExternalTool {
 }
 
 pub struct Setup {
+    pub internal_tools: infinity_agent_core::tools::internal::InternalTools,
     pub script: String,
     pub store: Option<Arc<dyn ThreadStore>>,
     pub limits: Limits,
@@ -95,6 +96,7 @@ pub struct Setup {
 impl Setup {
     pub fn new(script: &str) -> Self {
         Self {
+            internal_tools: Default::default(),
             script: script.to_owned(),
             store: None,
             limits: Limits::default(),
@@ -107,6 +109,7 @@ impl Setup {
         let dispatcher = Arc::new(RecordingDispatcher::default());
         let mut agent = AgentSpec::new("tester", "You are a test agent.", Arc::new(model));
         agent.limits = self.limits;
+        agent.internal_tools = self.internal_tools;
         let mut builder = AgentSystemBuilder::new()
             .with_agent(agent)
             .with_tool(Arc::new(SetTitle))
@@ -231,6 +234,7 @@ pub fn describe(event: &OutputEvent) -> String {
         OutputKind::ThreadClosed {} => "closed".to_owned(),
         OutputKind::Sleeping { until, .. } => format!("sleeping until {until:?}"),
         OutputKind::TitleChanged { title } => format!("title {title}"),
+        OutputKind::PlanUpdated { checklist } => format!("plan {}", checklist.replace('\n', " | ")),
         OutputKind::Error { text } => format!("ERROR {text}"),
     }
 }

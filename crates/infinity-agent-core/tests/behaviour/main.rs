@@ -13,6 +13,7 @@ mod dependencies;
 mod events;
 mod loops;
 mod parallel_calls;
+mod plan;
 mod restart;
 mod sleep;
 mod sleep_until;
