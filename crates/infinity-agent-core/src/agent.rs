@@ -77,7 +77,7 @@ impl AgentLookup for HashMap<String, Arc<Agent>> {
 ///   max_completions_per_slice: 16
 /// internal_tools: {plan: true, finish: false}
 /// ```
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct AgentFile {
     /// Letters, digits, `_`, `-` and `.`.
@@ -96,6 +96,9 @@ pub struct AgentFile {
     /// Which internal tool categories are on (see [`crate::tools::internal`]).
     #[serde(default)]
     pub internal_tools: crate::tools::internal::InternalToolsConfig,
+    /// A JSON Schema that a successful `finish` result must match.
+    #[serde(default)]
+    pub output_schema: Option<serde_json::Value>,
     /// The file this was read from (set by [`AgentFile::load`]).
     #[serde(skip)]
     pub path: PathBuf,
@@ -207,6 +210,10 @@ impl AgentFile {
             ));
         }
         ModelSpec::parse(&file.model).map_err(|reason| invalid("model", reason))?;
+        if let Some(schema) = &file.output_schema {
+            jsonschema::validator_for(schema)
+                .map_err(|e| invalid("output_schema", format!("not a valid JSON Schema: {e}")))?;
+        }
         if !(1..=100).contains(&file.limits.compact_at_percent) {
             return Err(invalid(
                 "limits.compact_at_percent",

@@ -179,6 +179,13 @@ pub enum OutputKind {
         /// One line per step.
         checklist: String,
     },
+    /// The thread called `finish`.
+    Finished {
+        /// How it finished.
+        status: crate::tools::internal::FinishStatus,
+        /// The result.
+        result: serde_json::Value,
+    },
     /// The thread's title changed.
     TitleChanged {
         /// The new title.
@@ -205,6 +212,7 @@ impl OutputKind {
             OutputKind::Sleeping { .. } => "sleeping",
             OutputKind::TitleChanged { .. } => "title_changed",
             OutputKind::PlanUpdated { .. } => "plan_updated",
+            OutputKind::Finished { .. } => "finished",
             OutputKind::Error { .. } => "error",
         }
     }

@@ -269,6 +269,7 @@ pub async fn run_slice(request: SliceRequest<'_>) -> Result<SliceOutcome, SliceE
         current_input: None,
         created: expected_version.is_none(),
         live,
+        turn_ended: false,
     };
     for input in fresh {
         processed.push(input.id.clone());
@@ -322,6 +323,8 @@ struct Slice<'a> {
     current_input: Option<InputId>,
     created: bool,
     live: Option<&'a LiveOutput<'a>>,
+    /// Set by a tool that ends the turn (`finish`): no further completion in this slice.
+    turn_ended: bool,
 }
 
 impl Slice<'_> {
@@ -881,7 +884,10 @@ impl Slice<'_> {
         let mut system: Option<String> = None;
         let mut compacted = false;
         loop {
-            if self.record.status == ThreadStatus::Closed || self.record.has_dispatched_pending() {
+            if self.record.status == ThreadStatus::Closed
+                || self.record.has_dispatched_pending()
+                || self.turn_ended
+            {
                 break;
             }
             self.flush_deferred();
@@ -902,6 +908,7 @@ impl Slice<'_> {
                 self.compact().await?;
             }
             let tools = Arc::clone(&self.agent.tools);
+            let specs = tools.specs_for(&self.record).into_owned();
             let system = system.get_or_insert_with(|| self.system_prompt());
             let model_view = self.model_view();
             let request = CompletionRequest {
@@ -909,7 +916,7 @@ impl Slice<'_> {
                 is_root: self.record.is_root(),
                 stack: &self.record.stack,
                 system,
-                tools: tools.specs(),
+                tools: &specs,
                 history: match &model_view {
                     Some(v) => HistoryView::from_slice(v),
                     None => HistoryView::new(self.base, &self.added),
@@ -978,10 +985,10 @@ impl Slice<'_> {
     }
 
     fn run_tool(&mut self, call: &ToolCall, tools: &crate::tools::ToolRegistry) {
-        let tool = match tools.check(&call.name, &call.args) {
+        let tool = match tools.check(&call.name, &call.args, &self.record) {
             Ok(tool) => Arc::clone(tool),
             Err(rejection) => {
-                let text = rejection.message(&call.name, tools.specs());
+                let text = rejection.message(&call.name, &tools.specs_for(&self.record));
                 self.append(Item::ToolResult {
                     call_id: call.id.clone(),
                     name: call.name.clone(),
@@ -1004,6 +1011,16 @@ impl Slice<'_> {
         };
         self.flush_live();
         match outcome {
+            ToolOutcome::EndTurn { text } => {
+                self.turn_ended = true;
+                self.append(Item::ToolResult {
+                    call_id: call.id.clone(),
+                    name: call.name.clone(),
+                    text,
+                    is_error: false,
+                    images: Vec::new(),
+                });
+            }
             ToolOutcome::Result { text, is_error } => self.append(Item::ToolResult {
                 call_id: call.id.clone(),
                 name: call.name.clone(),

@@ -150,6 +150,9 @@ pub struct ThreadRecord {
     /// A title, set by a tool such as `set_title`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub title: Option<String>,
+    /// The thread's output (the `finish` tool).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub output: Option<crate::tools::internal::ThreadOutput>,
     /// The thread's plan (the `plan` internal tools).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub plan: Option<crate::tools::internal::Plan>,
@@ -205,6 +208,7 @@ impl ThreadRecord {
             status: ThreadStatus::Open,
             title: None,
             plan: None,
+            output: None,
             pending_calls: Vec::new(),
             deferred: Vec::new(),
             subscriptions: Vec::new(),

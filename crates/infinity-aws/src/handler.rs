@@ -120,7 +120,10 @@ pub async fn build_agent(file: &AgentFile) -> Result<Arc<Agent>, SetupError> {
             reason,
         })?;
     let set_title: Arc<dyn infinity_agent_core::tools::Tool> = Arc::new(SetTitle);
-    let tools = ToolRegistry::for_agent(&file.internal_tools.resolve(), &[set_title])?;
+    let settings = infinity_agent_core::tools::internal::ToolSettings {
+        output_schema: file.output_schema.clone(),
+    };
+    let tools = ToolRegistry::for_agent(&file.internal_tools.resolve(), &settings, &[set_title])?;
     Ok(Arc::new(Agent {
         name: file.name.clone(),
         system_prompt: file.system.clone(),

@@ -10,11 +10,13 @@ use std::time::Duration;
 use anyhow::{bail, Context, Result};
 use clap::{Args, Parser, Subcommand};
 use infinity_agent_core::agent::{AgentFile, ModelSpec};
+use infinity_agent_core::effect::OutputKind;
 use infinity_agent_core::ids::ThreadId;
 use infinity_agent_core::model::ModelProvider;
 use infinity_agent_core::runtime::{AgentSpec, AgentSystem, AgentSystemBuilder, WaitOutcome};
 use infinity_agent_core::store::{FileStore, ThreadStore};
 use infinity_agent_core::thread::ThreadStatus;
+use infinity_agent_core::tools::internal::FinishStatus;
 use infinity_agent_core::tools::SetTitle;
 use tokio::io::AsyncBufReadExt;
 
@@ -211,6 +213,15 @@ async fn run(args: RunArgs) -> Result<u8> {
     }
     let mut events = system.subscribe();
     let mut renderer = Renderer::new(args.json);
+    let mut output = None;
+    let mut show = |renderer: &mut Renderer, event: &infinity_agent_core::effect::OutputEvent| {
+        if let OutputKind::Finished { status, result } = &event.kind {
+            if event.thread_id == thread {
+                output = Some((*status, result.clone()));
+            }
+        }
+        renderer.show(event);
+    };
     system.send_user_message(&thread, args.message.as_str())?;
     let deadline = tokio::time::Instant::now() + Duration::from_secs(args.timeout);
     let wait = system.wait_idle(Some(deadline));
@@ -218,13 +229,24 @@ async fn run(args: RunArgs) -> Result<u8> {
     let outcome = loop {
         tokio::select! {
             outcome = &mut wait => break outcome,
-            Some(event) = events.recv() => renderer.show(&event),
+            Some(event) = events.recv() => show(&mut renderer, &event),
         }
     };
     while let Ok(event) = events.try_recv() {
-        renderer.show(&event);
+        show(&mut renderer, &event);
     }
     print_usage(&system).await;
+    // The thread's `finish` output comes last, and decides the exit status.
+    if let Some((status, result)) = &output {
+        if args.json {
+            crate::out!(
+                "{}",
+                serde_json::json!({"type": "output", "thread_id": thread, "status": status, "result": result})
+            );
+        } else {
+            crate::out!("output: {}", serde_json::to_string_pretty(result)?);
+        }
+    }
     match outcome {
         WaitOutcome::TimedOut => {
             eprintln!(
@@ -249,7 +271,11 @@ async fn run(args: RunArgs) -> Result<u8> {
                 eprintln!("error: the run recorded {} error(s)", renderer.errors());
                 return Ok(1);
             }
-            Ok(0)
+            Ok(match output.map(|(status, _)| status) {
+                Some(FinishStatus::Failed) => 1,
+                Some(FinishStatus::Cancelled) => 3,
+                Some(FinishStatus::Succeeded) | None => 0,
+            })
         }
     }
 }

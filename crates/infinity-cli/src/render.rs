@@ -134,6 +134,14 @@ impl Renderer {
                 None => "sleeping until the next input".to_owned(),
             },
             OutputKind::TitleChanged { title } => format!("title: {title}"),
+            OutputKind::Finished { status, result } => {
+                format!(
+                    "finished ({}): {result}",
+                    serde_json::to_string(status)
+                        .unwrap_or_default()
+                        .trim_matches('"')
+                )
+            }
             OutputKind::PlanUpdated { checklist } => {
                 let pad = " ".repeat(11 + indent.len());
                 format!(

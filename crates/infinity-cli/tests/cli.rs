@@ -186,3 +186,50 @@ fn chat_keeps_its_threads_in_the_store() {
     let listing = String::from_utf8_lossy(&listing.stdout);
     assert!(listing.contains("chat \"Groceries\""), "{listing}");
 }
+
+#[test]
+fn run_prints_the_finish_output_last_and_exits_with_it() {
+    let dir = tempfile::tempdir().unwrap();
+    write(
+        dir.path(),
+        "s.yaml",
+        "rules:\n  - when: '^ok$'\n    reply: {tool_calls: [{name: finish, args: {status: succeeded, result: {n: 7}}}]}\n  - when: '^fail$'\n    reply: {tool_calls: [{name: finish, args: {status: failed, result: broken}}]}\n  - reply: {text: done}\n",
+    );
+    let agent = write(
+        dir.path(),
+        "agent.yaml",
+        "name: x\nmodel: script:s.yaml\noutput_schema: {type: object, required: [n]}\n",
+    );
+    let out = infinity(&["run", "--agent", agent.to_str().unwrap(), "--json", "ok"]);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let stdout = String::from_utf8(out.stdout).unwrap();
+    let last: serde_json::Value = serde_json::from_str(stdout.lines().last().unwrap()).unwrap();
+    assert_eq!(last["type"], "output");
+    assert_eq!(last["status"], "succeeded");
+    assert_eq!(last["result"], serde_json::json!({"n": 7}));
+
+    let out = infinity(&["run", "--agent", agent.to_str().unwrap(), "fail"]);
+    assert_eq!(out.status.code(), Some(1));
+    let stdout = String::from_utf8(out.stdout).unwrap();
+    assert!(
+        stdout.trim_end().ends_with("output: \"broken\""),
+        "{stdout}"
+    );
+
+    let bad = write(
+        dir.path(),
+        "bad.yaml",
+        "name: x\nmodel: script:s.yaml\noutput_schema: {type: 12}\n",
+    );
+    let out = infinity(&["run", "--agent", bad.to_str().unwrap(), "ok"]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success() && stderr.contains("key `output_schema`"),
+        "{stderr}"
+    );
+}

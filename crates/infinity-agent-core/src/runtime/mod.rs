@@ -67,7 +67,7 @@ use crate::input::Input;
 use crate::model::ModelProvider;
 use crate::store::{load_view, MemoryStore, StoreError, ThreadStore};
 use crate::thread::ThreadRecord;
-use crate::tools::internal::InternalTools;
+use crate::tools::internal::{InternalTools, ToolSettings};
 use crate::tools::{RegistryError, Tool, ToolRegistry};
 
 /// Runs tool calls that leave the process (tool servers) and delivers notifications to them.
@@ -94,6 +94,8 @@ pub struct AgentSpec {
     pub limits: Limits,
     /// Internal tool categories.
     pub internal_tools: InternalTools,
+    /// What `finish` results must match, if anything.
+    pub output_schema: Option<serde_json::Value>,
 }
 
 impl fmt::Debug for AgentSpec {
@@ -118,6 +120,7 @@ impl AgentSpec {
             model,
             limits: Limits::default(),
             internal_tools: InternalTools::default(),
+            output_schema: None,
         }
     }
 
@@ -129,6 +132,7 @@ impl AgentSpec {
             model,
             limits: file.limits,
             internal_tools: file.internal_tools.resolve(),
+            output_schema: file.output_schema.clone(),
         }
     }
 }
@@ -241,7 +245,10 @@ impl AgentSystemBuilder {
         let default_agent = self.default_agent.unwrap_or_else(|| first.name.clone());
         let mut agents = HashMap::new();
         for spec in self.agents {
-            let registry = ToolRegistry::for_agent(&spec.internal_tools, &self.tools)?;
+            let settings = ToolSettings {
+                output_schema: spec.output_schema.clone(),
+            };
+            let registry = ToolRegistry::for_agent(&spec.internal_tools, &settings, &self.tools)?;
             let agent = Agent {
                 name: spec.name.clone(),
                 system_prompt: spec.system_prompt,

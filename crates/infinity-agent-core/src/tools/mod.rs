@@ -49,6 +49,12 @@ pub enum ToolOutcome {
     },
     /// Handed off; the result arrives later as a `tool_result` input.
     Dispatched,
+    /// Finished now with this result, and the turn ends: no further completion runs until new
+    /// input arrives (`finish`).
+    EndTurn {
+        /// The result text.
+        text: String,
+    },
     /// A sleep; the result arrives later (a timer) or never (woken by input).
     Passive {
         /// When the timer falls due, if there is one.
@@ -136,6 +142,13 @@ pub trait Tool: Send + Sync + fmt::Debug {
 
     /// Runs the call. `args` already passed the spec's JSON Schema.
     fn call(&self, args: &serde_json::Value, ctx: &mut ToolContext<'_>) -> ToolOutcome;
+
+    /// Whether this thread is offered the tool (some tools are for top-level threads only,
+    /// some for children only). Default: every thread.
+    fn offered_to(&self, record: &ThreadRecord) -> bool {
+        let _ = record;
+        true
+    }
 }
 
 /// Why a tool could not be registered.
@@ -237,21 +250,25 @@ impl ToolRegistry {
     /// internal tool is refused with an error naming what to change.
     pub fn for_agent(
         internal: &internal::InternalTools,
+        settings: &internal::ToolSettings,
         app_tools: &[Arc<dyn Tool>],
     ) -> Result<Self, RegistryError> {
         let mut registry = Self::with_builtins();
-        let enabled = internal::enabled_tools(internal);
-        for (_, tool) in &enabled {
-            registry.insert(Arc::clone(tool))?;
+        let app_names: Vec<String> = app_tools.iter().map(|t| t.spec().name).collect();
+        for (def, tool) in internal::agent_tools(internal, settings) {
+            let on = internal.enabled(def.category);
+            if app_names.iter().any(|n| n == def.name) {
+                if on {
+                    return Err(RegistryError::ClashesWithInternal {
+                        name: def.name.to_owned(),
+                        flag: def.category.flag(),
+                    });
+                }
+                continue; // the category is off: the name is the application's
+            }
+            registry.insert(tool)?;
         }
         for tool in app_tools {
-            let name = tool.spec().name;
-            if let Some((def, _)) = enabled.iter().find(|(d, _)| d.name == name) {
-                return Err(RegistryError::ClashesWithInternal {
-                    name,
-                    flag: def.category.flag(),
-                });
-            }
             registry.insert(Arc::clone(tool))?;
         }
         Ok(registry)
@@ -303,6 +320,20 @@ impl ToolRegistry {
         &self.specs
     }
 
+    /// The specs of the tools this thread is offered.
+    pub fn specs_for(&self, record: &ThreadRecord) -> std::borrow::Cow<'_, [ToolSpec]> {
+        if self.tools.iter().all(|r| r.tool.offered_to(record)) {
+            return std::borrow::Cow::Borrowed(&self.specs);
+        }
+        std::borrow::Cow::Owned(
+            self.tools
+                .iter()
+                .filter(|r| r.tool.offered_to(record))
+                .map(|r| r.spec.clone())
+                .collect(),
+        )
+    }
+
     /// The tool with this name, if any.
     pub fn get(&self, name: &str) -> Option<&Arc<dyn Tool>> {
         self.by_name.get(name).map(|&i| &self.tools[i].tool)
@@ -313,6 +344,7 @@ impl ToolRegistry {
         &self,
         name: &str,
         args: &serde_json::Value,
+        record: &ThreadRecord,
     ) -> Result<&Arc<dyn Tool>, CallRejection> {
         if name == INJECTED_TOOL {
             return Err(CallRejection::Reserved);
@@ -321,6 +353,9 @@ impl ToolRegistry {
             return Err(CallRejection::Unknown(name.to_owned()));
         };
         let registered = &self.tools[index];
+        if !registered.tool.offered_to(record) {
+            return Err(CallRejection::Unknown(name.to_owned()));
+        }
         let problems: Vec<String> = registered
             .validator
             .iter_errors(args)

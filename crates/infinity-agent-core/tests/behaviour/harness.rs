@@ -87,6 +87,7 @@ impl Tool for ExternalTool {
 
 pub struct Setup {
     pub internal_tools: infinity_agent_core::tools::internal::InternalTools,
+    pub output_schema: Option<serde_json::Value>,
     pub script: String,
     pub store: Option<Arc<dyn ThreadStore>>,
     pub limits: Limits,
@@ -97,6 +98,7 @@ impl Setup {
     pub fn new(script: &str) -> Self {
         Self {
             internal_tools: Default::default(),
+            output_schema: None,
             script: script.to_owned(),
             store: None,
             limits: Limits::default(),
@@ -110,6 +112,7 @@ impl Setup {
         let mut agent = AgentSpec::new("tester", "You are a test agent.", Arc::new(model));
         agent.limits = self.limits;
         agent.internal_tools = self.internal_tools;
+        agent.output_schema = self.output_schema;
         let mut builder = AgentSystemBuilder::new()
             .with_agent(agent)
             .with_tool(Arc::new(SetTitle))
@@ -234,6 +237,7 @@ pub fn describe(event: &OutputEvent) -> String {
         OutputKind::ThreadClosed {} => "closed".to_owned(),
         OutputKind::Sleeping { until, .. } => format!("sleeping until {until:?}"),
         OutputKind::TitleChanged { title } => format!("title {title}"),
+        OutputKind::Finished { status, result } => format!("finished {status:?} {result}"),
         OutputKind::PlanUpdated { checklist } => format!("plan {}", checklist.replace('\n', " | ")),
         OutputKind::Error { text } => format!("ERROR {text}"),
     }

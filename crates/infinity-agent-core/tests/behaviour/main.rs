@@ -11,6 +11,7 @@ mod crash;
 mod dedup;
 mod dependencies;
 mod events;
+mod finish;
 mod loops;
 mod parallel_calls;
 mod plan;

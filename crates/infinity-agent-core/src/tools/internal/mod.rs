@@ -8,6 +8,7 @@
 //! [`TABLE`] is the one list of internal tools: the runtime builds agents' tools from it and
 //! `infinity tools internal` lists it.
 
+mod finish;
 mod plan;
 
 use std::fmt;
@@ -15,6 +16,7 @@ use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
+pub use finish::{FinishStatus, ThreadOutput};
 pub use plan::{Plan, PlanStep, StepStatus};
 
 use super::Tool;
@@ -224,6 +226,13 @@ flag_setters!(
     meta => Meta, artifact => Artifact, agent => Agent, remote => Remote, knowledge => Knowledge,
 );
 
+/// What internal tools may need from the agent's definition.
+#[derive(Debug, Clone, Default)]
+pub struct ToolSettings {
+    /// `output_schema:` of the agent file: what `finish` results must match.
+    pub output_schema: Option<serde_json::Value>,
+}
+
 /// One internal tool: its name, its category, and how to make it.
 #[derive(Clone, Copy)]
 pub struct InternalToolDef {
@@ -231,7 +240,7 @@ pub struct InternalToolDef {
     pub name: &'static str,
     /// Its category.
     pub category: Category,
-    make: fn() -> Arc<dyn Tool>,
+    make: fn(&InternalTools, &ToolSettings) -> Arc<dyn Tool>,
 }
 
 impl fmt::Debug for InternalToolDef {
@@ -244,9 +253,9 @@ impl fmt::Debug for InternalToolDef {
 }
 
 impl InternalToolDef {
-    /// A new instance of the tool.
-    pub fn make(&self) -> Arc<dyn Tool> {
-        (self.make)()
+    /// A new instance of the tool for an agent with these flags and settings.
+    pub fn make(&self, flags: &InternalTools, settings: &ToolSettings) -> Arc<dyn Tool> {
+        (self.make)(flags, settings)
     }
 }
 
@@ -255,26 +264,36 @@ pub const TABLE: &[InternalToolDef] = &[
     InternalToolDef {
         name: "plan_create",
         category: Category::Plan,
-        make: || Arc::new(plan::PlanCreate),
+        make: |_, _| Arc::new(plan::PlanCreate),
     },
     InternalToolDef {
         name: "plan_update",
         category: Category::Plan,
-        make: || Arc::new(plan::PlanUpdate),
+        make: |_, _| Arc::new(plan::PlanUpdate),
     },
     InternalToolDef {
         name: "plan_load",
         category: Category::Plan,
-        make: || Arc::new(plan::PlanLoad),
+        make: |_, _| Arc::new(plan::PlanLoad),
+    },
+    InternalToolDef {
+        name: "finish",
+        category: Category::Finish,
+        make: |flags, settings| Arc::new(finish::Finish::new(flags, settings)),
     },
 ];
 
-/// The internal tools an agent with these flags gets, in table order.
-pub fn enabled_tools(flags: &InternalTools) -> Vec<(&'static InternalToolDef, Arc<dyn Tool>)> {
+/// The internal tools an agent with these flags gets, in table order: those of its enabled
+/// categories, and `finish` always (threads spawned as sub-agents have it whatever the flag;
+/// the tool itself decides which threads it is offered to).
+pub fn agent_tools(
+    flags: &InternalTools,
+    settings: &ToolSettings,
+) -> Vec<(&'static InternalToolDef, Arc<dyn Tool>)> {
     TABLE
         .iter()
-        .filter(|d| flags.enabled(d.category))
-        .map(|d| (d, d.make()))
+        .filter(|d| flags.enabled(d.category) || d.category == Category::Finish)
+        .map(|d| (d, d.make(flags, settings)))
         .collect()
 }
 
@@ -297,7 +316,9 @@ pub fn listing() -> Vec<ListedTool> {
         .map(|d| ListedTool {
             category: d.category,
             default_enabled: d.category.default_enabled(),
-            spec: d.make().spec(),
+            spec: d
+                .make(&InternalTools::default(), &ToolSettings::default())
+                .spec(),
         })
         .collect()
 }
@@ -370,7 +391,7 @@ mod tests {
         let listed: Vec<String> = listing().iter().map(|l| l.spec.name.clone()).collect();
         let table: Vec<&str> = TABLE.iter().map(|d| d.name).collect();
         assert_eq!(listed, table);
-        for (def, tool) in enabled_tools(&InternalTools::all()) {
+        for (def, tool) in agent_tools(&InternalTools::all(), &ToolSettings::default()) {
             assert_eq!(tool.spec().name, def.name);
         }
     }

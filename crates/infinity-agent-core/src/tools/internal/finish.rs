@@ -1,0 +1,142 @@
+//! The `finish` category: `finish(status, result)` stores the thread's output. A successful
+//! `finish` ends the turn. With `output_schema` in the agent file, a successful result must match
+//! it (a mismatch goes back to the model as an error, so it can correct itself).
+//!
+//! Top-level threads are offered `finish` when the `finish` flag is on (the default) or the agent
+//! has an `output_schema`; threads spawned as sub-agents always are.
+
+use serde::{Deserialize, Serialize};
+use serde_json::{json, Value};
+
+use super::{Category, InternalTools, ToolSettings};
+use crate::effect::OutputKind;
+use crate::model::ToolSpec;
+use crate::thread::ThreadRecord;
+use crate::tools::{Tool, ToolContext, ToolOutcome};
+
+/// How a thread finished.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum FinishStatus {
+    /// The task was done.
+    Succeeded,
+    /// The task could not be done.
+    Failed,
+    /// The task was abandoned.
+    Cancelled,
+}
+
+/// A thread's output, set by `finish`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ThreadOutput {
+    /// How it finished.
+    pub status: FinishStatus,
+    /// The result.
+    pub result: Value,
+}
+
+pub(super) struct Finish {
+    for_root: bool,
+    schema: Option<(Value, jsonschema::Validator)>,
+}
+
+impl std::fmt::Debug for Finish {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Finish")
+            .field("for_root", &self.for_root)
+            .field("schema", &self.schema.as_ref().map(|(s, _)| s))
+            .finish()
+    }
+}
+
+impl Finish {
+    pub(super) fn new(flags: &InternalTools, settings: &ToolSettings) -> Self {
+        // A schema that does not compile was rejected when the agent file was read.
+        let schema = settings
+            .output_schema
+            .as_ref()
+            .and_then(|s| jsonschema::validator_for(s).ok().map(|v| (s.clone(), v)));
+        Self {
+            for_root: flags.enabled(Category::Finish) || settings.output_schema.is_some(),
+            schema,
+        }
+    }
+}
+
+impl Tool for Finish {
+    fn spec(&self) -> ToolSpec {
+        // The schema binds succeeded results only, so it is checked in `call`, not here.
+        let result = match &self.schema {
+            Some((schema, _)) => json!({
+                "description": format!("The result. When status is succeeded it must match this JSON Schema: {schema}")
+            }),
+            None => json!({"description": "The result: any JSON value."}),
+        };
+        ToolSpec {
+            name: "finish".to_owned(),
+            description: "Finish the task: record its status and result. A succeeded finish ends \
+                          your turn."
+                .to_owned(),
+            input_schema: json!({
+                "type": "object",
+                "properties": {
+                    "status": {"type": "string", "enum": ["succeeded", "failed", "cancelled"]},
+                    "result": result
+                },
+                "required": ["status", "result"]
+            }),
+        }
+    }
+
+    fn offered_to(&self, record: &ThreadRecord) -> bool {
+        !record.is_root() || self.for_root
+    }
+
+    fn call(&self, args: &Value, ctx: &mut ToolContext<'_>) -> ToolOutcome {
+        let Ok(status) = serde_json::from_value::<FinishStatus>(args["status"].clone()) else {
+            return ToolOutcome::error("Error: status must be succeeded, failed or cancelled.");
+        };
+        let result = args["result"].clone();
+        if status == FinishStatus::Succeeded {
+            if let Some((_, validator)) = &self.schema {
+                let problems: Vec<String> = validator
+                    .iter_errors(&result)
+                    .take(5)
+                    .map(|e| {
+                        let path = e.instance_path().to_string();
+                        let message = crate::tools::clip(&e.to_string(), 200);
+                        if path.is_empty() {
+                            message
+                        } else {
+                            format!("at `{path}`: {message}")
+                        }
+                    })
+                    .collect();
+                if !problems.is_empty() {
+                    return ToolOutcome::error(format!(
+                        "Error: the result does not match the agent's output_schema: {}. Call \
+                         finish again with a corrected result.",
+                        problems.join("; ")
+                    ));
+                }
+            }
+        }
+        ctx.output(OutputKind::Finished {
+            status,
+            result: result.clone(),
+        });
+        ctx.record.output = Some(ThreadOutput { status, result });
+        let text = match status {
+            FinishStatus::Succeeded => "Finished: succeeded. The result is recorded.",
+            FinishStatus::Failed => "Finished: failed. The result is recorded.",
+            FinishStatus::Cancelled => "Finished: cancelled. The result is recorded.",
+        };
+        if status == FinishStatus::Succeeded {
+            ToolOutcome::EndTurn {
+                text: text.to_owned(),
+            }
+        } else {
+            ToolOutcome::ok(text)
+        }
+    }
+}
