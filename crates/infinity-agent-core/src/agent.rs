@@ -99,9 +99,31 @@ pub struct AgentFile {
     /// A JSON Schema that a successful `finish` result must match.
     #[serde(default)]
     pub output_schema: Option<serde_json::Value>,
+    /// Skills the model can load with `skill_get`.
+    #[serde(default)]
+    pub skills: Vec<SkillFile>,
     /// The file this was read from (set by [`AgentFile::load`]).
     #[serde(skip)]
     pub path: PathBuf,
+}
+
+/// A skill as an agent file lists it: `content` inline, or a `path` (relative to the agent file).
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SkillFile {
+    /// The name the model asks for.
+    pub name: String,
+    /// What it is for (listed in `skill_get`'s description).
+    pub description: String,
+    /// The content.
+    #[serde(default)]
+    pub content: Option<String>,
+    /// A file with the content.
+    #[serde(default)]
+    pub path: Option<String>,
+    /// A URL with the content (read by hosts that can fetch; not by the core).
+    #[serde(default)]
+    pub url: Option<String>,
 }
 
 /// Why an agent file could not be used. Every variant names the file.
@@ -210,6 +232,28 @@ impl AgentFile {
             ));
         }
         ModelSpec::parse(&file.model).map_err(|reason| invalid("model", reason))?;
+        let mut names = std::collections::HashSet::new();
+        for skill in &file.skills {
+            let sources = [&skill.content, &skill.path, &skill.url]
+                .iter()
+                .filter(|s| s.is_some())
+                .count();
+            if sources != 1 {
+                return Err(invalid(
+                    "skills",
+                    format!(
+                        "skill `{}` needs exactly one of content, path or url",
+                        skill.name
+                    ),
+                ));
+            }
+            if !names.insert(skill.name.clone()) {
+                return Err(invalid(
+                    "skills",
+                    format!("skill `{}` is listed twice", skill.name),
+                ));
+            }
+        }
         if let Some(schema) = &file.output_schema {
             jsonschema::validator_for(schema)
                 .map_err(|e| invalid("output_schema", format!("not a valid JSON Schema: {e}")))?;
@@ -241,6 +285,40 @@ impl AgentFile {
         })
     }
 
+    /// The skills with their content: inline, or read from their `path`. A `url` skill is an
+    /// error here (the core has no HTTP client); the error names the skill.
+    pub fn load_skills(&self) -> Result<Vec<crate::tools::internal::Skill>, AgentFileError> {
+        self.skills
+            .iter()
+            .map(|s| {
+                let content = match (&s.content, &s.path, &s.url) {
+                    (Some(content), _, _) => content.clone(),
+                    (_, Some(path), _) => std::fs::read_to_string(self.resolve_path(path))
+                        .map_err(|e| AgentFileError::Invalid {
+                            path: self.path.clone(),
+                            key: "skills",
+                            reason: format!("skill `{}`: cannot read {path}: {e}", s.name),
+                        })?,
+                    _ => {
+                        return Err(AgentFileError::Invalid {
+                            path: self.path.clone(),
+                            key: "skills",
+                            reason: format!(
+                                "skill `{}`: loading skills from a url is not supported yet; use content or path",
+                                s.name
+                            ),
+                        })
+                    }
+                };
+                Ok(crate::tools::internal::Skill {
+                    name: s.name.clone(),
+                    description: s.description.clone(),
+                    content,
+                })
+            })
+            .collect()
+    }
+
     /// Resolves a path written in the file relative to the file's folder.
     pub fn resolve_path(&self, relative: &str) -> PathBuf {
         let p = Path::new(relative);
@@ -260,6 +338,46 @@ mod tests {
 
     fn parse(text: &str) -> Result<AgentFile, AgentFileError> {
         AgentFile::parse(text, Path::new("agents/a.yaml"))
+    }
+
+    #[test]
+    fn skills_need_one_source_and_paths_are_read() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("bake.md"), "Knead.").unwrap();
+        let path = dir.path().join("a.yaml");
+        let ok = AgentFile::parse(
+            "name: a\nmodel: script:s\nskills:\n  - {name: bake, description: d, path: bake.md}\n  - {name: tea, description: d, content: Steep.}\n",
+            &path,
+        )
+        .unwrap();
+        let skills = ok.load_skills().unwrap();
+        assert_eq!(
+            (skills[0].content.as_str(), skills[1].content.as_str()),
+            ("Knead.", "Steep.")
+        );
+        let two = AgentFile::parse(
+            "name: a\nmodel: script:s\nskills: [{name: x, description: d, content: c, path: p}]\n",
+            &path,
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(two.contains("exactly one of content, path or url"), "{two}");
+        let dup = AgentFile::parse("name: a\nmodel: script:s\nskills: [{name: x, description: d, content: c}, {name: x, description: d, content: c}]\n", &path)
+            .unwrap_err()
+            .to_string();
+        assert!(dup.contains("listed twice"), "{dup}");
+        let missing = AgentFile::parse(
+            "name: a\nmodel: script:s\nskills: [{name: x, description: d, path: nope.md}]\n",
+            &path,
+        )
+        .unwrap()
+        .load_skills()
+        .unwrap_err()
+        .to_string();
+        assert!(
+            missing.contains("skill `x`") && missing.contains("nope.md"),
+            "{missing}"
+        );
     }
 
     #[test]

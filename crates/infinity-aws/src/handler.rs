@@ -122,6 +122,7 @@ pub async fn build_agent(file: &AgentFile) -> Result<Arc<Agent>, SetupError> {
     let set_title: Arc<dyn infinity_agent_core::tools::Tool> = Arc::new(SetTitle);
     let settings = infinity_agent_core::tools::internal::ToolSettings {
         output_schema: file.output_schema.clone(),
+        skills: file.load_skills()?,
     };
     let tools = ToolRegistry::for_agent(&file.internal_tools.resolve(), &settings, &[set_title])?;
     Ok(Arc::new(Agent {

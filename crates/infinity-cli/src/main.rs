@@ -189,7 +189,7 @@ async fn build_system(args: &AgentArgs) -> Result<AgentSystem> {
         }
     }
     let mut builder = AgentSystemBuilder::new()
-        .with_agent(AgentSpec::from_file(&file, model))
+        .with_agent(AgentSpec::from_file(&file, model)?)
         .with_tool(Arc::new(SetTitle))
         .with_tokio_sleep_tools();
     if let Some(dir) = &args.store {

@@ -96,6 +96,8 @@ pub struct AgentSpec {
     pub internal_tools: InternalTools,
     /// What `finish` results must match, if anything.
     pub output_schema: Option<serde_json::Value>,
+    /// Skills for `skill_get`.
+    pub skills: Vec<crate::tools::internal::Skill>,
 }
 
 impl fmt::Debug for AgentSpec {
@@ -121,19 +123,25 @@ impl AgentSpec {
             limits: Limits::default(),
             internal_tools: InternalTools::default(),
             output_schema: None,
+            skills: Vec::new(),
         }
     }
 
-    /// The agent an agent file describes, with its model already resolved.
-    pub fn from_file(file: &AgentFile, model: Arc<dyn ModelProvider>) -> Self {
-        Self {
+    /// The agent an agent file describes, with its model already resolved. Reads the skills'
+    /// files.
+    pub fn from_file(
+        file: &AgentFile,
+        model: Arc<dyn ModelProvider>,
+    ) -> Result<Self, crate::agent::AgentFileError> {
+        Ok(Self {
             name: file.name.clone(),
             system_prompt: file.system.clone(),
             model,
             limits: file.limits,
             internal_tools: file.internal_tools.resolve(),
             output_schema: file.output_schema.clone(),
-        }
+            skills: file.load_skills()?,
+        })
     }
 }
 
@@ -247,6 +255,7 @@ impl AgentSystemBuilder {
         for spec in self.agents {
             let settings = ToolSettings {
                 output_schema: spec.output_schema.clone(),
+                skills: spec.skills.clone(),
             };
             let registry = ToolRegistry::for_agent(&spec.internal_tools, &settings, &self.tools)?;
             let agent = Agent {

@@ -88,6 +88,7 @@ impl Tool for ExternalTool {
 pub struct Setup {
     pub internal_tools: infinity_agent_core::tools::internal::InternalTools,
     pub output_schema: Option<serde_json::Value>,
+    pub skills: Vec<infinity_agent_core::tools::internal::Skill>,
     pub script: String,
     pub store: Option<Arc<dyn ThreadStore>>,
     pub limits: Limits,
@@ -99,6 +100,7 @@ impl Setup {
         Self {
             internal_tools: Default::default(),
             output_schema: None,
+            skills: Vec::new(),
             script: script.to_owned(),
             store: None,
             limits: Limits::default(),
@@ -113,6 +115,7 @@ impl Setup {
         agent.limits = self.limits;
         agent.internal_tools = self.internal_tools;
         agent.output_schema = self.output_schema;
+        agent.skills = self.skills;
         let mut builder = AgentSystemBuilder::new()
             .with_agent(agent)
             .with_tool(Arc::new(SetTitle))

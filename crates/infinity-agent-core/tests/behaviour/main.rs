@@ -16,5 +16,6 @@ mod loops;
 mod parallel_calls;
 mod plan;
 mod restart;
+mod skills;
 mod sleep;
 mod sleep_until;

@@ -10,6 +10,7 @@
 
 mod finish;
 mod plan;
+mod skills;
 
 use std::fmt;
 use std::sync::Arc;
@@ -18,6 +19,7 @@ use serde::{Deserialize, Serialize};
 
 pub use finish::{FinishStatus, ThreadOutput};
 pub use plan::{Plan, PlanStep, StepStatus};
+pub use skills::Skill;
 
 use super::Tool;
 use crate::model::ToolSpec;
@@ -231,6 +233,8 @@ flag_setters!(
 pub struct ToolSettings {
     /// `output_schema:` of the agent file: what `finish` results must match.
     pub output_schema: Option<serde_json::Value>,
+    /// `skills:` of the agent file, content loaded.
+    pub skills: Vec<Skill>,
 }
 
 /// One internal tool: its name, its category, and how to make it.
@@ -275,6 +279,11 @@ pub const TABLE: &[InternalToolDef] = &[
         name: "plan_load",
         category: Category::Plan,
         make: |_, _| Arc::new(plan::PlanLoad),
+    },
+    InternalToolDef {
+        name: "skill_get",
+        category: Category::Skills,
+        make: |_, settings| Arc::new(skills::SkillGet::new(settings)),
     },
     InternalToolDef {
         name: "finish",
