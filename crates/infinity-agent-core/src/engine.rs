@@ -43,6 +43,9 @@ pub struct SliceRequest<'a> {
     pub default_agent: Option<&'a str>,
     /// The slice's clock.
     pub now: Timestamp,
+    /// For a child thread: the conversation's notes, as the root thread holds them (the host
+    /// reads them from the root's record). Ignored for a root thread, which holds its own.
+    pub conversation_memory: Option<crate::tools::internal::Memory>,
     /// Receives output events as they happen, the model's text as it streams included
     /// (`None`: output events become `output` effects, performed after the commit).
     pub live: Option<&'a LiveOutput<'a>>,
@@ -156,6 +159,7 @@ pub async fn run_slice(request: SliceRequest<'_>) -> Result<SliceOutcome, SliceE
         agents,
         default_agent,
         now,
+        conversation_memory,
         live,
     } = request;
     let mut dropped = Vec::new();
@@ -270,6 +274,12 @@ pub async fn run_slice(request: SliceRequest<'_>) -> Result<SliceOutcome, SliceE
         created: expected_version.is_none(),
         live,
         turn_ended: false,
+        memory: Default::default(),
+    };
+    slice.memory = if slice.record.is_root() {
+        slice.record.memory.clone()
+    } else {
+        conversation_memory.unwrap_or_default()
     };
     for input in fresh {
         processed.push(input.id.clone());
@@ -292,6 +302,9 @@ pub async fn run_slice(request: SliceRequest<'_>) -> Result<SliceOutcome, SliceE
     }
     slice.current_input = None;
     let completions = slice.run_loop().await?;
+    if slice.record.is_root() {
+        slice.record.memory = std::mem::take(&mut slice.memory);
+    }
     let unchanged = slice.added.is_empty()
         && slice.effects.is_empty()
         && original.as_ref() == Some(&slice.record);
@@ -325,6 +338,8 @@ struct Slice<'a> {
     live: Option<&'a LiveOutput<'a>>,
     /// Set by a tool that ends the turn (`finish`): no further completion in this slice.
     turn_ended: bool,
+    /// The conversation's notes as this slice sees them; written back to the record by a root.
+    memory: crate::tools::internal::Memory,
 }
 
 impl Slice<'_> {
@@ -667,6 +682,12 @@ impl Slice<'_> {
                     self.append(item);
                 }
             }
+            InputBody::MemoryWrite { key, value } => {
+                if !self.record.is_root() {
+                    return Err("memory writes go to the root thread".to_owned());
+                }
+                crate::tools::internal::memory_write(&mut self.memory, &key, &value)?;
+            }
             InputBody::CloseRequest { call_id } => {
                 let cause = call_id.as_str().to_owned();
                 builtin::close_now(&mut self.record, self.now, None, &cause, &mut self.effects);
@@ -1005,6 +1026,7 @@ impl Slice<'_> {
                 record: &mut self.record,
                 view: HistoryView::new(self.base, &self.added),
                 call,
+                memory: &mut self.memory,
                 effects: &mut self.effects,
             };
             tool.call(&call.args, &mut ctx)

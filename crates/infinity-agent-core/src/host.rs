@@ -95,6 +95,19 @@ pub async fn run_committed_slice(
     };
     let ids: Vec<InputId> = inputs.iter().map(|i| i.id.clone()).collect();
     let already_processed = store.processed(thread_id, &ids).await?;
+    // A child reads the conversation's notes from its root.
+    let root = match &record {
+        Some(r) if !r.is_root() => r.stack.first().cloned(),
+        Some(_) => None,
+        None => inputs.iter().find_map(|i| match &i.body {
+            InputBody::ChildSeed { parent_stack, .. } => parent_stack.first().cloned(),
+            _ => None,
+        }),
+    };
+    let conversation_memory = match root {
+        Some(root) => store.load_record(&root).await?.map(|r| r.memory),
+        None => None,
+    };
     let span = tracing::info_span!("slice", thread = %thread_id, inputs = ?ids);
     let outcome = run_slice(SliceRequest {
         thread_id: thread_id.clone(),
@@ -105,6 +118,7 @@ pub async fn run_committed_slice(
         agents,
         default_agent,
         now,
+        conversation_memory,
         live,
     })
     .instrument(span)

@@ -110,6 +110,13 @@ pub enum InputBody {
         /// The child's first own history entries.
         seed: Vec<Item>,
     },
+    /// A child wrote a note to the conversation's memory (kept by the root thread).
+    MemoryWrite {
+        /// The key.
+        key: String,
+        /// The value.
+        value: String,
+    },
     /// The parent asks this thread to close.
     CloseRequest {
         /// The parent's `close_thread` call, answered once the thread has closed.
@@ -129,6 +136,7 @@ impl InputBody {
             InputBody::MessageFromParent { .. } => "message_from_parent",
             InputBody::ChildSeed { .. } => "child_seed",
             InputBody::CloseRequest { .. } => "close_request",
+            InputBody::MemoryWrite { .. } => "memory_write",
         }
     }
 }

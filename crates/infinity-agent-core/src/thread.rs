@@ -153,6 +153,9 @@ pub struct ThreadRecord {
     /// The thread's output (the `finish` tool).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub output: Option<crate::tools::internal::ThreadOutput>,
+    /// The conversation's notes (the `memory` tools); kept on the root thread only.
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub memory: crate::tools::internal::Memory,
     /// The thread's plan (the `plan` internal tools).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub plan: Option<crate::tools::internal::Plan>,
@@ -209,6 +212,7 @@ impl ThreadRecord {
             title: None,
             plan: None,
             output: None,
+            memory: Default::default(),
             pending_calls: Vec::new(),
             deferred: Vec::new(),
             subscriptions: Vec::new(),

@@ -90,6 +90,9 @@ pub struct ToolContext<'a> {
     pub view: HistoryView<'a>,
     /// The call being run.
     pub call: &'a ToolCall,
+    /// The conversation's notes (the `memory` tools): the root's own, or for a child the root's
+    /// as the slice began plus the child's writes.
+    pub memory: &'a mut internal::Memory,
     pub(crate) effects: &'a mut Vec<Effect>,
 }
 

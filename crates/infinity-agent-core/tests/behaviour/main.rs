@@ -13,6 +13,7 @@ mod dependencies;
 mod events;
 mod finish;
 mod loops;
+mod memory;
 mod parallel_calls;
 mod plan;
 mod restart;

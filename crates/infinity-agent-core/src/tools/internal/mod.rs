@@ -9,6 +9,7 @@
 //! `infinity tools internal` lists it.
 
 mod finish;
+mod memory;
 mod plan;
 mod skills;
 
@@ -18,6 +19,7 @@ use std::sync::Arc;
 use serde::{Deserialize, Serialize};
 
 pub use finish::{FinishStatus, ThreadOutput};
+pub use memory::{write as memory_write, Memory};
 pub use plan::{Plan, PlanStep, StepStatus};
 pub use skills::Skill;
 
@@ -279,6 +281,21 @@ pub const TABLE: &[InternalToolDef] = &[
         name: "plan_load",
         category: Category::Plan,
         make: |_, _| Arc::new(plan::PlanLoad),
+    },
+    InternalToolDef {
+        name: "memory_set",
+        category: Category::Memory,
+        make: |_, _| Arc::new(memory::MemorySet),
+    },
+    InternalToolDef {
+        name: "memory_get",
+        category: Category::Memory,
+        make: |_, _| Arc::new(memory::MemoryGet),
+    },
+    InternalToolDef {
+        name: "memory_getall",
+        category: Category::Memory,
+        make: |_, _| Arc::new(memory::MemoryGetAll),
     },
     InternalToolDef {
         name: "skill_get",
