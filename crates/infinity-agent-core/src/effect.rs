@@ -179,6 +179,11 @@ pub enum OutputKind {
         /// One line per step.
         checklist: String,
     },
+    /// A widget to show (the `widget` tool); clients render it, `infinity` as text.
+    Widget {
+        /// The UI description (see `schemas/widget.schema.json`).
+        ui: serde_json::Value,
+    },
     /// The thread called `finish`.
     Finished {
         /// How it finished.
@@ -213,6 +218,7 @@ impl OutputKind {
             OutputKind::TitleChanged { .. } => "title_changed",
             OutputKind::PlanUpdated { .. } => "plan_updated",
             OutputKind::Finished { .. } => "finished",
+            OutputKind::Widget { .. } => "widget",
             OutputKind::Error { .. } => "error",
         }
     }

@@ -682,6 +682,17 @@ impl Slice<'_> {
                     self.append(item);
                 }
             }
+            InputBody::WidgetAction { action, values } => {
+                let text = if values.is_empty() {
+                    format!("[widget] The user pressed `{action}`.")
+                } else {
+                    format!(
+                        "[widget] The user pressed `{action}` with {}.",
+                        serde_json::Value::Object(values)
+                    )
+                };
+                self.actionable(vec![Item::user(text)]);
+            }
             InputBody::MemoryWrite { key, value } => {
                 if !self.record.is_root() {
                     return Err("memory writes go to the root thread".to_owned());

@@ -110,6 +110,14 @@ pub enum InputBody {
         /// The child's first own history entries.
         seed: Vec<Item>,
     },
+    /// The user pressed a widget's button.
+    WidgetAction {
+        /// The button's `action`.
+        action: String,
+        /// The values of the widget's inputs and selects, by name.
+        #[serde(default)]
+        values: serde_json::Map<String, serde_json::Value>,
+    },
     /// A child wrote a note to the conversation's memory (kept by the root thread).
     MemoryWrite {
         /// The key.
@@ -137,6 +145,7 @@ impl InputBody {
             InputBody::ChildSeed { .. } => "child_seed",
             InputBody::CloseRequest { .. } => "close_request",
             InputBody::MemoryWrite { .. } => "memory_write",
+            InputBody::WidgetAction { .. } => "widget_action",
         }
     }
 }

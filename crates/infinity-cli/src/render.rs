@@ -134,6 +134,14 @@ impl Renderer {
                 None => "sleeping until the next input".to_owned(),
             },
             OutputKind::TitleChanged { title } => format!("title: {title}"),
+            OutputKind::Widget { ui } => {
+                let pad = " ".repeat(11 + indent.len());
+                let text = infinity_agent_core::tools::internal::render_widget(ui);
+                format!(
+                    "widget:\n{pad}{}",
+                    text.trim_end().replace('\n', &format!("\n{pad}"))
+                )
+            }
             OutputKind::Finished { status, result } => {
                 format!(
                     "finished ({}): {result}",

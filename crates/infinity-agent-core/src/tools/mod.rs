@@ -381,7 +381,7 @@ impl ToolRegistry {
             Err(CallRejection::BadArguments(format!(
                 "{}. Expected arguments matching the schema {}",
                 problems.join("; "),
-                registered.spec.input_schema
+                clip(&registered.spec.input_schema.to_string(), 1_000)
             )))
         }
     }

@@ -241,6 +241,7 @@ pub fn describe(event: &OutputEvent) -> String {
         OutputKind::Sleeping { until, .. } => format!("sleeping until {until:?}"),
         OutputKind::TitleChanged { title } => format!("title {title}"),
         OutputKind::Finished { status, result } => format!("finished {status:?} {result}"),
+        OutputKind::Widget { ui } => format!("widget {ui}"),
         OutputKind::PlanUpdated { checklist } => format!("plan {}", checklist.replace('\n', " | ")),
         OutputKind::Error { text } => format!("ERROR {text}"),
     }

@@ -20,3 +20,4 @@ mod restart;
 mod skills;
 mod sleep;
 mod sleep_until;
+mod widget;

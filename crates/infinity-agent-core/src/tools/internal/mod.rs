@@ -12,6 +12,7 @@ mod finish;
 mod memory;
 mod plan;
 mod skills;
+mod widget;
 
 use std::fmt;
 use std::sync::Arc;
@@ -22,6 +23,7 @@ pub use finish::{FinishStatus, ThreadOutput};
 pub use memory::{write as memory_write, Memory};
 pub use plan::{Plan, PlanStep, StepStatus};
 pub use skills::Skill;
+pub use widget::{render_text as render_widget, WIDGET_SCHEMA};
 
 use super::Tool;
 use crate::model::ToolSpec;
@@ -296,6 +298,11 @@ pub const TABLE: &[InternalToolDef] = &[
         name: "memory_getall",
         category: Category::Memory,
         make: |_, _| Arc::new(memory::MemoryGetAll),
+    },
+    InternalToolDef {
+        name: "widget",
+        category: Category::Widget,
+        make: |_, _| Arc::new(widget::Widget::new()),
     },
     InternalToolDef {
         name: "skill_get",
