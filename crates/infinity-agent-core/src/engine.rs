@@ -801,12 +801,9 @@ impl Slice<'_> {
 
     /// The newest summary in the view: its index and how many entries it covers.
     fn latest_summary(&self) -> Option<(usize, usize)> {
-        let view = self.view();
-        let index = view.rposition(|e| matches!(e.item, Item::Summary { .. }))?;
-        match &view.get(index)?.item {
-            Item::Summary { covers, .. } => Some((index, *covers as usize)),
-            _ => None,
-        }
+        self.record
+            .latest_summary
+            .map(|s| (s.index as usize, s.covers as usize))
     }
 
     /// What the model sees when the thread has been compacted: the newest summary, then the
@@ -889,6 +886,10 @@ impl Slice<'_> {
         usage.completions = 1;
         self.record.usage.add(&usage);
         tracing::info!(thread = %self.record.id, covers = cut, "history compacted");
+        self.record.latest_summary = Some(crate::thread::SummaryRef {
+            index: self.view().len() as u64,
+            covers: cut as u64,
+        });
         self.append(Item::Summary {
             text: summary.text.unwrap_or_default(),
             covers: cut as u64,
@@ -940,7 +941,8 @@ impl Slice<'_> {
                 self.compact().await?;
             }
             let tools = Arc::clone(&self.agent.tools);
-            let specs = tools.specs_for(&self.record).into_owned();
+            // Borrowed unless some tool is hidden from this thread.
+            let specs = tools.specs_for(&self.record);
             let system = system.get_or_insert_with(|| self.system_prompt());
             let model_view = self.model_view();
             let request = CompletionRequest {

@@ -39,8 +39,10 @@ use crate::thread::Usage;
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct ScriptFile {
-    /// The context window the script claims, in tokens (default 128,000); prompts are measured
-    /// as a quarter of their characters, so tests can reach the compaction threshold.
+    /// The context window the script claims, in tokens (default 128,000). When it is set,
+    /// whole prompts are measured (a quarter of their characters) so tests can reach the
+    /// compaction threshold; otherwise only the newest message is, which keeps a slice's cost
+    /// independent of the history's length.
     #[serde(default)]
     context_window: Option<u32>,
     rules: Vec<RuleFile>,
@@ -137,6 +139,7 @@ pub enum ScriptError {
 pub struct ScriptedModel {
     name: String,
     context_window: u32,
+    measure_prompts: bool,
     rules: Vec<Rule>,
 }
 
@@ -188,6 +191,7 @@ impl ScriptedModel {
         Ok(Self {
             name: format!("script:{}", path.display()),
             context_window: file.context_window.unwrap_or(128_000),
+            measure_prompts: file.context_window.is_some(),
             rules,
         })
     }
@@ -379,10 +383,14 @@ impl ModelProvider for ScriptedModel {
                 },
                 tool_calls,
                 usage: Usage {
-                    // A rough prompt size: a token per four characters of everything sent.
-                    input_tokens: ((request.system.len()
-                        + all.get_or_insert_with(|| all_text(request.history)).len())
-                        / 4) as u64,
+                    // A rough prompt size: a token per four characters of what is measured.
+                    input_tokens: if self.measure_prompts {
+                        ((request.system.len()
+                            + all.get_or_insert_with(|| all_text(request.history)).len())
+                            / 4) as u64
+                    } else {
+                        (newest.len() / 4) as u64
+                    },
                     ..Usage::default()
                 },
             });

@@ -35,6 +35,19 @@ pub struct ParentLink {
     /// How many entries of the parent's *view* (its inherited history plus its own) this thread
     /// inherits. The child's view is the parent's view truncated here, followed by its own entries.
     pub fork_at: u64,
+    /// The parent's newest summary within the inherited part, if any (see
+    /// [`ThreadRecord::latest_summary`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub summary: Option<SummaryRef>,
+}
+
+/// Where a thread's newest summary is in its view, and how many view entries it covers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SummaryRef {
+    /// The summary entry's index in the view.
+    pub index: u64,
+    /// How many entries (from the start of the view) it stands for.
+    pub covers: u64,
 }
 
 /// How a pending call is waited for.
@@ -177,6 +190,10 @@ pub struct ThreadRecord {
     pub usage: Usage,
     /// Number of the thread's own history entries.
     pub history_len: u64,
+    /// The newest summary in the thread's view (its own, or inherited at the fork), so the engine
+    /// finds it without scanning the history.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub latest_summary: Option<SummaryRef>,
     /// The size of the last prompt, in tokens (input + cache reads + cache writes); compaction
     /// starts when it passes the agent's share of the model's context window.
     #[serde(default)]
@@ -201,6 +218,7 @@ impl ThreadRecord {
             Some((link, parent_stack)) => (Some(link), parent_stack),
             None => (None, Vec::new()),
         };
+        let latest_summary = parent.as_ref().and_then(|p| p.summary);
         stack.push(id.clone());
         Self {
             schema: RECORD_SCHEMA,
@@ -219,6 +237,7 @@ impl ThreadRecord {
             children: Vec::new(),
             usage: Usage::default(),
             history_len: 0,
+            latest_summary,
             last_prompt_tokens: 0,
             version: 0,
             created_at: now,

@@ -116,18 +116,7 @@ fn bootstrap(prefix: &str) -> HashMap<String, String> {
         "--env-file",
         &env_path,
     ]);
-    std::fs::read_to_string(&env_file)
-        .unwrap()
-        .lines()
-        .filter_map(|l| l.trim().strip_prefix("export "))
-        .filter_map(|l| l.split_once('='))
-        .map(|(k, v)| {
-            (
-                k.to_owned(),
-                v.trim_matches(|c| c == '"' || c == '\'').to_owned(),
-            )
-        })
-        .collect()
+    infinity_aws::local::parse_env_file(&std::fs::read_to_string(&env_file).unwrap())
 }
 
 fn event(input: &Input) -> SqsEvent {

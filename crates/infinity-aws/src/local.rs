@@ -14,6 +14,20 @@ use jiff::Timestamp;
 use crate::config::{AwsConfig, Clients};
 use crate::handler::{AgentHandler, RelayHandler};
 
+/// Reads the `export NAME=value` lines of an env file written by `infra/local/bootstrap.py`.
+pub fn parse_env_file(text: &str) -> HashMap<String, String> {
+    text.lines()
+        .filter_map(|l| l.trim().strip_prefix("export "))
+        .filter_map(|l| l.split_once('='))
+        .map(|(k, v)| {
+            (
+                k.to_owned(),
+                v.trim_matches(|c| c == '"' || c == '\'').to_owned(),
+            )
+        })
+        .collect()
+}
+
 /// Runs the handlers against the queues, like Lambda's event source mappings, and fires due
 /// schedules, like EventBridge Scheduler.
 #[derive(Debug, Clone)]

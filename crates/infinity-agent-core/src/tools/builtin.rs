@@ -268,6 +268,7 @@ pub(crate) fn spawn_child(
         tool: origin.tool.to_owned(),
         args: origin.args.clone(),
         fork_at: view.len() as u64,
+        summary: record.latest_summary,
     };
     record.children.push(ChildLink {
         thread_id: child_id.clone(),

@@ -68,17 +68,7 @@ fn bootstrap(prefix: &str) -> HashMap<String, String> {
         String::from_utf8_lossy(&out.stdout),
         String::from_utf8_lossy(&out.stderr)
     );
-    let text = std::fs::read_to_string(&env_file).unwrap();
-    text.lines()
-        .filter_map(|l| l.trim().strip_prefix("export "))
-        .filter_map(|l| l.split_once('='))
-        .map(|(k, v)| {
-            (
-                k.to_owned(),
-                v.trim_matches(|c| c == '"' || c == '\'').to_owned(),
-            )
-        })
-        .collect()
+    infinity_aws::local::parse_env_file(&std::fs::read_to_string(&env_file).unwrap())
 }
 
 pub struct Stack {
