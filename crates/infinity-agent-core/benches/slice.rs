@@ -96,7 +96,7 @@ async fn one_slice(
         agents,
         default_agent: None,
         now: Timestamp::UNIX_EPOCH,
-        conversation_memory: None,
+        conversation: None,
         live: None,
     })
     .await

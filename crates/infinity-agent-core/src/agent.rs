@@ -285,30 +285,44 @@ impl AgentFile {
         })
     }
 
-    /// The skills with their content: inline, or read from their `path`. A `url` skill is an
-    /// error here (the core has no HTTP client); the error names the skill.
-    pub fn load_skills(&self) -> Result<Vec<crate::tools::internal::Skill>, AgentFileError> {
+    /// The `url`s of the skills that load from one, for the host to fetch (the core has no HTTP
+    /// client) and pass to [`AgentFile::load_skills`].
+    pub fn skill_urls(&self) -> Vec<&str> {
+        self.skills
+            .iter()
+            .filter_map(|s| s.url.as_deref())
+            .collect()
+    }
+
+    /// The skills with their content: inline, read from their `path`, or for a `url` skill the
+    /// text the host fetched (`fetched`, by url; see [`AgentFile::skill_urls`]). A url missing
+    /// from `fetched` is an error naming the skill.
+    pub fn load_skills(
+        &self,
+        fetched: &std::collections::BTreeMap<String, String>,
+    ) -> Result<Vec<crate::tools::internal::Skill>, AgentFileError> {
+        let invalid = |reason: String| AgentFileError::Invalid {
+            path: self.path.clone(),
+            key: "skills",
+            reason,
+        };
         self.skills
             .iter()
             .map(|s| {
                 let content = match (&s.content, &s.path, &s.url) {
                     (Some(content), _, _) => content.clone(),
                     (_, Some(path), _) => std::fs::read_to_string(self.resolve_path(path))
-                        .map_err(|e| AgentFileError::Invalid {
-                            path: self.path.clone(),
-                            key: "skills",
-                            reason: format!("skill `{}`: cannot read {path}: {e}", s.name),
+                        .map_err(|e| {
+                            invalid(format!("skill `{}`: cannot read {path}: {e}", s.name))
                         })?,
-                    _ => {
-                        return Err(AgentFileError::Invalid {
-                            path: self.path.clone(),
-                            key: "skills",
-                            reason: format!(
-                                "skill `{}`: loading skills from a url is not supported yet; use content or path",
-                                s.name
-                            ),
-                        })
-                    }
+                    (_, _, Some(url)) => fetched.get(url).cloned().ok_or_else(|| {
+                        invalid(format!(
+                            "skill `{}`: {url} was not fetched (this host cannot load skills from urls)",
+                            s.name
+                        ))
+                    })?,
+                    // `parse` checked that every skill has exactly one source.
+                    (None, None, None) => String::new(),
                 };
                 Ok(crate::tools::internal::Skill {
                     name: s.name.clone(),
@@ -350,7 +364,7 @@ mod tests {
             &path,
         )
         .unwrap();
-        let skills = ok.load_skills().unwrap();
+        let skills = ok.load_skills(&Default::default()).unwrap();
         assert_eq!(
             (skills[0].content.as_str(), skills[1].content.as_str()),
             ("Knead.", "Steep.")
@@ -371,12 +385,29 @@ mod tests {
             &path,
         )
         .unwrap()
-        .load_skills()
+        .load_skills(&Default::default())
         .unwrap_err()
         .to_string();
         assert!(
             missing.contains("skill `x`") && missing.contains("nope.md"),
             "{missing}"
+        );
+        // A url skill takes what the host fetched, and names the skill when it was not.
+        let remote = AgentFile::parse(
+            "name: a\nmodel: script:s\nskills: [{name: r, description: d, url: 'http://x/r.md'}]\n",
+            &path,
+        )
+        .unwrap();
+        assert_eq!(remote.skill_urls(), ["http://x/r.md"]);
+        let fetched = [("http://x/r.md".to_owned(), "Remote.".to_owned())].into();
+        assert_eq!(remote.load_skills(&fetched).unwrap()[0].content, "Remote.");
+        let err = remote
+            .load_skills(&Default::default())
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("skill `r`") && err.contains("http://x/r.md"),
+            "{err}"
         );
     }
 

@@ -20,6 +20,7 @@ use crate::ids::{CallId, EffectId, InputId, ThreadId};
 use crate::input::{Input, InputBody};
 use crate::model::{CompletionRequest, ModelError, StopReason};
 use crate::thread::{Deferred, PendingCall, PendingKind, Subscription, ThreadRecord, ThreadStatus};
+use crate::tools::internal::{delegation, Conversation};
 use crate::tools::{builtin, ToolContext, ToolOutcome};
 
 /// Everything a slice starts from.
@@ -43,9 +44,9 @@ pub struct SliceRequest<'a> {
     pub default_agent: Option<&'a str>,
     /// The slice's clock.
     pub now: Timestamp,
-    /// For a child thread: the conversation's notes, as the root thread holds them (the host
-    /// reads them from the root's record). Ignored for a root thread, which holds its own.
-    pub conversation_memory: Option<crate::tools::internal::Memory>,
+    /// For a child thread: what the conversation's threads share, as the root thread holds it
+    /// (the host reads it from the root's record). Ignored for a root thread, which holds its own.
+    pub conversation: Option<crate::tools::internal::Conversation>,
     /// Receives output events as they happen, the model's text as it streams included
     /// (`None`: output events become `output` effects, performed after the commit).
     pub live: Option<&'a LiveOutput<'a>>,
@@ -159,7 +160,7 @@ pub async fn run_slice(request: SliceRequest<'_>) -> Result<SliceOutcome, SliceE
         agents,
         default_agent,
         now,
-        conversation_memory,
+        conversation,
         live,
     } = request;
     let mut dropped = Vec::new();
@@ -205,7 +206,7 @@ pub async fn run_slice(request: SliceRequest<'_>) -> Result<SliceOutcome, SliceE
         None => {
             let creator = fresh.iter().position(|i| match &i.body {
                 InputBody::UserMessage { .. } => default_agent.is_some(),
-                InputBody::ChildSeed { .. } => true,
+                InputBody::ChildSeed { .. } | InputBody::DelegatedTask { .. } => true,
                 _ => false,
             });
             let Some(creator) = creator else {
@@ -238,13 +239,29 @@ pub async fn run_slice(request: SliceRequest<'_>) -> Result<SliceOutcome, SliceE
                     agent,
                     parent,
                     parent_stack,
+                    depth,
                     ..
-                } => ThreadRecord::new(
-                    thread_id.clone(),
-                    agent.clone(),
-                    Some((parent.clone(), parent_stack.clone())),
-                    now,
-                ),
+                } => {
+                    let mut record = ThreadRecord::new(
+                        thread_id.clone(),
+                        agent.clone(),
+                        Some((parent.clone(), parent_stack.clone())),
+                        now,
+                    );
+                    record.depth = *depth;
+                    record
+                }
+                InputBody::DelegatedTask {
+                    agent,
+                    delegated_by,
+                    depth,
+                    ..
+                } => {
+                    let mut record = ThreadRecord::new(thread_id.clone(), agent.clone(), None, now);
+                    record.depth = *depth;
+                    record.delegated_by = Some(delegated_by.clone());
+                    record
+                }
                 _ => ThreadRecord::new(
                     thread_id.clone(),
                     default_agent.unwrap_or_default(),
@@ -274,12 +291,12 @@ pub async fn run_slice(request: SliceRequest<'_>) -> Result<SliceOutcome, SliceE
         created: expected_version.is_none(),
         live,
         turn_ended: false,
-        memory: Default::default(),
+        conversation: Default::default(),
     };
-    slice.memory = if slice.record.is_root() {
-        slice.record.memory.clone()
+    slice.conversation = if slice.record.is_root() {
+        Conversation::of_root(&slice.record)
     } else {
-        conversation_memory.unwrap_or_default()
+        conversation.unwrap_or_default()
     };
     for input in fresh {
         processed.push(input.id.clone());
@@ -302,8 +319,14 @@ pub async fn run_slice(request: SliceRequest<'_>) -> Result<SliceOutcome, SliceE
     }
     slice.current_input = None;
     let completions = slice.run_loop().await?;
+    slice.return_if_delegation_done();
     if slice.record.is_root() {
-        slice.record.memory = std::mem::take(&mut slice.memory);
+        let Conversation {
+            memory,
+            delegations,
+        } = std::mem::take(&mut slice.conversation);
+        slice.record.memory = memory;
+        slice.record.delegations = delegations;
     }
     let unchanged = slice.added.is_empty()
         && slice.effects.is_empty()
@@ -338,8 +361,9 @@ struct Slice<'a> {
     live: Option<&'a LiveOutput<'a>>,
     /// Set by a tool that ends the turn (`finish`): no further completion in this slice.
     turn_ended: bool,
-    /// The conversation's notes as this slice sees them; written back to the record by a root.
-    memory: crate::tools::internal::Memory,
+    /// What the conversation's threads share, as this slice sees it; written back to the record
+    /// by a root.
+    conversation: Conversation,
 }
 
 impl Slice<'_> {
@@ -697,7 +721,22 @@ impl Slice<'_> {
                 if !self.record.is_root() {
                     return Err("memory writes go to the root thread".to_owned());
                 }
-                crate::tools::internal::memory_write(&mut self.memory, &key, &value)?;
+                crate::tools::internal::memory_write(&mut self.conversation.memory, &key, &value)?;
+            }
+            InputBody::DelegatedTask { text, .. } => {
+                if !self.created || !self.added.is_empty() {
+                    return Err("thread already exists".to_owned());
+                }
+                self.actionable(vec![Item::user(text)]);
+            }
+            InputBody::DelegationUpdate {
+                delegation,
+                running,
+            } => {
+                if !self.record.is_root() {
+                    return Err("delegation updates go to the root thread".to_owned());
+                }
+                delegation::apply_update(&mut self.conversation, delegation, running)?;
             }
             InputBody::CloseRequest { call_id } => {
                 let cause = call_id.as_str().to_owned();
@@ -771,6 +810,40 @@ impl Slice<'_> {
                 ]
             },
         );
+    }
+
+    /// For a delegated thread whose turn is over (a successful `finish`, a reply without tool
+    /// calls, or an error that stopped it, with no call pending): returns its result to the
+    /// caller and closes the thread.
+    fn return_if_delegation_done(&mut self) {
+        let Some(by) = &self.record.delegated_by else {
+            return;
+        };
+        if by.returned
+            || self.record.status == ThreadStatus::Closed
+            || !self.record.pending_calls.is_empty()
+            || self.added.is_empty()
+        {
+            return;
+        }
+        let view = self.view();
+        let (text, is_error) = match view.get(view.len().wrapping_sub(1)).map(|e| &e.item) {
+            Some(Item::Assistant {
+                text, tool_calls, ..
+            }) if tool_calls.is_empty() => delegation::result_text(&self.record, text.as_deref()),
+            Some(Item::Notice {
+                text,
+                is_error: true,
+            }) => (
+                format!("The delegated agent stopped with an error: {text}"),
+                true,
+            ),
+            _ if self.turn_ended => delegation::result_text(&self.record, None),
+            _ => return,
+        };
+        delegation::return_result(&mut self.record, text, is_error, &mut self.effects);
+        let cause = format!("{}-returned", self.record.id);
+        builtin::close_now(&mut self.record, self.now, None, &cause, &mut self.effects);
     }
 
     /// True when the newest entries call for a completion: a message or injected event since the
@@ -1039,7 +1112,7 @@ impl Slice<'_> {
                 record: &mut self.record,
                 view: HistoryView::new(self.base, &self.added),
                 call,
-                memory: &mut self.memory,
+                conversation: &mut self.conversation,
                 effects: &mut self.effects,
             };
             tool.call(&call.args, &mut ctx)

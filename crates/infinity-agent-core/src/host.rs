@@ -104,8 +104,11 @@ pub async fn run_committed_slice(
             _ => None,
         }),
     };
-    let conversation_memory = match root {
-        Some(root) => store.load_record(&root).await?.map(|r| r.memory),
+    let conversation = match root {
+        Some(root) => store
+            .load_record(&root)
+            .await?
+            .map(|r| crate::tools::internal::Conversation::of_root(&r)),
         None => None,
     };
     let span = tracing::info_span!("slice", thread = %thread_id, inputs = ?ids);
@@ -118,7 +121,7 @@ pub async fn run_committed_slice(
         agents,
         default_agent,
         now,
-        conversation_memory,
+        conversation,
         live,
     })
     .instrument(span)

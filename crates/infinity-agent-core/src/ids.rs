@@ -167,6 +167,13 @@ fn derived_string(base: &str, suffix: &str) -> String {
     s
 }
 
+impl ThreadId {
+    /// A deterministic thread id derived from another id and a suffix.
+    pub fn derived(base: &str, suffix: &str) -> Self {
+        Self(derived_string(base, suffix))
+    }
+}
+
 impl InputId {
     /// A deterministic id derived from another id and a suffix, so that a retried step produces
     /// the same id (and the receiver deduplicates it).

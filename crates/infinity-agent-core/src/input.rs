@@ -109,6 +109,28 @@ pub enum InputBody {
         parent_stack: Vec<ThreadId>,
         /// The child's first own history entries.
         seed: Vec<Item>,
+        /// The parent's delegation depth, which the child shares.
+        #[serde(default)]
+        depth: u32,
+    },
+    /// Creates a thread for an `agent` call: a copy of the calling agent on a side task, with a
+    /// fresh context. The first input of every delegated thread.
+    DelegatedTask {
+        /// The agent that runs it (the caller's).
+        agent: String,
+        /// The caller, which gets the result.
+        delegated_by: crate::thread::DelegatedBy,
+        /// Its delegation depth (the caller's plus one).
+        depth: u32,
+        /// The task and its context, as its first message.
+        text: String,
+    },
+    /// A delegation of this conversation started or ended (kept by the root thread).
+    DelegationUpdate {
+        /// The delegation.
+        delegation: crate::thread::Delegation,
+        /// True when it started, false when it ended.
+        running: bool,
     },
     /// The user pressed a widget's button.
     WidgetAction {
@@ -143,6 +165,8 @@ impl InputBody {
             InputBody::ChildReport { .. } => "child_report",
             InputBody::MessageFromParent { .. } => "message_from_parent",
             InputBody::ChildSeed { .. } => "child_seed",
+            InputBody::DelegatedTask { .. } => "delegated_task",
+            InputBody::DelegationUpdate { .. } => "delegation_update",
             InputBody::CloseRequest { .. } => "close_request",
             InputBody::MemoryWrite { .. } => "memory_write",
             InputBody::WidgetAction { .. } => "widget_action",

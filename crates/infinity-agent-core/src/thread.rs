@@ -118,6 +118,32 @@ pub struct ChildLink {
     pub closed: bool,
 }
 
+/// Where a delegated thread (the `agent` tool) came from: the calling thread and call, which get
+/// its result, and the conversation whose running delegations it counts against.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DelegatedBy {
+    /// The thread whose `agent` call started this one.
+    pub thread_id: ThreadId,
+    /// That call; this thread's result becomes its result.
+    pub call_id: CallId,
+    /// The root thread of the calling conversation, which counts its running delegations.
+    pub conversation: ThreadId,
+    /// True once the result went back to the caller.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub returned: bool,
+}
+
+/// A running delegation of a conversation, as its root thread keeps it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Delegation {
+    /// The delegated thread.
+    pub thread_id: ThreadId,
+    /// The thread that called `agent`.
+    pub caller: ThreadId,
+    /// The call.
+    pub call_id: CallId,
+}
+
 /// Token usage accumulated over a thread's completions.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Usage {
@@ -169,6 +195,16 @@ pub struct ThreadRecord {
     /// The conversation's notes (the `memory` tools); kept on the root thread only.
     #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
     pub memory: crate::tools::internal::Memory,
+    /// How many delegations (`agent` calls) lie between this thread's conversation and one a
+    /// person started (0). Children inherit it.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub depth: u32,
+    /// For a thread started by the `agent` tool: who gets its result.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub delegated_by: Option<DelegatedBy>,
+    /// The conversation's running delegations; kept on the root thread only.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub delegations: Vec<Delegation>,
     /// The thread's plan (the `plan` internal tools).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub plan: Option<crate::tools::internal::Plan>,
@@ -231,6 +267,9 @@ impl ThreadRecord {
             plan: None,
             output: None,
             memory: Default::default(),
+            depth: 0,
+            delegated_by: None,
+            delegations: Vec::new(),
             pending_calls: Vec::new(),
             deferred: Vec::new(),
             subscriptions: Vec::new(),
@@ -248,6 +287,12 @@ impl ThreadRecord {
     /// True for threads without a parent.
     pub fn is_root(&self) -> bool {
         self.parent.is_none()
+    }
+
+    /// True for the root thread of a conversation a person started: not a child, not a
+    /// delegation.
+    pub fn is_top_level(&self) -> bool {
+        self.is_root() && self.delegated_by.is_none()
     }
 
     /// The root thread of this thread's tree.
@@ -271,4 +316,8 @@ impl ThreadRecord {
     pub fn next_due(&self) -> Option<Timestamp> {
         self.pending_calls.iter().filter_map(|p| p.due).min()
     }
+}
+
+fn is_zero(n: &u32) -> bool {
+    *n == 0
 }

@@ -47,6 +47,9 @@ pub enum SetupError {
     /// An application tool could not be registered.
     #[error(transparent)]
     Tool(#[from] infinity_agent_core::tools::RegistryError),
+    /// A skill's url could not be fetched.
+    #[error("{0}")]
+    Skill(String),
 }
 
 /// Loads the deployment's agent from `INFINITY_AGENT_YAML` (content; relative paths resolve
@@ -122,7 +125,11 @@ pub async fn build_agent(file: &AgentFile) -> Result<Arc<Agent>, SetupError> {
     let set_title: Arc<dyn infinity_agent_core::tools::Tool> = Arc::new(SetTitle);
     let settings = infinity_agent_core::tools::internal::ToolSettings {
         output_schema: file.output_schema.clone(),
-        skills: file.load_skills()?,
+        skills: file.load_skills(
+            &infinity_models::fetch::fetch_skills(file)
+                .await
+                .map_err(SetupError::Skill)?,
+        )?,
     };
     let tools = ToolRegistry::for_agent(&file.internal_tools.resolve(), &settings, &[set_title])?;
     Ok(Arc::new(Agent {

@@ -189,7 +189,13 @@ async fn build_system(args: &AgentArgs) -> Result<AgentSystem> {
         }
     }
     let mut builder = AgentSystemBuilder::new()
-        .with_agent(AgentSpec::from_file(&file, model)?)
+        .with_agent(AgentSpec::from_file(
+            &file,
+            model,
+            &infinity_models::fetch::fetch_skills(&file)
+                .await
+                .map_err(anyhow::Error::msg)?,
+        )?)
         .with_tool(Arc::new(SetTitle))
         .with_tokio_sleep_tools();
     if let Some(dir) = &args.store {
@@ -359,8 +365,13 @@ async fn print_threads(store: &dyn ThreadStore) -> Result<()> {
                 None => "open".to_owned(),
             },
         };
+        let delegated = r
+            .delegated_by
+            .as_ref()
+            .map(|by| format!(" (delegated by {}, depth {})", by.thread_id, r.depth))
+            .unwrap_or_default();
         crate::out!(
-            "{indent}{id}{} [{status}] {} entries, {} completions",
+            "{indent}{id}{}{delegated} [{status}] {} entries, {} completions",
             r.title
                 .as_deref()
                 .map(|t| format!(" \"{t}\""))

@@ -6,11 +6,13 @@
 //!   llama.cpp).
 //! - [`bedrock::BedrockModel`]: Bedrock Converse, with the function's role on Lambda.
 //! - [`resolve_model`]: `PROVIDER:MODEL` to a provider, keys and base URLs from the environment.
+//! - [`fetch::fetch_skills`]: the text of skills an agent file loads from a url.
 #![warn(missing_docs)]
 
 pub mod anthropic;
 pub mod bedrock;
 pub mod catalog;
+pub mod fetch;
 pub mod openai;
 pub mod sse;
 pub mod transport;

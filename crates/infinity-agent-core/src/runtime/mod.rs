@@ -128,10 +128,12 @@ impl AgentSpec {
     }
 
     /// The agent an agent file describes, with its model already resolved. Reads the skills'
-    /// files.
+    /// files; `fetched` holds the text of skills loaded from a url (see
+    /// [`AgentFile::skill_urls`]).
     pub fn from_file(
         file: &AgentFile,
         model: Arc<dyn ModelProvider>,
+        fetched: &std::collections::BTreeMap<String, String>,
     ) -> Result<Self, crate::agent::AgentFileError> {
         Ok(Self {
             name: file.name.clone(),
@@ -140,7 +142,7 @@ impl AgentSpec {
             limits: file.limits,
             internal_tools: file.internal_tools.resolve(),
             output_schema: file.output_schema.clone(),
-            skills: file.load_skills()?,
+            skills: file.load_skills(fetched)?,
         })
     }
 }

@@ -286,6 +286,7 @@ pub(crate) fn spawn_child(
                 parent,
                 parent_stack: record.stack.clone(),
                 seed,
+                depth: record.depth,
             },
         },
     });
@@ -429,6 +430,7 @@ pub(crate) fn close_now(
         return;
     }
     record.status = ThreadStatus::Closed;
+    super::internal::delegation::on_close(record, report.as_deref(), effects);
     record.pending_calls.clear();
     record.deferred.clear();
     for child in record.children.iter_mut().filter(|c| !c.closed) {

@@ -90,9 +90,9 @@ pub struct ToolContext<'a> {
     pub view: HistoryView<'a>,
     /// The call being run.
     pub call: &'a ToolCall,
-    /// The conversation's notes (the `memory` tools): the root's own, or for a child the root's
-    /// as the slice began plus the child's writes.
-    pub memory: &'a mut internal::Memory,
+    /// What the conversation's threads share (the `memory` notes, running delegations): the
+    /// root's own, or for a child the root's as the slice began plus the child's changes.
+    pub conversation: &'a mut internal::Conversation,
     pub(crate) effects: &'a mut Vec<Effect>,
 }
 
@@ -151,6 +151,15 @@ pub trait Tool: Send + Sync + fmt::Debug {
     fn offered_to(&self, record: &ThreadRecord) -> bool {
         let _ = record;
         true
+    }
+
+    /// The error result for a call from a thread the tool is not offered to.
+    fn not_offered(&self, record: &ThreadRecord) -> String {
+        let _ = record;
+        format!(
+            "Error: the tool `{}` is not available in this thread.",
+            self.spec().name
+        )
     }
 }
 
@@ -211,6 +220,7 @@ impl fmt::Debug for ToolRegistry {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum CallRejection {
     Unknown(String),
+    NotOffered(String),
     Reserved,
     BadArguments(String),
 }
@@ -225,6 +235,7 @@ impl CallRejection {
                     names.join(", ")
                 )
             }
+            CallRejection::NotOffered(text) => text.clone(),
             CallRejection::Reserved => format!(
                 "Error: `{INJECTED_TOOL}` is reserved for events the runtime injects; it cannot be called."
             ),
@@ -357,7 +368,9 @@ impl ToolRegistry {
         };
         let registered = &self.tools[index];
         if !registered.tool.offered_to(record) {
-            return Err(CallRejection::Unknown(name.to_owned()));
+            return Err(CallRejection::NotOffered(
+                registered.tool.not_offered(record),
+            ));
         }
         let problems: Vec<String> = registered
             .validator

@@ -54,7 +54,7 @@ async fn effects_committed_but_not_performed_are_performed_on_restart() {
         agents: &agents,
         default_agent: Some("tester"),
         now: start_time(),
-        conversation_memory: None,
+        conversation: None,
         live: None,
     })
     .await

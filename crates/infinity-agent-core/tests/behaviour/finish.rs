@@ -83,7 +83,7 @@ async fn with_finish_off_only_children_are_offered_it() {
     h.say("main", "go").await;
     assert_in_order(
         &h.lines("main"),
-        &["error finish: Error: there is no tool named `finish`"],
+        &["error finish: Error: `finish` is turned off for this agent's top-level threads"],
     );
     h.say("main", "spawn").await;
     let child = h.children("main").pop().unwrap();

@@ -5,6 +5,7 @@
 
 mod harness;
 
+mod agent_tool;
 mod children;
 mod compaction;
 mod crash;

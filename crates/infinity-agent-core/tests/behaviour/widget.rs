@@ -79,6 +79,6 @@ async fn an_invalid_widget_names_the_bad_node_and_children_are_not_offered_it() 
     let child = h.children("main").pop().unwrap();
     assert_in_order(
         &h.lines(&child),
-        &["error widget: Error: there is no tool named `widget`"],
+        &["error widget: Error: `widget` shows UI to a person, so only the top-level thread"],
     );
 }

@@ -76,7 +76,7 @@ async fn a_slice_killed_after_its_commit_loses_nothing() {
         agents: &agents,
         default_agent: Some("tester"),
         now: jiff::Timestamp::now(),
-        conversation_memory: None,
+        conversation: None,
         live: None,
     })
     .await

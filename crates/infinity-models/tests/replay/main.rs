@@ -14,6 +14,7 @@ mod max_tokens;
 mod overloaded;
 mod request_body;
 mod retries;
+mod skill_urls;
 mod split_stream;
 mod streaming;
 mod text_reply;

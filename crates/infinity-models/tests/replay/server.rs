@@ -51,6 +51,16 @@ impl Reply {
         }
     }
 
+    /// A plain-text reply with this status.
+    pub fn text(status: u16, body: &str) -> Self {
+        Self {
+            status,
+            headers: vec![("content-type".into(), "text/plain".into())],
+            pieces: vec![(Duration::ZERO, body.as_bytes().to_vec())],
+            delay: Duration::ZERO,
+        }
+    }
+
     /// The same reply with one more header.
     pub fn header(mut self, name: &str, value: &str) -> Self {
         self.headers.push((name.into(), value.into()));

@@ -3,7 +3,7 @@
 //! it (a mismatch goes back to the model as an error, so it can correct itself).
 //!
 //! Top-level threads are offered `finish` when the `finish` flag is on (the default) or the agent
-//! has an `output_schema`; threads spawned as sub-agents always are.
+//! has an `output_schema`; threads spawned as sub-agents (children, delegated threads) always are.
 
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
@@ -89,7 +89,13 @@ impl Tool for Finish {
     }
 
     fn offered_to(&self, record: &ThreadRecord) -> bool {
-        !record.is_root() || self.for_root
+        !record.is_top_level() || self.for_root
+    }
+
+    fn not_offered(&self, _record: &ThreadRecord) -> String {
+        "Error: `finish` is turned off for this agent's top-level threads (`internal_tools: \
+         {finish: false}` in its agent file). Answer in text instead."
+            .to_owned()
     }
 
     fn call(&self, args: &Value, ctx: &mut ToolContext<'_>) -> ToolOutcome {

@@ -73,7 +73,7 @@ impl Tool for MemorySet {
     fn call(&self, args: &Value, ctx: &mut ToolContext<'_>) -> ToolOutcome {
         let key = args["key"].as_str().unwrap_or_default();
         let value = args["value"].as_str().unwrap_or_default();
-        if let Err(why) = write(ctx.memory, key, value) {
+        if let Err(why) = write(&mut ctx.conversation.memory, key, value) {
             return ToolOutcome::error(format!("Error: {why}."));
         }
         if !ctx.record.is_root() {
@@ -112,7 +112,7 @@ impl Tool for MemoryGet {
 
     fn call(&self, args: &Value, ctx: &mut ToolContext<'_>) -> ToolOutcome {
         let key = args["key"].as_str().unwrap_or_default();
-        match ctx.memory.get(key) {
+        match ctx.conversation.memory.get(key) {
             Some(value) => ToolOutcome::ok(value.clone()),
             None => ToolOutcome::ok(format!("There is no note under `{key}`.")),
         }
@@ -132,10 +132,10 @@ impl Tool for MemoryGetAll {
     }
 
     fn call(&self, _args: &Value, ctx: &mut ToolContext<'_>) -> ToolOutcome {
-        if ctx.memory.is_empty() {
+        if ctx.conversation.memory.is_empty() {
             return ToolOutcome::ok("There are no notes yet.");
         }
-        ToolOutcome::ok(serde_json::to_string_pretty(&*ctx.memory).unwrap_or_default())
+        ToolOutcome::ok(serde_json::to_string_pretty(&ctx.conversation.memory).unwrap_or_default())
     }
 }
 

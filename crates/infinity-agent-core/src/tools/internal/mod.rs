@@ -8,6 +8,7 @@
 //! [`TABLE`] is the one list of internal tools: the runtime builds agents' tools from it and
 //! `infinity tools internal` lists it.
 
+pub mod delegation;
 mod finish;
 mod memory;
 mod plan;
@@ -232,6 +233,27 @@ flag_setters!(
     meta => Meta, artifact => Artifact, agent => Agent, remote => Remote, knowledge => Knowledge,
 );
 
+/// What the threads of one conversation share. The root thread's record keeps it; a child's
+/// slice sees it as the root had it when the slice began, and sends its changes to the root as
+/// inputs.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Conversation {
+    /// The notes of the `memory` tools.
+    pub memory: Memory,
+    /// The delegations (`agent` calls) running.
+    pub delegations: Vec<crate::thread::Delegation>,
+}
+
+impl Conversation {
+    /// The shared part of a root thread's record.
+    pub fn of_root(record: &crate::thread::ThreadRecord) -> Self {
+        Self {
+            memory: record.memory.clone(),
+            delegations: record.delegations.clone(),
+        }
+    }
+}
+
 /// What internal tools may need from the agent's definition.
 #[derive(Debug, Clone, Default)]
 pub struct ToolSettings {
@@ -308,6 +330,11 @@ pub const TABLE: &[InternalToolDef] = &[
         name: "skill_get",
         category: Category::Skills,
         make: |_, settings| Arc::new(skills::SkillGet::new(settings)),
+    },
+    InternalToolDef {
+        name: "agent",
+        category: Category::Agent,
+        make: |_, _| Arc::new(delegation::AgentTool),
     },
     InternalToolDef {
         name: "finish",

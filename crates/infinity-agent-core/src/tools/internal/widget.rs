@@ -56,7 +56,13 @@ impl Tool for Widget {
     }
 
     fn offered_to(&self, record: &ThreadRecord) -> bool {
-        record.is_root()
+        record.is_top_level()
+    }
+
+    fn not_offered(&self, _record: &ThreadRecord) -> String {
+        "Error: `widget` shows UI to a person, so only the top-level thread of a conversation \
+         has it. Report to your parent instead."
+            .to_owned()
     }
 
     fn call(&self, args: &Value, ctx: &mut ToolContext<'_>) -> ToolOutcome {

@@ -1,0 +1,78 @@
+//! Fetching the text an agent file points to by url (skills with `url:`), with the same
+//! retries and timeouts as model requests. The core has no HTTP client, so hosts fetch here and
+//! hand the text to [`AgentFile::load_skills`].
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use infinity_agent_core::agent::AgentFile;
+
+use crate::transport::{with_retries, Attempt, RetryPolicy};
+
+/// The largest document fetched, in bytes.
+pub const MAX_FETCH_BYTES: usize = 1024 * 1024;
+
+/// Fetches `url` as text (GET). Errors name the url: a 4xx at once, 5xx and connection errors
+/// after retries, a body over [`MAX_FETCH_BYTES`].
+pub async fn fetch_text(client: &reqwest::Client, url: &str) -> Result<String, String> {
+    let policy = RetryPolicy {
+        max_retries: 3,
+        timeout: Duration::from_secs(30),
+        ..RetryPolicy::default()
+    };
+    let label = format!("GET {url}");
+    with_retries(
+        &label,
+        &policy,
+        || client.get(url),
+        |response| async move {
+            if response
+                .content_length()
+                .is_some_and(|n| n > MAX_FETCH_BYTES as u64)
+            {
+                return Err(Attempt::Fail(too_large(url)));
+            }
+            let bytes = response
+                .bytes()
+                .await
+                .map_err(|e| Attempt::Retry(format!("GET {url}: reading the body: {e}"), None))?;
+            if bytes.len() > MAX_FETCH_BYTES {
+                return Err(Attempt::Fail(too_large(url)));
+            }
+            String::from_utf8(bytes.to_vec()).map_err(|_| {
+                Attempt::Fail(infinity_agent_core::model::ModelError::Terminal(format!(
+                    "GET {url}: the body is not UTF-8 text"
+                )))
+            })
+        },
+    )
+    .await
+    .map_err(|e| match e {
+        infinity_agent_core::model::ModelError::Retryable(why)
+        | infinity_agent_core::model::ModelError::Terminal(why) => why,
+    })
+}
+
+fn too_large(url: &str) -> infinity_agent_core::model::ModelError {
+    infinity_agent_core::model::ModelError::Terminal(format!(
+        "GET {url}: the document is larger than {MAX_FETCH_BYTES} bytes"
+    ))
+}
+
+/// Fetches every skill `url` of an agent file, by url, for [`AgentFile::load_skills`]. The
+/// error names the skill's file and url.
+pub async fn fetch_skills(file: &AgentFile) -> Result<BTreeMap<String, String>, String> {
+    let urls = file.skill_urls();
+    let mut fetched = BTreeMap::new();
+    if urls.is_empty() {
+        return Ok(fetched);
+    }
+    let client = reqwest::Client::new();
+    for url in urls {
+        let text = fetch_text(&client, url)
+            .await
+            .map_err(|why| format!("{}: cannot load a skill: {why}", file.path.display()))?;
+        fetched.insert(url.to_owned(), text);
+    }
+    Ok(fetched)
+}
