@@ -47,6 +47,7 @@ fn agents() -> HashMap<String, Arc<Agent>> {
         model: model(),
         tools: Arc::new(ToolRegistry::with_builtins()),
         limits: Limits::default(),
+        tool_servers: Vec::new(),
     };
     [("bench".to_owned(), Arc::new(agent))].into()
 }
@@ -97,6 +98,7 @@ async fn one_slice(
         default_agent: None,
         now: Timestamp::UNIX_EPOCH,
         conversation: None,
+        session_toolset: None,
         live: None,
     })
     .await

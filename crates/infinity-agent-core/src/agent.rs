@@ -42,6 +42,8 @@ pub struct Agent {
     pub tools: Arc<ToolRegistry>,
     /// Its limits.
     pub limits: Limits,
+    /// Tool servers whose tools each new session discovers.
+    pub tool_servers: Vec<crate::tools::remote::ToolServerConfig>,
 }
 
 impl fmt::Debug for Agent {
@@ -102,6 +104,10 @@ pub struct AgentFile {
     /// Skills the model can load with `skill_get`.
     #[serde(default)]
     pub skills: Vec<SkillFile>,
+    /// Tool servers (RAP): base URLs, or `{url, auth}`. Their tools are discovered when a
+    /// session starts.
+    #[serde(default)]
+    pub tool_servers: Vec<crate::tools::remote::ToolServerConfig>,
     /// The file this was read from (set by [`AgentFile::load`]).
     #[serde(skip)]
     pub path: PathBuf,

@@ -63,6 +63,18 @@ pub struct ToolInvocation {
     pub tool: String,
     /// Validated arguments.
     pub args: serde_json::Value,
+    /// For a tool server's tool: the server's base URL and its invocation endpoint.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub server: Option<RemoteTarget>,
+}
+
+/// Where a tool server's tool is invoked.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RemoteTarget {
+    /// The server's base URL, as configured (its auth settings are looked up by it).
+    pub base_url: String,
+    /// The manifest's `endpoint`, where invocations are POSTed.
+    pub endpoint: String,
 }
 
 impl ToolInvocation {

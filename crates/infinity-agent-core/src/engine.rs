@@ -47,6 +47,9 @@ pub struct SliceRequest<'a> {
     /// For a child thread: what the conversation's threads share, as the root thread holds it
     /// (the host reads it from the root's record). Ignored for a root thread, which holds its own.
     pub conversation: Option<crate::tools::internal::Conversation>,
+    /// For a slice that starts a session (creates a root thread): the tools its agent's tool
+    /// servers offer, discovered by the host. Ignored otherwise.
+    pub session_toolset: Option<crate::tools::remote::Toolset>,
     /// Receives output events as they happen, the model's text as it streams included
     /// (`None`: output events become `output` effects, performed after the commit).
     pub live: Option<&'a LiveOutput<'a>>,
@@ -161,6 +164,7 @@ pub async fn run_slice(request: SliceRequest<'_>) -> Result<SliceOutcome, SliceE
         default_agent,
         now,
         conversation,
+        session_toolset,
         live,
     } = request;
     let mut dropped = Vec::new();
@@ -294,10 +298,20 @@ pub async fn run_slice(request: SliceRequest<'_>) -> Result<SliceOutcome, SliceE
         conversation: Default::default(),
     };
     slice.conversation = if slice.record.is_root() {
-        Conversation::of_root(&slice.record)
+        Conversation::take_from(&mut slice.record)
     } else {
         conversation.unwrap_or_default()
     };
+    if slice.created && slice.record.is_root() {
+        if let Some(toolset) = session_toolset {
+            for problem in &toolset.problems {
+                slice.output(OutputKind::Error {
+                    text: problem.clone(),
+                });
+            }
+            slice.conversation.toolset = Some(toolset);
+        }
+    }
     for input in fresh {
         processed.push(input.id.clone());
         if slice.record.status == ThreadStatus::Closed {
@@ -321,12 +335,7 @@ pub async fn run_slice(request: SliceRequest<'_>) -> Result<SliceOutcome, SliceE
     let completions = slice.run_loop().await?;
     slice.return_if_delegation_done();
     if slice.record.is_root() {
-        let Conversation {
-            memory,
-            delegations,
-        } = std::mem::take(&mut slice.conversation);
-        slice.record.memory = memory;
-        slice.record.delegations = delegations;
+        std::mem::take(&mut slice.conversation).put_back(&mut slice.record);
     }
     let unchanged = slice.added.is_empty()
         && slice.effects.is_empty()
@@ -1014,8 +1023,9 @@ impl Slice<'_> {
                 self.compact().await?;
             }
             let tools = Arc::clone(&self.agent.tools);
-            // Borrowed unless some tool is hidden from this thread.
-            let specs = tools.specs_for(&self.record);
+            // Borrowed unless some tool is hidden from this thread or the session has tools
+            // from tool servers.
+            let specs = self.offered_specs(&tools);
             let system = system.get_or_insert_with(|| self.system_prompt());
             let model_view = self.model_view();
             let request = CompletionRequest {
@@ -1091,11 +1101,77 @@ impl Slice<'_> {
         Ok(completions)
     }
 
+    /// The tools this thread is offered: the agent's, then the session's from tool servers.
+    fn offered_specs<'t>(
+        &self,
+        tools: &'t crate::tools::ToolRegistry,
+    ) -> std::borrow::Cow<'t, [crate::model::ToolSpec]> {
+        let own = tools.specs_for(&self.record);
+        match &self.conversation.toolset {
+            Some(toolset) if !toolset.tools.is_empty() => {
+                let mut all = own.into_owned();
+                all.extend(toolset.tools.iter().map(|t| t.spec.clone()));
+                std::borrow::Cow::Owned(all)
+            }
+            _ => own,
+        }
+    }
+
+    /// Runs a call of a tool server's tool: checks the arguments against its `inputSchema` and
+    /// dispatches it. `None` when the session has no tool of that name.
+    fn run_remote_tool(&mut self, call: &ToolCall) -> Option<()> {
+        let remote = self.conversation.toolset.as_ref()?.get(&call.name)?;
+        // The schema compiled when the session's toolset was assembled.
+        let problems = match jsonschema::validator_for(&remote.spec.input_schema) {
+            Ok(validator) => {
+                crate::tools::argument_problems(&validator, &call.args, &remote.spec.input_schema)
+            }
+            Err(e) => Some(format!("the tool's inputSchema is invalid: {e}")),
+        };
+        if let Some(why) = problems {
+            self.append(Item::ToolResult {
+                call_id: call.id.clone(),
+                name: call.name.clone(),
+                text: format!("Error: invalid arguments for `{}`: {why}", call.name),
+                is_error: true,
+                images: Vec::new(),
+            });
+            return Some(());
+        }
+        let invocation = crate::effect::ToolInvocation {
+            thread_id: self.record.id.clone(),
+            stack: self.record.stack.clone(),
+            call_id: call.id.clone(),
+            tool: call.name.clone(),
+            args: call.args.clone(),
+            server: Some(crate::effect::RemoteTarget {
+                base_url: remote.server.clone(),
+                endpoint: remote.endpoint.clone(),
+            }),
+        };
+        self.effects.push(Effect::Dispatch { invocation });
+        self.record.pending_calls.push(PendingCall {
+            call_id: call.id.clone(),
+            tool: call.name.clone(),
+            args: call.args.clone(),
+            kind: PendingKind::Dispatched,
+            issued_at: self.now,
+            moved_on: false,
+            due: None,
+        });
+        Some(())
+    }
+
     fn run_tool(&mut self, call: &ToolCall, tools: &crate::tools::ToolRegistry) {
         let tool = match tools.check(&call.name, &call.args, &self.record) {
             Ok(tool) => Arc::clone(tool),
+            Err(crate::tools::CallRejection::Unknown(_))
+                if self.run_remote_tool(call).is_some() =>
+            {
+                return;
+            }
             Err(rejection) => {
-                let text = rejection.message(&call.name, &tools.specs_for(&self.record));
+                let text = rejection.message(&call.name, &self.offered_specs(tools));
                 self.append(Item::ToolResult {
                     call_id: call.id.clone(),
                     name: call.name.clone(),

@@ -12,6 +12,7 @@ use crate::engine::{run_slice, SliceError, SliceOutcome, SliceRequest};
 use crate::ids::{InputId, ThreadId};
 use crate::input::{Input, InputBody};
 use crate::store::{load_view, load_view_prefix, StoreError, ThreadStore};
+use crate::tools::remote::{assemble, Discovered, ToolDiscovery};
 
 /// Why an input could not be handed to the queue or the timers.
 #[derive(Debug, Clone, thiserror::Error)]
@@ -66,20 +67,54 @@ impl SliceFailure {
     }
 }
 
+/// The agent of the session these inputs start, if they create a root thread (a first user
+/// message, or a delegated task).
+fn starts_session<'a>(inputs: &'a [Input], default_agent: Option<&'a str>) -> Option<&'a str> {
+    inputs.iter().find_map(|i| match &i.body {
+        InputBody::UserMessage { .. } => default_agent.map(Some),
+        InputBody::DelegatedTask { agent, .. } => Some(Some(agent.as_str())),
+        InputBody::ChildSeed { .. } => Some(None),
+        _ => None,
+    })?
+}
+
 /// What every host does for one batch of a thread's inputs: load the thread (its record, its
 /// history view, or for a new child its parent's history up to the fork), look up which inputs
-/// were already processed, run the engine, and commit. The caller performs the committed
-/// effects (`outcome.commit.effects`) and marks them done.
+/// were already processed, discover the tool servers' tools when the batch starts a session,
+/// run the engine, and commit. The caller performs the committed effects
+/// (`outcome.commit.effects`) and marks them done.
+#[allow(clippy::too_many_arguments)] // the host's whole context, passed through once
 pub async fn run_committed_slice(
     store: &dyn ThreadStore,
     agents: &dyn AgentLookup,
     default_agent: Option<&str>,
+    discovery: Option<&dyn ToolDiscovery>,
     thread_id: &ThreadId,
     inputs: Vec<Input>,
     now: Timestamp,
     live: Option<&crate::effect::LiveOutput<'_>>,
 ) -> Result<SliceOutcome, SliceFailure> {
     let record = store.load_record(thread_id).await?;
+    let session_toolset = match (&record, starts_session(&inputs, default_agent)) {
+        (None, Some(name)) => match agents.agent(name) {
+            Some(agent) if !agent.tool_servers.is_empty() => {
+                let discovered = match discovery {
+                    Some(d) => d.discover(&agent.tool_servers).await,
+                    None => agent
+                        .tool_servers
+                        .iter()
+                        .map(|s| Discovered {
+                            server: s.url.clone(),
+                            result: Err("this host has no tool server client".to_owned()),
+                        })
+                        .collect(),
+                };
+                Some(assemble(&agent.tools, discovered))
+            }
+            _ => None,
+        },
+        _ => None,
+    };
     let view = match &record {
         Some(record) => load_view(store, record).await?,
         None => {
@@ -122,6 +157,7 @@ pub async fn run_committed_slice(
         default_agent,
         now,
         conversation,
+        session_toolset,
         live,
     })
     .instrument(span)

@@ -205,6 +205,10 @@ pub struct ThreadRecord {
     /// The conversation's running delegations; kept on the root thread only.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub delegations: Vec<Delegation>,
+    /// The session's tools from tool servers, discovered when it started; kept on the root
+    /// thread only.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub toolset: Option<crate::tools::remote::Toolset>,
     /// The thread's plan (the `plan` internal tools).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub plan: Option<crate::tools::internal::Plan>,
@@ -270,6 +274,7 @@ impl ThreadRecord {
             depth: 0,
             delegated_by: None,
             delegations: Vec::new(),
+            toolset: None,
             pending_calls: Vec::new(),
             deferred: Vec::new(),
             subscriptions: Vec::new(),

@@ -138,6 +138,7 @@ pub async fn build_agent(file: &AgentFile) -> Result<Arc<Agent>, SetupError> {
         model,
         tools: Arc::new(tools),
         limits: file.limits,
+        tool_servers: file.tool_servers.clone(),
     }))
 }
 
@@ -278,6 +279,7 @@ impl AgentHandler {
             &self.store,
             &self.agents,
             Some(&self.default_agent),
+            None,
             thread_id,
             inputs,
             Timestamp::now(),

@@ -68,6 +68,7 @@ use crate::model::ModelProvider;
 use crate::store::{load_view, MemoryStore, StoreError, ThreadStore};
 use crate::thread::ThreadRecord;
 use crate::tools::internal::{InternalTools, ToolSettings};
+use crate::tools::remote::ToolDiscovery;
 use crate::tools::{RegistryError, Tool, ToolRegistry};
 
 /// Runs tool calls that leave the process (tool servers) and delivers notifications to them.
@@ -98,6 +99,8 @@ pub struct AgentSpec {
     pub output_schema: Option<serde_json::Value>,
     /// Skills for `skill_get`.
     pub skills: Vec<crate::tools::internal::Skill>,
+    /// Tool servers whose tools each new session discovers.
+    pub tool_servers: Vec<crate::tools::remote::ToolServerConfig>,
 }
 
 impl fmt::Debug for AgentSpec {
@@ -124,6 +127,7 @@ impl AgentSpec {
             internal_tools: InternalTools::default(),
             output_schema: None,
             skills: Vec::new(),
+            tool_servers: Vec::new(),
         }
     }
 
@@ -143,6 +147,7 @@ impl AgentSpec {
             internal_tools: file.internal_tools.resolve(),
             output_schema: file.output_schema.clone(),
             skills: file.load_skills(fetched)?,
+            tool_servers: file.tool_servers.clone(),
         })
     }
 }
@@ -181,6 +186,7 @@ pub struct AgentSystemBuilder {
     timers: Option<Arc<dyn Timers>>,
     clock_start: Option<Timestamp>,
     dispatcher: Option<Arc<dyn ToolDispatcher>>,
+    discovery: Option<Arc<dyn ToolDiscovery>>,
 }
 
 impl fmt::Debug for AgentSystemBuilder {
@@ -242,7 +248,14 @@ impl AgentSystemBuilder {
         self
     }
 
-    /// Runs dispatched external tool calls (tool servers) through `dispatcher`.
+    /// Discovers the tools of the agents' tool servers when a session starts.
+    pub fn with_discovery(mut self, discovery: Arc<dyn ToolDiscovery>) -> Self {
+        self.discovery = Some(discovery);
+        self
+    }
+
+    /// Sets what runs calls of tools that leave the process (tool servers) and delivers
+    /// notifications to them.
     pub fn with_dispatcher(mut self, dispatcher: Arc<dyn ToolDispatcher>) -> Self {
         self.dispatcher = Some(dispatcher);
         self
@@ -266,6 +279,7 @@ impl AgentSystemBuilder {
                 model: spec.model,
                 tools: Arc::new(registry),
                 limits: spec.limits,
+                tool_servers: spec.tool_servers,
             };
             if agents.insert(spec.name.clone(), Arc::new(agent)).is_some() {
                 return Err(BuildError::DuplicateAgent(spec.name));
@@ -297,6 +311,7 @@ impl AgentSystemBuilder {
             timers,
             tokio_timers,
             dispatcher: self.dispatcher,
+            discovery: self.discovery,
             clock,
             workers: Mutex::new(HashMap::new()),
             acks: Mutex::new(HashMap::new()),
@@ -452,6 +467,7 @@ struct Inner {
     timers: Arc<dyn Timers>,
     tokio_timers: Option<Arc<TokioTimers>>,
     dispatcher: Option<Arc<dyn ToolDispatcher>>,
+    discovery: Option<Arc<dyn ToolDiscovery>>,
     clock: Clock,
     /// The queue of each thread that has a worker.
     workers: Mutex<HashMap<ThreadId, mpsc::UnboundedSender<Input>>>,
@@ -576,6 +592,7 @@ impl Inner {
             self.store.as_ref(),
             &self.agents,
             Some(&self.default_agent),
+            self.discovery.as_deref(),
             thread_id,
             inputs,
             self.clock.now(),

@@ -10,6 +10,7 @@
 
 pub(crate) mod builtin;
 pub mod internal;
+pub mod remote;
 mod set_title;
 
 use std::collections::HashMap;
@@ -216,6 +217,37 @@ impl fmt::Debug for ToolRegistry {
     }
 }
 
+/// What is wrong with `args` by `validator` (compiled from `schema`), or `None` when they are
+/// valid. The text quotes at most five problems, each clipped, then the schema (clipped), so a
+/// large bad argument does not flood the conversation.
+pub(crate) fn argument_problems(
+    validator: &jsonschema::Validator,
+    args: &serde_json::Value,
+    schema: &serde_json::Value,
+) -> Option<String> {
+    let problems: Vec<String> = validator
+        .iter_errors(args)
+        .take(5)
+        .map(|e| {
+            let message = clip(&e.to_string(), 200);
+            let path = e.instance_path().to_string();
+            if path.is_empty() {
+                message
+            } else {
+                format!("at `{path}`: {message}")
+            }
+        })
+        .collect();
+    if problems.is_empty() {
+        return None;
+    }
+    Some(format!(
+        "{}. Expected arguments matching the schema {}",
+        problems.join("; "),
+        clip(&schema.to_string(), 1_000)
+    ))
+}
+
 /// Why a call was refused before it ran.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum CallRejection {
@@ -372,30 +404,9 @@ impl ToolRegistry {
                 registered.tool.not_offered(record),
             ));
         }
-        let problems: Vec<String> = registered
-            .validator
-            .iter_errors(args)
-            .take(5)
-            .map(|e| {
-                // The message quotes the offending value; keep it short so a large bad argument
-                // does not flood the conversation.
-                let message = clip(&e.to_string(), 200);
-                let path = e.instance_path().to_string();
-                if path.is_empty() {
-                    message
-                } else {
-                    format!("at `{path}`: {message}")
-                }
-            })
-            .collect();
-        if problems.is_empty() {
-            Ok(&registered.tool)
-        } else {
-            Err(CallRejection::BadArguments(format!(
-                "{}. Expected arguments matching the schema {}",
-                problems.join("; "),
-                clip(&registered.spec.input_schema.to_string(), 1_000)
-            )))
+        match argument_problems(&registered.validator, args, &registered.spec.input_schema) {
+            None => Ok(&registered.tool),
+            Some(why) => Err(CallRejection::BadArguments(why)),
         }
     }
 }

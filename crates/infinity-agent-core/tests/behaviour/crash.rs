@@ -42,6 +42,7 @@ async fn effects_committed_but_not_performed_are_performed_on_restart() {
         model: Arc::new(model),
         tools: Arc::new(ToolRegistry::with_builtins()),
         limits: Limits::default(),
+        tool_servers: Vec::new(),
     };
     let agents: HashMap<String, Arc<Agent>> = [("tester".to_owned(), Arc::new(agent))].into();
     let input = Input::user_message(tid("main"), "spawn");
@@ -55,6 +56,7 @@ async fn effects_committed_but_not_performed_are_performed_on_restart() {
         default_agent: Some("tester"),
         now: start_time(),
         conversation: None,
+        session_toolset: None,
         live: None,
     })
     .await

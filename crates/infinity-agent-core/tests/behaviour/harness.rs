@@ -79,6 +79,7 @@ impl Tool for ExternalTool {
             call_id: ctx.call.id.clone(),
             tool: self.0.to_owned(),
             args: args.clone(),
+            server: None,
         };
         ctx.emit(Effect::Dispatch { invocation });
         ToolOutcome::Dispatched
@@ -93,6 +94,8 @@ pub struct Setup {
     pub store: Option<Arc<dyn ThreadStore>>,
     pub limits: Limits,
     pub clock_start: Timestamp,
+    pub tool_servers: Vec<infinity_agent_core::tools::remote::ToolServerConfig>,
+    pub discovery: Option<Arc<dyn infinity_agent_core::tools::remote::ToolDiscovery>>,
 }
 
 impl Setup {
@@ -105,6 +108,8 @@ impl Setup {
             store: None,
             limits: Limits::default(),
             clock_start: start_time(),
+            tool_servers: Vec::new(),
+            discovery: None,
         }
     }
 
@@ -116,6 +121,7 @@ impl Setup {
         agent.internal_tools = self.internal_tools;
         agent.output_schema = self.output_schema;
         agent.skills = self.skills;
+        agent.tool_servers = self.tool_servers;
         let mut builder = AgentSystemBuilder::new()
             .with_agent(agent)
             .with_tool(Arc::new(SetTitle))
@@ -127,6 +133,9 @@ impl Setup {
             .with_dispatcher(dispatcher.clone());
         if let Some(store) = self.store {
             builder = builder.with_store(store);
+        }
+        if let Some(discovery) = self.discovery {
+            builder = builder.with_discovery(discovery);
         }
         let system = builder.build().await.unwrap();
         let events = system.subscribe();

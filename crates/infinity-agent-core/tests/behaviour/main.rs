@@ -21,4 +21,5 @@ mod restart;
 mod skills;
 mod sleep;
 mod sleep_until;
+mod tool_servers;
 mod widget;

@@ -77,6 +77,7 @@ async fn a_slice_killed_after_its_commit_loses_nothing() {
         default_agent: Some("tester"),
         now: jiff::Timestamp::now(),
         conversation: None,
+        session_toolset: None,
         live: None,
     })
     .await

@@ -242,15 +242,35 @@ pub struct Conversation {
     pub memory: Memory,
     /// The delegations (`agent` calls) running.
     pub delegations: Vec<crate::thread::Delegation>,
+    /// The session's tools from tool servers, if it has any configured.
+    pub toolset: Option<crate::tools::remote::Toolset>,
 }
 
 impl Conversation {
-    /// The shared part of a root thread's record.
+    /// The shared part of a root thread's record, copied (for a child's slice).
     pub fn of_root(record: &crate::thread::ThreadRecord) -> Self {
         Self {
             memory: record.memory.clone(),
             delegations: record.delegations.clone(),
+            toolset: record.toolset.clone(),
         }
+    }
+
+    /// The shared part of a root thread's record, moved out for the root's own slice; see
+    /// [`Conversation::put_back`].
+    pub(crate) fn take_from(record: &mut crate::thread::ThreadRecord) -> Self {
+        Self {
+            memory: std::mem::take(&mut record.memory),
+            delegations: std::mem::take(&mut record.delegations),
+            toolset: record.toolset.take(),
+        }
+    }
+
+    /// Returns what [`Conversation::take_from`] moved out, with the slice's changes.
+    pub(crate) fn put_back(self, record: &mut crate::thread::ThreadRecord) {
+        record.memory = self.memory;
+        record.delegations = self.delegations;
+        record.toolset = self.toolset;
     }
 }
 

@@ -1,0 +1,308 @@
+//! Tools from tool servers (the Reactive Agent Protocol): how an agent file names its servers,
+//! the toolset of a session, and the seam through which a host discovers it.
+//!
+//! A *session* is a conversation a person (or a delegation) started: its root thread. When a
+//! session starts, the host asks its [`ToolDiscovery`] for every configured server's tools;
+//! [`assemble`] applies the loading rules and the result is kept on the root thread's record,
+//! so every slice of the session (children included) sees the same tools, and a new session
+//! fetches them afresh. Calls of these tools are validated against their `inputSchema` and
+//! dispatched (an [`Effect::Dispatch`](crate::effect::Effect::Dispatch) performed after the
+//! commit, naming the server); results come back as `tool_result` inputs.
+
+use std::collections::BTreeMap;
+
+use async_trait::async_trait;
+use serde::{Deserialize, Serialize};
+
+use super::{ToolRegistry, BUILTIN_TOOL_NAMES};
+use crate::history::INJECTED_TOOL;
+use crate::model::ToolSpec;
+
+/// How requests to a tool server are authenticated.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ToolServerAuth {
+    /// The environment variable holding a bearer token.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bearer_env: Option<String>,
+    /// The SSM parameter (SecureString) holding a bearer token.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bearer_ssm: Option<String>,
+    /// Sign requests with AWS SigV4 (a Lambda Function URL with IAM auth).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub sigv4: bool,
+}
+
+/// One entry of `tool_servers:` in an agent file: a base URL, or `{url, auth}`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ToolServerConfig {
+    /// The server's base URL (its manifest is at `{url}/.well-known/rap-toolset`).
+    pub url: String,
+    /// How to authenticate to it.
+    #[serde(default, skip_serializing_if = "is_default")]
+    pub auth: ToolServerAuth,
+}
+
+fn is_default(auth: &ToolServerAuth) -> bool {
+    auth == &ToolServerAuth::default()
+}
+
+impl<'de> Deserialize<'de> for ToolServerConfig {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        #[derive(Deserialize)]
+        #[serde(deny_unknown_fields)]
+        struct Full {
+            url: String,
+            #[serde(default)]
+            auth: ToolServerAuth,
+        }
+        #[derive(Deserialize)]
+        #[serde(untagged)]
+        enum Either {
+            Url(String),
+            Full(Full),
+        }
+        let (url, auth) = match Either::deserialize(deserializer).map_err(|_| {
+            serde::de::Error::custom(
+                "a tool server is a base URL, or {url, auth: {bearer_env | bearer_ssm | sigv4}}",
+            )
+        })? {
+            Either::Url(url) => (url, ToolServerAuth::default()),
+            Either::Full(Full { url, auth }) => (url, auth),
+        };
+        let url = url.trim_end_matches('/').to_owned();
+        if !(url.starts_with("http://") || url.starts_with("https://")) || url.len() < 10 {
+            return Err(serde::de::Error::custom(format!(
+                "tool server `{url}` is not an http(s) URL"
+            )));
+        }
+        if [
+            auth.bearer_env.is_some(),
+            auth.bearer_ssm.is_some(),
+            auth.sigv4,
+        ]
+        .iter()
+        .filter(|on| **on)
+        .count()
+            > 1
+        {
+            return Err(serde::de::Error::custom(format!(
+                "tool server `{url}`: choose one of bearer_env, bearer_ssm and sigv4"
+            )));
+        }
+        Ok(Self { url, auth })
+    }
+}
+
+/// A tool a session got from a tool server.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RemoteTool {
+    /// The server's base URL, as configured.
+    pub server: String,
+    /// Where its invocations go (the manifest's `endpoint`).
+    pub endpoint: String,
+    /// The tool as the model sees it.
+    #[serde(flatten)]
+    pub spec: ToolSpec,
+}
+
+/// The tools of one session, kept on its root thread's record.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Toolset {
+    /// The tools loaded.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tools: Vec<RemoteTool>,
+    /// What was not loaded, and why (shown to the user when the session starts).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub problems: Vec<String>,
+}
+
+impl Toolset {
+    /// The tool with this name.
+    pub fn get(&self, name: &str) -> Option<&RemoteTool> {
+        self.tools.iter().find(|t| t.spec.name == name)
+    }
+}
+
+/// One server's answer to discovery: its manifest's `endpoint` and tools, already validated
+/// whole, or why it contributes none.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Discovered {
+    /// The server's base URL.
+    pub server: String,
+    /// Its endpoint and tools, or the reason it has none.
+    pub result: Result<(String, Vec<ToolSpec>), String>,
+}
+
+/// Fetches tool servers' manifests. `infinity-rap` implements it over HTTP.
+#[async_trait]
+pub trait ToolDiscovery: Send + Sync + std::fmt::Debug {
+    /// One entry per server, in order. Never fails as a whole: a server that cannot be reached
+    /// or whose manifest is invalid contributes no tool and says why.
+    async fn discover(&self, servers: &[ToolServerConfig]) -> Vec<Discovered>;
+}
+
+/// The toolset of a new session from what discovery found, by the loading rules: a server that
+/// failed contributes nothing; a name offered by two servers loads from neither; a name the
+/// agent already has (built-in, an internal tool it has on, its own tool) or the reserved
+/// injection name is refused, naming both; a schema that does not compile is refused. Every
+/// refusal is logged as a warning and kept in [`Toolset::problems`].
+pub fn assemble(agent_tools: &ToolRegistry, discovered: Vec<Discovered>) -> Toolset {
+    let mut problems = Vec::new();
+    let mut offered: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    for d in &discovered {
+        if let Ok((_, tools)) = &d.result {
+            for t in tools {
+                offered
+                    .entry(t.name.clone())
+                    .or_default()
+                    .push(d.server.clone());
+            }
+        }
+    }
+    let mut tools = Vec::new();
+    for d in discovered {
+        let (endpoint, specs) = match d.result {
+            Ok(found) => found,
+            Err(why) => {
+                problems.push(format!("tool server {}: no tools loaded: {why}", d.server));
+                continue;
+            }
+        };
+        for spec in specs {
+            let servers = offered.get(&spec.name).map(Vec::as_slice).unwrap_or(&[]);
+            let refusal = if servers.len() > 1 {
+                Some(format!(
+                    "tool `{}` is offered by {}; tool names must be unique, so neither is loaded",
+                    spec.name,
+                    servers.join(" and ")
+                ))
+            } else if spec.name == INJECTED_TOOL {
+                Some(format!(
+                    "tool `{}` of {}: the name is reserved for events the runtime injects",
+                    spec.name, d.server
+                ))
+            } else if agent_tools.get(&spec.name).is_some() {
+                let theirs = if BUILTIN_TOOL_NAMES.contains(&spec.name.as_str()) {
+                    "the built-in tool"
+                } else if super::internal::TABLE.iter().any(|t| t.name == spec.name) {
+                    "the internal tool"
+                } else {
+                    "the agent's own tool"
+                };
+                Some(format!(
+                    "tool `{}` of {} has the name of {theirs} `{}`; it is left out (rename it on \
+                     the server, or turn off the internal tool's category)",
+                    spec.name, d.server, spec.name
+                ))
+            } else if let Err(e) = jsonschema::validator_for(&spec.input_schema) {
+                Some(format!(
+                    "tool `{}` of {} has an invalid inputSchema: {e}",
+                    spec.name, d.server
+                ))
+            } else {
+                None
+            };
+            match refusal {
+                Some(why) => {
+                    tracing::warn!(server = %d.server, tool = %spec.name, %why, "tool server tool refused");
+                    if !problems.contains(&why) {
+                        problems.push(why);
+                    }
+                }
+                None => tools.push(RemoteTool {
+                    server: d.server.clone(),
+                    endpoint: endpoint.clone(),
+                    spec,
+                }),
+            }
+        }
+    }
+    Toolset { tools, problems }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn spec(name: &str) -> ToolSpec {
+        ToolSpec {
+            name: name.to_owned(),
+            description: "d".to_owned(),
+            input_schema: json!({"type": "object"}),
+        }
+    }
+
+    fn server(url: &str, names: &[&str]) -> Discovered {
+        Discovered {
+            server: url.to_owned(),
+            result: Ok((
+                format!("{url}/invoke"),
+                names.iter().map(|n| spec(n)).collect(),
+            )),
+        }
+    }
+
+    #[test]
+    fn the_loading_rules() {
+        let registry = ToolRegistry::for_agent(
+            &crate::tools::internal::InternalTools::builder()
+                .plan(false)
+                .build(),
+            &Default::default(),
+            &[],
+        )
+        .unwrap();
+        let toolset = assemble(
+            &registry,
+            vec![
+                server("http://a", &["get_time", "search", "sleep", "memory_get"]),
+                server("http://b", &["search", "plan_create"]),
+                Discovered {
+                    server: "http://c".to_owned(),
+                    result: Err("HTTP 500".to_owned()),
+                },
+            ],
+        );
+        let names: Vec<&str> = toolset.tools.iter().map(|t| t.spec.name.as_str()).collect();
+        // `plan` is off, so its names are free.
+        assert_eq!(names, ["get_time", "plan_create"]);
+        assert_eq!(toolset.tools[0].endpoint, "http://a/invoke");
+        let problems = toolset.problems.join("\n");
+        assert!(
+            problems.contains("`search` is offered by http://a and http://b"),
+            "{problems}"
+        );
+        assert!(
+            problems.contains("`sleep` of http://a has the name of the built-in tool `sleep`"),
+            "{problems}"
+        );
+        assert!(
+            problems.contains("`memory_get` of http://a has the name of the internal tool"),
+            "{problems}"
+        );
+        assert!(
+            problems.contains("http://c: no tools loaded: HTTP 500"),
+            "{problems}"
+        );
+        assert_eq!(toolset.problems.len(), 4, "{problems}");
+    }
+
+    #[test]
+    fn server_entries_are_urls_or_objects() {
+        let servers: Vec<ToolServerConfig> = serde_yaml_ng::from_str(
+            "- http://localhost:8080/\n- {url: 'https://x.lambda-url.us-east-1.on.aws', auth: {sigv4: true}}\n",
+        )
+        .unwrap();
+        assert_eq!(servers[0].url, "http://localhost:8080");
+        assert!(servers[1].auth.sigv4);
+        let bad = serde_yaml_ng::from_str::<Vec<ToolServerConfig>>("- ftp://x\n").unwrap_err();
+        assert!(bad.to_string().contains("not an http(s) URL"), "{bad}");
+        let two = serde_yaml_ng::from_str::<Vec<ToolServerConfig>>(
+            "- {url: 'http://x:1', auth: {sigv4: true, bearer_env: T}}\n",
+        )
+        .unwrap_err();
+        assert!(two.to_string().contains("choose one"), "{two}");
+    }
+}
