@@ -186,6 +186,31 @@ pub enum OutputKind {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         until: Option<Timestamp>,
     },
+    /// A tool server needs the user to authorize it; the call waits.
+    AuthorizationRequested {
+        /// The call waiting for it.
+        call_id: CallId,
+        /// Where the user authorizes.
+        auth_url: String,
+    },
+    /// A tool server asks the user to choose; answer with `infinity choose THREAD CALL INDEX`.
+    ChoiceRequested {
+        /// The call waiting for it.
+        call_id: CallId,
+        /// The question.
+        prompt: String,
+        /// The options, numbered from 0.
+        choices: Vec<String>,
+        /// The option sent on dismissal.
+        default: usize,
+    },
+    /// New content for one of the thread's views.
+    ViewUpdated {
+        /// The view's type.
+        view_type: String,
+        /// Its content (empty: the view was cleared).
+        content: serde_json::Map<String, serde_json::Value>,
+    },
     /// The thread's plan changed; `checklist` shows it (`[ ]`, `[/]`, `[x]`, `[!]`).
     PlanUpdated {
         /// One line per step.
@@ -229,6 +254,9 @@ impl OutputKind {
             OutputKind::Sleeping { .. } => "sleeping",
             OutputKind::TitleChanged { .. } => "title_changed",
             OutputKind::PlanUpdated { .. } => "plan_updated",
+            OutputKind::AuthorizationRequested { .. } => "authorization_requested",
+            OutputKind::ChoiceRequested { .. } => "choice_requested",
+            OutputKind::ViewUpdated { .. } => "view_updated",
             OutputKind::Finished { .. } => "finished",
             OutputKind::Widget { .. } => "widget",
             OutputKind::Error { .. } => "error",

@@ -620,6 +620,7 @@ impl Slice<'_> {
                 let Some(pending) = self.take_pending(&call_id) else {
                     return Err(format!("no pending call {call_id}"));
                 };
+                self.record.open_choices.retain(|c| c.call_id != call_id);
                 if subscription && !is_error {
                     self.record.subscriptions.push(Subscription {
                         call_id: pending.call_id.clone(),
@@ -737,6 +738,77 @@ impl Slice<'_> {
                     return Err("thread already exists".to_owned());
                 }
                 self.actionable(vec![Item::user(text)]);
+            }
+            InputBody::ToolAuthorization { call_id, auth_url } => {
+                let Some(pending) = self
+                    .record
+                    .pending_calls
+                    .iter_mut()
+                    .find(|p| p.call_id == call_id && p.kind == PendingKind::Dispatched)
+                else {
+                    return Err(format!("no pending call {call_id}"));
+                };
+                let first = !pending.moved_on;
+                pending.moved_on = true;
+                let (tool, call) = (pending.tool.clone(), pending.call_id.clone());
+                self.output(OutputKind::AuthorizationRequested {
+                    call_id: call.clone(),
+                    auth_url,
+                });
+                if first {
+                    // The call stays pending; the conversation may go on meanwhile.
+                    self.append(Item::ToolResult {
+                        call_id: call,
+                        name: tool,
+                        text: "Authorization in progress: the user was asked to authorize this \
+                               tool. Its result will arrive as an event once they have."
+                            .to_owned(),
+                        is_error: false,
+                        images: Vec::new(),
+                    });
+                    self.flush_deferred();
+                }
+            }
+            InputBody::UserChoiceRequest {
+                call_id,
+                prompt,
+                choices,
+                default,
+                response_url,
+            } => {
+                if self.record.pending(&call_id).is_none() {
+                    return Err(format!("no pending call {call_id}"));
+                }
+                self.record.open_choices.retain(|c| c.call_id != call_id);
+                self.record.open_choices.push(crate::thread::OpenChoice {
+                    call_id: call_id.clone(),
+                    prompt: prompt.clone(),
+                    choices: choices.clone(),
+                    default,
+                    response_url,
+                });
+                self.output(OutputKind::ChoiceRequested {
+                    call_id,
+                    prompt,
+                    choices,
+                    default,
+                });
+            }
+            InputBody::UserChoiceAnswered { call_id, selected } => {
+                let before = self.record.open_choices.len();
+                self.record.open_choices.retain(|c| c.call_id != call_id);
+                if self.record.open_choices.len() == before {
+                    return Err(format!("no open choice for call {call_id}"));
+                }
+                tracing::info!(thread = %self.record.id, call = %call_id, selected, "user choice sent");
+            }
+            InputBody::ViewUpdate { view_type, content } => {
+                if content.is_empty() {
+                    self.record.views.remove(&view_type);
+                } else {
+                    self.record.views.insert(view_type.clone(), content.clone());
+                }
+                self.output(OutputKind::ViewUpdated { view_type, content });
             }
             InputBody::DelegationUpdate {
                 delegation,

@@ -125,6 +125,42 @@ pub enum InputBody {
         /// The task and its context, as its first message.
         text: String,
     },
+    /// A tool server needs the user to authorize it before the call can go on (RAP `oauth`).
+    /// The call stays pending; the model is told authorization is in progress.
+    ToolAuthorization {
+        /// The call.
+        call_id: CallId,
+        /// Where the user authorizes (shown to them, not to the model).
+        auth_url: String,
+    },
+    /// A tool server asks the user to choose (RAP `user_choice`). The call stays pending until
+    /// the tool's result comes.
+    UserChoiceRequest {
+        /// The call.
+        call_id: CallId,
+        /// The question.
+        prompt: String,
+        /// The options, in order.
+        choices: Vec<String>,
+        /// The option sent if the user dismisses the question.
+        default: usize,
+        /// Where the answer is POSTed (`{id, selected}`).
+        response_url: String,
+    },
+    /// The user's choice was sent to the tool server: the question is no longer open.
+    UserChoiceAnswered {
+        /// The call.
+        call_id: CallId,
+        /// The option sent.
+        selected: usize,
+    },
+    /// New content for one of the thread's views (RAP `view_update`); an empty object clears it.
+    ViewUpdate {
+        /// The view's type (e.g. `diff`).
+        view_type: String,
+        /// Its content, opaque to the runtime.
+        content: serde_json::Map<String, serde_json::Value>,
+    },
     /// A delegation of this conversation started or ended (kept by the root thread).
     DelegationUpdate {
         /// The delegation.
@@ -166,6 +202,10 @@ impl InputBody {
             InputBody::MessageFromParent { .. } => "message_from_parent",
             InputBody::ChildSeed { .. } => "child_seed",
             InputBody::DelegatedTask { .. } => "delegated_task",
+            InputBody::ToolAuthorization { .. } => "tool_authorization",
+            InputBody::UserChoiceRequest { .. } => "user_choice_request",
+            InputBody::UserChoiceAnswered { .. } => "user_choice_answered",
+            InputBody::ViewUpdate { .. } => "view_update",
             InputBody::DelegationUpdate { .. } => "delegation_update",
             InputBody::CloseRequest { .. } => "close_request",
             InputBody::MemoryWrite { .. } => "memory_write",

@@ -144,6 +144,21 @@ pub struct Delegation {
     pub call_id: CallId,
 }
 
+/// A question a tool server asked the user (RAP `user_choice`), open until answered.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct OpenChoice {
+    /// The call that asked.
+    pub call_id: CallId,
+    /// The question.
+    pub prompt: String,
+    /// The options.
+    pub choices: Vec<String>,
+    /// The option sent on dismissal.
+    pub default: usize,
+    /// Where the answer goes.
+    pub response_url: String,
+}
+
 /// Token usage accumulated over a thread's completions.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Usage {
@@ -205,6 +220,12 @@ pub struct ThreadRecord {
     /// The conversation's running delegations; kept on the root thread only.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub delegations: Vec<Delegation>,
+    /// Questions tool servers asked the user, not answered yet.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub open_choices: Vec<OpenChoice>,
+    /// The latest content of each of the thread's views (RAP `view_update`), by view type.
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub views: std::collections::BTreeMap<String, serde_json::Map<String, serde_json::Value>>,
     /// The session's tools from tool servers, discovered when it started; kept on the root
     /// thread only.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -275,6 +296,8 @@ impl ThreadRecord {
             delegated_by: None,
             delegations: Vec::new(),
             toolset: None,
+            open_choices: Vec::new(),
+            views: Default::default(),
             pending_calls: Vec::new(),
             deferred: Vec::new(),
             subscriptions: Vec::new(),

@@ -2,6 +2,7 @@
 
 mod aws;
 mod render;
+mod tool_servers;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -77,6 +78,12 @@ struct AgentArgs {
     /// Keep threads in this folder (default: in memory, gone when the command ends).
     #[arg(long)]
     store: Option<PathBuf>,
+    /// With tool servers: the local port that receives their callbacks (default: any free one).
+    #[arg(long, default_value_t = 0)]
+    callback_port: u16,
+    /// With tool servers: the receiver's URL as they reach it (default http://127.0.0.1:PORT).
+    #[arg(long)]
+    callback_url: Option<String>,
 }
 
 #[derive(Debug, Args)]
@@ -203,7 +210,17 @@ async fn build_system(args: &AgentArgs) -> Result<AgentSystem> {
             .with_context(|| format!("cannot open the store in {}", dir.display()))?;
         builder = builder.with_store(Arc::new(store));
     }
-    Ok(builder.build().await?)
+    let options = tool_servers::CallbackOptions {
+        port: args.callback_port,
+        public_url: args.callback_url.clone(),
+    };
+    let (builder, receiver) =
+        tool_servers::prepare(&file, args.store.as_deref(), &options, builder).await?;
+    let system = builder.build().await?;
+    if let Some(receiver) = receiver {
+        receiver.serve(&system);
+    }
+    Ok(system)
 }
 
 async fn run(args: RunArgs) -> Result<u8> {
@@ -230,12 +247,28 @@ async fn run(args: RunArgs) -> Result<u8> {
     };
     system.send_user_message(&thread, args.message.as_str())?;
     let deadline = tokio::time::Instant::now() + Duration::from_secs(args.timeout);
-    let wait = system.wait_idle(Some(deadline));
-    tokio::pin!(wait);
-    let outcome = loop {
+    // Idle is not done while the thread tree is owed tool results or subscription events:
+    // those arrive through the callback receiver, so keep waiting for them until the deadline.
+    let (outcome, owed) = loop {
+        let wait = system.wait_idle(Some(deadline));
+        tokio::pin!(wait);
+        let outcome = loop {
+            tokio::select! {
+                outcome = &mut wait => break outcome,
+                Some(event) = events.recv() => show(&mut renderer, &event),
+            }
+        };
+        let WaitOutcome::Idle { next_timer: None } = outcome else {
+            break (outcome, Owed::default());
+        };
+        let owed = owed(&system, &thread).await;
+        if owed.is_empty() || tokio::time::Instant::now() >= deadline {
+            break (outcome, owed);
+        }
         tokio::select! {
-            outcome = &mut wait => break outcome,
             Some(event) = events.recv() => show(&mut renderer, &event),
+            _ = tokio::time::sleep(Duration::from_millis(500)) => {}
+            _ = tokio::time::sleep_until(deadline) => {}
         }
     };
     while let Ok(event) = events.try_recv() {
@@ -266,7 +299,22 @@ async fn run(args: RunArgs) -> Result<u8> {
             );
             Ok(2)
         }
+        WaitOutcome::Idle { .. } if !owed.calls.is_empty() => {
+            eprintln!(
+                "error: timed out after {}s waiting for tool results: {}",
+                args.timeout,
+                owed.calls.join("; ")
+            );
+            Ok(2)
+        }
         WaitOutcome::Idle { next_timer } => {
+            if !owed.subscriptions.is_empty() {
+                eprintln!(
+                    "note: stopping after {}s with subscriptions still active: {}",
+                    args.timeout,
+                    owed.subscriptions.join("; ")
+                );
+            }
             if let Some(due) = next_timer {
                 eprintln!(
                     "note: a thread sleeps until {due}, after the {}s timeout; stopping here",
@@ -284,6 +332,58 @@ async fn run(args: RunArgs) -> Result<u8> {
             })
         }
     }
+}
+
+/// What a thread tree is still owed by tool servers.
+#[derive(Debug, Default)]
+struct Owed {
+    /// Dispatched calls without their result, as `call ID (tool) in thread T`.
+    calls: Vec<String>,
+    /// Active subscriptions, the same way.
+    subscriptions: Vec<String>,
+}
+
+impl Owed {
+    fn is_empty(&self) -> bool {
+        self.calls.is_empty() && self.subscriptions.is_empty()
+    }
+}
+
+/// Walks the open threads from `root` down (children, not closed ones) and collects what they
+/// still wait for.
+async fn owed(system: &AgentSystem, root: &ThreadId) -> Owed {
+    let mut owed = Owed::default();
+    let mut queue = vec![root.clone()];
+    while let Some(id) = queue.pop() {
+        let Ok(Some(record)) = system.record(&id).await else {
+            continue;
+        };
+        if record.status == ThreadStatus::Closed {
+            continue;
+        }
+        for call in &record.pending_calls {
+            if call.kind == infinity_agent_core::thread::PendingKind::Dispatched {
+                owed.calls.push(format!(
+                    "call {} ({}) in thread {id}",
+                    call.call_id, call.tool
+                ));
+            }
+        }
+        for sub in &record.subscriptions {
+            owed.subscriptions.push(format!(
+                "call {} ({}) in thread {id}",
+                sub.call_id, sub.tool
+            ));
+        }
+        queue.extend(
+            record
+                .children
+                .iter()
+                .filter(|c| !c.closed)
+                .map(|c| c.thread_id.clone()),
+        );
+    }
+    owed
 }
 
 /// Token usage of every thread of the run, on stderr.

@@ -157,6 +157,34 @@ impl Renderer {
                     checklist.replace('\n', &format!("\n{pad}"))
                 )
             }
+            OutputKind::AuthorizationRequested { call_id, auth_url } => {
+                format!("authorization needed for call {call_id}: open {auth_url} (the call waits)")
+            }
+            OutputKind::ChoiceRequested {
+                call_id,
+                prompt,
+                choices,
+                default,
+            } => {
+                let options: Vec<String> = choices
+                    .iter()
+                    .enumerate()
+                    .map(|(i, c)| {
+                        format!("{i}) {c}{}", if i == *default { " (default)" } else { "" })
+                    })
+                    .collect();
+                format!("choice for call {call_id}: {prompt} {}", options.join("  "))
+            }
+            OutputKind::ViewUpdated { view_type, content } => {
+                if content.is_empty() {
+                    format!("view {view_type} cleared")
+                } else {
+                    format!(
+                        "view {view_type}: {}",
+                        clip(&serde_json::Value::Object(content.clone()).to_string(), 200)
+                    )
+                }
+            }
             OutputKind::Error { text } => format!("ERROR: {text}"),
         };
         crate::out!("{time} {indent}[{who}] {line}");
@@ -206,4 +234,14 @@ pub fn kinds_of(item: &Item) -> Vec<OutputKind> {
             text: format!("(summary of the first {covers} entries) {text}"),
         }],
     }
+}
+
+/// `text` cut to `max` characters, marked with `…` when cut.
+pub fn clip(text: &str, max: usize) -> String {
+    if text.chars().count() <= max {
+        return text.to_owned();
+    }
+    let mut out: String = text.chars().take(max).collect();
+    out.push('…');
+    out
 }

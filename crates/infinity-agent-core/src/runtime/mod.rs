@@ -482,6 +482,22 @@ struct Inner {
 /// How often a slice is tried when the store or the model asks for a retry.
 const MAX_ATTEMPTS: u32 = 5;
 
+/// The embedded runtime as an input queue, for code outside it that delivers inputs (the RAP
+/// callback receiver).
+#[async_trait]
+impl InputSender for AgentSystem {
+    async fn send_to_input_queue(
+        &self,
+        message: &Input,
+        group_id: &ThreadId,
+        dedup_id: &InputId,
+    ) -> Result<(), SendError> {
+        self.inner
+            .send_to_input_queue(message, group_id, dedup_id)
+            .await
+    }
+}
+
 #[async_trait]
 impl InputSender for Inner {
     async fn send_to_input_queue(

@@ -252,6 +252,16 @@ pub fn describe(event: &OutputEvent) -> String {
         OutputKind::Finished { status, result } => format!("finished {status:?} {result}"),
         OutputKind::Widget { ui } => format!("widget {ui}"),
         OutputKind::PlanUpdated { checklist } => format!("plan {}", checklist.replace('\n', " | ")),
+        OutputKind::AuthorizationRequested { auth_url, .. } => format!("authorize at {auth_url}"),
+        OutputKind::ChoiceRequested {
+            prompt, choices, ..
+        } => format!("choose {prompt} {choices:?}"),
+        OutputKind::ViewUpdated { view_type, content } => {
+            format!(
+                "view {view_type} {}",
+                serde_json::Value::Object(content.clone())
+            )
+        }
         OutputKind::Error { text } => format!("ERROR {text}"),
     }
 }

@@ -1,0 +1,113 @@
+//! Tool servers on the embedded runtime: the RAP client (discovery, invocations,
+//! notifications) and the callback receiver on a local port, started when the agent file lists
+//! `tool_servers:`.
+
+use std::path::Path;
+use std::sync::Arc;
+
+use anyhow::{Context, Result};
+use infinity_agent_core::agent::AgentFile;
+use infinity_agent_core::runtime::{AgentSystem, AgentSystemBuilder};
+use infinity_rap::client::RapClient;
+use infinity_rap::signing::CallbackSigner;
+use tokio::net::TcpListener;
+
+/// The environment variable holding the callback secret (at least 32 bytes).
+pub const SECRET_VAR: &str = "INFINITY_CALLBACK_SECRET";
+
+/// A bound receiver, ready to serve once the system exists.
+pub struct Receiver {
+    listener: TcpListener,
+    signer: CallbackSigner,
+}
+
+/// Where callbacks are received and how to reach the servers.
+#[derive(Debug, Clone, Default)]
+pub struct CallbackOptions {
+    /// Local port for the receiver (0: any free one).
+    pub port: u16,
+    /// The receiver's URL as tool servers reach it (default `http://127.0.0.1:PORT`).
+    pub public_url: Option<String>,
+}
+
+/// The callback secret: `INFINITY_CALLBACK_SECRET`, else one kept in the store folder (so
+/// callback URLs issued by an earlier run, e.g. of a subscription, stay valid), else a fresh
+/// one for this process.
+fn secret(store: Option<&Path>) -> Result<Vec<u8>> {
+    if let Ok(secret) = std::env::var(SECRET_VAR) {
+        return Ok(secret.into_bytes());
+    }
+    let fresh = || {
+        format!(
+            "{}{}",
+            uuid::Uuid::new_v4().simple(),
+            uuid::Uuid::new_v4().simple()
+        )
+    };
+    let Some(dir) = store else {
+        return Ok(fresh().into_bytes());
+    };
+    let path = dir.join("callback-secret");
+    match std::fs::read_to_string(&path) {
+        Ok(s) if !s.trim().is_empty() => Ok(s.trim().as_bytes().to_vec()),
+        _ => {
+            std::fs::create_dir_all(dir)
+                .with_context(|| format!("cannot create {}", dir.display()))?;
+            let s = fresh();
+            std::fs::write(&path, &s)
+                .with_context(|| format!("cannot write {}", path.display()))?;
+            Ok(s.into_bytes())
+        }
+    }
+}
+
+/// For an agent with tool servers: binds the receiver, and gives the builder the RAP client as
+/// discovery and dispatcher. `None` when the agent has no tool servers.
+pub async fn prepare(
+    file: &AgentFile,
+    store: Option<&Path>,
+    options: &CallbackOptions,
+    builder: AgentSystemBuilder,
+) -> Result<(AgentSystemBuilder, Option<Receiver>)> {
+    if file.tool_servers.is_empty() {
+        return Ok((builder, None));
+    }
+    let listener = TcpListener::bind(("127.0.0.1", options.port))
+        .await
+        .with_context(|| format!("cannot bind the callback receiver to port {}", options.port))?;
+    let local = listener.local_addr()?;
+    let public = options
+        .public_url
+        .clone()
+        .unwrap_or_else(|| format!("http://{local}"));
+    let signer = CallbackSigner::new(secret(store)?, &public)
+        .with_context(|| format!("{SECRET_VAR} is too short"))?;
+    let client = RapClient::new(signer.clone())
+        .with_configured(&file.tool_servers)
+        .with_context(|| format!("agent `{}`", file.name))?;
+    let client = Arc::new(client);
+    eprintln!(
+        "note: tool servers {}; callbacks received at {public}",
+        file.tool_servers
+            .iter()
+            .map(|s| s.url.as_str())
+            .collect::<Vec<_>>()
+            .join(", ")
+    );
+    let builder = builder
+        .with_discovery(client.clone())
+        .with_dispatcher(client);
+    Ok((builder, Some(Receiver { listener, signer })))
+}
+
+impl Receiver {
+    /// Serves callbacks into `system` until the process ends.
+    pub fn serve(self, system: &AgentSystem) {
+        let app = infinity_rap::receiver::router(self.signer, Arc::new(system.clone()));
+        tokio::spawn(async move {
+            if let Err(err) = axum::serve(self.listener, app).await {
+                tracing::error!(%err, "the callback receiver stopped");
+            }
+        });
+    }
+}

@@ -1,0 +1,193 @@
+//! `infinity run` with tool servers: the example servers run in this process over real HTTP,
+//! the binary discovers them, invokes them, receives their signed callbacks on its own port,
+//! and waits for what the thread tree is owed.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // test code: a failed step should stop the test
+
+use std::path::Path;
+use std::process::{Command, Output};
+
+use infinity_rap::kit::testing::LocalServer;
+use infinity_rap::kit::{tool_definition, ToolServer};
+use rap_example_servers::{get_time_server, ticker_server};
+use serde_json::{json, Value};
+
+/// Writes an agent file (with `servers` as `tool_servers`) and its script into `dir`.
+fn agent(dir: &Path, servers: &[&str], script: &str) -> String {
+    let list: Vec<String> = servers.iter().map(|s| format!("  - {s}\n")).collect();
+    std::fs::write(dir.join("script.yaml"), script).unwrap();
+    let path = dir.join("agent.yaml");
+    std::fs::write(
+        &path,
+        format!(
+            "name: timekeeper\nmodel: script:script.yaml\nsystem: You keep time.\ntool_servers:\n{}",
+            list.concat()
+        ),
+    )
+    .unwrap();
+    path.to_string_lossy().into_owned()
+}
+
+/// Runs `infinity run --json` off the async runtime (the servers live on it).
+async fn run(agent: String, timeout: &str, message: &str) -> (Output, Vec<Value>) {
+    let (timeout, message) = (timeout.to_owned(), message.to_owned());
+    let out = tokio::task::spawn_blocking(move || {
+        Command::new(env!("CARGO_BIN_EXE_infinity"))
+            .args([
+                "run",
+                "--agent",
+                &agent,
+                "--json",
+                "--timeout",
+                &timeout,
+                &message,
+            ])
+            .env_remove("ANTHROPIC_API_KEY")
+            .env_remove("OPENAI_API_KEY")
+            .output()
+            .unwrap()
+    })
+    .await
+    .unwrap();
+    let events = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .collect();
+    (out, events)
+}
+
+fn of<'a>(events: &'a [Value], kind: &str) -> Vec<&'a Value> {
+    events.iter().filter(|e| e["type"] == kind).collect()
+}
+
+const SCRIPT: &str = r#"
+rules:
+  - when: "^what time is it$"
+    reply:
+      tool_calls:
+        - {name: get_time, args: {timezone: "Asia/Tokyo"}}
+        - {name: ticker, args: {count: 5, interval_seconds: 0.5, label: "t"}}
+  - thread: child
+    when: "spawned to handle this event of subscription ([A-Za-z0-9_-]+)\\."
+    reply:
+      tool_calls:
+        - {name: report_to_parent, args: {report: "tick seen on $1"}}
+        - {name: close_thread, args: {thread_id: "${thread_id}"}}
+  - thread: child
+    reply: {text: "child done"}
+  - when: "tick seen on ([A-Za-z0-9_-]+)"
+    reply:
+      tool_calls: [{name: cancel_subscription, args: {tool_call_id: "$1"}}]
+  - when: "Subscribed"
+    reply: {text: "The time is in; waiting for ticks."}
+  - reply: {text: "done"}
+"#;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_agent_gets_the_time_subscribes_handles_an_event_and_cancels() {
+    let clock = LocalServer::start(get_time_server()).await.unwrap();
+    let ticker = LocalServer::start(ticker_server()).await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let file = agent(dir.path(), &[clock.base_url(), ticker.base_url()], SCRIPT);
+    let (out, events) = run(file, "60", "what time is it").await;
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}\n{events:#?}");
+    assert!(
+        stderr.contains("callbacks received at http://127.0.0.1:"),
+        "{stderr}"
+    );
+    let results = of(&events, "tool_result");
+    let time = results.iter().find(|r| r["name"] == "get_time").unwrap();
+    assert!(time["text"].as_str().unwrap().contains("+09:00"), "{time}");
+    let subscribed = results.iter().find(|r| r["name"] == "ticker").unwrap();
+    assert!(
+        subscribed["text"].as_str().unwrap().contains("Subscribed"),
+        "{subscribed}"
+    );
+    // An event was handled in its own thread, which reported back; then the model cancelled.
+    let spawned = of(&events, "thread_spawned");
+    assert!(!spawned.is_empty() && spawned.len() < 5, "{spawned:#?}");
+    let cancel = results
+        .iter()
+        .find(|r| r["name"] == "cancel_subscription" && r["is_error"] == false)
+        .unwrap();
+    assert!(
+        cancel["text"].as_str().unwrap().contains("ancel"),
+        "{cancel}"
+    );
+    let text = serde_json::to_string(&events).unwrap();
+    assert!(
+        !text.contains("final event"),
+        "the ticker ran to its end: {text}"
+    );
+    // The ticker heard the cancellation: the subscription is gone on its side too.
+    let call = of(&events, "tool_call")
+        .into_iter()
+        .find(|c| c["name"] == "ticker")
+        .unwrap();
+    let (thread, call_id) = (
+        call["thread_id"].as_str().unwrap(),
+        call["call_id"].as_str().unwrap(),
+    );
+    let mut alive = true;
+    for _ in 0..50 {
+        alive = ticker.tool_call_status(thread, call_id).await.unwrap();
+        if !alive {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    assert!(!alive, "the ticker still runs the subscription");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn run_waits_for_an_active_subscription_and_stops_at_the_timeout_saying_so() {
+    let ticker = LocalServer::start(ticker_server()).await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let script = r#"
+rules:
+  - when: "^tick slowly$"
+    reply:
+      tool_calls: [{name: ticker, args: {count: 100, interval_seconds: 600}}]
+  - reply: {text: "waiting"}
+"#;
+    let file = agent(dir.path(), &[ticker.base_url()], script);
+    let started = std::time::Instant::now();
+    let (out, events) = run(file, "3", "tick slowly").await;
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    assert!(
+        started.elapsed() >= std::time::Duration::from_secs(3),
+        "it did not wait"
+    );
+    assert!(
+        stderr.contains("subscriptions still active: call") && stderr.contains("(ticker)"),
+        "{stderr}"
+    );
+    assert_eq!(of(&events, "assistant_text").len(), 1, "{events:#?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn run_fails_naming_a_call_whose_result_never_came() {
+    let silent = ToolServer::new("silent", "A tool that never answers.").tool(
+        tool_definition("ponder", "Thinks forever.", json!({"type": "object"})),
+        |call: infinity_rap::kit::Call| async move { call.cancelled().await },
+    );
+    let silent = LocalServer::start(silent).await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let script = r#"
+rules:
+  - when: "^ponder$"
+    reply:
+      tool_calls: [{name: ponder, args: {}}]
+  - reply: {text: "done"}
+"#;
+    let file = agent(dir.path(), &[silent.base_url()], script);
+    let (out, _) = run(file, "2", "ponder").await;
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("waiting for tool results: call") && stderr.contains("(ponder)"),
+        "{stderr}"
+    );
+}

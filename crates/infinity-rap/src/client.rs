@@ -1,0 +1,374 @@
+//! The runtime's side of RAP over HTTP: discovery of toolsets, invocations with retries, and
+//! the `/close_thread` and `/cancel_tool_call` notifications. [`RapClient`] implements the
+//! core's [`ToolDiscovery`] and [`ToolDispatcher`], so any host plugs it in.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use infinity_agent_core::effect::{Notification, ToolInvocation};
+use infinity_agent_core::model::ToolSpec;
+use infinity_agent_core::runtime::ToolDispatcher;
+use infinity_agent_core::tools::remote::{Discovered, ToolDiscovery, ToolServerConfig};
+
+use crate::signing::CallbackSigner;
+use crate::wire::{self, Invocation, Nullable};
+
+/// How long fetching a manifest may take: a new session waits for it.
+pub const DISCOVERY_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// How long a `/close_thread` or `/cancel_tool_call` notification may take.
+pub const NOTIFY_TIMEOUT: Duration = Duration::from_secs(3);
+
+/// Adds credentials to a request to a tool server (a bearer token, a SigV4 signature).
+#[async_trait]
+pub trait Authorizer: Send + Sync + std::fmt::Debug {
+    /// Authorizes `request` in place.
+    async fn authorize(&self, request: &mut reqwest::Request) -> Result<(), String>;
+}
+
+/// `Authorization: Bearer TOKEN`.
+pub struct Bearer(String);
+
+impl Bearer {
+    /// A bearer token.
+    pub fn new(token: impl Into<String>) -> Self {
+        Self(token.into())
+    }
+}
+
+impl std::fmt::Debug for Bearer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Bearer(..)") // never the token
+    }
+}
+
+#[async_trait]
+impl Authorizer for Bearer {
+    async fn authorize(&self, request: &mut reqwest::Request) -> Result<(), String> {
+        let value = reqwest::header::HeaderValue::from_str(&format!("Bearer {}", self.0))
+            .map_err(|_| "the bearer token is not a valid header value".to_owned())?;
+        request
+            .headers_mut()
+            .insert(reqwest::header::AUTHORIZATION, value);
+        Ok(())
+    }
+}
+
+/// How invocations are retried.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RetryPolicy {
+    /// Attempts after the first.
+    pub max_retries: u32,
+    /// The first pause; doubled each retry.
+    pub initial_backoff: Duration,
+    /// The longest pause.
+    pub max_backoff: Duration,
+    /// The timeout of one request.
+    pub timeout: Duration,
+}
+
+impl Default for RetryPolicy {
+    fn default() -> Self {
+        Self {
+            max_retries: 4,
+            initial_backoff: Duration::from_millis(250),
+            max_backoff: Duration::from_secs(8),
+            timeout: Duration::from_secs(30),
+        }
+    }
+}
+
+#[derive(Debug, Clone)]
+struct Server {
+    base_url: String,
+    auth: Option<Arc<dyn Authorizer>>,
+}
+
+/// Talks RAP to the configured tool servers.
+#[derive(Debug, Clone)]
+pub struct RapClient {
+    http: reqwest::Client,
+    signer: CallbackSigner,
+    servers: Vec<Server>,
+    retry: RetryPolicy,
+    user_id: Option<String>,
+}
+
+/// Why a client could not be configured.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ClientConfigError {
+    /// `bearer_env` names a variable that is not set.
+    #[error("tool server {url}: auth.bearer_env names {var}, which is not set")]
+    MissingToken {
+        /// The server.
+        url: String,
+        /// The variable.
+        var: String,
+    },
+    /// The auth needs a host that can provide it (SSM, AWS credentials).
+    #[error("tool server {url}: auth.{kind} needs the AWS host (infinity-aws) to resolve it")]
+    NeedsAws {
+        /// The server.
+        url: String,
+        /// `bearer_ssm` or `sigv4`.
+        kind: &'static str,
+    },
+}
+
+impl RapClient {
+    /// A client whose callback URLs `signer` makes, with no servers yet.
+    pub fn new(signer: CallbackSigner) -> Self {
+        Self {
+            http: reqwest::Client::new(),
+            signer,
+            servers: Vec::new(),
+            retry: RetryPolicy::default(),
+            user_id: None,
+        }
+    }
+
+    /// Adds a server (its base URL) with an optional authorizer.
+    pub fn with_server(mut self, base_url: &str, auth: Option<Arc<dyn Authorizer>>) -> Self {
+        let base_url = base_url.trim_end_matches('/').to_owned();
+        if !self.servers.iter().any(|s| s.base_url == base_url) {
+            self.servers.push(Server { base_url, auth });
+        }
+        self
+    }
+
+    /// Adds servers as agent files configure them. `bearer_env` is read now; `bearer_ssm` and
+    /// `sigv4` need an authorizer from the AWS host (pass it with [`RapClient::with_server`]).
+    pub fn with_configured(
+        mut self,
+        configs: &[ToolServerConfig],
+    ) -> Result<Self, ClientConfigError> {
+        for config in configs {
+            let auth: Option<Arc<dyn Authorizer>> = match (
+                &config.auth.bearer_env,
+                &config.auth.bearer_ssm,
+                config.auth.sigv4,
+            ) {
+                (Some(var), _, _) => {
+                    let token =
+                        std::env::var(var).map_err(|_| ClientConfigError::MissingToken {
+                            url: config.url.clone(),
+                            var: var.clone(),
+                        })?;
+                    Some(Arc::new(Bearer::new(token)))
+                }
+                (None, Some(_), _) => {
+                    return Err(ClientConfigError::NeedsAws {
+                        url: config.url.clone(),
+                        kind: "bearer_ssm",
+                    })
+                }
+                (None, None, true) => {
+                    return Err(ClientConfigError::NeedsAws {
+                        url: config.url.clone(),
+                        kind: "sigv4",
+                    })
+                }
+                (None, None, false) => None,
+            };
+            self = self.with_server(&config.url, auth);
+        }
+        Ok(self)
+    }
+
+    /// The same client with another retry policy.
+    pub fn with_retry(mut self, retry: RetryPolicy) -> Self {
+        self.retry = retry;
+        self
+    }
+
+    /// The same client sending this `user_id` with every invocation.
+    pub fn with_user_id(mut self, user_id: impl Into<String>) -> Self {
+        self.user_id = Some(user_id.into());
+        self
+    }
+
+    fn auth_for(&self, url: &str) -> Option<&Arc<dyn Authorizer>> {
+        self.servers
+            .iter()
+            .filter(|s| url.starts_with(&s.base_url))
+            .max_by_key(|s| s.base_url.len())
+            .and_then(|s| s.auth.as_ref())
+    }
+
+    async fn send(
+        &self,
+        builder: reqwest::RequestBuilder,
+        url: &str,
+        timeout: Duration,
+    ) -> Result<reqwest::Response, String> {
+        let mut request = builder
+            .timeout(timeout)
+            .build()
+            .map_err(|e| format!("cannot build the request: {e}"))?;
+        if let Some(auth) = self.auth_for(url) {
+            auth.authorize(&mut request).await?;
+        }
+        self.http.execute(request).await.map_err(|e| {
+            if e.is_timeout() {
+                format!("timed out after {timeout:?}")
+            } else if e.is_connect() {
+                "cannot connect".to_owned()
+            } else {
+                format!("request failed: {}", e.without_url())
+            }
+        })
+    }
+
+    async fn fetch_manifest(&self, base_url: &str) -> Result<(String, Vec<ToolSpec>), String> {
+        let url = format!("{base_url}{}", wire::DISCOVERY_PATH);
+        let response = self
+            .send(
+                self.http.get(&url).header("accept", "application/json"),
+                &url,
+                DISCOVERY_TIMEOUT,
+            )
+            .await?;
+        let status = response.status();
+        let body = response
+            .bytes()
+            .await
+            .map_err(|e| format!("reading the manifest: {e}"))?;
+        if !status.is_success() {
+            return Err(format!("GET {url}: HTTP {status}"));
+        }
+        let manifest = wire::parse_manifest(&body).map_err(|e| format!("invalid manifest: {e}"))?;
+        let tools = manifest
+            .tools
+            .into_iter()
+            .map(|t| ToolSpec {
+                name: t.name,
+                description: t.description,
+                input_schema: t.input_schema,
+            })
+            .collect();
+        Ok((manifest.endpoint, tools))
+    }
+
+    /// Best effort, to every configured server at once: no retry, each request cut off after
+    /// [`NOTIFY_TIMEOUT`]. The thread's closure or cancellation is already committed, so
+    /// nothing waits on the servers but this effect; it is awaited (not left in the
+    /// background) so that a process about to exit, or a Lambda about to freeze, still
+    /// delivers it.
+    async fn broadcast(&self, path: &'static str, body: serde_json::Value) {
+        let sends = self.servers.iter().map(|server| {
+            let url = format!("{}{path}", server.base_url);
+            let body = &body;
+            async move {
+                let request = self.http.post(&url).json(body);
+                match self.send(request, &url, NOTIFY_TIMEOUT).await {
+                    Ok(r) if r.status().is_success() => {}
+                    Ok(r) => {
+                        tracing::info!(%url, status = %r.status(), "notification not accepted")
+                    }
+                    Err(why) => tracing::info!(%url, %why, "notification not delivered"),
+                }
+            }
+        });
+        futures_util::future::join_all(sends).await;
+    }
+}
+
+#[async_trait]
+impl ToolDiscovery for RapClient {
+    async fn discover(&self, servers: &[ToolServerConfig]) -> Vec<Discovered> {
+        let fetches = servers.iter().map(|s| async move {
+            Discovered {
+                server: s.url.clone(),
+                result: self.fetch_manifest(&s.url).await,
+            }
+        });
+        futures_util::future::join_all(fetches).await
+    }
+}
+
+#[async_trait]
+impl ToolDispatcher for RapClient {
+    async fn dispatch(&self, invocation: &ToolInvocation) -> Result<(), String> {
+        let Some(target) = &invocation.server else {
+            return Err(format!("no tool server offers `{}`", invocation.tool));
+        };
+        let thread = invocation.thread_id.as_str();
+        let ancestors: Vec<String> = invocation
+            .stack
+            .iter()
+            .take(invocation.stack.len().saturating_sub(1))
+            .map(|t| t.to_string())
+            .collect();
+        let body = Invocation {
+            operation: invocation.tool.clone(),
+            arguments: invocation.args.as_object().cloned().unwrap_or_default(),
+            id: invocation.call_id.to_string(),
+            call_id: Nullable::Absent,
+            callback_url: self.signer.url_for(
+                thread,
+                invocation.call_id.as_str(),
+                jiff::Timestamp::now().as_second(),
+            ),
+            group_id: thread.to_owned(),
+            thread_ancestors: if ancestors.is_empty() {
+                Nullable::Absent
+            } else {
+                Nullable::Value(ancestors)
+            },
+            user_id: match &self.user_id {
+                Some(u) => Nullable::Value(u.clone()),
+                None => Nullable::Absent,
+            },
+        };
+        let url = &target.endpoint;
+        let mut backoff = self.retry.initial_backoff;
+        let mut attempt = 0;
+        loop {
+            let why = match self
+                .send(self.http.post(url).json(&body), url, self.retry.timeout)
+                .await
+            {
+                Ok(r) if r.status().is_success() => return Ok(()),
+                Ok(r) if r.status().is_server_error() || r.status().as_u16() == 429 => {
+                    format!("{url} answered HTTP {}", r.status())
+                }
+                Ok(r) => {
+                    let status = r.status();
+                    let text = r.text().await.unwrap_or_default();
+                    let text: String = text.chars().take(300).collect();
+                    return Err(format!("{url} refused the call: HTTP {status}: {text}"));
+                }
+                Err(why) => format!("{url}: {why}"),
+            };
+            if attempt >= self.retry.max_retries {
+                return Err(format!("{why} (gave up after {} attempts)", attempt + 1));
+            }
+            attempt += 1;
+            tracing::warn!(%why, attempt, "tool invocation failed; retrying");
+            tokio::time::sleep(backoff).await;
+            backoff = (backoff * 2).min(self.retry.max_backoff);
+        }
+    }
+
+    async fn notify(&self, notification: &Notification) {
+        match notification {
+            Notification::CloseThread { thread_id } => {
+                self.broadcast(
+                    wire::CLOSE_THREAD_PATH,
+                    serde_json::json!({"thread_id": thread_id}),
+                )
+                .await
+            }
+            Notification::CancelToolCall {
+                thread_id, call_id, ..
+            } => {
+                self.broadcast(
+                    wire::CANCEL_TOOL_CALL_PATH,
+                    serde_json::json!({"thread_id": thread_id, "tool_call_id": call_id}),
+                )
+                .await
+            }
+        }
+    }
+}

@@ -1,0 +1,251 @@
+//! The callback receiver: an axum router that checks a callback's signed URL and body and turns
+//! it into an input on the thread's queue.
+//!
+//! `POST /rap/callback/{thread}/{call}?exp=..&sig=..` answers:
+//! - 401 when the URL is unsigned or expired, 403 when its signature does not match or the body
+//!   is for another thread or call: nothing reaches a thread;
+//! - 400 when the body is not a valid RAP callback (the reason in the body), 413 when too large;
+//! - 503 when the input queue cannot take it (the tool server retries);
+//! - 200 once the input is queued. Whether the thread and call exist is the thread's business:
+//!   an input for an unknown thread, or a result for a call that is not pending, is logged and
+//!   discarded when the thread's slice runs (the spec's routing rule), so duplicates are safe.
+//!
+//! The embedded runtime serves it on a local port; on AWS a Lambda behind a Function URL runs
+//! the same [`handle`] function.
+
+use std::sync::Arc;
+
+use axum::body::Bytes;
+use axum::extract::{DefaultBodyLimit, Path, Query, State};
+use axum::http::StatusCode;
+use axum::routing::post;
+use axum::Router;
+use infinity_agent_core::history::Image;
+use infinity_agent_core::host::InputSender;
+use infinity_agent_core::ids::{CallId, InputId, ThreadId};
+use infinity_agent_core::input::{Input, InputBody};
+use sha2::{Digest, Sha256};
+
+use crate::signing::CallbackSigner;
+use crate::wire::{self, Callback, ContentItem};
+
+/// The largest callback body accepted (images arrive inline, base64).
+pub const MAX_CALLBACK_BYTES: usize = 8 * 1024 * 1024;
+
+/// The query of a callback URL.
+#[derive(Debug, Clone, Default, serde::Deserialize)]
+pub struct Signature {
+    /// Expiry, unix seconds.
+    pub exp: Option<String>,
+    /// The HMAC, hex.
+    pub sig: Option<String>,
+}
+
+/// What the receiver answers.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Reply {
+    /// The HTTP status.
+    pub status: u16,
+    /// A short plain-text reason.
+    pub body: String,
+}
+
+impl Reply {
+    fn new(status: u16, body: impl Into<String>) -> Self {
+        Self {
+            status,
+            body: body.into(),
+        }
+    }
+}
+
+/// Checks one callback and queues its input. `thread` and `call` are the URL's path segments.
+pub async fn handle(
+    signer: &CallbackSigner,
+    queue: &dyn InputSender,
+    thread: &str,
+    call: &str,
+    signature: &Signature,
+    body: &[u8],
+    now_unix: i64,
+) -> Reply {
+    if let Err(rejection) = signer.verify(
+        thread,
+        call,
+        signature.exp.as_deref(),
+        signature.sig.as_deref(),
+        now_unix,
+    ) {
+        tracing::warn!(%thread, %call, %rejection, "callback refused");
+        return Reply::new(rejection.status(), rejection.to_string());
+    }
+    if body.len() > MAX_CALLBACK_BYTES {
+        return Reply::new(
+            413,
+            format!("the callback is larger than {MAX_CALLBACK_BYTES} bytes"),
+        );
+    }
+    let callback = match wire::parse_callback(body) {
+        Ok(c) => c,
+        Err(e) => {
+            tracing::warn!(%thread, %call, error = %e, "malformed callback");
+            return Reply::new(400, e.to_string());
+        }
+    };
+    if callback.group_id() != thread {
+        return Reply::new(
+            403,
+            format!(
+                "the callback is for thread {} but its URL was issued for thread {thread}",
+                callback.group_id()
+            ),
+        );
+    }
+    if let Some(id) = callback.tool_call_id() {
+        if id != call {
+            return Reply::new(
+                403,
+                format!("the callback is for call {id} but its URL was issued for call {call}"),
+            );
+        }
+    }
+    let input = match to_input(callback, thread, call, body) {
+        Ok(input) => input,
+        Err(why) => return Reply::new(400, why),
+    };
+    match queue
+        .send_to_input_queue(&input, &input.thread_id, &input.id)
+        .await
+    {
+        Ok(()) => {
+            tracing::info!(%thread, %call, kind = input.body.kind(), "callback queued");
+            Reply::new(200, "ok")
+        }
+        Err(e) => {
+            tracing::error!(%thread, %call, error = %e, "callback could not be queued");
+            Reply::new(503, "the input queue is unavailable; retry later")
+        }
+    }
+}
+
+fn digest(body: &[u8]) -> String {
+    hex::encode(&Sha256::digest(body)[..8])
+}
+
+/// The input a valid callback becomes. Ids are derived from the call (and, for messages that
+/// may come many times, from the body), so a delivered duplicate is dropped by the thread.
+pub fn to_input(
+    callback: Callback,
+    thread: &str,
+    call: &str,
+    body: &[u8],
+) -> Result<Input, String> {
+    let thread_id = ThreadId::new(thread).map_err(|e| e.to_string())?;
+    let call_id = CallId::new(call).map_err(|e| e.to_string())?;
+    let (id, body) = match callback {
+        Callback::ToolResult(result) => {
+            let mut images = Vec::new();
+            let text = match result.content {
+                Some(items) => {
+                    let mut parts = Vec::new();
+                    for item in items {
+                        match item {
+                            ContentItem::Text { text } => parts.push(text),
+                            ContentItem::Image(image) => images.push(Image {
+                                media_type: image.media_type,
+                                data: image.data,
+                            }),
+                        }
+                    }
+                    parts.join("\n")
+                }
+                None => result.text.unwrap_or_default(),
+            };
+            // RAP has no error flag: errors are results whose text says so.
+            let is_error = text.trim_start().starts_with("Error");
+            (
+                InputId::derived(call, "result"),
+                InputBody::ToolResult {
+                    call_id,
+                    text,
+                    is_error,
+                    subscription: result.subscription.unwrap_or(false),
+                    images,
+                },
+            )
+        }
+        Callback::SubscriptionEvent(event) => (
+            InputId::derived(call, &format!("event-{}", digest(body))),
+            InputBody::SubscriptionEvent {
+                call_id,
+                associative: event.is_associative(),
+                is_final: event.is_final(),
+                text: event.text,
+            },
+        ),
+        Callback::OAuth(request) => (
+            InputId::derived(call, "oauth"),
+            InputBody::ToolAuthorization {
+                call_id,
+                auth_url: request.auth_url,
+            },
+        ),
+        Callback::UserChoice(request) => (
+            InputId::derived(call, &format!("choice-{}", digest(body))),
+            InputBody::UserChoiceRequest {
+                call_id,
+                prompt: request.prompt,
+                choices: request.choices,
+                default: request.default_choice,
+                response_url: request.response_url,
+            },
+        ),
+        Callback::ViewUpdate(update) => (
+            InputId::derived(thread, &format!("view-{}", digest(body))),
+            InputBody::ViewUpdate {
+                view_type: update.view_type,
+                content: update.content,
+            },
+        ),
+    };
+    Ok(Input {
+        id,
+        thread_id,
+        body,
+    })
+}
+
+struct Shared {
+    signer: CallbackSigner,
+    queue: Arc<dyn InputSender>,
+}
+
+/// The receiver's router: `POST /rap/callback/{thread}/{call}`.
+pub fn router(signer: CallbackSigner, queue: Arc<dyn InputSender>) -> Router {
+    Router::new()
+        .route("/rap/callback/{thread}/{call}", post(receive))
+        .layer(DefaultBodyLimit::max(MAX_CALLBACK_BYTES + 1024))
+        .with_state(Arc::new(Shared { signer, queue }))
+}
+
+async fn receive(
+    State(shared): State<Arc<Shared>>,
+    Path((thread, call)): Path<(String, String)>,
+    Query(signature): Query<Signature>,
+    body: Bytes,
+) -> (StatusCode, String) {
+    let reply = handle(
+        &shared.signer,
+        shared.queue.as_ref(),
+        &thread,
+        &call,
+        &signature,
+        &body,
+        jiff::Timestamp::now().as_second(),
+    )
+    .await;
+    (
+        StatusCode::from_u16(reply.status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR),
+        reply.body,
+    )
+}

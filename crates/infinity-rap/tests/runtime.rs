@@ -1,0 +1,315 @@
+//! The runtime's side of RAP over real HTTP, on the embedded runtime: discovery, invocation
+//! with retries (500 then 200; 400 not retried), the signed callback receiver (forged, altered,
+//! expired and replayed callbacks), and the oauth, user_choice and view_update callbacks.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // test code: a failed step should stop the test
+
+use std::path::Path;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use axum::extract::State;
+use axum::http::StatusCode;
+use axum::routing::{get, post};
+use axum::{Json, Router};
+use infinity_agent_core::effect::{OutputEvent, OutputKind};
+use infinity_agent_core::ids::ThreadId;
+use infinity_agent_core::runtime::{AgentSpec, AgentSystem, AgentSystemBuilder};
+use infinity_agent_core::scripted::ScriptedModel;
+use infinity_agent_core::tools::remote::ToolServerConfig;
+use infinity_rap::client::{RapClient, RetryPolicy};
+use infinity_rap::signing::CallbackSigner;
+use serde_json::{json, Value};
+use tokio::net::TcpListener;
+use tokio::sync::mpsc::UnboundedReceiver;
+
+const SECRET: &[u8] = b"a test secret of thirty-two bytes or more";
+
+/// A tool server written by hand (not with the kit), so the test controls every answer: the
+/// invocation endpoint answers with the statuses in `answers` in turn (the last one repeats)
+/// and records the invocations.
+#[derive(Default)]
+struct Fake {
+    answers: Mutex<Vec<u16>>,
+    invocations: Mutex<Vec<Value>>,
+    attempts: AtomicUsize,
+    base: Mutex<String>,
+}
+
+async fn manifest(State(fake): State<Arc<Fake>>) -> Json<Value> {
+    let base = fake.base.lock().unwrap().clone();
+    Json(json!({
+        "name": "fake-tools",
+        "endpoint": format!("{base}/invoke"),
+        "tools": [{
+            "name": "lookup",
+            "description": "Looks something up.",
+            "inputSchema": {"type": "object", "properties": {"q": {"type": "string"}}, "required": ["q"]}
+        }]
+    }))
+}
+
+async fn invoke(State(fake): State<Arc<Fake>>, Json(body): Json<Value>) -> StatusCode {
+    fake.attempts.fetch_add(1, Ordering::SeqCst);
+    let status = {
+        let mut answers = fake.answers.lock().unwrap();
+        if answers.len() > 1 {
+            answers.remove(0)
+        } else {
+            answers[0]
+        }
+    };
+    if status == 200 {
+        fake.invocations.lock().unwrap().push(body);
+    }
+    StatusCode::from_u16(status).unwrap()
+}
+
+async fn start_fake(answers: &[u16]) -> Arc<Fake> {
+    let fake = Arc::new(Fake {
+        answers: Mutex::new(answers.to_vec()),
+        ..Fake::default()
+    });
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    *fake.base.lock().unwrap() = format!("http://{}", listener.local_addr().unwrap());
+    let app = Router::new()
+        .route("/.well-known/rap-toolset", get(manifest))
+        .route("/invoke", post(invoke))
+        .route("/cancel_tool_call", post(|| async { StatusCode::OK }))
+        .route("/close_thread", post(|| async { StatusCode::OK }))
+        .with_state(Arc::clone(&fake));
+    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+    fake
+}
+
+struct Runtime {
+    system: AgentSystem,
+    events: UnboundedReceiver<OutputEvent>,
+    log: Vec<OutputEvent>,
+    receiver: String,
+    http: reqwest::Client,
+}
+
+const SCRIPT: &str = r#"
+rules:
+  - when: "^look it up$"
+    reply:
+      tool_calls: [{name: lookup, args: {q: "answer"}}]
+  - reply: {text: "noted"}
+"#;
+
+async fn start(fake: &Fake) -> Runtime {
+    let model = ScriptedModel::parse(SCRIPT, Path::new("test.script.yaml")).unwrap();
+    let mut agent = AgentSpec::new("looker", "You look things up.", Arc::new(model));
+    let server: ToolServerConfig =
+        serde_yaml_ng::from_str(&fake.base.lock().unwrap().clone()).unwrap();
+    agent.tool_servers = vec![server.clone()];
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let receiver = format!("http://{}", listener.local_addr().unwrap());
+    let signer = CallbackSigner::new(SECRET.to_vec(), &receiver).unwrap();
+    let client = Arc::new(
+        RapClient::new(signer.clone())
+            .with_configured(&[server])
+            .unwrap()
+            .with_retry(RetryPolicy {
+                max_retries: 3,
+                initial_backoff: Duration::from_millis(20),
+                max_backoff: Duration::from_millis(100),
+                timeout: Duration::from_secs(5),
+            }),
+    );
+    let system = AgentSystemBuilder::new()
+        .with_agent(agent)
+        .with_tokio_sleep_tools()
+        .with_discovery(client.clone())
+        .with_dispatcher(client)
+        .build()
+        .await
+        .unwrap();
+    let app = infinity_rap::receiver::router(signer, Arc::new(system.clone()));
+    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+    let events = system.subscribe();
+    Runtime {
+        system,
+        events,
+        log: Vec::new(),
+        receiver,
+        http: reqwest::Client::new(),
+    }
+}
+
+impl Runtime {
+    async fn settle(&mut self) {
+        self.system.wait_idle(None).await;
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        self.system.wait_idle(None).await;
+        while let Ok(e) = self.events.try_recv() {
+            self.log.push(e);
+        }
+    }
+
+    fn results(&self) -> Vec<(String, bool)> {
+        self.log
+            .iter()
+            .filter_map(|e| match &e.kind {
+                OutputKind::ToolResult { text, is_error, .. } => Some((text.clone(), *is_error)),
+                _ => None,
+            })
+            .collect()
+    }
+
+    async fn post(&self, url: &str, body: &Value) -> (u16, String) {
+        let r = self.http.post(url).json(body).send().await.unwrap();
+        (r.status().as_u16(), r.text().await.unwrap())
+    }
+}
+
+fn thread() -> ThreadId {
+    ThreadId::new("main").unwrap()
+}
+
+#[tokio::test]
+async fn a_server_error_is_retried_and_the_signed_callback_delivers_the_result() {
+    let fake = start_fake(&[500, 200]).await;
+    let mut rt = start(&fake).await;
+    rt.system
+        .send_user_message(&thread(), "look it up")
+        .unwrap();
+    rt.settle().await;
+    assert_eq!(fake.attempts.load(Ordering::SeqCst), 2);
+    let invocation = fake.invocations.lock().unwrap()[0].clone();
+    assert_eq!(invocation["operation"], "lookup");
+    assert_eq!(invocation["arguments"], json!({"q": "answer"}));
+    assert_eq!(invocation["group_id"], "main");
+    assert!(
+        invocation.get("thread_ancestors").is_none(),
+        "a root thread has no ancestors"
+    );
+    let url = invocation["callback_url"].as_str().unwrap().to_owned();
+    assert!(
+        url.starts_with(&format!("{}/rap/callback/main/", rt.receiver)),
+        "{url}"
+    );
+    let id = invocation["id"].as_str().unwrap().to_owned();
+    let result = json!({"type": "tool_result", "group_id": "main", "id": id, "text": "42"});
+
+    // Forged: another thread's path, an altered signature, an altered expiry, no signature.
+    let other_thread = url.replace("/rap/callback/main/", "/rap/callback/other/");
+    let other_body = json!({"type": "tool_result", "group_id": "other", "id": id, "text": "x"});
+    assert_eq!(rt.post(&other_thread, &other_body).await.0, 403);
+    let (base, query) = url.split_once('?').unwrap();
+    let sig_at = query.find("sig=").unwrap() + 4;
+    let mut bad_sig = query.to_owned();
+    let flipped = if &bad_sig[sig_at..sig_at + 1] == "0" {
+        "1"
+    } else {
+        "0"
+    };
+    bad_sig.replace_range(sig_at..sig_at + 1, flipped);
+    assert_eq!(rt.post(&format!("{base}?{bad_sig}"), &result).await.0, 403);
+    let later = query.replacen("exp=", "exp=9", 1);
+    assert_eq!(rt.post(&format!("{base}?{later}"), &result).await.0, 403);
+    assert_eq!(rt.post(base, &result).await.0, 401);
+    // A valid URL with a body for another call or thread.
+    let wrong_call =
+        json!({"type": "tool_result", "group_id": "main", "id": "call-other", "text": "x"});
+    let (status, why) = rt.post(&url, &wrong_call).await;
+    assert_eq!((status, why.contains("call-other")), (403, true), "{why}");
+    // Malformed: the reason names the missing field.
+    let (status, why) = rt
+        .post(&url, &json!({"type": "tool_result", "group_id": "main"}))
+        .await;
+    assert_eq!(status, 400);
+    assert!(why.contains("id"), "{why}");
+    rt.settle().await;
+    assert!(
+        rt.results().is_empty(),
+        "nothing reached the thread: {:?}",
+        rt.results()
+    );
+
+    // The real one, then a replay of it.
+    assert_eq!(rt.post(&url, &result).await.0, 200);
+    rt.settle().await;
+    assert_eq!(rt.post(&url, &result).await.0, 200);
+    rt.settle().await;
+    assert_eq!(rt.results(), vec![("42".to_owned(), false)]);
+    let texts: Vec<String> = rt
+        .log
+        .iter()
+        .filter_map(|e| match &e.kind {
+            OutputKind::AssistantText { text } => Some(text.clone()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(texts, ["noted"]);
+}
+
+#[tokio::test]
+async fn a_refused_invocation_is_not_retried_and_becomes_an_error_result() {
+    let fake = start_fake(&[400]).await;
+    let mut rt = start(&fake).await;
+    rt.system
+        .send_user_message(&thread(), "look it up")
+        .unwrap();
+    rt.settle().await;
+    assert_eq!(fake.attempts.load(Ordering::SeqCst), 1);
+    let results = rt.results();
+    assert_eq!(results.len(), 1, "{results:?}");
+    assert!(
+        results[0].1 && results[0].0.contains("HTTP 400"),
+        "{results:?}"
+    );
+}
+
+#[tokio::test]
+async fn oauth_user_choice_and_view_update_reach_the_thread() {
+    let fake = start_fake(&[200]).await;
+    let mut rt = start(&fake).await;
+    rt.system
+        .send_user_message(&thread(), "look it up")
+        .unwrap();
+    rt.settle().await;
+    let invocation = fake.invocations.lock().unwrap()[0].clone();
+    let url = invocation["callback_url"].as_str().unwrap().to_owned();
+    let id = invocation["id"].as_str().unwrap().to_owned();
+
+    let oauth = json!({"type": "oauth", "group_id": "main", "id": id,
+                       "auth_url": "https://auth.example.com/authorize?x=1"});
+    assert_eq!(rt.post(&url, &oauth).await.0, 200);
+    rt.settle().await;
+    assert!(rt.log.iter().any(|e| matches!(&e.kind,
+        OutputKind::AuthorizationRequested { auth_url, .. } if auth_url.contains("auth.example.com"))));
+    // The model was told, and went on.
+    assert!(rt
+        .results()
+        .iter()
+        .any(|(t, _)| t.starts_with("Authorization in progress")));
+    assert!(rt
+        .log
+        .iter()
+        .any(|e| matches!(&e.kind, OutputKind::AssistantText { text } if text == "noted")));
+
+    let choice = json!({"type": "user_choice", "group_id": "main", "id": id,
+                        "prompt": "Which one?", "choices": ["left", "right"], "default": 1,
+                        "response_url": "http://127.0.0.1:9/choice"});
+    assert_eq!(rt.post(&url, &choice).await.0, 200);
+    let view = json!({"type": "view_update", "group_id": "main", "view_type": "diff",
+                      "content": {"patch": "+1"}});
+    assert_eq!(rt.post(&url, &view).await.0, 200);
+    rt.settle().await;
+    let record = rt.system.record(&thread()).await.unwrap().unwrap();
+    assert_eq!(record.open_choices.len(), 1);
+    assert_eq!(record.open_choices[0].choices, ["left", "right"]);
+    assert_eq!(record.views["diff"]["patch"], "+1");
+
+    // The real result comes after authorization: injected as an event, the choice closed.
+    let result = json!({"type": "tool_result", "group_id": "main", "id": id, "text": "found it"});
+    assert_eq!(rt.post(&url, &result).await.0, 200);
+    rt.settle().await;
+    let record = rt.system.record(&thread()).await.unwrap().unwrap();
+    assert!(record.open_choices.is_empty());
+    assert!(record.pending_calls.is_empty());
+    assert!(rt.results().iter().any(|(t, _)| t.contains("found it")));
+}

@@ -1,0 +1,26 @@
+//! Serves the `ticker` tool over RAP.
+
+use clap::Parser;
+
+/// Serves the `ticker` RAP tool (a subscription of timed events).
+#[derive(Debug, Parser)]
+struct Cli {
+    /// The address to listen on.
+    #[arg(long, default_value = "127.0.0.1")]
+    host: String,
+    /// The port to listen on.
+    #[arg(long, default_value_t = 8702)]
+    port: u16,
+    /// The base URL runtimes reach the server at, when not http://HOST:PORT (behind a proxy).
+    #[arg(long)]
+    public_url: Option<String>,
+}
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    let cli = Cli::parse();
+    rap_example_servers::init_logs();
+    let server = rap_example_servers::ticker_server();
+    rap_example_servers::serve(server, &cli.host, cli.port, cli.public_url).await?;
+    Ok(())
+}
