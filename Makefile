@@ -46,7 +46,7 @@ unit:
 
 build:
 	@command -v cargo-lambda >/dev/null || { echo "make build needs cargo-lambda: cargo install cargo-lambda (and zig for cross-compiling to arm64)"; exit 1; }
-	$(CARGO) lambda build --release --arm64 -p infinity-aws --bin infinity-agent-lambda --bin infinity-relay-lambda
+	$(CARGO) lambda build --release --arm64 -p infinity-aws --bin infinity-agent-lambda --bin infinity-relay-lambda --bin infinity-callback-lambda
 
 deploy: tools
 	@test -f "$(AGENT)" || { echo "make deploy AGENT=path/to/agent.yaml (missing: $(AGENT))"; exit 1; }

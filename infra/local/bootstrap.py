@@ -18,6 +18,7 @@ import argparse
 import json
 import os
 import re
+import secrets
 import shlex
 import sys
 from pathlib import Path
@@ -51,6 +52,8 @@ CONTRACT = [
 ]
 NOT_EXPORTED = {
     "INFINITY_AGENT_YAML",
+    # Locally the secret is generated here and exported as INFINITY_CALLBACK_SECRET.
+    "INFINITY_CALLBACK_SECRET_PARAMETER",
     "INFINITY_RELAY_THRESHOLD_SECONDS",
     "INFINITY_SCHEDULE_EARLY_SECONDS",
 }
@@ -388,6 +391,13 @@ def main() -> None:
         default=os.environ.get("INFINITY_LOCAL_DYNAMODB", "local"),
         help="DynamoDB Local or moto (default $INFINITY_LOCAL_DYNAMODB or local)",
     )
+    parser.add_argument(
+        "--callback-port",
+        type=int,
+        default=int(os.environ.get("INFINITY_LOCAL_CALLBACK_PORT", "8790")),
+        help="where infinity-local takes tool server callbacks, standing in for the callback "
+        "function's URL (default $INFINITY_LOCAL_CALLBACK_PORT or 8790)",
+    )
     args = parser.parse_args()
 
     if args.endpoint:
@@ -422,6 +432,9 @@ def main() -> None:
         "Ref": role,
         "Arn": f"arn:aws:iam::{ACCOUNT}:role/{role}",
     }
+    # The callback function's Function URL: infinity-local serves its handler on this port.
+    callback_url = f"http://127.0.0.1:{args.callback_port}/"
+    resolver.resources["CallbackFunctionUrl"] = {"FunctionUrl": callback_url}
     create_all(template, resolver, clients)
 
     exports = {
@@ -431,6 +444,8 @@ def main() -> None:
         "AWS_SECRET_ACCESS_KEY": CREDENTIALS["aws_secret_access_key"],
         **env,
         **infinity_variables(template, resolver),
+        # What Secrets Manager generates on AWS; fresh for each local stack.
+        "INFINITY_CALLBACK_SECRET": secrets.token_hex(32),
     }
     text = "".join(f"export {name}={shlex.quote(value)}\n" for name, value in exports.items())
     if args.env_file:

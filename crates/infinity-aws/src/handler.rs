@@ -14,6 +14,7 @@ use infinity_agent_core::host::{run_committed_slice, InputSender, SliceFailure, 
 use infinity_agent_core::ids::ThreadId;
 use infinity_agent_core::input::Input;
 use infinity_agent_core::store::ThreadStore;
+use infinity_agent_core::runtime::ToolDispatcher;
 use infinity_agent_core::tools::{SetTitle, ToolRegistry};
 use jiff::Timestamp;
 use tokio::task::JoinSet;
@@ -82,10 +83,19 @@ async fn model_key_from_ssm() -> Result<Option<String>, String> {
     else {
         return Ok(None);
     };
+    read_ssm_parameter(&name)
+        .await
+        .map(Some)
+        .map_err(|e| format!("cannot read the model key: {e}"))
+}
+
+/// An SSM parameter's value, decrypted (a SecureString, or a Secrets Manager secret through
+/// `/aws/reference/secretsmanager/NAME`). The value is never logged.
+pub async fn read_ssm_parameter(name: &str) -> Result<String, String> {
     let shared = aws_config::load_defaults(aws_config::BehaviorVersion::latest()).await;
     let out = aws_sdk_ssm::Client::new(&shared)
         .get_parameter()
-        .name(&name)
+        .name(name)
         .with_decryption(true)
         .send()
         .await
@@ -94,14 +104,13 @@ async fn model_key_from_ssm() -> Result<Option<String>, String> {
                 .as_service_error()
                 .map(|s| format!("{s:?}"))
                 .unwrap_or_else(|| e.to_string());
-            format!("cannot read the model key from SSM parameter {name}: {detail}")
+            format!("cannot read SSM parameter {name}: {detail}")
         })?;
-    let value = out
-        .parameter()
+    out.parameter()
         .and_then(|p| p.value())
         .filter(|v| !v.is_empty())
-        .ok_or_else(|| format!("SSM parameter {name} is empty"))?;
-    Ok(Some(value.to_owned()))
+        .map(str::to_owned)
+        .ok_or_else(|| format!("SSM parameter {name} is empty"))
 }
 
 /// Builds a runnable agent from an agent file: its model, the built-in tools and `set_title`.
@@ -151,6 +160,8 @@ pub struct AgentHandler {
     output: Option<OutputQueue>,
     agents: HashMap<String, Arc<Agent>>,
     default_agent: String,
+    /// Talks to the agent's tool servers, when it has any.
+    tool_servers: Option<Arc<infinity_rap::client::RapClient>>,
 }
 
 /// One message of a batch, parsed.
@@ -186,7 +197,15 @@ impl AgentHandler {
                 .map(|url| OutputQueue::new(clients.sqs.clone(), url.clone())),
             default_agent: agent.name.clone(),
             agents: HashMap::from([(agent.name.clone(), agent)]),
+            tool_servers: None,
         }
+    }
+
+    /// The same handler, discovering and invoking tools with `client` (see
+    /// [`crate::tool_servers::rap_client_for`]).
+    pub fn with_tool_servers(mut self, client: Option<Arc<infinity_rap::client::RapClient>>) -> Self {
+        self.tool_servers = client;
+        self
     }
 
     /// The store (for reads by tools and tests).
@@ -279,7 +298,9 @@ impl AgentHandler {
             &self.store,
             &self.agents,
             Some(&self.default_agent),
-            None,
+            self.tool_servers
+                .as_deref()
+                .map(|c| c as &dyn infinity_agent_core::tools::remote::ToolDiscovery),
             thread_id,
             inputs,
             Timestamp::now(),
@@ -358,17 +379,29 @@ impl AgentHandler {
                     .map_err(|e| e.to_string()),
                 Effect::Output { .. } => outputs_sent.clone(),
                 Effect::Dispatch { invocation } => {
-                    let input = invocation.undeliverable(&format!(
-                        "no tool server is configured to run `{}`",
-                        invocation.tool
-                    ));
-                    self.sender
-                        .send_to_input_queue(&input, &input.thread_id, &input.id)
-                        .await
-                        .map_err(|e| e.to_string())
+                    let failure = match &self.tool_servers {
+                        Some(client) => client.dispatch(&invocation).await.err(),
+                        None => Some(format!(
+                            "no tool server is configured to run `{}`",
+                            invocation.tool
+                        )),
+                    };
+                    match failure {
+                        None => Ok(()),
+                        Some(why) => {
+                            let input = invocation.undeliverable(&why);
+                            self.sender
+                                .send_to_input_queue(&input, &input.thread_id, &input.id)
+                                .await
+                                .map_err(|e| e.to_string())
+                        }
+                    }
                 }
                 Effect::Notify { notification } => {
-                    tracing::debug!(?notification, "no tool servers to notify");
+                    match &self.tool_servers {
+                        Some(client) => client.notify(&notification).await,
+                        None => tracing::debug!(?notification, "no tool servers to notify"),
+                    }
                     Ok(())
                 }
             };

@@ -4,6 +4,8 @@
 //! - [`queue`]: the SQS FIFO input queue ([`queue::SqsInputSender`]), timers through the relay
 //!   queue and EventBridge Scheduler ([`queue::AwsTimers`]), and the output queue.
 //! - [`handler`]: the agent and relay Lambda handlers (the same code the local poller runs).
+//! - [`tool_servers`]: RAP on AWS: the agent function's client (signed callback URLs, SigV4 or
+//!   bearer auth) and the callback function behind a Function URL.
 //! - [`local`]: the dev tools that stand in for Lambda's event source and for Scheduler when
 //!   running against emulators.
 #![warn(missing_docs)]
@@ -13,6 +15,7 @@ pub mod handler;
 pub mod local;
 pub mod queue;
 pub mod store;
+pub mod tool_servers;
 pub mod wire;
 
 /// Sets up `tracing` for Lambda: JSON lines when `AWS_LAMBDA_LOG_FORMAT=JSON`, filtered by

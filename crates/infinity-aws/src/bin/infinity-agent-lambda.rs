@@ -15,7 +15,9 @@ async fn main() -> Result<(), Error> {
     let config = AwsConfig::from_env()?;
     let clients = Clients::from_env().await;
     let agent = agent_from_env().await?;
-    let handler = Arc::new(AgentHandler::new(&clients, &config, agent));
+    let tool_servers = infinity_aws::tool_servers::rap_client_for(&agent).await?;
+    let handler =
+        Arc::new(AgentHandler::new(&clients, &config, agent).with_tool_servers(tool_servers));
     // Warm the connection pool so the first slice does not pay for the TLS handshake.
     let warm = infinity_agent_core::ids::ThreadId::new("warm-up")?;
     if let Err(err) = handler.store().load_record(&warm).await {

@@ -1,7 +1,9 @@
 //! `infinity-local`: runs the real agent and relay handlers against the local emulators
 //! (polling the queues like Lambda's event sources) and fires due Scheduler schedules.
 //! Configuration: the same environment as the Lambda functions (`source infra/local/env.sh`),
-//! plus `INFINITY_AGENT_FILE` or `INFINITY_AGENT_YAML`.
+//! plus `INFINITY_AGENT_FILE` or `INFINITY_AGENT_YAML`. When the agent has tool servers it also
+//! serves the callback function's handler on the port of `INFINITY_CALLBACK_URL` (with
+//! `INFINITY_CALLBACK_SECRET`), as the Function URL does on AWS.
 
 use std::sync::Arc;
 
@@ -22,7 +24,13 @@ async fn main() {
         let config = AwsConfig::from_env()?;
         let clients = Clients::from_env().await;
         let agent = agent_from_env().await?;
-        let handler = Arc::new(AgentHandler::new(&clients, &config, agent));
+        let tool_servers = infinity_aws::tool_servers::rap_client_for(&agent).await?;
+        if tool_servers.is_some() {
+            serve_callbacks(&clients, &config).await?;
+        }
+        let handler = Arc::new(
+            AgentHandler::new(&clients, &config, agent).with_tool_servers(tool_servers),
+        );
         Ok::<_, Box<dyn std::error::Error>>(LocalRunner::new(clients, config, handler))
     };
     match setup.await {
@@ -38,4 +46,32 @@ async fn main() {
             std::process::exit(1);
         }
     }
+}
+
+/// Serves the callback handler on the port of `INFINITY_CALLBACK_URL`.
+async fn serve_callbacks(
+    clients: &Clients,
+    config: &AwsConfig,
+) -> Result<(), Box<dyn std::error::Error>> {
+    let url = std::env::var(infinity_aws::tool_servers::CALLBACK_URL_VAR)?;
+    let port = url
+        .trim_end_matches('/')
+        .rsplit(':')
+        .next()
+        .and_then(|p| p.parse::<u16>().ok())
+        .ok_or_else(|| format!("INFINITY_CALLBACK_URL {url} has no port to listen on"))?;
+    let secret = infinity_aws::tool_servers::callback_secret_from_env().await?;
+    let handler = infinity_aws::tool_servers::CallbackHandler::new(
+        infinity_rap::signing::CallbackSigner::new(secret, &url)?,
+        infinity_aws::queue::SqsInputSender::new(clients.sqs.clone(), config.input_queue_url.clone()),
+    );
+    let listener = tokio::net::TcpListener::bind(("127.0.0.1", port)).await?;
+    tracing::info!(%url, "serving tool server callbacks");
+    let app = infinity_aws::tool_servers::local_router(Arc::new(handler));
+    tokio::spawn(async move {
+        if let Err(err) = axum::serve(listener, app).await {
+            tracing::error!(%err, "the callback server stopped");
+        }
+    });
+    Ok(())
 }

@@ -2,6 +2,9 @@
 //! fresh set of queues and a table for each test from `template.yaml`, and drives the real
 //! handlers through [`LocalRunner`] until a condition holds.
 
+use infinity_aws::tool_servers::CallbackHandler;
+use infinity_rap::client::RapClient;
+use infinity_rap::signing::CallbackSigner;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -78,12 +81,17 @@ pub struct Stack {
     pub runner: LocalRunner,
     pub sender: SqsInputSender,
     pub prefix: String,
+    /// With tool servers: where the callback handler listens (the local stand-in for the
+    /// callback function's Function URL).
+    pub callback_url: Option<String>,
     _dir: tempfile::TempDir,
 }
 
 pub struct Options {
     pub relay_threshold: u64,
     pub schedule_early: u64,
+    /// Base URLs of tool servers for the agent file.
+    pub tool_servers: Vec<String>,
 }
 
 impl Default for Options {
@@ -91,9 +99,12 @@ impl Default for Options {
         Self {
             relay_threshold: 900,
             schedule_early: 60,
+            tool_servers: Vec::new(),
         }
     }
 }
+
+pub const CALLBACK_SECRET: &[u8] = b"the local stack's callback secret, 32+ bytes";
 
 pub async fn stack(script: &str) -> Stack {
     stack_with(script, Options::default()).await
@@ -131,14 +142,43 @@ pub async fn stack_with(script: &str, options: Options) -> Stack {
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(dir.path().join("script.yaml"), script).unwrap();
     let agent_path = dir.path().join("agent.yaml");
-    std::fs::write(&agent_path, "name: tester\nmodel: script:script.yaml\n").unwrap();
+    let servers: String = options
+        .tool_servers
+        .iter()
+        .map(|s| format!("  - {s}\n"))
+        .collect();
+    let tool_servers = if servers.is_empty() {
+        String::new()
+    } else {
+        format!("tool_servers:\n{servers}")
+    };
+    std::fs::write(
+        &agent_path,
+        format!("name: tester\nmodel: script:script.yaml\n{tool_servers}"),
+    )
+    .unwrap();
     let agent = build_agent(&AgentFile::load(&agent_path).unwrap())
         .await
         .unwrap();
-    let handler = Arc::new(AgentHandler::new(&clients, &config, agent));
+    let sender = SqsInputSender::new(clients.sqs.clone(), config.input_queue_url.clone());
+    // The callback function's handler, served over HTTP as `infinity-local` does.
+    let (callback_url, client) = if agent.tool_servers.is_empty() {
+        (None, None)
+    } else {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("http://{}", listener.local_addr().unwrap());
+        let signer = CallbackSigner::new(CALLBACK_SECRET.to_vec(), &url).unwrap();
+        let callbacks = CallbackHandler::new(signer.clone(), sender.clone());
+        let app = infinity_aws::tool_servers::local_router(Arc::new(callbacks));
+        tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+        let client = RapClient::new(signer)
+            .with_configured(&agent.tool_servers)
+            .unwrap();
+        (Some(url), Some(Arc::new(client)))
+    };
+    let handler = Arc::new(AgentHandler::new(&clients, &config, agent).with_tool_servers(client));
     let mut runner = LocalRunner::new(clients.clone(), config.clone(), Arc::clone(&handler));
     runner.retry_after = Duration::from_secs(0);
-    let sender = SqsInputSender::new(clients.sqs.clone(), config.input_queue_url.clone());
     Stack {
         config,
         clients,
@@ -146,6 +186,7 @@ pub async fn stack_with(script: &str, options: Options) -> Stack {
         runner,
         sender,
         prefix,
+        callback_url,
         _dir: dir,
     }
 }

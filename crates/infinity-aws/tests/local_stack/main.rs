@@ -9,3 +9,4 @@ mod delivery;
 mod store;
 mod threads;
 mod timers;
+mod tool_servers;

@@ -62,6 +62,7 @@ async fn a_long_sleep_goes_through_a_scheduler_schedule() {
         Options {
             relay_threshold: 2,
             schedule_early: 1,
+            ..Options::default()
         },
     )
     .await;

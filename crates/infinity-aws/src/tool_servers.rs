@@ -1,0 +1,285 @@
+//! Tool servers on AWS.
+//!
+//! - The agent function talks RAP with [`RapClient`]: callback URLs point at the callback
+//!   function's Function URL (`INFINITY_CALLBACK_URL`) and are signed with the deployment's
+//!   secret; requests to tool servers carry a bearer token (from the environment or SSM) or a
+//!   SigV4 signature (a Lambda Function URL with IAM auth).
+//! - The callback function ([`CallbackHandler`]) checks each callback (signature, expiry, body)
+//!   and puts its input on the thread's FIFO queue. `infinity-local` serves the same handler
+//!   over HTTP ([`local_router`]).
+
+use std::sync::Arc;
+use std::time::SystemTime;
+
+use async_trait::async_trait;
+use aws_credential_types::provider::{ProvideCredentials, SharedCredentialsProvider};
+use aws_lambda_events::event::lambda_function_urls::{
+    LambdaFunctionUrlRequest, LambdaFunctionUrlResponse,
+};
+use base64::Engine;
+use infinity_agent_core::agent::Agent;
+use infinity_rap::client::{Authorizer, Bearer, RapClient};
+use infinity_rap::receiver::{self, Signature};
+use infinity_rap::signing::CallbackSigner;
+
+use crate::queue::SqsInputSender;
+
+/// The callback function's URL (its Function URL), where tool servers send callbacks.
+pub const CALLBACK_URL_VAR: &str = "INFINITY_CALLBACK_URL";
+/// The callback secret itself (local runs).
+pub const CALLBACK_SECRET_VAR: &str = "INFINITY_CALLBACK_SECRET";
+/// The SSM parameter holding the callback secret (on AWS: the Secrets Manager reference path
+/// `/aws/reference/secretsmanager/NAME` of the secret the template creates).
+pub const CALLBACK_SECRET_PARAMETER_VAR: &str = "INFINITY_CALLBACK_SECRET_PARAMETER";
+
+fn var(name: &str) -> Option<String> {
+    std::env::var(name).ok().filter(|v| !v.trim().is_empty())
+}
+
+/// The callback secret: `INFINITY_CALLBACK_SECRET`, or the SSM parameter named by
+/// `INFINITY_CALLBACK_SECRET_PARAMETER`.
+pub async fn callback_secret_from_env() -> Result<Vec<u8>, String> {
+    if let Some(secret) = var(CALLBACK_SECRET_VAR) {
+        return Ok(secret.into_bytes());
+    }
+    let Some(name) = var(CALLBACK_SECRET_PARAMETER_VAR) else {
+        return Err(format!(
+            "set {CALLBACK_SECRET_VAR} or {CALLBACK_SECRET_PARAMETER_VAR} (the callback secret)"
+        ));
+    };
+    Ok(crate::handler::read_ssm_parameter(&name).await?.into_bytes())
+}
+
+/// The signer for callback URLs, from `INFINITY_CALLBACK_URL` and the secret.
+pub async fn signer_from_env() -> Result<CallbackSigner, String> {
+    let url = var(CALLBACK_URL_VAR).ok_or_else(|| {
+        format!("set {CALLBACK_URL_VAR} (the callback function's URL) to use tool servers")
+    })?;
+    let secret = callback_secret_from_env().await?;
+    CallbackSigner::new(secret, &url).map_err(|e| format!("the callback secret: {e}"))
+}
+
+/// Signs requests with AWS SigV4, for tool servers behind a Lambda Function URL with IAM auth.
+#[derive(Debug, Clone)]
+pub struct SigV4 {
+    credentials: SharedCredentialsProvider,
+    region: String,
+    service: String,
+}
+
+impl SigV4 {
+    /// A signer for `service` (`lambda` for Function URLs) in `region`.
+    pub fn new(credentials: SharedCredentialsProvider, region: &str, service: &str) -> Self {
+        Self {
+            credentials,
+            region: region.to_owned(),
+            service: service.to_owned(),
+        }
+    }
+
+    /// From the default AWS environment (the function's role), for Lambda Function URLs.
+    pub async fn from_env() -> Result<Self, String> {
+        let shared = aws_config::load_defaults(aws_config::BehaviorVersion::latest()).await;
+        let credentials = shared
+            .credentials_provider()
+            .ok_or("no AWS credentials to sign tool server requests with")?;
+        let region = shared
+            .region()
+            .map(|r| r.to_string())
+            .ok_or("no AWS region to sign tool server requests for")?;
+        Ok(Self::new(credentials, &region, "lambda"))
+    }
+}
+
+#[async_trait]
+impl Authorizer for SigV4 {
+    async fn authorize(&self, request: &mut reqwest::Request) -> Result<(), String> {
+        use aws_sigv4::http_request::{sign, SignableBody, SignableRequest, SigningSettings};
+        let credentials = self
+            .credentials
+            .provide_credentials()
+            .await
+            .map_err(|e| format!("no AWS credentials: {e}"))?;
+        let identity = credentials.into();
+        let params = aws_sigv4::sign::v4::SigningParams::builder()
+            .identity(&identity)
+            .region(&self.region)
+            .name(&self.service)
+            .time(SystemTime::now())
+            .settings(SigningSettings::default())
+            .build()
+            .map_err(|e| format!("SigV4 parameters: {e}"))?
+            .into();
+        let body = request
+            .body()
+            .and_then(|b| b.as_bytes())
+            .unwrap_or_default()
+            .to_vec();
+        let headers: Vec<(String, String)> = request
+            .headers()
+            .iter()
+            .filter_map(|(k, v)| Some((k.as_str().to_owned(), v.to_str().ok()?.to_owned())))
+            .collect();
+        let signable = SignableRequest::new(
+            request.method().as_str(),
+            request.url().as_str(),
+            headers.iter().map(|(k, v)| (k.as_str(), v.as_str())),
+            SignableBody::Bytes(&body),
+        )
+        .map_err(|e| format!("SigV4: {e}"))?;
+        let (instructions, _) = sign(signable, &params)
+            .map_err(|e| format!("SigV4: {e}"))?
+            .into_parts();
+        for (name, value) in instructions.headers() {
+            let name = reqwest::header::HeaderName::from_bytes(name.as_bytes())
+                .map_err(|e| format!("SigV4 header {name}: {e}"))?;
+            let value = reqwest::header::HeaderValue::from_str(value)
+                .map_err(|e| format!("SigV4 header value: {e}"))?;
+            request.headers_mut().insert(name, value);
+        }
+        Ok(())
+    }
+}
+
+/// The RAP client of an agent with tool servers (`None` without any): callback URLs from
+/// [`signer_from_env`]; `bearer_env` read from the environment, `bearer_ssm` from SSM, `sigv4`
+/// with the function's role.
+pub async fn rap_client_for(agent: &Agent) -> Result<Option<Arc<RapClient>>, String> {
+    if agent.tool_servers.is_empty() {
+        return Ok(None);
+    }
+    let mut client = RapClient::new(signer_from_env().await?);
+    for server in &agent.tool_servers {
+        let auth: Option<Arc<dyn Authorizer>> = match (
+            &server.auth.bearer_env,
+            &server.auth.bearer_ssm,
+            server.auth.sigv4,
+        ) {
+            (Some(name), _, _) => Some(Arc::new(Bearer::new(var(name).ok_or_else(|| {
+                format!("tool server {}: auth.bearer_env names {name}, which is not set", server.url)
+            })?))),
+            (None, Some(name), _) => Some(Arc::new(Bearer::new(
+                crate::handler::read_ssm_parameter(name)
+                    .await
+                    .map_err(|e| format!("tool server {}: {e}", server.url))?,
+            ))),
+            (None, None, true) => Some(Arc::new(SigV4::from_env().await?)),
+            (None, None, false) => None,
+        };
+        client = client.with_server(&server.url, auth);
+    }
+    Ok(Some(Arc::new(client)))
+}
+
+/// The callback function: Function URL requests in, inputs on the input queue out.
+#[derive(Debug, Clone)]
+pub struct CallbackHandler {
+    signer: CallbackSigner,
+    sender: SqsInputSender,
+}
+
+impl CallbackHandler {
+    /// A handler that checks URLs with `signer` and queues inputs with `sender`.
+    pub fn new(signer: CallbackSigner, sender: SqsInputSender) -> Self {
+        Self { signer, sender }
+    }
+
+    /// Handles one request: `POST /rap/callback/{thread}/{call}?exp=..&sig=..`.
+    pub async fn handle(&self, request: LambdaFunctionUrlRequest) -> LambdaFunctionUrlResponse {
+        let method = request
+            .request_context
+            .http
+            .method
+            .as_deref()
+            .unwrap_or("POST");
+        let path = request.raw_path.as_deref().unwrap_or("");
+        let reply = match (
+            method,
+            path.trim_end_matches('/')
+                .strip_prefix("/rap/callback/")
+                .and_then(|rest| rest.split_once('/')),
+        ) {
+            ("POST", Some((thread, call))) if !call.contains('/') => {
+                let body = match (&request.body, request.is_base64_encoded) {
+                    (None, _) => Ok(Vec::new()),
+                    (Some(b), false) => Ok(b.clone().into_bytes()),
+                    (Some(b), true) => base64::engine::general_purpose::STANDARD
+                        .decode(b)
+                        .map_err(|_| "the body is not valid base64"),
+                };
+                match body {
+                    Ok(body) => {
+                        let signature = Signature {
+                            exp: request.query_string_parameters.get("exp").cloned(),
+                            sig: request.query_string_parameters.get("sig").cloned(),
+                        };
+                        receiver::handle(
+                            &self.signer,
+                            &self.sender,
+                            thread,
+                            call,
+                            &signature,
+                            &body,
+                            jiff::Timestamp::now().as_second(),
+                        )
+                        .await
+                    }
+                    Err(why) => receiver::Reply {
+                        status: 400,
+                        body: why.to_owned(),
+                    },
+                }
+            }
+            ("POST", _) => receiver::Reply {
+                status: 404,
+                body: format!("no such callback path: {path}"),
+            },
+            _ => receiver::Reply {
+                status: 405,
+                body: "callbacks are POSTed".to_owned(),
+            },
+        };
+        let mut response = LambdaFunctionUrlResponse::default();
+        response.status_code = i64::from(reply.status);
+        response.body = Some(reply.body);
+        response.headers.insert(
+            "content-type",
+            axum::http::HeaderValue::from_static("text/plain; charset=utf-8"),
+        );
+        response
+    }
+}
+
+/// An HTTP server for `infinity-local` that turns each request into the Function URL event the
+/// callback function gets, and runs [`CallbackHandler::handle`] on it.
+pub fn local_router(handler: Arc<CallbackHandler>) -> axum::Router {
+    use axum::body::Bytes;
+    use axum::extract::{Query, State};
+    use axum::http::{Method, StatusCode, Uri};
+    async fn forward(
+        State(handler): State<Arc<CallbackHandler>>,
+        method: Method,
+        uri: Uri,
+        Query(query): Query<std::collections::HashMap<String, String>>,
+        body: Bytes,
+    ) -> (StatusCode, String) {
+        let mut request = LambdaFunctionUrlRequest::default();
+        request.raw_path = Some(uri.path().to_owned());
+        request.raw_query_string = uri.query().map(str::to_owned);
+        request.query_string_parameters = query;
+        request.body = Some(base64::engine::general_purpose::STANDARD.encode(&body));
+        request.is_base64_encoded = true;
+        request.request_context.http.method = Some(method.to_string());
+        let response = handler.handle(request).await;
+        (
+            u16::try_from(response.status_code)
+                .ok()
+                .and_then(|s| StatusCode::from_u16(s).ok())
+                .unwrap_or(StatusCode::INTERNAL_SERVER_ERROR),
+            response.body.unwrap_or_default(),
+        )
+    }
+    axum::Router::new()
+        .fallback(forward)
+        .with_state(handler)
+}
