@@ -1,4 +1,5 @@
-//! Commands that talk to a deployed (or local) AWS stack: `send`, `thread show`, `tail`.
+//! Commands that talk to a deployed (or local) AWS stack: `send`, `thread show`, `tail`,
+//! `choose`.
 //!
 //! Queue URLs and the table come from flags or from the `INFINITY_*` variables that
 //! `infra/local/env.sh` (local stack) exports; endpoints from `--endpoint` or the standard
@@ -75,6 +76,58 @@ pub struct TailArgs {
     /// Stop after this many seconds without events (default: run until Ctrl-C).
     #[arg(long)]
     idle_exit: Option<u64>,
+}
+
+/// Answers a tool server's question (`user_choice`) on a thread.
+#[derive(Debug, Args)]
+pub struct ChooseArgs {
+    #[command(flatten)]
+    endpoint: Endpoint,
+    /// The thread.
+    thread: String,
+    /// The call that asked (see `infinity thread show`).
+    call: String,
+    /// The option, from 0; leave out with --dismiss to send the question's default.
+    index: Option<usize>,
+    /// Dismiss the question: the tool server gets its default option.
+    #[arg(long, conflicts_with = "index")]
+    dismiss: bool,
+    /// The table (default: $INFINITY_TABLE).
+    #[arg(long)]
+    table: Option<String>,
+    /// The input queue (default: $INFINITY_INPUT_QUEUE_URL).
+    #[arg(long)]
+    queue_url: Option<String>,
+}
+
+pub async fn choose(args: ChooseArgs) -> Result<u8> {
+    if args.index.is_none() && !args.dismiss {
+        anyhow::bail!("give the option's index, or --dismiss to send the default");
+    }
+    let table = setting(args.table, "INFINITY_TABLE", "table")?;
+    let queue_url = setting(
+        args.queue_url,
+        "INFINITY_INPUT_QUEUE_URL",
+        "input queue URL",
+    )?;
+    let clients = Clients::from_env_with_endpoint(args.endpoint.endpoint.as_deref()).await;
+    let store = DynamoThreadStore::new(clients.dynamodb, table, Duration::from_secs(86_400));
+    let thread = ThreadId::new(args.thread.as_str())?;
+    let record = store
+        .load_record(&thread)
+        .await?
+        .with_context(|| format!("thread {thread} does not exist"))?;
+    let choice = crate::choices::find(&record, Some(&args.call))?;
+    let (selected, input) = crate::choices::answer(&record, choice, args.index).await?;
+    SqsInputSender::new(clients.sqs, queue_url)
+        .send_to_input_queue(&input, &thread, &input.id)
+        .await?;
+    crate::out!(
+        "answered {} with {selected}: {}",
+        choice.call_id,
+        choice.choices[selected]
+    );
+    Ok(0)
 }
 
 fn setting(flag: Option<String>, var: &str, what: &str) -> Result<String> {
@@ -165,6 +218,39 @@ pub async fn show(args: ShowArgs) -> Result<u8> {
             c.thread_id,
             if c.closed { " (closed)" } else { "" }
         );
+    }
+    for s in &record.subscriptions {
+        crate::out!("  subscription {} {}", s.tool, s.call_id);
+    }
+    for c in &record.open_choices {
+        let options: Vec<String> = c
+            .choices
+            .iter()
+            .enumerate()
+            .map(|(i, o)| format!("{i}) {o}"))
+            .collect();
+        crate::out!(
+            "  question from call {}: {} {} (default {}; answer with `infinity choose {} {} INDEX`)",
+            c.call_id,
+            c.prompt,
+            options.join("  "),
+            c.default,
+            record.id,
+            c.call_id
+        );
+    }
+    for (view_type, content) in &record.views {
+        crate::out!(
+            "  view {view_type}: {}",
+            crate::render::clip(&serde_json::Value::Object(content.clone()).to_string(), 200)
+        );
+    }
+    if let Some(toolset) = &record.toolset {
+        let names: Vec<&str> = toolset.tools.iter().map(|t| t.spec.name.as_str()).collect();
+        crate::out!("  tool server tools: {}", names.join(", "));
+        for problem in &toolset.problems {
+            crate::out!("  tool server problem: {problem}");
+        }
     }
     crate::out!(
         "history ({} entries, {} inherited):",

@@ -1,7 +1,9 @@
 //! `infinity`: run and chat with agents on the embedded runtime.
 
 mod aws;
+mod choices;
 mod render;
+mod serve;
 mod tool_servers;
 
 use std::path::{Path, PathBuf};
@@ -37,6 +39,8 @@ enum Command {
     Run(RunArgs),
     /// Talk to an agent interactively.
     Chat(ChatArgs),
+    /// Serve the embedded runtime over HTTP (messages, records, event streams, answers).
+    Serve(serve::ServeArgs),
     /// Show the threads of a store.
     Threads(ThreadsArgs),
     /// Send a user message to a thread on an AWS (or local) stack.
@@ -46,6 +50,8 @@ enum Command {
     Thread(ThreadCommand),
     /// Print output events from an AWS (or local) stack's output queue as they arrive.
     Tail(aws::TailArgs),
+    /// Answer a tool server's question on a thread of an AWS (or local) stack.
+    Choose(aws::ChooseArgs),
     /// Describe tools.
     #[command(subcommand)]
     Tools(ToolsCommand),
@@ -68,7 +74,7 @@ enum ThreadCommand {
 }
 
 #[derive(Debug, Args)]
-struct AgentArgs {
+pub(crate) struct AgentArgs {
     /// The agent file (agent.yaml).
     #[arg(long)]
     agent: PathBuf,
@@ -143,9 +149,11 @@ fn main() -> std::process::ExitCode {
             Command::Run(args) => run(args).await,
             Command::Chat(args) => chat(args).await,
             Command::Threads(args) => threads(args).await,
+            Command::Serve(args) => serve::serve(args).await,
             Command::Send(args) => aws::send(args).await,
             Command::Thread(ThreadCommand::Show(args)) => aws::show(args).await,
             Command::Tail(args) => aws::tail(args).await,
+            Command::Choose(args) => aws::choose(args).await,
             Command::Tools(ToolsCommand::Internal { json }) => tools_internal(json),
         }
     });
@@ -166,7 +174,7 @@ async fn resolve_model(spec: &str, base: &Path) -> Result<Arc<dyn ModelProvider>
         .map_err(anyhow::Error::msg)
 }
 
-async fn build_system(args: &AgentArgs) -> Result<AgentSystem> {
+pub(crate) async fn build_system(args: &AgentArgs) -> Result<AgentSystem> {
     let file = AgentFile::load(&args.agent)?;
     let (spec, base) = match &args.model {
         Some(m) => (m.clone(), PathBuf::from(".")),
@@ -420,7 +428,7 @@ async fn chat(args: ChatArgs) -> Result<u8> {
     if args.agent.store.is_some() {
         print_threads(system.store().as_ref()).await?;
     }
-    eprintln!("Talking to thread {thread}. /threads lists threads, /quit or Ctrl-C leaves (state is kept with --store).");
+    eprintln!("Talking to thread {thread}. /threads lists threads, /choose [CALL] INDEX or /dismiss [CALL] answers a tool's question, /quit or Ctrl-C leaves (state is kept with --store).");
     let mut lines = tokio::io::BufReader::new(tokio::io::stdin()).lines();
     loop {
         tokio::select! {
@@ -431,6 +439,11 @@ async fn chat(args: ChatArgs) -> Result<u8> {
                     "" => continue,
                     "/quit" | "/exit" => break,
                     "/threads" => print_threads(system.store().as_ref()).await?,
+                    command if command.starts_with("/choose") || command.starts_with("/dismiss") => {
+                        if let Err(err) = chat_choose(&system, &thread, command).await {
+                            eprintln!("error: {err:#}");
+                        }
+                    }
                     text => {
                         system.send_user_message(&thread, text)?;
                     }
@@ -445,6 +458,27 @@ async fn chat(args: ChatArgs) -> Result<u8> {
     tokio::time::sleep(Duration::from_millis(50)).await;
     printer.abort();
     Ok(0)
+}
+
+/// `/choose [CALL] INDEX` or `/dismiss [CALL]` in `infinity chat`.
+async fn chat_choose(system: &AgentSystem, thread: &ThreadId, command: &str) -> Result<()> {
+    let words: Vec<&str> = command.split_whitespace().collect();
+    let (call, index) = match words.as_slice() {
+        ["/dismiss"] => (None, None),
+        ["/dismiss", call] => (Some(*call), None),
+        ["/choose", index] => (None, Some(index.parse::<usize>()?)),
+        ["/choose", call, index] => (Some(*call), Some(index.parse::<usize>()?)),
+        _ => bail!("usage: /choose [CALL] INDEX, or /dismiss [CALL]"),
+    };
+    let record = system
+        .record(thread)
+        .await?
+        .with_context(|| format!("thread {thread} does not exist yet"))?;
+    let choice = choices::find(&record, call)?;
+    let (selected, input) = choices::answer(&record, choice, index).await?;
+    system.send(input);
+    eprintln!("answered {}: {}", choice.call_id, choice.choices[selected]);
+    Ok(())
 }
 
 async fn print_threads(store: &dyn ThreadStore) -> Result<()> {

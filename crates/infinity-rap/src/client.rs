@@ -372,3 +372,53 @@ impl ToolDispatcher for RapClient {
         }
     }
 }
+
+/// Why a user's choice could not be answered.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ChoiceError {
+    /// The index is not one of the choices.
+    #[error("choice {selected} is out of range: the question has {count} choices (0 to {})", count.saturating_sub(1))]
+    OutOfRange {
+        /// The index given.
+        selected: usize,
+        /// How many choices there are.
+        count: usize,
+    },
+    /// The tool server did not take the answer.
+    #[error("the tool server did not take the answer: {0}")]
+    Delivery(String),
+}
+
+/// Answers a `user_choice` question: POSTs `{id, selected}` to its `response_url`, once (the
+/// spec forbids retrying or replaying answers). `selected` is checked against the choices first.
+pub async fn send_user_choice(
+    choice: &infinity_agent_core::thread::OpenChoice,
+    selected: usize,
+) -> Result<(), ChoiceError> {
+    if selected >= choice.choices.len() {
+        return Err(ChoiceError::OutOfRange {
+            selected,
+            count: choice.choices.len(),
+        });
+    }
+    let body = wire::UserChoiceResponse {
+        id: choice.call_id.to_string(),
+        selected,
+    };
+    let response = reqwest::Client::new()
+        .post(&choice.response_url)
+        .json(&body)
+        .timeout(Duration::from_secs(30))
+        .send()
+        .await
+        .map_err(|e| ChoiceError::Delivery(e.without_url().to_string()))?;
+    if response.status().is_success() {
+        Ok(())
+    } else {
+        Err(ChoiceError::Delivery(format!(
+            "{} answered HTTP {}",
+            choice.response_url,
+            response.status()
+        )))
+    }
+}

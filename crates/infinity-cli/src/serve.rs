@@ -1,0 +1,255 @@
+//! `infinity serve`: the embedded runtime behind a small HTTP API, for clients (UIs, scripts)
+//! that attach to threads.
+//!
+//! | Route | What |
+//! |---|---|
+//! | `GET /health` | `ok` |
+//! | `GET /tools/internal` | every internal tool with its category and default (as `infinity tools internal --json`) |
+//! | `GET /threads` | every thread's record |
+//! | `GET /threads/{id}` | one thread's record (404 if unknown) |
+//! | `GET /threads/{id}/history` | its history as the model sees it |
+//! | `POST /threads/{id}/messages` | `{"text": ...}`: a user message (creates the thread) |
+//! | `GET /threads/{id}/events` | Server-Sent Events: first the thread's current views and open questions, then its output events as they happen |
+//! | `POST /threads/{id}/choices/{call}` | `{"selected": N}` or `{"dismiss": true}`: answers a tool server's question |
+
+use std::convert::Infallible;
+use std::sync::Arc;
+
+use anyhow::{Context, Result};
+use axum::extract::{Path, State};
+use axum::http::StatusCode;
+use axum::response::sse::{Event, KeepAlive, Sse};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use axum::{Json, Router};
+use clap::Args;
+use infinity_agent_core::effect::{OutputEvent, OutputKind};
+use infinity_agent_core::ids::ThreadId;
+use infinity_agent_core::runtime::AgentSystem;
+use infinity_agent_core::store::load_view;
+use serde::Deserialize;
+use serde_json::json;
+
+use crate::AgentArgs;
+
+#[derive(Debug, Args)]
+pub struct ServeArgs {
+    #[command(flatten)]
+    agent: AgentArgs,
+    /// The address to listen on.
+    #[arg(long, default_value = "127.0.0.1")]
+    host: String,
+    /// The port to listen on.
+    #[arg(long, default_value_t = 8700)]
+    port: u16,
+}
+
+type Shared = Arc<AgentSystem>;
+
+/// An error answer: a status and `{"error": message}`.
+struct ApiError(StatusCode, String);
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        (self.0, Json(json!({"error": self.1}))).into_response()
+    }
+}
+
+fn error(status: StatusCode, message: impl std::fmt::Display) -> ApiError {
+    ApiError(status, message.to_string())
+}
+
+fn thread_id(raw: &str) -> Result<ThreadId, ApiError> {
+    ThreadId::new(raw).map_err(|e| error(StatusCode::BAD_REQUEST, e))
+}
+
+/// The thread's record, or 404.
+async fn record_of(
+    system: &AgentSystem,
+    id: &ThreadId,
+) -> Result<infinity_agent_core::thread::ThreadRecord, ApiError> {
+    system
+        .record(id)
+        .await
+        .map_err(|e| error(StatusCode::INTERNAL_SERVER_ERROR, e))?
+        .ok_or_else(|| error(StatusCode::NOT_FOUND, format!("no thread {id}")))
+}
+
+type Answer = Result<Response, ApiError>;
+
+pub async fn serve(args: ServeArgs) -> Result<u8> {
+    let system = Arc::new(crate::build_system(&args.agent).await?);
+    let app = router(system);
+    let listener = tokio::net::TcpListener::bind((args.host.as_str(), args.port))
+        .await
+        .with_context(|| format!("cannot listen on {}:{}", args.host, args.port))?;
+    eprintln!("serving on http://{}", listener.local_addr()?);
+    axum::serve(listener, app)
+        .with_graceful_shutdown(async {
+            let _ = tokio::signal::ctrl_c().await;
+        })
+        .await?;
+    Ok(0)
+}
+
+pub fn router(system: Shared) -> Router {
+    Router::new()
+        .route("/health", get(|| async { "ok" }))
+        .route(
+            "/tools/internal",
+            get(|| async { Json(infinity_agent_core::tools::internal::listing()) }),
+        )
+        .route("/threads", get(threads))
+        .route("/threads/{id}", get(thread))
+        .route("/threads/{id}/history", get(history))
+        .route("/threads/{id}/messages", post(message))
+        .route("/threads/{id}/events", get(events))
+        .route("/threads/{id}/choices/{call}", post(choose))
+        .with_state(system)
+}
+
+async fn threads(State(system): State<Shared>) -> Answer {
+    let ids = system
+        .store()
+        .thread_ids()
+        .await
+        .map_err(|e| error(StatusCode::INTERNAL_SERVER_ERROR, e))?;
+    let mut records = Vec::new();
+    for id in ids {
+        if let Ok(Some(record)) = system.record(&id).await {
+            records.push(record);
+        }
+    }
+    Ok(Json(records).into_response())
+}
+
+async fn thread(State(system): State<Shared>, Path(id): Path<String>) -> Answer {
+    let id = thread_id(&id)?;
+    Ok(Json(record_of(&system, &id).await?).into_response())
+}
+
+async fn history(State(system): State<Shared>, Path(id): Path<String>) -> Answer {
+    let id = thread_id(&id)?;
+    let record = record_of(&system, &id).await?;
+    let view = load_view(system.store().as_ref(), &record)
+        .await
+        .map_err(|e| error(StatusCode::INTERNAL_SERVER_ERROR, e))?;
+    Ok(Json(view.iter().map(|e| &**e).collect::<Vec<_>>()).into_response())
+}
+
+#[derive(Debug, Deserialize)]
+struct Message {
+    text: String,
+}
+
+async fn message(
+    State(system): State<Shared>,
+    Path(id): Path<String>,
+    body: Result<Json<Message>, axum::extract::rejection::JsonRejection>,
+) -> Answer {
+    let id = thread_id(&id)?;
+    let Json(body) = body.map_err(|e| error(StatusCode::BAD_REQUEST, e.body_text()))?;
+    if body.text.trim().is_empty() {
+        return Err(error(StatusCode::BAD_REQUEST, "`text` is empty"));
+    }
+    let input = system
+        .send_user_message(&id, body.text)
+        .map_err(|e| error(StatusCode::BAD_REQUEST, e))?;
+    Ok((
+        StatusCode::ACCEPTED,
+        Json(json!({"thread_id": id, "input_id": input})),
+    )
+        .into_response())
+}
+
+fn sse(event: &OutputEvent) -> Result<Event, Infallible> {
+    Ok(Event::default()
+        .event(event.kind.kind())
+        .data(serde_json::to_string(event).unwrap_or_default()))
+}
+
+async fn events(State(system): State<Shared>, Path(id): Path<String>) -> Answer {
+    let id = thread_id(&id)?;
+    // Subscribe first, so nothing falls between the replay and the live events.
+    let live = system.subscribe();
+    let mut replay = Vec::new();
+    if let Ok(Some(record)) = system.record(&id).await {
+        let at = record.updated_at;
+        for (view_type, content) in &record.views {
+            replay.push(OutputEvent {
+                thread_id: id.clone(),
+                at,
+                kind: OutputKind::ViewUpdated {
+                    view_type: view_type.clone(),
+                    content: content.clone(),
+                },
+            });
+        }
+        for choice in &record.open_choices {
+            replay.push(OutputEvent {
+                thread_id: id.clone(),
+                at,
+                kind: OutputKind::ChoiceRequested {
+                    call_id: choice.call_id.clone(),
+                    prompt: choice.prompt.clone(),
+                    choices: choice.choices.clone(),
+                    default: choice.default,
+                },
+            });
+        }
+    }
+    let replay = futures_util::stream::iter(replay.into_iter().map(|e| sse(&e)));
+    let live = futures_util::stream::unfold((live, id), |(mut rx, id)| async move {
+        loop {
+            let event = rx.recv().await?;
+            if event.thread_id == id {
+                return Some((sse(&event), (rx, id)));
+            }
+        }
+    });
+    use futures_util::StreamExt;
+    Ok(Sse::new(replay.chain(live))
+        .keep_alive(KeepAlive::default())
+        .into_response())
+}
+
+#[derive(Debug, Deserialize)]
+struct Choice {
+    #[serde(default)]
+    selected: Option<usize>,
+    #[serde(default)]
+    dismiss: bool,
+}
+
+async fn choose(
+    State(system): State<Shared>,
+    Path((id, call)): Path<(String, String)>,
+    body: Result<Json<Choice>, axum::extract::rejection::JsonRejection>,
+) -> Answer {
+    let id = thread_id(&id)?;
+    let Json(body) = body.map_err(|e| error(StatusCode::BAD_REQUEST, e.body_text()))?;
+    if body.selected.is_none() && !body.dismiss {
+        return Err(error(
+            StatusCode::BAD_REQUEST,
+            "give `selected` (an index) or `dismiss: true`",
+        ));
+    }
+    let record = record_of(&system, &id).await?;
+    let choice = crate::choices::find(&record, Some(&call))
+        .map_err(|e| error(StatusCode::NOT_FOUND, e))?;
+    if let Some(selected) = body.selected.filter(|s| *s >= choice.choices.len()) {
+        return Err(error(
+            StatusCode::BAD_REQUEST,
+            format!(
+                "choice {selected} is out of range: the question has choices 0 to {}",
+                choice.choices.len().saturating_sub(1)
+            ),
+        ));
+    }
+    let (selected, input) = crate::choices::answer(&record, choice, body.selected)
+        .await
+        .map_err(|e| error(StatusCode::BAD_GATEWAY, format!("{e:#}")))?;
+    system.send(input);
+    Ok(Json(json!({"call_id": call, "selected": selected, "choice": choice.choices[selected]}))
+        .into_response())
+}

@@ -1,0 +1,240 @@
+//! `infinity serve`, run as a user runs it: messages in, records and history out, an event
+//! stream that replays a thread's views and open questions on attach, and a tool server's
+//! `user_choice` question answered over HTTP, end to end with a hand-written tool server.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // test code: a failed step should stop the test
+
+use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use axum::extract::State;
+use axum::routing::{get, post};
+use axum::{Json, Router};
+use serde_json::{json, Value};
+
+/// A tool server whose `pick` tool asks the user (`user_choice`) and shows a view, then answers
+/// with what was picked.
+#[derive(Default)]
+struct Picker {
+    base: Mutex<String>,
+    callback: Mutex<Option<(String, String, String)>>, // url, group, id
+    answers: Mutex<Vec<Value>>,
+}
+
+async fn post_json(url: &str, body: Value) {
+    let status = reqwest::Client::new().post(url).json(&body).send().await.unwrap().status();
+    assert!(status.is_success(), "{url}: {status}");
+}
+
+fn picker_app(picker: Arc<Picker>) -> Router {
+    Router::new()
+        .route(
+            "/.well-known/rap-toolset",
+            get(|State(p): State<Arc<Picker>>| async move {
+                let base = p.base.lock().unwrap().clone();
+                Json(json!({"name": "picker", "endpoint": format!("{base}/invoke"), "tools": [
+                    {"name": "pick", "description": "Asks the user to pick a colour.",
+                     "inputSchema": {"type": "object", "additionalProperties": false}}]}))
+            }),
+        )
+        .route(
+            "/invoke",
+            post(|State(p): State<Arc<Picker>>, Json(body): Json<Value>| async move {
+                let url = body["callback_url"].as_str().unwrap().to_owned();
+                let group = body["group_id"].as_str().unwrap().to_owned();
+                let id = body["id"].as_str().unwrap().to_owned();
+                *p.callback.lock().unwrap() = Some((url.clone(), group.clone(), id.clone()));
+                let base = p.base.lock().unwrap().clone();
+                tokio::spawn(async move {
+                    post_json(&url, json!({"type": "view_update", "group_id": group,
+                        "view_type": "palette", "content": {"colours": 2}})).await;
+                    post_json(&url, json!({"type": "user_choice", "group_id": group, "id": id,
+                        "prompt": "Which colour?", "choices": ["red", "blue"], "default": 0,
+                        "response_url": format!("{base}/answer")})).await;
+                });
+                "ok"
+            }),
+        )
+        .route(
+            "/answer",
+            post(|State(p): State<Arc<Picker>>, Json(body): Json<Value>| async move {
+                p.answers.lock().unwrap().push(body.clone());
+                let (url, group, id) = p.callback.lock().unwrap().clone().unwrap();
+                let colour = ["red", "blue"][body["selected"].as_u64().unwrap() as usize];
+                tokio::spawn(async move {
+                    post_json(&url, json!({"type": "tool_result", "group_id": group, "id": id,
+                        "text": format!("picked {colour}")})).await;
+                });
+                "ok"
+            }),
+        )
+        .route("/close_thread", post(|| async { "ok" }))
+        .route("/cancel_tool_call", post(|| async { "ok" }))
+        .with_state(picker)
+}
+
+struct Server(Child);
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+async fn get_json(url: &str) -> (u16, Value) {
+    let r = reqwest::get(url).await.unwrap();
+    (r.status().as_u16(), r.json().await.unwrap_or(Value::Null))
+}
+
+async fn until<F, Fut>(what: &str, mut check: F)
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = bool>,
+{
+    for _ in 0..200 {
+        if check().await {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    panic!("timed out waiting for {what}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn serve_streams_events_and_answers_a_tool_servers_question() {
+    let picker = Arc::new(Picker::default());
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    *picker.base.lock().unwrap() = format!("http://{}", listener.local_addr().unwrap());
+    let app = picker_app(Arc::clone(&picker));
+    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("script.yaml"),
+        "rules:\n  - when: \"^pick$\"\n    reply:\n      tool_calls: [{name: pick, args: {}}]\n  - when: \"picked (\\\\w+)\"\n    reply: {text: \"you picked $1\"}\n  - reply: {text: \"ok\"}\n",
+    )
+    .unwrap();
+    let base = picker.base.lock().unwrap().clone();
+    std::fs::write(
+        dir.path().join("agent.yaml"),
+        format!("name: painter\nmodel: script:script.yaml\ntool_servers: [{base}]\n"),
+    )
+    .unwrap();
+    let port = free_port();
+    let _server = Server(
+        Command::new(env!("CARGO_BIN_EXE_infinity"))
+            .args(["serve", "--agent"])
+            .arg(dir.path().join("agent.yaml"))
+            .args(["--port", &port.to_string()])
+            .env_remove("ANTHROPIC_API_KEY")
+            .env_remove("OPENAI_API_KEY")
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    let api = format!("http://127.0.0.1:{port}");
+    until("the server to start", || async {
+        reqwest::get(format!("{api}/health")).await.is_ok()
+    })
+    .await;
+
+    // The internal tools listing is the same document as `infinity tools internal --json`.
+    let (status, listing) = get_json(&format!("{api}/tools/internal")).await;
+    assert_eq!(status, 200);
+    let cli = Command::new(env!("CARGO_BIN_EXE_infinity"))
+        .args(["tools", "internal", "--json"])
+        .output()
+        .unwrap();
+    assert_eq!(listing, serde_json::from_slice::<Value>(&cli.stdout).unwrap());
+
+    // Bad input is named.
+    let http = reqwest::Client::new();
+    let bad = http
+        .post(format!("{api}/threads/no spaces/messages"))
+        .json(&json!({"text": "hi"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(bad.status().as_u16(), 400);
+    assert_eq!(get_json(&format!("{api}/threads/nobody")).await.0, 404);
+
+    let sent = http
+        .post(format!("{api}/threads/s1/messages"))
+        .json(&json!({"text": "pick"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(sent.status().as_u16(), 202);
+    until("the question and the view", || async {
+        let (_, record) = get_json(&format!("{api}/threads/s1")).await;
+        record["open_choices"].as_array().is_some_and(|c| !c.is_empty())
+            && record["views"]["palette"]["colours"] == 2
+    })
+    .await;
+
+    // A client that attaches now gets the view and the open question first.
+    let mut stream = http
+        .get(format!("{api}/threads/s1/events"))
+        .send()
+        .await
+        .unwrap();
+    let mut seen = String::new();
+    while !(seen.contains("event: view_updated") && seen.contains("event: choice_requested")) {
+        let chunk = tokio::time::timeout(Duration::from_secs(5), stream.chunk())
+            .await
+            .expect("the replay")
+            .unwrap()
+            .unwrap();
+        seen.push_str(&String::from_utf8_lossy(&chunk));
+    }
+    assert!(seen.contains("Which colour?") && seen.contains("\"colours\":2"), "{seen}");
+
+    let (_, record) = get_json(&format!("{api}/threads/s1")).await;
+    let call = record["open_choices"][0]["call_id"].as_str().unwrap().to_owned();
+    let out_of_range = http
+        .post(format!("{api}/threads/s1/choices/{call}"))
+        .json(&json!({"selected": 5}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(out_of_range.status().as_u16(), 400);
+    assert!(picker.answers.lock().unwrap().is_empty());
+    let answered: Value = http
+        .post(format!("{api}/threads/s1/choices/{call}"))
+        .json(&json!({"selected": 1}))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(answered["choice"], "blue");
+    assert_eq!(
+        picker.answers.lock().unwrap().clone(),
+        [json!({"id": call, "selected": 1})]
+    );
+    // The live stream carries the rest: the result, and the model's answer.
+    while !seen.contains("you picked blue") {
+        let chunk = tokio::time::timeout(Duration::from_secs(10), stream.chunk())
+            .await
+            .expect("live events")
+            .unwrap()
+            .unwrap();
+        seen.push_str(&String::from_utf8_lossy(&chunk));
+    }
+    let (_, record) = get_json(&format!("{api}/threads/s1")).await;
+    assert_eq!(record["open_choices"], Value::Null, "{record}");
+    let (_, history) = get_json(&format!("{api}/threads/s1/history")).await;
+    assert!(history.to_string().contains("picked blue"), "{history}");
+}
