@@ -104,10 +104,10 @@ pub struct AgentFile {
     /// Skills the model can load with `skill_get`.
     #[serde(default)]
     pub skills: Vec<SkillFile>,
-    /// Tool servers (RAP): base URLs, or `{url, auth}`. Their tools are discovered when a
-    /// session starts.
+    /// Tool servers: RAP base URLs, `{url, auth}`, or MCP servers (`{mcp: ...}`) the host
+    /// bridges. Their tools are discovered when a session starts.
     #[serde(default)]
-    pub tool_servers: Vec<crate::tools::remote::ToolServerConfig>,
+    pub tool_servers: Vec<crate::tools::remote::ToolServerEntry>,
     /// The file this was read from (set by [`AgentFile::load`]).
     #[serde(skip)]
     pub path: PathBuf,
@@ -291,6 +291,28 @@ impl AgentFile {
         })
     }
 
+    /// The RAP tool servers of the file. An MCP entry is an error naming it: a host that can
+    /// start MCP bridges replaces those entries with the bridges' URLs first.
+    pub fn rap_servers(
+        &self,
+    ) -> Result<Vec<crate::tools::remote::ToolServerConfig>, AgentFileError> {
+        use crate::tools::remote::ToolServerEntry;
+        self.tool_servers
+            .iter()
+            .map(|entry| match entry {
+                ToolServerEntry::Rap(config) => Ok(config.clone()),
+                ToolServerEntry::Mcp { mcp } => Err(AgentFileError::Invalid {
+                    path: self.path.clone(),
+                    key: "tool_servers",
+                    reason: format!(
+                        "the MCP server `{mcp}` needs the MCP bridge, which this host cannot \
+                         start: run `infinity mcp-bridge` next to it and list the bridge's URL"
+                    ),
+                }),
+            })
+            .collect()
+    }
+
     /// The `url`s of the skills that load from one, for the host to fetch (the core has no HTTP
     /// client) and pass to [`AgentFile::load_skills`].
     pub fn skill_urls(&self) -> Vec<&str> {
@@ -414,6 +436,25 @@ mod tests {
         assert!(
             err.contains("skill `r`") && err.contains("http://x/r.md"),
             "{err}"
+        );
+    }
+
+    #[test]
+    fn mcp_servers_need_a_host_that_bridges_them() {
+        let file = parse(
+            "name: a\nmodel: script:s\ntool_servers:\n  - http://127.0.0.1:8701\n  - {mcp: {command: npx, args: [srv]}}\n",
+        )
+        .unwrap();
+        let err = file.rap_servers().unwrap_err().to_string();
+        assert!(
+            err.contains("npx srv") && err.contains("infinity mcp-bridge"),
+            "{err}"
+        );
+        let rap_only =
+            parse("name: a\nmodel: script:s\ntool_servers: [http://127.0.0.1:8701]\n").unwrap();
+        assert_eq!(
+            rap_only.rap_servers().unwrap()[0].url,
+            "http://127.0.0.1:8701"
         );
     }
 

@@ -13,8 +13,8 @@ use infinity_agent_core::engine::SliceError;
 use infinity_agent_core::host::{run_committed_slice, InputSender, SliceFailure, Timers};
 use infinity_agent_core::ids::ThreadId;
 use infinity_agent_core::input::Input;
-use infinity_agent_core::store::ThreadStore;
 use infinity_agent_core::runtime::ToolDispatcher;
+use infinity_agent_core::store::ThreadStore;
 use infinity_agent_core::tools::{SetTitle, ToolRegistry};
 use jiff::Timestamp;
 use tokio::task::JoinSet;
@@ -147,7 +147,7 @@ pub async fn build_agent(file: &AgentFile) -> Result<Arc<Agent>, SetupError> {
         model,
         tools: Arc::new(tools),
         limits: file.limits,
-        tool_servers: file.tool_servers.clone(),
+        tool_servers: file.rap_servers()?,
     }))
 }
 
@@ -203,7 +203,10 @@ impl AgentHandler {
 
     /// The same handler, discovering and invoking tools with `client` (see
     /// [`crate::tool_servers::rap_client_for`]).
-    pub fn with_tool_servers(mut self, client: Option<Arc<infinity_rap::client::RapClient>>) -> Self {
+    pub fn with_tool_servers(
+        mut self,
+        client: Option<Arc<infinity_rap::client::RapClient>>,
+    ) -> Self {
         self.tool_servers = client;
         self
     }

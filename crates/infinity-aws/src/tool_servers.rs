@@ -47,7 +47,9 @@ pub async fn callback_secret_from_env() -> Result<Vec<u8>, String> {
             "set {CALLBACK_SECRET_VAR} or {CALLBACK_SECRET_PARAMETER_VAR} (the callback secret)"
         ));
     };
-    Ok(crate::handler::read_ssm_parameter(&name).await?.into_bytes())
+    Ok(crate::handler::read_ssm_parameter(&name)
+        .await?
+        .into_bytes())
 }
 
 /// The signer for callback URLs, from `INFINITY_CALLBACK_URL` and the secret.
@@ -156,7 +158,10 @@ pub async fn rap_client_for(agent: &Agent) -> Result<Option<Arc<RapClient>>, Str
             server.auth.sigv4,
         ) {
             (Some(name), _, _) => Some(Arc::new(Bearer::new(var(name).ok_or_else(|| {
-                format!("tool server {}: auth.bearer_env names {name}, which is not set", server.url)
+                format!(
+                    "tool server {}: auth.bearer_env names {name}, which is not set",
+                    server.url
+                )
             })?))),
             (None, Some(name), _) => Some(Arc::new(Bearer::new(
                 crate::handler::read_ssm_parameter(name)
@@ -279,7 +284,68 @@ pub fn local_router(handler: Arc<CallbackHandler>) -> axum::Router {
             response.body.unwrap_or_default(),
         )
     }
-    axum::Router::new()
-        .fallback(forward)
-        .with_state(handler)
+    axum::Router::new().fallback(forward).with_state(handler)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn sigv4_signs_for_lambda_in_the_region() {
+        let credentials = aws_credential_types::Credentials::new(
+            "AKIDEXAMPLE",
+            "wJalrXUtnFEMI/K7MDENG+bPxRfiCYEXAMPLEKEY",
+            Some("session".to_owned()),
+            None,
+            "test",
+        );
+        let signer = SigV4::new(
+            SharedCredentialsProvider::new(credentials),
+            "eu-west-1",
+            "lambda",
+        );
+        let client = reqwest::Client::new();
+        let mut request = client
+            .post("https://abc.lambda-url.eu-west-1.on.aws/invoke")
+            .json(&serde_json::json!({"operation": "get_time"}))
+            .build()
+            .unwrap();
+        signer.authorize(&mut request).await.unwrap();
+        let header = |name: &str| {
+            request
+                .headers()
+                .get(name)
+                .and_then(|v| v.to_str().ok())
+                .unwrap_or_default()
+                .to_owned()
+        };
+        let auth = header("authorization");
+        assert!(
+            auth.starts_with("AWS4-HMAC-SHA256 Credential=AKIDEXAMPLE/"),
+            "{auth}"
+        );
+        assert!(auth.contains("/eu-west-1/lambda/aws4_request"), "{auth}");
+        assert!(
+            auth.contains("SignedHeaders=") && auth.contains("Signature="),
+            "{auth}"
+        );
+        assert!(!header("x-amz-date").is_empty());
+        assert_eq!(header("x-amz-security-token"), "session");
+        // The body is part of the signature: another body, another signature.
+        let mut other = client
+            .post("https://abc.lambda-url.eu-west-1.on.aws/invoke")
+            .json(&serde_json::json!({"operation": "other"}))
+            .build()
+            .unwrap();
+        signer.authorize(&mut other).await.unwrap();
+        let sig = |a: &str| a.rsplit("Signature=").next().unwrap_or_default().to_owned();
+        let other_auth = other
+            .headers()
+            .get("authorization")
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or_default()
+            .to_owned();
+        assert_ne!(sig(&auth), sig(&other_auth));
+    }
 }

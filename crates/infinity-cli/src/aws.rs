@@ -111,12 +111,7 @@ pub async fn choose(args: ChooseArgs) -> Result<u8> {
         "input queue URL",
     )?;
     let clients = Clients::from_env_with_endpoint(args.endpoint.endpoint.as_deref()).await;
-    let store = DynamoThreadStore::new(clients.dynamodb, table, Duration::from_secs(86_400));
-    let thread = ThreadId::new(args.thread.as_str())?;
-    let record = store
-        .load_record(&thread)
-        .await?
-        .with_context(|| format!("thread {thread} does not exist"))?;
+    let (_, thread, record) = load_thread(&clients, table, &args.thread).await?;
     let choice = crate::choices::find(&record, Some(&args.call))?;
     let (selected, input) = crate::choices::answer(&record, choice, args.index).await?;
     SqsInputSender::new(clients.sqs, queue_url)
@@ -128,6 +123,26 @@ pub async fn choose(args: ChooseArgs) -> Result<u8> {
         choice.choices[selected]
     );
     Ok(0)
+}
+
+/// The table's store, and the named thread's id and record (an error if it does not exist).
+async fn load_thread(
+    clients: &Clients,
+    table: String,
+    thread: &str,
+) -> Result<(
+    DynamoThreadStore,
+    ThreadId,
+    infinity_agent_core::thread::ThreadRecord,
+)> {
+    let store =
+        DynamoThreadStore::new(clients.dynamodb.clone(), table, Duration::from_secs(86_400));
+    let thread = ThreadId::new(thread)?;
+    let record = store
+        .load_record(&thread)
+        .await?
+        .with_context(|| format!("thread {thread} does not exist"))?;
+    Ok((store, thread, record))
 }
 
 fn setting(flag: Option<String>, var: &str, what: &str) -> Result<String> {
@@ -159,12 +174,7 @@ pub async fn send(args: SendArgs) -> Result<u8> {
 pub async fn show(args: ShowArgs) -> Result<u8> {
     let table = setting(args.table, "INFINITY_TABLE", "table")?;
     let clients = Clients::from_env_with_endpoint(args.endpoint.endpoint.as_deref()).await;
-    let store = DynamoThreadStore::new(clients.dynamodb, table, Duration::from_secs(86_400));
-    let thread = ThreadId::new(args.thread.as_str())?;
-    let record = store
-        .load_record(&thread)
-        .await?
-        .with_context(|| format!("thread {thread} does not exist"))?;
+    let (store, _, record) = load_thread(&clients, table, &args.thread).await?;
     let view = load_view(&store, &record).await?;
     if args.json {
         let out = serde_json::json!({

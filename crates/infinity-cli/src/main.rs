@@ -52,6 +52,8 @@ enum Command {
     Tail(aws::TailArgs),
     /// Answer a tool server's question on a thread of an AWS (or local) stack.
     Choose(aws::ChooseArgs),
+    /// Serve an MCP server's tools as a RAP tool server.
+    McpBridge(infinity_mcp_bridge::BridgeArgs),
     /// Describe tools.
     #[command(subcommand)]
     Tools(ToolsCommand),
@@ -154,6 +156,7 @@ fn main() -> std::process::ExitCode {
             Command::Thread(ThreadCommand::Show(args)) => aws::show(args).await,
             Command::Tail(args) => aws::tail(args).await,
             Command::Choose(args) => aws::choose(args).await,
+            Command::McpBridge(args) => infinity_mcp_bridge::run(args).await.map(|()| 0),
             Command::Tools(ToolsCommand::Internal { json }) => tools_internal(json),
         }
     });
@@ -175,7 +178,9 @@ async fn resolve_model(spec: &str, base: &Path) -> Result<Arc<dyn ModelProvider>
 }
 
 pub(crate) async fn build_system(args: &AgentArgs) -> Result<AgentSystem> {
-    let file = AgentFile::load(&args.agent)?;
+    let mut file = AgentFile::load(&args.agent)?;
+    // MCP servers in `tool_servers:` are reached through bridges this process starts.
+    tool_servers::start_mcp_bridges(&mut file).await?;
     let (spec, base) = match &args.model {
         Some(m) => (m.clone(), PathBuf::from(".")),
         None => (

@@ -235,8 +235,8 @@ async fn choose(
         ));
     }
     let record = record_of(&system, &id).await?;
-    let choice = crate::choices::find(&record, Some(&call))
-        .map_err(|e| error(StatusCode::NOT_FOUND, e))?;
+    let choice =
+        crate::choices::find(&record, Some(&call)).map_err(|e| error(StatusCode::NOT_FOUND, e))?;
     if let Some(selected) = body.selected.filter(|s| *s >= choice.choices.len()) {
         return Err(error(
             StatusCode::BAD_REQUEST,
@@ -250,6 +250,8 @@ async fn choose(
         .await
         .map_err(|e| error(StatusCode::BAD_GATEWAY, format!("{e:#}")))?;
     system.send(input);
-    Ok(Json(json!({"call_id": call, "selected": selected, "choice": choice.choices[selected]}))
-        .into_response())
+    Ok(
+        Json(json!({"call_id": call, "selected": selected, "choice": choice.choices[selected]}))
+            .into_response(),
+    )
 }

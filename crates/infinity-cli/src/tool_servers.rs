@@ -8,6 +8,8 @@ use std::sync::Arc;
 use anyhow::{Context, Result};
 use infinity_agent_core::agent::AgentFile;
 use infinity_agent_core::runtime::{AgentSystem, AgentSystemBuilder};
+use infinity_agent_core::tools::remote::{ToolServerConfig, ToolServerEntry};
+use infinity_mcp_bridge::McpSource;
 use infinity_rap::client::RapClient;
 use infinity_rap::signing::CallbackSigner;
 use tokio::net::TcpListener;
@@ -61,6 +63,35 @@ fn secret(store: Option<&Path>) -> Result<Vec<u8>> {
     }
 }
 
+/// Starts an MCP bridge (in this process, on a free local port) for every MCP server the agent
+/// file lists, and puts the bridge's URL in its place.
+pub async fn start_mcp_bridges(file: &mut AgentFile) -> Result<()> {
+    for entry in &mut file.tool_servers {
+        let ToolServerEntry::Mcp { mcp } = entry else {
+            continue;
+        };
+        let source = match (&mcp.command, &mcp.url) {
+            (Some(command), _) => McpSource::Stdio {
+                command: command.clone(),
+                args: mcp.args.clone(),
+                env: mcp.env.clone().into_iter().collect(),
+            },
+            (None, Some(url)) => McpSource::http(url.clone()),
+            (None, None) => anyhow::bail!("the MCP server entry names no command or url"),
+        };
+        let listener = TcpListener::bind(("127.0.0.1", 0)).await?;
+        let url = infinity_mcp_bridge::serve_in_background(source, listener)
+            .await
+            .with_context(|| format!("agent `{}`: the MCP server `{mcp}`", file.name))?;
+        eprintln!("note: MCP server `{mcp}` bridged at {url}");
+        *entry = ToolServerEntry::Rap(ToolServerConfig {
+            url,
+            auth: Default::default(),
+        });
+    }
+    Ok(())
+}
+
 /// For an agent with tool servers: binds the receiver, and gives the builder the RAP client as
 /// discovery and dispatcher. `None` when the agent has no tool servers.
 pub async fn prepare(
@@ -82,13 +113,14 @@ pub async fn prepare(
         .unwrap_or_else(|| format!("http://{local}"));
     let signer = CallbackSigner::new(secret(store)?, &public)
         .with_context(|| format!("{SECRET_VAR} is too short"))?;
+    let servers = file.rap_servers()?;
     let client = RapClient::new(signer.clone())
-        .with_configured(&file.tool_servers)
+        .with_configured(&servers)
         .with_context(|| format!("agent `{}`", file.name))?;
     let client = Arc::new(client);
     eprintln!(
         "note: tool servers {}; callbacks received at {public}",
-        file.tool_servers
+        servers
             .iter()
             .map(|s| s.url.as_str())
             .collect::<Vec<_>>()

@@ -23,7 +23,13 @@ struct Picker {
 }
 
 async fn post_json(url: &str, body: Value) {
-    let status = reqwest::Client::new().post(url).json(&body).send().await.unwrap().status();
+    let status = reqwest::Client::new()
+        .post(url)
+        .json(&body)
+        .send()
+        .await
+        .unwrap()
+        .status();
     assert!(status.is_success(), "{url}: {status}");
 }
 
@@ -33,41 +39,59 @@ fn picker_app(picker: Arc<Picker>) -> Router {
             "/.well-known/rap-toolset",
             get(|State(p): State<Arc<Picker>>| async move {
                 let base = p.base.lock().unwrap().clone();
-                Json(json!({"name": "picker", "endpoint": format!("{base}/invoke"), "tools": [
+                Json(
+                    json!({"name": "picker", "endpoint": format!("{base}/invoke"), "tools": [
                     {"name": "pick", "description": "Asks the user to pick a colour.",
-                     "inputSchema": {"type": "object", "additionalProperties": false}}]}))
+                     "inputSchema": {"type": "object", "additionalProperties": false}}]}),
+                )
             }),
         )
         .route(
             "/invoke",
-            post(|State(p): State<Arc<Picker>>, Json(body): Json<Value>| async move {
-                let url = body["callback_url"].as_str().unwrap().to_owned();
-                let group = body["group_id"].as_str().unwrap().to_owned();
-                let id = body["id"].as_str().unwrap().to_owned();
-                *p.callback.lock().unwrap() = Some((url.clone(), group.clone(), id.clone()));
-                let base = p.base.lock().unwrap().clone();
-                tokio::spawn(async move {
-                    post_json(&url, json!({"type": "view_update", "group_id": group,
-                        "view_type": "palette", "content": {"colours": 2}})).await;
-                    post_json(&url, json!({"type": "user_choice", "group_id": group, "id": id,
+            post(
+                |State(p): State<Arc<Picker>>, Json(body): Json<Value>| async move {
+                    let url = body["callback_url"].as_str().unwrap().to_owned();
+                    let group = body["group_id"].as_str().unwrap().to_owned();
+                    let id = body["id"].as_str().unwrap().to_owned();
+                    *p.callback.lock().unwrap() = Some((url.clone(), group.clone(), id.clone()));
+                    let base = p.base.lock().unwrap().clone();
+                    tokio::spawn(async move {
+                        post_json(
+                            &url,
+                            json!({"type": "view_update", "group_id": group,
+                        "view_type": "palette", "content": {"colours": 2}}),
+                        )
+                        .await;
+                        post_json(
+                            &url,
+                            json!({"type": "user_choice", "group_id": group, "id": id,
                         "prompt": "Which colour?", "choices": ["red", "blue"], "default": 0,
-                        "response_url": format!("{base}/answer")})).await;
-                });
-                "ok"
-            }),
+                        "response_url": format!("{base}/answer")}),
+                        )
+                        .await;
+                    });
+                    "ok"
+                },
+            ),
         )
         .route(
             "/answer",
-            post(|State(p): State<Arc<Picker>>, Json(body): Json<Value>| async move {
-                p.answers.lock().unwrap().push(body.clone());
-                let (url, group, id) = p.callback.lock().unwrap().clone().unwrap();
-                let colour = ["red", "blue"][body["selected"].as_u64().unwrap() as usize];
-                tokio::spawn(async move {
-                    post_json(&url, json!({"type": "tool_result", "group_id": group, "id": id,
-                        "text": format!("picked {colour}")})).await;
-                });
-                "ok"
-            }),
+            post(
+                |State(p): State<Arc<Picker>>, Json(body): Json<Value>| async move {
+                    p.answers.lock().unwrap().push(body.clone());
+                    let (url, group, id) = p.callback.lock().unwrap().clone().unwrap();
+                    let colour = ["red", "blue"][body["selected"].as_u64().unwrap() as usize];
+                    tokio::spawn(async move {
+                        post_json(
+                            &url,
+                            json!({"type": "tool_result", "group_id": group, "id": id,
+                        "text": format!("picked {colour}")}),
+                        )
+                        .await;
+                    });
+                    "ok"
+                },
+            ),
         )
         .route("/close_thread", post(|| async { "ok" }))
         .route("/cancel_tool_call", post(|| async { "ok" }))
@@ -156,7 +180,10 @@ async fn serve_streams_events_and_answers_a_tool_servers_question() {
         .args(["tools", "internal", "--json"])
         .output()
         .unwrap();
-    assert_eq!(listing, serde_json::from_slice::<Value>(&cli.stdout).unwrap());
+    assert_eq!(
+        listing,
+        serde_json::from_slice::<Value>(&cli.stdout).unwrap()
+    );
 
     // Bad input is named.
     let http = reqwest::Client::new();
@@ -178,7 +205,9 @@ async fn serve_streams_events_and_answers_a_tool_servers_question() {
     assert_eq!(sent.status().as_u16(), 202);
     until("the question and the view", || async {
         let (_, record) = get_json(&format!("{api}/threads/s1")).await;
-        record["open_choices"].as_array().is_some_and(|c| !c.is_empty())
+        record["open_choices"]
+            .as_array()
+            .is_some_and(|c| !c.is_empty())
             && record["views"]["palette"]["colours"] == 2
     })
     .await;
@@ -198,10 +227,16 @@ async fn serve_streams_events_and_answers_a_tool_servers_question() {
             .unwrap();
         seen.push_str(&String::from_utf8_lossy(&chunk));
     }
-    assert!(seen.contains("Which colour?") && seen.contains("\"colours\":2"), "{seen}");
+    assert!(
+        seen.contains("Which colour?") && seen.contains("\"colours\":2"),
+        "{seen}"
+    );
 
     let (_, record) = get_json(&format!("{api}/threads/s1")).await;
-    let call = record["open_choices"][0]["call_id"].as_str().unwrap().to_owned();
+    let call = record["open_choices"][0]["call_id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
     let out_of_range = http
         .post(format!("{api}/threads/s1/choices/{call}"))
         .json(&json!({"selected": 5}))

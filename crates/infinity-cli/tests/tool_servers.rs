@@ -191,3 +191,49 @@ rules:
         "{stderr}"
     );
 }
+
+/// Serves the MCP bridge's test server over Streamable HTTP; its MCP endpoint.
+async fn tiny_mcp_server() -> String {
+    use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
+    use rmcp::transport::{StreamableHttpServerConfig, StreamableHttpService};
+    let server = infinity_mcp_bridge::test_server::TinyServer::default();
+    let service = StreamableHttpService::new(
+        move || Ok(server.clone()),
+        std::sync::Arc::new(LocalSessionManager::default()),
+        StreamableHttpServerConfig::default(),
+    );
+    let router = axum::Router::new().nest_service("/mcp", service);
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}/mcp", listener.local_addr().unwrap());
+    tokio::spawn(async move { axum::serve(listener, router).await });
+    url
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_mcp_server_in_the_agent_file_is_bridged_and_its_tools_called() {
+    let mcp = tiny_mcp_server().await;
+    let dir = tempfile::tempdir().unwrap();
+    let script = r#"
+rules:
+  - when: "^add them$"
+    reply:
+      tool_calls: [{name: add, args: {a: 2, b: 3}}]
+  - when: "^add .* -> 5$"
+    reply: {text: "the sum is 5"}
+  - reply: {text: "unexpected"}
+"#;
+    let entry = format!("{{mcp: {{url: '{mcp}'}}}}");
+    let file = agent(dir.path(), &[entry.as_str()], script);
+    let (out, events) = run(file, "60", "add them").await;
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}\n{events:#?}");
+    assert!(
+        stderr.contains(&format!("MCP server `{mcp}` bridged at http://127.0.0.1:")),
+        "{stderr}"
+    );
+    let texts: Vec<&str> = of(&events, "assistant_text")
+        .iter()
+        .filter_map(|e| e["text"].as_str())
+        .collect();
+    assert_eq!(texts, ["the sum is 5"], "{events:#?}");
+}

@@ -20,6 +20,10 @@ use crate::{BridgeError, McpSource};
 /// The MCP client session: rmcp's running client, whose handler only states who the bridge is.
 type McpClient = RunningService<RoleClient, ClientConfig>;
 
+/// How long [`Bridge::connect`] may take, from starting or reaching the server to the end of
+/// its tool list.
+pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(120);
+
 /// How long [`Bridge::close`] waits for the MCP session to end cleanly.
 const CLOSE_TIMEOUT: Duration = Duration::from_secs(5);
 
@@ -41,19 +45,31 @@ impl Bridge {
     ///
     /// Tools RAP cannot carry (a name outside `[A-Za-z0-9_-]{1,128}`, an input schema that is
     /// not an object) are left out with a warning naming them.
+    ///
+    /// The handshake and the listing must be done within [`CONNECT_TIMEOUT`] (a stdio server
+    /// started with `npx -y` may first have to download its package); a stdio server that takes
+    /// longer is stopped.
     pub async fn connect(source: McpSource) -> Result<Bridge, BridgeError> {
         let shown = source.to_string();
+        tokio::time::timeout(CONNECT_TIMEOUT, Bridge::connect_now(source, &shown))
+            .await
+            .map_err(|_| BridgeError::Timeout {
+                server: shown,
+                after: CONNECT_TIMEOUT,
+            })?
+    }
+
+    async fn connect_now(source: McpSource, shown: &str) -> Result<Bridge, BridgeError> {
         let identity = client_identity();
         let connected = match source {
             McpSource::Stdio { command, args, env } => {
                 let mut child = Command::new(&command);
                 child.args(&args).envs(env).kill_on_drop(true);
-                let transport = TokioChildProcess::new(child).map_err(|source| {
-                    BridgeError::Spawn {
-                        command: shown.clone(),
+                let transport =
+                    TokioChildProcess::new(child).map_err(|source| BridgeError::Spawn {
+                        command: shown.to_owned(),
                         source,
-                    }
-                })?;
+                    })?;
                 identity.serve(transport).await
             }
             McpSource::Http { url } => {
@@ -66,18 +82,17 @@ impl Bridge {
             }
         };
         let client = connected.map_err(|source| BridgeError::Initialize {
-            server: shown.clone(),
+            server: shown.to_owned(),
             source: Box::new(source),
         })?;
         let (name, description) = toolset_identity(client.peer_info().as_deref());
-        let mcp_tools =
-            client
-                .list_all_tools()
-                .await
-                .map_err(|source| BridgeError::ListTools {
-                    server: shown.clone(),
-                    source: Box::new(source),
-                })?;
+        let mcp_tools = client
+            .list_all_tools()
+            .await
+            .map_err(|source| BridgeError::ListTools {
+                server: shown.to_owned(),
+                source: Box::new(source),
+            })?;
         let tools = rap_tools(&name, &mcp_tools);
         tracing::info!(
             server = %shown, toolset = %name, listed = mcp_tools.len(), offered = tools.len(),
@@ -170,8 +185,8 @@ fn client_identity() -> ClientConfig {
 /// Handles one RAP call: one MCP `tools/call`, then one `tool_result`, unless the runtime
 /// cancels the call first.
 async fn forward_call(client: Arc<McpClient>, call: Call) -> Result<(), CallbackError> {
-    let request = CallToolRequestParams::new(call.operation().to_owned())
-        .with_arguments(call.args().clone());
+    let request =
+        CallToolRequestParams::new(call.operation().to_owned()).with_arguments(call.args().clone());
     let outcome = tokio::select! {
         // Dropping the request makes rmcp send `notifications/cancelled` to the server.
         () = call.cancelled() => {

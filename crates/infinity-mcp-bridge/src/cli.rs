@@ -33,7 +33,7 @@ pub struct BridgeArgs {
     #[arg(long, value_name = "URL")]
     pub url: Option<String>,
     /// An environment variable for the MCP server's process; repeatable.
-    #[arg(long = "env", value_name = "KEY=VALUE", value_parser = parse_env_var, requires = "command")]
+    #[arg(long = "env", value_name = "KEY=VALUE", value_parser = parse_env_var, conflicts_with = "url")]
     pub env: Vec<(String, String)>,
     /// The command that starts a stdio MCP server, and its arguments, after `--`.
     #[arg(last = true, value_name = "COMMAND")]

@@ -1,6 +1,7 @@
 //! Why a bridge could not be set up.
 
 use std::io;
+use std::time::Duration;
 
 use infinity_rap::kit::KitError;
 use rmcp::service::ClientInitializeError;
@@ -44,6 +45,17 @@ pub enum BridgeError {
         #[source]
         source: Box<ServiceError>,
     },
+    /// The handshake and the tool listing took longer than `after` (a stdio server is stopped).
+    /// Connecting again later may work.
+    #[error(
+        "the MCP server {server} did not finish the handshake and list its tools within {after:?}"
+    )]
+    Timeout {
+        /// The server, as [`crate::McpSource`] shows it.
+        server: String,
+        /// How long the bridge waited.
+        after: Duration,
+    },
     /// The server offers no tool that RAP can carry (none at all, or only ones with names or
     /// schemas RAP does not accept), and a RAP toolset needs at least one. Terminal.
     #[error("the MCP server `{server}` offers no tool usable over RAP")]
@@ -65,7 +77,9 @@ impl BridgeError {
     pub fn is_retryable(&self) -> bool {
         matches!(
             self,
-            BridgeError::Initialize { .. } | BridgeError::ListTools { .. }
+            BridgeError::Initialize { .. }
+                | BridgeError::ListTools { .. }
+                | BridgeError::Timeout { .. }
         )
     }
 }

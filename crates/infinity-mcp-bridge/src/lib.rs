@@ -40,7 +40,7 @@ mod source;
 pub mod test_server;
 mod tools;
 
-pub use bridge::Bridge;
+pub use bridge::{Bridge, CONNECT_TIMEOUT};
 pub use cli::{run, serve_in_background, BridgeArgs, DEFAULT_PORT};
 pub use error::BridgeError;
 pub use source::McpSource;

@@ -69,15 +69,13 @@ pub(crate) fn answer(tool: &str, result: CallToolResult) -> Answer {
 fn placeholder(block: &ContentBlock) -> String {
     match block {
         ContentBlock::Audio(audio) => format!("[audio content ({}) omitted]", audio.mime_type),
-        ContentBlock::Resource(embedded) => {
-            match &embedded.resource {
-                ResourceContents::TextResourceContents { uri, .. }
-                | ResourceContents::BlobResourceContents { uri, .. } => {
-                    format!("[resource content {uri} omitted]")
-                }
-                _ => "[resource content omitted]".to_owned(),
+        ContentBlock::Resource(embedded) => match &embedded.resource {
+            ResourceContents::TextResourceContents { uri, .. }
+            | ResourceContents::BlobResourceContents { uri, .. } => {
+                format!("[resource content {uri} omitted]")
             }
-        }
+            _ => "[resource content omitted]".to_owned(),
+        },
         ContentBlock::ResourceLink(link) => format!("[resource link {} omitted]", link.uri),
         _ => "[MCP content of another kind omitted]".to_owned(),
     }
@@ -173,7 +171,8 @@ mod tests {
 
     #[test]
     fn is_error_makes_an_error_answer() {
-        let failed = result(json!({"content": [{"type": "text", "text": "boom"}], "isError": true}));
+        let failed =
+            result(json!({"content": [{"type": "text", "text": "boom"}], "isError": true}));
         assert_eq!(answer("fail", failed), Answer::Error("boom".to_owned()));
         let silent = result(json!({"content": [], "isError": true}));
         assert_eq!(

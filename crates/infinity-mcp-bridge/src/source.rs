@@ -61,9 +61,11 @@ impl fmt::Display for McpSource {
 /// True for an absolute `http://` or `https://` URL with something after the scheme.
 pub(crate) fn is_http_url(url: &str) -> bool {
     let lower = url.to_ascii_lowercase();
-    ["http://", "https://"]
-        .iter()
-        .any(|scheme| lower.strip_prefix(scheme).is_some_and(|rest| !rest.is_empty()))
+    ["http://", "https://"].iter().any(|scheme| {
+        lower
+            .strip_prefix(scheme)
+            .is_some_and(|rest| !rest.is_empty())
+    })
 }
 
 #[cfg(test)]
@@ -74,7 +76,10 @@ mod tests {
     fn sources_show_their_command_line_or_url_but_no_environment() {
         let stdio = McpSource::Stdio {
             command: "npx".to_owned(),
-            args: vec!["-y".to_owned(), "@modelcontextprotocol/server-everything".to_owned()],
+            args: vec![
+                "-y".to_owned(),
+                "@modelcontextprotocol/server-everything".to_owned(),
+            ],
             env: vec![("API_KEY".to_owned(), "secret".to_owned())],
         };
         assert_eq!(

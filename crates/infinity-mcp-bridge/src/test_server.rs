@@ -1,7 +1,8 @@
 //! A tiny MCP server for tests (feature `test-util`): the `tiny-mcp-server` binary serves it
 //! over stdio, and tests may serve it in-process over any rmcp transport.
 //!
-//! Its name is `tiny test server` (toolset `tiny-test-server`). It lists its tools two per
+//! Its name is `tiny test server` (toolset `tiny-test-server`); its instructions end with the
+//! value of [`NOTE_VARIABLE`] when that is set. It lists its tools two per
 //! page, so clients must follow pagination:
 //!
 //! - `add(a: number, b: number)`: the sum as text; an MCP protocol error (invalid params) when
@@ -26,6 +27,10 @@ use tokio::sync::Notify;
 
 /// The server's name in its `initialize` result.
 pub const SERVER_NAME: &str = "tiny test server";
+
+/// An environment variable whose value, when set, ends the server's instructions (to check
+/// that a client passed it on).
+pub const NOTE_VARIABLE: &str = "TINY_SERVER_NOTE";
 
 /// The text of `fail`'s error result.
 pub const FAILURE_TEXT: &str = "the tool failed on purpose";
@@ -128,9 +133,14 @@ fn number(arguments: Option<&JsonObject>, name: &str) -> Result<f64, ErrorData> 
 
 impl ServerHandler for TinyServer {
     fn get_info(&self) -> ServerConfig {
+        let mut instructions = "Arithmetic, failures and pictures, for tests.".to_owned();
+        if let Ok(note) = std::env::var(NOTE_VARIABLE) {
+            instructions.push(' ');
+            instructions.push_str(&note);
+        }
         ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
             .with_server_info(Implementation::new(SERVER_NAME, "0.1.0"))
-            .with_instructions("Arithmetic, failures and pictures, for tests.")
+            .with_instructions(instructions)
     }
 
     async fn list_tools(
@@ -146,7 +156,8 @@ impl ServerHandler for TinyServer {
         };
         let tools = all_tools();
         let end = (start + PAGE_SIZE).min(tools.len());
-        let mut page = ListToolsResult::with_all_items(tools.get(start..end).unwrap_or_default().to_vec());
+        let mut page =
+            ListToolsResult::with_all_items(tools.get(start..end).unwrap_or_default().to_vec());
         page.next_cursor = (end < tools.len()).then(|| end.to_string());
         Ok(page)
     }

@@ -92,12 +92,9 @@ pub(crate) fn toolset_identity(info: Option<&ServerPeerInfo>) -> (String, String
                 .as_deref()
                 .filter(|title| !title.trim().is_empty())
                 .unwrap_or(&implementation.name);
-            format!(
-                "Tools of the MCP server {shown} {}",
-                implementation.version
-            )
-            .trim_end()
-            .to_owned()
+            format!("Tools of the MCP server {shown} {}", implementation.version)
+                .trim_end()
+                .to_owned()
         }
         None => "Tools of an MCP server".to_owned(),
     };
@@ -139,7 +136,10 @@ mod tests {
     #[test]
     fn an_empty_description_becomes_a_placeholder_naming_the_tool() {
         let tools = rap_tools("calc", &[tool("fail", " ", json!({"type": "object"}))]);
-        assert_eq!(tools[0].description, "The `fail` tool of the MCP server `calc`.");
+        assert_eq!(
+            tools[0].description,
+            "The `fail` tool of the MCP server `calc`."
+        );
     }
 
     #[test]
@@ -163,7 +163,10 @@ mod tests {
     fn toolset_names_are_sanitized() {
         assert_eq!(toolset_name("tiny test server"), "tiny-test-server");
         assert_eq!(toolset_name("@scope/server (v2)"), "scope-server-v2");
-        assert_eq!(toolset_name("mcp-servers/everything"), "mcp-servers-everything");
+        assert_eq!(
+            toolset_name("mcp-servers/everything"),
+            "mcp-servers-everything"
+        );
         assert_eq!(toolset_name(" ✨ "), "mcp-server");
         assert_eq!(toolset_name(&"x".repeat(200)).len(), 128);
     }

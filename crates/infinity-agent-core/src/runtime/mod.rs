@@ -147,7 +147,7 @@ impl AgentSpec {
             internal_tools: file.internal_tools.resolve(),
             output_schema: file.output_schema.clone(),
             skills: file.load_skills(fetched)?,
-            tool_servers: file.tool_servers.clone(),
+            tool_servers: file.rap_servers()?,
         })
     }
 }

@@ -94,6 +94,79 @@ impl<'de> Deserialize<'de> for ToolServerConfig {
     }
 }
 
+/// An MCP server an agent file lists (`{mcp: {command, args?, env?}}` or `{mcp: {url}}`): the
+/// host starts the MCP bridge for it (`infinity-mcp-bridge`) and uses the bridge's URL as a
+/// tool server.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct McpServerConfig {
+    /// The command that starts a stdio MCP server.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub command: Option<String>,
+    /// Its arguments.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub args: Vec<String>,
+    /// Environment variables for its process.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub env: BTreeMap<String, String>,
+    /// Or the endpoint of a Streamable HTTP MCP server.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub url: Option<String>,
+}
+
+impl std::fmt::Display for McpServerConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match (&self.command, &self.url) {
+            (Some(command), _) => write!(f, "{command} {}", self.args.join(" ")),
+            (None, Some(url)) => f.write_str(url),
+            (None, None) => f.write_str("(no command or url)"),
+        }
+    }
+}
+
+/// One entry of `tool_servers:`: a RAP tool server, or an MCP server reached through the bridge.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(untagged)]
+pub enum ToolServerEntry {
+    /// A RAP tool server.
+    Rap(ToolServerConfig),
+    /// An MCP server, bridged by the host.
+    Mcp {
+        /// The server.
+        mcp: McpServerConfig,
+    },
+}
+
+impl<'de> Deserialize<'de> for ToolServerEntry {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        use serde::de::Error;
+        let value = serde_json::Value::deserialize(deserializer)?;
+        if value.get("mcp").is_some() {
+            #[derive(Deserialize)]
+            #[serde(deny_unknown_fields)]
+            struct Wrapper {
+                mcp: McpServerConfig,
+            }
+            let Wrapper { mcp } =
+                serde_json::from_value(value).map_err(|e| D::Error::custom(format!("mcp: {e}")))?;
+            if mcp.command.is_some() == mcp.url.is_some() {
+                return Err(D::Error::custom(
+                    "an mcp server needs exactly one of `command` (stdio) or `url` (Streamable HTTP)",
+                ));
+            }
+            if mcp.url.is_some() && (!mcp.args.is_empty() || !mcp.env.is_empty()) {
+                return Err(D::Error::custom(
+                    "`args` and `env` are for an mcp server started by `command`, not one at a `url`",
+                ));
+            }
+            return Ok(ToolServerEntry::Mcp { mcp });
+        }
+        ToolServerConfig::deserialize(value)
+            .map(ToolServerEntry::Rap)
+            .map_err(|e| D::Error::custom(e.to_string()))
+    }
+}
+
 /// A tool a session got from a tool server.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct RemoteTool {
@@ -287,6 +360,32 @@ mod tests {
             "{problems}"
         );
         assert_eq!(toolset.problems.len(), 4, "{problems}");
+    }
+
+    #[test]
+    fn mcp_entries_name_a_command_or_a_url() {
+        let entries: Vec<ToolServerEntry> = serde_yaml_ng::from_str(
+            "- http://localhost:8080\n- {mcp: {command: npx, args: [-y, server], env: {K: v}}}\n- {mcp: {url: 'http://127.0.0.1:3000/mcp'}}\n",
+        )
+        .unwrap();
+        assert!(matches!(&entries[0], ToolServerEntry::Rap(c) if c.url == "http://localhost:8080"));
+        assert!(
+            matches!(&entries[1], ToolServerEntry::Mcp { mcp } if mcp.command.as_deref() == Some("npx") && mcp.args == ["-y", "server"])
+        );
+        assert!(matches!(&entries[2], ToolServerEntry::Mcp { mcp } if mcp.url.is_some()));
+        for (bad, says) in [
+            ("- {mcp: {}}\n", "exactly one of"),
+            ("- {mcp: {command: x, url: 'http://y'}}\n", "exactly one of"),
+            (
+                "- {mcp: {url: 'http://y', args: [a]}}\n",
+                "`args` and `env`",
+            ),
+            ("- {mcp: {cmd: x}}\n", "cmd"),
+            ("- ftp://x\n", "not an http(s) URL"),
+        ] {
+            let err = serde_yaml_ng::from_str::<Vec<ToolServerEntry>>(bad).unwrap_err();
+            assert!(err.to_string().contains(says), "{bad}: {err}");
+        }
     }
 
     #[test]

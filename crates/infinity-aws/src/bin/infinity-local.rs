@@ -28,9 +28,8 @@ async fn main() {
         if tool_servers.is_some() {
             serve_callbacks(&clients, &config).await?;
         }
-        let handler = Arc::new(
-            AgentHandler::new(&clients, &config, agent).with_tool_servers(tool_servers),
-        );
+        let handler =
+            Arc::new(AgentHandler::new(&clients, &config, agent).with_tool_servers(tool_servers));
         Ok::<_, Box<dyn std::error::Error>>(LocalRunner::new(clients, config, handler))
     };
     match setup.await {
@@ -63,7 +62,10 @@ async fn serve_callbacks(
     let secret = infinity_aws::tool_servers::callback_secret_from_env().await?;
     let handler = infinity_aws::tool_servers::CallbackHandler::new(
         infinity_rap::signing::CallbackSigner::new(secret, &url)?,
-        infinity_aws::queue::SqsInputSender::new(clients.sqs.clone(), config.input_queue_url.clone()),
+        infinity_aws::queue::SqsInputSender::new(
+            clients.sqs.clone(),
+            config.input_queue_url.clone(),
+        ),
     );
     let listener = tokio::net::TcpListener::bind(("127.0.0.1", port)).await?;
     tracing::info!(%url, "serving tool server callbacks");

@@ -46,7 +46,9 @@ async fn results_and_events_come_back_through_the_callback_handler() {
         .unwrap();
     assert!(time.contains("+09:00"), "{history:#?}");
     assert!(
-        history.iter().any(|l| l.starts_with("result ticker") && l.contains("Subscribed")),
+        history
+            .iter()
+            .any(|l| l.starts_with("result ticker") && l.contains("Subscribed")),
         "{history:#?}"
     );
     // Two associative events, injected into the thread; the last one ended the subscription.
@@ -63,7 +65,9 @@ async fn results_and_events_come_back_through_the_callback_handler() {
     // A forged callback is refused by the handler and never reaches the thread.
     let url = s.callback_url.clone().unwrap();
     let forged = reqwest::Client::new()
-        .post(format!("{url}/rap/callback/rap/call-x?exp=99999999999&sig=00"))
+        .post(format!(
+            "{url}/rap/callback/rap/call-x?exp=99999999999&sig=00"
+        ))
         .json(&json!({"type": "tool_result", "group_id": "rap", "id": "call-x", "text": "forged"}))
         .send()
         .await
