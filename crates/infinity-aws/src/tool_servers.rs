@@ -176,6 +176,37 @@ pub async fn rap_client_for(agent: &Agent) -> Result<Option<Arc<RapClient>>, Str
     Ok(Some(Arc::new(client)))
 }
 
+/// Answers a tool server's question (`user_choice`) on a thread of the stack: reads the open
+/// question from the table, POSTs the answer to the tool server, and queues the input that
+/// closes the question. `selected: None` dismisses it (the default is sent). Returns the question
+/// and the option sent.
+pub async fn answer_choice(
+    store: &crate::store::DynamoThreadStore,
+    sender: &SqsInputSender,
+    thread: &infinity_agent_core::ids::ThreadId,
+    call: &str,
+    selected: Option<usize>,
+) -> Result<(infinity_agent_core::thread::OpenChoice, usize), String> {
+    use infinity_agent_core::host::InputSender;
+    use infinity_agent_core::store::ThreadStore;
+    let record = store
+        .load_record(thread)
+        .await
+        .map_err(|e| e.to_string())?
+        .ok_or_else(|| format!("thread {thread} does not exist"))?;
+    let choice = infinity_rap::client::find_choice(&record, Some(call))
+        .map_err(|e| e.to_string())?
+        .clone();
+    let (selected, input) = infinity_rap::client::answer_choice(thread, &choice, selected)
+        .await
+        .map_err(|e| e.to_string())?;
+    sender
+        .send_to_input_queue(&input, thread, &input.id)
+        .await
+        .map_err(|e| e.to_string())?;
+    Ok((choice, selected))
+}
+
 /// The callback function: Function URL requests in, inputs on the input queue out.
 #[derive(Debug, Clone)]
 pub struct CallbackHandler {

@@ -111,12 +111,14 @@ pub async fn choose(args: ChooseArgs) -> Result<u8> {
         "input queue URL",
     )?;
     let clients = Clients::from_env_with_endpoint(args.endpoint.endpoint.as_deref()).await;
-    let (_, thread, record) = load_thread(&clients, table, &args.thread).await?;
-    let choice = crate::choices::find(&record, Some(&args.call))?;
-    let (selected, input) = crate::choices::answer(&record, choice, args.index).await?;
-    SqsInputSender::new(clients.sqs, queue_url)
-        .send_to_input_queue(&input, &thread, &input.id)
-        .await?;
+    let store =
+        DynamoThreadStore::new(clients.dynamodb.clone(), table, Duration::from_secs(86_400));
+    let sender = SqsInputSender::new(clients.sqs, queue_url);
+    let thread = ThreadId::new(args.thread.as_str())?;
+    let (choice, selected) =
+        infinity_aws::tool_servers::answer_choice(&store, &sender, &thread, &args.call, args.index)
+            .await
+            .map_err(anyhow::Error::msg)?;
     crate::out!(
         "answered {} with {selected}: {}",
         choice.call_id,

@@ -1,7 +1,6 @@
 //! `infinity`: run and chat with agents on the embedded runtime.
 
 mod aws;
-mod choices;
 mod render;
 mod serve;
 mod tool_servers;
@@ -479,8 +478,8 @@ async fn chat_choose(system: &AgentSystem, thread: &ThreadId, command: &str) -> 
         .record(thread)
         .await?
         .with_context(|| format!("thread {thread} does not exist yet"))?;
-    let choice = choices::find(&record, call)?;
-    let (selected, input) = choices::answer(&record, choice, index).await?;
+    let choice = infinity_rap::client::find_choice(&record, call)?;
+    let (selected, input) = infinity_rap::client::answer_choice(&record.id, choice, index).await?;
     system.send(input);
     eprintln!("answered {}: {}", choice.call_id, choice.choices[selected]);
     Ok(())

@@ -235,20 +235,14 @@ async fn choose(
         ));
     }
     let record = record_of(&system, &id).await?;
-    let choice =
-        crate::choices::find(&record, Some(&call)).map_err(|e| error(StatusCode::NOT_FOUND, e))?;
-    if let Some(selected) = body.selected.filter(|s| *s >= choice.choices.len()) {
-        return Err(error(
-            StatusCode::BAD_REQUEST,
-            format!(
-                "choice {selected} is out of range: the question has choices 0 to {}",
-                choice.choices.len().saturating_sub(1)
-            ),
-        ));
-    }
-    let (selected, input) = crate::choices::answer(&record, choice, body.selected)
+    let choice = infinity_rap::client::find_choice(&record, Some(&call))
+        .map_err(|e| error(StatusCode::NOT_FOUND, e))?;
+    let (selected, input) = infinity_rap::client::answer_choice(&id, choice, body.selected)
         .await
-        .map_err(|e| error(StatusCode::BAD_GATEWAY, format!("{e:#}")))?;
+        .map_err(|e| match e {
+            infinity_rap::client::ChoiceError::Delivery(_) => error(StatusCode::BAD_GATEWAY, e),
+            _ => error(StatusCode::BAD_REQUEST, e),
+        })?;
     system.send(input);
     Ok(
         Json(json!({"call_id": call, "selected": selected, "choice": choice.choices[selected]}))

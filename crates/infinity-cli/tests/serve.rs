@@ -273,3 +273,73 @@ async fn serve_streams_events_and_answers_a_tool_servers_question() {
     let (_, history) = get_json(&format!("{api}/threads/s1/history")).await;
     assert!(history.to_string().contains("picked blue"), "{history}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn chat_answers_a_tool_servers_question_with_choose() {
+    use std::io::{BufRead, BufReader, Write};
+    let picker = Arc::new(Picker::default());
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    *picker.base.lock().unwrap() = format!("http://{}", listener.local_addr().unwrap());
+    let app = picker_app(Arc::clone(&picker));
+    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("script.yaml"),
+        "rules:\n  - when: \"^pick$\"\n    reply:\n      tool_calls: [{name: pick, args: {}}]\n  - when: \"picked (\\\\w+)\"\n    reply: {text: \"you picked $1\"}\n  - reply: {text: \"ok\"}\n",
+    )
+    .unwrap();
+    let base = picker.base.lock().unwrap().clone();
+    std::fs::write(
+        dir.path().join("agent.yaml"),
+        format!("name: painter\nmodel: script:script.yaml\ntool_servers: [{base}]\n"),
+    )
+    .unwrap();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_infinity"))
+        .args(["chat", "--agent"])
+        .arg(dir.path().join("agent.yaml"))
+        .env_remove("ANTHROPIC_API_KEY")
+        .env_remove("OPENAI_API_KEY")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let stdout = child.stdout.take().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel::<String>();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines() {
+            if tx.send(line.unwrap_or_default()).is_err() {
+                break;
+            }
+        }
+    });
+    let wait_for = |needle: &str| -> Vec<String> {
+        let mut seen = Vec::new();
+        let deadline = std::time::Instant::now() + Duration::from_secs(20);
+        while std::time::Instant::now() < deadline {
+            if let Ok(line) = rx.recv_timeout(Duration::from_millis(200)) {
+                let done = line.contains(needle);
+                seen.push(line);
+                if done {
+                    return seen;
+                }
+            }
+        }
+        panic!("no line with `{needle}` in {seen:#?}");
+    };
+    writeln!(stdin, "pick").unwrap();
+    let lines = wait_for("choice for call");
+    let question = lines.last().unwrap();
+    assert!(
+        question.contains("Which colour?") && question.contains("1) blue"),
+        "{question}"
+    );
+    writeln!(stdin, "/choose 7").unwrap(); // out of range: refused, nothing sent
+    writeln!(stdin, "/choose 1").unwrap();
+    wait_for("you picked blue");
+    writeln!(stdin, "/quit").unwrap();
+    let _ = child.wait();
+    assert_eq!(picker.answers.lock().unwrap().len(), 1);
+    assert_eq!(picker.answers.lock().unwrap()[0]["selected"], 1);
+}

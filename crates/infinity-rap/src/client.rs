@@ -188,25 +188,29 @@ impl RapClient {
         self
     }
 
-    fn auth_for(&self, url: &str) -> Option<&Arc<dyn Authorizer>> {
+    /// The authorizer of the configured server with this base URL. Requests to a server (its
+    /// manifest, its notifications) and to its tools' endpoint (which the manifest may put on
+    /// another host) carry that server's credentials.
+    fn auth_for(&self, server: &str) -> Option<&Arc<dyn Authorizer>> {
+        let server = server.trim_end_matches('/');
         self.servers
             .iter()
-            .filter(|s| url.starts_with(&s.base_url))
-            .max_by_key(|s| s.base_url.len())
+            .find(|s| s.base_url == server)
             .and_then(|s| s.auth.as_ref())
     }
 
+    /// Sends a request on behalf of the configured server `server` (its base URL).
     async fn send(
         &self,
         builder: reqwest::RequestBuilder,
-        url: &str,
+        server: &str,
         timeout: Duration,
     ) -> Result<reqwest::Response, String> {
         let mut request = builder
             .timeout(timeout)
             .build()
             .map_err(|e| format!("cannot build the request: {e}"))?;
-        if let Some(auth) = self.auth_for(url) {
+        if let Some(auth) = self.auth_for(server) {
             auth.authorize(&mut request).await?;
         }
         self.http.execute(request).await.map_err(|e| {
@@ -225,7 +229,7 @@ impl RapClient {
         let response = self
             .send(
                 self.http.get(&url).header("accept", "application/json"),
-                &url,
+                base_url,
                 DISCOVERY_TIMEOUT,
             )
             .await?;
@@ -261,7 +265,7 @@ impl RapClient {
             let body = &body;
             async move {
                 let request = self.http.post(&url).json(body);
-                match self.send(request, &url, NOTIFY_TIMEOUT).await {
+                match self.send(request, &server.base_url, NOTIFY_TIMEOUT).await {
                     Ok(r) if r.status().is_success() => {}
                     Ok(r) => {
                         tracing::info!(%url, status = %r.status(), "notification not accepted")
@@ -326,7 +330,11 @@ impl ToolDispatcher for RapClient {
         let mut attempt = 0;
         loop {
             let why = match self
-                .send(self.http.post(url).json(&body), url, self.retry.timeout)
+                .send(
+                    self.http.post(url).json(&body),
+                    &target.base_url,
+                    self.retry.timeout,
+                )
                 .await
             {
                 Ok(r) if r.status().is_success() => return Ok(()),
@@ -376,8 +384,18 @@ impl ToolDispatcher for RapClient {
 /// Why a user's choice could not be answered.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum ChoiceError {
+    /// The thread has no such open question.
+    #[error("thread {thread} has no open question{}{}", call.as_deref().map(|c| format!(" for call {c}")).unwrap_or_default(), if open.is_empty() { String::new() } else { format!(" (open: {})", open.join(", ")) })]
+    NoQuestion {
+        /// The thread.
+        thread: String,
+        /// The call asked for, if any.
+        call: Option<String>,
+        /// The calls with open questions.
+        open: Vec<String>,
+    },
     /// The index is not one of the choices.
-    #[error("choice {selected} is out of range: the question has {count} choices (0 to {})", count.saturating_sub(1))]
+    #[error("choice {selected} is out of range: the question has choices 0 to {}", count.saturating_sub(1))]
     OutOfRange {
         /// The index given.
         selected: usize,
@@ -389,12 +407,40 @@ pub enum ChoiceError {
     Delivery(String),
 }
 
-/// Answers a `user_choice` question: POSTs `{id, selected}` to its `response_url`, once (the
-/// spec forbids retrying or replaying answers). `selected` is checked against the choices first.
-pub async fn send_user_choice(
+/// The open question of `record` for `call`, or its newest one when `call` is `None`.
+pub fn find_choice<'a>(
+    record: &'a infinity_agent_core::thread::ThreadRecord,
+    call: Option<&str>,
+) -> Result<&'a infinity_agent_core::thread::OpenChoice, ChoiceError> {
+    let found = match call {
+        Some(call) => record
+            .open_choices
+            .iter()
+            .find(|c| c.call_id.as_str() == call),
+        None => record.open_choices.last(),
+    };
+    found.ok_or_else(|| ChoiceError::NoQuestion {
+        thread: record.id.to_string(),
+        call: call.map(str::to_owned),
+        open: record
+            .open_choices
+            .iter()
+            .map(|c| c.call_id.to_string())
+            .collect(),
+    })
+}
+
+/// Answers a `user_choice` question of `thread`: POSTs `{id, selected}` to its `response_url`,
+/// once (the spec forbids retrying or replaying answers), and returns the option sent with the
+/// input that closes the question on the thread (`user_choice_answered`), for the host's queue.
+/// `None` dismisses the question: the tool server gets its default. The index is checked
+/// before anything is sent.
+pub async fn answer_choice(
+    thread: &infinity_agent_core::ids::ThreadId,
     choice: &infinity_agent_core::thread::OpenChoice,
-    selected: usize,
-) -> Result<(), ChoiceError> {
+    selected: Option<usize>,
+) -> Result<(usize, infinity_agent_core::input::Input), ChoiceError> {
+    let selected = selected.unwrap_or(choice.default);
     if selected >= choice.choices.len() {
         return Err(ChoiceError::OutOfRange {
             selected,
@@ -412,13 +458,20 @@ pub async fn send_user_choice(
         .send()
         .await
         .map_err(|e| ChoiceError::Delivery(e.without_url().to_string()))?;
-    if response.status().is_success() {
-        Ok(())
-    } else {
-        Err(ChoiceError::Delivery(format!(
+    if !response.status().is_success() {
+        return Err(ChoiceError::Delivery(format!(
             "{} answered HTTP {}",
             choice.response_url,
             response.status()
-        )))
+        )));
     }
+    let input = infinity_agent_core::input::Input {
+        id: infinity_agent_core::ids::InputId::derived(choice.call_id.as_str(), "answered"),
+        thread_id: thread.clone(),
+        body: infinity_agent_core::input::InputBody::UserChoiceAnswered {
+            call_id: choice.call_id.clone(),
+            selected,
+        },
+    };
+    Ok((selected, input))
 }

@@ -161,8 +161,8 @@ pub fn to_input(
                 }
                 None => result.text.unwrap_or_default(),
             };
-            // RAP has no error flag: errors are results whose text says so.
-            let is_error = text.trim_start().starts_with("Error");
+            // RAP has no error flag: by convention an error result's text starts "Error:".
+            let is_error = text.trim_start().starts_with("Error:");
             (
                 InputId::derived(call, "result"),
                 InputBody::ToolResult {

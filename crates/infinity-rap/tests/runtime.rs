@@ -35,9 +35,21 @@ struct Fake {
     invocations: Mutex<Vec<Value>>,
     attempts: AtomicUsize,
     base: Mutex<String>,
+    /// The `Authorization` header of every request, manifest and invocations alike.
+    authorization: Mutex<Vec<Option<String>>>,
 }
 
-async fn manifest(State(fake): State<Arc<Fake>>) -> Json<Value> {
+fn note_auth(fake: &Fake, headers: &axum::http::HeaderMap) {
+    fake.authorization.lock().unwrap().push(
+        headers
+            .get("authorization")
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_owned),
+    );
+}
+
+async fn manifest(State(fake): State<Arc<Fake>>, headers: axum::http::HeaderMap) -> Json<Value> {
+    note_auth(&fake, &headers);
     let base = fake.base.lock().unwrap().clone();
     Json(json!({
         "name": "fake-tools",
@@ -50,7 +62,12 @@ async fn manifest(State(fake): State<Arc<Fake>>) -> Json<Value> {
     }))
 }
 
-async fn invoke(State(fake): State<Arc<Fake>>, Json(body): Json<Value>) -> StatusCode {
+async fn invoke(
+    State(fake): State<Arc<Fake>>,
+    headers: axum::http::HeaderMap,
+    Json(body): Json<Value>,
+) -> StatusCode {
+    note_auth(&fake, &headers);
     fake.attempts.fetch_add(1, Ordering::SeqCst);
     let status = {
         let mut answers = fake.answers.lock().unwrap();
@@ -100,10 +117,19 @@ rules:
 "#;
 
 async fn start(fake: &Fake) -> Runtime {
+    start_with(fake, "").await
+}
+
+/// `auth` is YAML for the server's `auth` settings (empty for none).
+async fn start_with(fake: &Fake, auth: &str) -> Runtime {
     let model = ScriptedModel::parse(SCRIPT, Path::new("test.script.yaml")).unwrap();
     let mut agent = AgentSpec::new("looker", "You look things up.", Arc::new(model));
-    let server: ToolServerConfig =
-        serde_yaml_ng::from_str(&fake.base.lock().unwrap().clone()).unwrap();
+    let base = fake.base.lock().unwrap().clone();
+    let server: ToolServerConfig = if auth.is_empty() {
+        serde_yaml_ng::from_str(&base).unwrap()
+    } else {
+        serde_yaml_ng::from_str(&format!("{{url: '{base}', auth: {auth}}}")).unwrap()
+    };
     agent.tool_servers = vec![server.clone()];
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let receiver = format!("http://{}", listener.local_addr().unwrap());
@@ -312,4 +338,38 @@ async fn oauth_user_choice_and_view_update_reach_the_thread() {
     assert!(record.open_choices.is_empty());
     assert!(record.pending_calls.is_empty());
     assert!(rt.results().iter().any(|(t, _)| t.contains("found it")));
+}
+
+#[tokio::test]
+async fn a_bearer_token_goes_with_discovery_and_invocations() {
+    std::env::set_var("INFINITY_TEST_LOOKUP_TOKEN", "s3cret");
+    let fake = start_fake(&[200]).await;
+    let mut rt = start_with(&fake, "{bearer_env: INFINITY_TEST_LOOKUP_TOKEN}").await;
+    rt.system
+        .send_user_message(&thread(), "look it up")
+        .unwrap();
+    rt.settle().await;
+    let seen = fake.authorization.lock().unwrap().clone();
+    assert_eq!(
+        seen.len(),
+        2,
+        "a manifest request and an invocation: {seen:?}"
+    );
+    assert!(
+        seen.iter().all(|a| a.as_deref() == Some("Bearer s3cret")),
+        "{seen:?}"
+    );
+    // Without auth settings, nothing is sent.
+    let plain = start_fake(&[200]).await;
+    let mut rt = start(&plain).await;
+    rt.system
+        .send_user_message(&thread(), "look it up")
+        .unwrap();
+    rt.settle().await;
+    assert!(plain
+        .authorization
+        .lock()
+        .unwrap()
+        .iter()
+        .all(Option::is_none));
 }

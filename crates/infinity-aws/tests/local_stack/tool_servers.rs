@@ -78,3 +78,115 @@ async fn results_and_events_come_back_through_the_callback_handler() {
     }
     assert!(!s.history_has("rap", "forged").await);
 }
+
+/// A tool server whose `pick` asks the user to choose, then answers with the pick.
+async fn picker() -> (
+    String,
+    std::sync::Arc<std::sync::Mutex<Vec<serde_json::Value>>>,
+) {
+    use axum::extract::State;
+    use axum::routing::{get, post};
+    use axum::Json;
+    use serde_json::Value;
+    use std::sync::{Arc, Mutex};
+    #[derive(Default)]
+    struct Shared {
+        base: Mutex<String>,
+        call: Mutex<Option<(String, String, String)>>,
+        answers: Arc<Mutex<Vec<Value>>>,
+    }
+    async fn post_json(url: String, body: Value) {
+        reqwest::Client::new()
+            .post(url)
+            .json(&body)
+            .send()
+            .await
+            .unwrap();
+    }
+    let shared = Arc::new(Shared::default());
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let base = format!("http://{}", listener.local_addr().unwrap());
+    *shared.base.lock().unwrap() = base.clone();
+    let app = axum::Router::new()
+        .route(
+            "/.well-known/rap-toolset",
+            get(|State(s): State<Arc<Shared>>| async move {
+                let base = s.base.lock().unwrap().clone();
+                Json(json!({"name": "picker", "endpoint": format!("{base}/invoke"), "tools": [
+                    {"name": "pick", "description": "Asks the user.", "inputSchema": {"type": "object"}}]}))
+            }),
+        )
+        .route(
+            "/invoke",
+            post(|State(s): State<Arc<Shared>>, Json(body): Json<Value>| async move {
+                let url = body["callback_url"].as_str().unwrap().to_owned();
+                let (group, id) = (body["group_id"].as_str().unwrap().to_owned(), body["id"].as_str().unwrap().to_owned());
+                *s.call.lock().unwrap() = Some((url.clone(), group.clone(), id.clone()));
+                let answer_url = format!("{}/answer", s.base.lock().unwrap());
+                tokio::spawn(post_json(url, json!({"type": "user_choice", "group_id": group, "id": id,
+                    "prompt": "Which?", "choices": ["red", "blue"], "default": 0, "response_url": answer_url})));
+                "ok"
+            }),
+        )
+        .route(
+            "/answer",
+            post(|State(s): State<Arc<Shared>>, Json(body): Json<Value>| async move {
+                s.answers.lock().unwrap().push(body.clone());
+                let (url, group, id) = s.call.lock().unwrap().clone().unwrap();
+                let colour = ["red", "blue"][body["selected"].as_u64().unwrap() as usize];
+                tokio::spawn(post_json(url, json!({"type": "tool_result", "group_id": group, "id": id,
+                    "text": format!("picked {colour}")})));
+                "ok"
+            }),
+        )
+        .route("/close_thread", post(|| async { "ok" }))
+        .route("/cancel_tool_call", post(|| async { "ok" }))
+        .with_state(Arc::clone(&shared));
+    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+    (base, Arc::clone(&shared.answers))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_question_is_answered_on_the_stack_like_infinity_choose_does() {
+    let (base, answers) = picker().await;
+    let s = stack_with(
+        "rules:\n  - when: \"^pick$\"\n    reply:\n      tool_calls: [{name: pick, args: {}}]\n  - when: \"picked (\\\\w+)\"\n    reply: {text: \"you picked $1\"}\n  - reply: {text: \"ok\"}\n",
+        Options {
+            tool_servers: vec![base],
+            ..Options::default()
+        },
+    )
+    .await;
+    s.say("ask", "pick").await;
+    s.run_until(Duration::from_secs(60), "the open question", || async {
+        s.record("ask")
+            .await
+            .is_some_and(|r| !r.open_choices.is_empty())
+    })
+    .await;
+    let record = s.record("ask").await.unwrap();
+    let call = record.open_choices[0].call_id.to_string();
+    let thread = crate::harness::tid("ask");
+    // Out of range: refused before anything is sent.
+    let err =
+        infinity_aws::tool_servers::answer_choice(s.store(), &s.sender, &thread, &call, Some(2))
+            .await
+            .unwrap_err();
+    assert!(err.contains("out of range"), "{err}");
+    assert!(answers.lock().unwrap().is_empty());
+    let (choice, selected) =
+        infinity_aws::tool_servers::answer_choice(s.store(), &s.sender, &thread, &call, Some(1))
+            .await
+            .unwrap();
+    assert_eq!((choice.choices[selected].as_str(), selected), ("blue", 1));
+    s.run_until(Duration::from_secs(60), "the tool's result", || async {
+        s.history_has("ask", "assistant: you picked blue").await
+    })
+    .await;
+    assert_eq!(
+        answers.lock().unwrap().clone(),
+        [json!({"id": call, "selected": 1})]
+    );
+    let record = s.record("ask").await.unwrap();
+    assert!(record.open_choices.is_empty() && record.pending_calls.is_empty());
+}
