@@ -67,6 +67,30 @@ impl SliceFailure {
     }
 }
 
+/// What a host brings to every slice: its store, its agents, and how it discovers tool
+/// servers' tools.
+#[derive(Clone, Copy)]
+pub struct HostContext<'a> {
+    /// Where threads live.
+    pub store: &'a dyn ThreadStore,
+    /// The agents, by name.
+    pub agents: &'a dyn AgentLookup,
+    /// The agent of a root thread a first user message creates.
+    pub default_agent: Option<&'a str>,
+    /// Fetches tool servers' toolsets when a session starts (`None`: a host without a tool
+    /// server client; an agent's servers then contribute no tool, and say so).
+    pub discovery: Option<&'a dyn ToolDiscovery>,
+}
+
+impl std::fmt::Debug for HostContext<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("HostContext")
+            .field("default_agent", &self.default_agent)
+            .field("discovery", &self.discovery.is_some())
+            .finish_non_exhaustive()
+    }
+}
+
 /// The agent of the session these inputs start, if they create a root thread (a first user
 /// message, or a delegated task).
 fn starts_session<'a>(inputs: &'a [Input], default_agent: Option<&'a str>) -> Option<&'a str> {
@@ -83,17 +107,19 @@ fn starts_session<'a>(inputs: &'a [Input], default_agent: Option<&'a str>) -> Op
 /// were already processed, discover the tool servers' tools when the batch starts a session,
 /// run the engine, and commit. The caller performs the committed effects
 /// (`outcome.commit.effects`) and marks them done.
-#[allow(clippy::too_many_arguments)] // the host's whole context, passed through once
 pub async fn run_committed_slice(
-    store: &dyn ThreadStore,
-    agents: &dyn AgentLookup,
-    default_agent: Option<&str>,
-    discovery: Option<&dyn ToolDiscovery>,
+    host: &HostContext<'_>,
     thread_id: &ThreadId,
     inputs: Vec<Input>,
     now: Timestamp,
     live: Option<&crate::effect::LiveOutput<'_>>,
 ) -> Result<SliceOutcome, SliceFailure> {
+    let HostContext {
+        store,
+        agents,
+        default_agent,
+        discovery,
+    } = *host;
     let record = store.load_record(thread_id).await?;
     let session_toolset = match (&record, starts_session(&inputs, default_agent)) {
         (None, Some(name)) => match agents.agent(name) {

@@ -10,7 +10,9 @@ use aws_lambda_events::event::sqs::{SqsBatchResponse, SqsEvent, SqsMessage};
 use infinity_agent_core::agent::{Agent, AgentFile};
 use infinity_agent_core::effect::{Effect, PendingEffect};
 use infinity_agent_core::engine::SliceError;
-use infinity_agent_core::host::{run_committed_slice, InputSender, SliceFailure, Timers};
+use infinity_agent_core::host::{
+    run_committed_slice, HostContext, InputSender, SliceFailure, Timers,
+};
 use infinity_agent_core::ids::ThreadId;
 use infinity_agent_core::input::Input;
 use infinity_agent_core::runtime::ToolDispatcher;
@@ -297,19 +299,17 @@ impl AgentHandler {
             tracing::info!(thread = %thread_id, effects = leftover.len(), "performing effects left by an earlier slice");
             self.perform(thread_id, leftover, None).await?;
         }
-        let outcome = match run_committed_slice(
-            &self.store,
-            &self.agents,
-            Some(&self.default_agent),
-            self.tool_servers
+        let host = HostContext {
+            store: &self.store,
+            agents: &self.agents,
+            default_agent: Some(&self.default_agent),
+            discovery: self
+                .tool_servers
                 .as_deref()
                 .map(|c| c as &dyn infinity_agent_core::tools::remote::ToolDiscovery),
-            thread_id,
-            inputs,
-            Timestamp::now(),
-            None,
-        )
-        .await
+        };
+        let outcome = match run_committed_slice(&host, thread_id, inputs, Timestamp::now(), None)
+            .await
         {
             Ok(outcome) => outcome,
             Err(SliceFailure::Slice(SliceError::UnknownAgent { thread_id, agent })) => {

@@ -61,7 +61,7 @@ pub use timers::TokioTimers;
 use crate::agent::{Agent, AgentFile, Limits};
 use crate::effect::{Effect, Notification, OutputEvent, OutputKind, PendingEffect, ToolInvocation};
 use crate::history::HistoryEntry;
-use crate::host::{run_committed_slice, InputSender, SendError, SliceFailure, Timers};
+use crate::host::{run_committed_slice, HostContext, InputSender, SendError, SliceFailure, Timers};
 use crate::ids::{EffectId, InputId, ThreadId};
 use crate::input::Input;
 use crate::model::ModelProvider;
@@ -604,17 +604,14 @@ impl Inner {
         let ids: Vec<InputId> = inputs.iter().map(|i| i.id.clone()).collect();
         // Output is shown as the slice runs (streamed text included), not after the commit.
         let live = |event: OutputEvent| self.publish(event);
-        let outcome = run_committed_slice(
-            self.store.as_ref(),
-            &self.agents,
-            Some(&self.default_agent),
-            self.discovery.as_deref(),
-            thread_id,
-            inputs,
-            self.clock.now(),
-            Some(&live),
-        )
-        .await?;
+        let host = HostContext {
+            store: self.store.as_ref(),
+            agents: &self.agents,
+            default_agent: Some(&self.default_agent),
+            discovery: self.discovery.as_deref(),
+        };
+        let outcome =
+            run_committed_slice(&host, thread_id, inputs, self.clock.now(), Some(&live)).await?;
         self.ack(&ids).await;
         if let Some(commit) = outcome.commit {
             self.perform(&commit.thread_id, commit.effects).await;
