@@ -134,14 +134,14 @@ where
     panic!("timed out waiting for {what}");
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn serve_streams_events_and_answers_a_tool_servers_question() {
+/// The picker tool server, running, and a folder with an agent file (`agent.yaml`) that uses it
+/// and a script: "pick" calls `pick`, a result "picked X" is answered "you picked X".
+async fn picker_agent() -> (Arc<Picker>, tempfile::TempDir) {
     let picker = Arc::new(Picker::default());
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     *picker.base.lock().unwrap() = format!("http://{}", listener.local_addr().unwrap());
     let app = picker_app(Arc::clone(&picker));
     tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
-
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(
         dir.path().join("script.yaml"),
@@ -154,6 +154,12 @@ async fn serve_streams_events_and_answers_a_tool_servers_question() {
         format!("name: painter\nmodel: script:script.yaml\ntool_servers: [{base}]\n"),
     )
     .unwrap();
+    (picker, dir)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn serve_streams_events_and_answers_a_tool_servers_question() {
+    let (picker, dir) = picker_agent().await;
     let port = free_port();
     let _server = Server(
         Command::new(env!("CARGO_BIN_EXE_infinity"))
@@ -277,23 +283,7 @@ async fn serve_streams_events_and_answers_a_tool_servers_question() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn chat_answers_a_tool_servers_question_with_choose() {
     use std::io::{BufRead, BufReader, Write};
-    let picker = Arc::new(Picker::default());
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    *picker.base.lock().unwrap() = format!("http://{}", listener.local_addr().unwrap());
-    let app = picker_app(Arc::clone(&picker));
-    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
-    let dir = tempfile::tempdir().unwrap();
-    std::fs::write(
-        dir.path().join("script.yaml"),
-        "rules:\n  - when: \"^pick$\"\n    reply:\n      tool_calls: [{name: pick, args: {}}]\n  - when: \"picked (\\\\w+)\"\n    reply: {text: \"you picked $1\"}\n  - reply: {text: \"ok\"}\n",
-    )
-    .unwrap();
-    let base = picker.base.lock().unwrap().clone();
-    std::fs::write(
-        dir.path().join("agent.yaml"),
-        format!("name: painter\nmodel: script:script.yaml\ntool_servers: [{base}]\n"),
-    )
-    .unwrap();
+    let (picker, dir) = picker_agent().await;
     let mut child = Command::new(env!("CARGO_BIN_EXE_infinity"))
         .args(["chat", "--agent"])
         .arg(dir.path().join("agent.yaml"))
