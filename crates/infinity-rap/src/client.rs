@@ -11,6 +11,7 @@ use infinity_agent_core::model::ToolSpec;
 use infinity_agent_core::runtime::ToolDispatcher;
 use infinity_agent_core::tools::remote::{Discovered, ToolDiscovery, ToolServerConfig};
 
+use crate::retry::{is_retryable, with_backoff, Attempt};
 use crate::signing::CallbackSigner;
 use crate::wire::{self, Invocation, Nullable};
 
@@ -55,29 +56,18 @@ impl Authorizer for Bearer {
     }
 }
 
-/// How invocations are retried.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct RetryPolicy {
-    /// Attempts after the first.
-    pub max_retries: u32,
-    /// The first pause; doubled each retry.
-    pub initial_backoff: Duration,
-    /// The longest pause.
-    pub max_backoff: Duration,
-    /// The timeout of one request.
-    pub timeout: Duration,
-}
+pub use crate::retry::RetryPolicy;
 
-impl Default for RetryPolicy {
-    fn default() -> Self {
-        Self {
-            max_retries: 4,
-            initial_backoff: Duration::from_millis(250),
-            max_backoff: Duration::from_secs(8),
-            timeout: Duration::from_secs(30),
-        }
-    }
-}
+/// How invocations are retried unless configured otherwise: five attempts, 0.25 s doubling up
+/// to 8 s in between.
+pub const INVOCATION_RETRY: RetryPolicy = RetryPolicy {
+    max_attempts: 5,
+    first_delay: Duration::from_millis(250),
+    max_delay: Duration::from_secs(8),
+};
+
+/// How long one invocation request may take unless configured otherwise.
+pub const INVOCATION_TIMEOUT: Duration = Duration::from_secs(30);
 
 #[derive(Debug, Clone)]
 struct Server {
@@ -92,6 +82,7 @@ pub struct RapClient {
     signer: CallbackSigner,
     servers: Vec<Server>,
     retry: RetryPolicy,
+    timeout: Duration,
     user_id: Option<String>,
 }
 
@@ -123,7 +114,8 @@ impl RapClient {
             http: reqwest::Client::new(),
             signer,
             servers: Vec::new(),
-            retry: RetryPolicy::default(),
+            retry: INVOCATION_RETRY,
+            timeout: INVOCATION_TIMEOUT,
             user_id: None,
         }
     }
@@ -176,9 +168,15 @@ impl RapClient {
         Ok(self)
     }
 
-    /// The same client with another retry policy.
+    /// The same client with another retry policy for invocations.
     pub fn with_retry(mut self, retry: RetryPolicy) -> Self {
         self.retry = retry;
+        self
+    }
+
+    /// The same client with another timeout for one invocation request.
+    pub fn with_timeout(mut self, timeout: Duration) -> Self {
+        self.timeout = timeout;
         self
     }
 
@@ -326,37 +324,28 @@ impl ToolDispatcher for RapClient {
             },
         };
         let url = &target.endpoint;
-        let mut backoff = self.retry.initial_backoff;
-        let mut attempt = 0;
-        loop {
-            let why = match self
-                .send(
-                    self.http.post(url).json(&body),
-                    &target.base_url,
-                    self.retry.timeout,
-                )
-                .await
-            {
-                Ok(r) if r.status().is_success() => return Ok(()),
-                Ok(r) if r.status().is_server_error() || r.status().as_u16() == 429 => {
-                    format!("{url} answered HTTP {}", r.status())
+        with_backoff(
+            &self.retry,
+            "tool invocation",
+            || async {
+                let request = self.http.post(url).json(&body);
+                match self.send(request, &target.base_url, self.timeout).await {
+                    Ok(r) if r.status().is_success() => Attempt::Done(()),
+                    Ok(r) if is_retryable(r.status()) => {
+                        Attempt::Again(format!("{url} answered HTTP {}", r.status()))
+                    }
+                    Ok(r) => {
+                        let status = r.status();
+                        let text = r.text().await.unwrap_or_default();
+                        let text: String = text.chars().take(300).collect();
+                        Attempt::Final(format!("{url} refused the call: HTTP {status}: {text}"))
+                    }
+                    Err(why) => Attempt::Again(format!("{url}: {why}")),
                 }
-                Ok(r) => {
-                    let status = r.status();
-                    let text = r.text().await.unwrap_or_default();
-                    let text: String = text.chars().take(300).collect();
-                    return Err(format!("{url} refused the call: HTTP {status}: {text}"));
-                }
-                Err(why) => format!("{url}: {why}"),
-            };
-            if attempt >= self.retry.max_retries {
-                return Err(format!("{why} (gave up after {} attempts)", attempt + 1));
-            }
-            attempt += 1;
-            tracing::warn!(%why, attempt, "tool invocation failed; retrying");
-            tokio::time::sleep(backoff).await;
-            backoff = (backoff * 2).min(self.retry.max_backoff);
-        }
+            },
+            |attempts, why| format!("{why} (gave up after {attempts} attempts)"),
+        )
+        .await
     }
 
     async fn notify(&self, notification: &Notification) {

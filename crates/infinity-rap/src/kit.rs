@@ -63,8 +63,8 @@ use std::sync::Arc;
 
 use serde_json::Value;
 
+pub use crate::retry::RetryPolicy;
 pub use call::{Call, CallbackError};
-pub use delivery::RetryPolicy;
 
 use crate::wire::{Manifest, ToolDefinition, WireError};
 use delivery::{Delivery, ATTEMPT_TIMEOUT};

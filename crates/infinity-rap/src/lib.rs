@@ -38,6 +38,7 @@
 
 pub mod client;
 pub mod receiver;
+pub mod retry;
 pub mod signing;
 pub mod wire;
 

@@ -139,11 +139,11 @@ async fn start_with(fake: &Fake, auth: &str) -> Runtime {
             .with_configured(&[server])
             .unwrap()
             .with_retry(RetryPolicy {
-                max_retries: 3,
-                initial_backoff: Duration::from_millis(20),
-                max_backoff: Duration::from_millis(100),
-                timeout: Duration::from_secs(5),
-            }),
+                max_attempts: 4,
+                first_delay: Duration::from_millis(20),
+                max_delay: Duration::from_millis(100),
+            })
+            .with_timeout(Duration::from_secs(5)),
     );
     let system = AgentSystemBuilder::new()
         .with_agent(agent)
