@@ -144,34 +144,29 @@ impl Authorizer for SigV4 {
 }
 
 /// The RAP client of an agent with tool servers (`None` without any): callback URLs from
-/// [`signer_from_env`]; `bearer_env` read from the environment, `bearer_ssm` from SSM, `sigv4`
-/// with the function's role.
+/// [`signer_from_env`]; `bearer_ssm` read from SSM and `sigv4` signed with the function's role
+/// here, the rest (`bearer_env`, no auth) as [`RapClient::with_configured`] reads it.
 pub async fn rap_client_for(agent: &Agent) -> Result<Option<Arc<RapClient>>, String> {
     if agent.tool_servers.is_empty() {
         return Ok(None);
     }
     let mut client = RapClient::new(signer_from_env().await?);
     for server in &agent.tool_servers {
-        let auth: Option<Arc<dyn Authorizer>> = match (
-            &server.auth.bearer_env,
-            &server.auth.bearer_ssm,
-            server.auth.sigv4,
-        ) {
-            (Some(name), _, _) => Some(Arc::new(Bearer::new(var(name).ok_or_else(|| {
-                format!(
-                    "tool server {}: auth.bearer_env names {name}, which is not set",
-                    server.url
-                )
-            })?))),
-            (None, Some(name), _) => Some(Arc::new(Bearer::new(
+        let auth: Arc<dyn Authorizer> = match (&server.auth.bearer_ssm, server.auth.sigv4) {
+            (Some(name), _) => Arc::new(Bearer::new(
                 crate::handler::read_ssm_parameter(name)
                     .await
                     .map_err(|e| format!("tool server {}: {e}", server.url))?,
-            ))),
-            (None, None, true) => Some(Arc::new(SigV4::from_env().await?)),
-            (None, None, false) => None,
+            )),
+            (None, true) => Arc::new(SigV4::from_env().await?),
+            (None, false) => {
+                client = client
+                    .with_configured(std::slice::from_ref(server))
+                    .map_err(|e| e.to_string())?;
+                continue;
+            }
         };
-        client = client.with_server(&server.url, auth);
+        client = client.with_server(&server.url, Some(auth));
     }
     Ok(Some(Arc::new(client)))
 }

@@ -5,6 +5,7 @@ use std::collections::HashMap;
 use infinity_agent_core::effect::{OutputEvent, OutputKind};
 use infinity_agent_core::history::Item;
 use infinity_agent_core::ids::ThreadId;
+pub use infinity_agent_core::tools::clip;
 
 /// Prints a line to stdout. When stdout is gone (`infinity tail | head`), the command's output
 /// has nowhere to go: exit quietly instead of failing.
@@ -234,14 +235,4 @@ pub fn kinds_of(item: &Item) -> Vec<OutputKind> {
             text: format!("(summary of the first {covers} entries) {text}"),
         }],
     }
-}
-
-/// `text` cut to `max` characters, marked with `…` when cut.
-pub fn clip(text: &str, max: usize) -> String {
-    if text.chars().count() <= max {
-        return text.to_owned();
-    }
-    let mut out: String = text.chars().take(max).collect();
-    out.push('…');
-    out
 }

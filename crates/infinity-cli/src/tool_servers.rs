@@ -14,8 +14,8 @@ use infinity_rap::client::RapClient;
 use infinity_rap::signing::CallbackSigner;
 use tokio::net::TcpListener;
 
-/// The environment variable holding the callback secret (at least 32 bytes).
-pub const SECRET_VAR: &str = "INFINITY_CALLBACK_SECRET";
+// The environment variable holding the callback secret (at least 32 bytes), as on AWS.
+use infinity_aws::tool_servers::CALLBACK_SECRET_VAR as SECRET_VAR;
 
 /// A bound receiver, ready to serve once the system exists.
 pub struct Receiver {

@@ -29,7 +29,7 @@ use crate::model::ToolSpec;
 use crate::thread::ThreadRecord;
 
 /// `text` cut to at most `max` characters, marked with `…` when cut.
-pub(crate) fn clip(text: &str, max: usize) -> String {
+pub fn clip(text: &str, max: usize) -> String {
     if text.chars().count() <= max {
         return text.to_owned();
     }
@@ -217,16 +217,15 @@ impl fmt::Debug for ToolRegistry {
     }
 }
 
-/// What is wrong with `args` by `validator` (compiled from `schema`), or `None` when they are
-/// valid. The text quotes at most five problems, each clipped, then the schema (clipped), so a
-/// large bad argument does not flood the conversation.
-pub(crate) fn argument_problems(
+/// Where `value` breaks `validator`'s schema: at most five problems, each clipped (a message
+/// quotes the offending value, and a large one must not flood the conversation) and placed by
+/// its path. Empty when the value is valid.
+pub(crate) fn schema_problems(
     validator: &jsonschema::Validator,
-    args: &serde_json::Value,
-    schema: &serde_json::Value,
-) -> Option<String> {
-    let problems: Vec<String> = validator
-        .iter_errors(args)
+    value: &serde_json::Value,
+) -> Vec<String> {
+    validator
+        .iter_errors(value)
         .take(5)
         .map(|e| {
             let message = clip(&e.to_string(), 200);
@@ -237,7 +236,17 @@ pub(crate) fn argument_problems(
                 format!("at `{path}`: {message}")
             }
         })
-        .collect();
+        .collect()
+}
+
+/// What is wrong with `args` by `validator` (compiled from `schema`), or `None` when they are
+/// valid: the [`schema_problems`], then the schema (clipped).
+pub(crate) fn argument_problems(
+    validator: &jsonschema::Validator,
+    args: &serde_json::Value,
+    schema: &serde_json::Value,
+) -> Option<String> {
+    let problems = schema_problems(validator, args);
     if problems.is_empty() {
         return None;
     }

@@ -105,19 +105,7 @@ impl Tool for Finish {
         let result = args["result"].clone();
         if status == FinishStatus::Succeeded {
             if let Some((_, validator)) = &self.schema {
-                let problems: Vec<String> = validator
-                    .iter_errors(&result)
-                    .take(5)
-                    .map(|e| {
-                        let path = e.instance_path().to_string();
-                        let message = crate::tools::clip(&e.to_string(), 200);
-                        if path.is_empty() {
-                            message
-                        } else {
-                            format!("at `{path}`: {message}")
-                        }
-                    })
-                    .collect();
+                let problems = crate::tools::schema_problems(validator, &result);
                 if !problems.is_empty() {
                     return ToolOutcome::error(format!(
                         "Error: the result does not match the agent's output_schema: {}. Call \
