@@ -9,22 +9,23 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // test code: a failed step should stop the test
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::hint::black_box;
 use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use criterion::{BatchSize, BenchmarkId, Criterion};
-use infinity_agent_core::agent::{Agent, Limits};
-use infinity_agent_core::engine::{run_slice, Commit, SliceRequest};
+use infinity_agent_core::agent::{Agent, AgentSpec};
+use infinity_agent_core::commit::Commit;
+use infinity_agent_core::engine::{Slice, SliceRequest, Step};
 use infinity_agent_core::history::{HistoryEntry, Item};
-use infinity_agent_core::ids::{InputId, ThreadId};
+use infinity_agent_core::ids::{InputId, SeededIds, ThreadId};
 use infinity_agent_core::input::Input;
-use infinity_agent_core::runtime::{AgentSpec, AgentSystemBuilder, WaitOutcome};
+use infinity_agent_core::runtime::{AgentSystemBuilder, WaitOutcome};
 use infinity_agent_core::scripted::ScriptedModel;
+use infinity_agent_core::state::ThreadRecord;
 use infinity_agent_core::store::{FileStore, ThreadStore};
-use infinity_agent_core::thread::ThreadRecord;
 use infinity_agent_core::tools::ToolRegistry;
 use jiff::Timestamp;
 
@@ -41,14 +42,12 @@ fn model() -> Arc<ScriptedModel> {
 }
 
 fn agents() -> HashMap<String, Arc<Agent>> {
-    let agent = Agent {
-        name: "bench".into(),
-        system_prompt: "You are benchmarked.".into(),
-        model: model(),
-        tools: Arc::new(ToolRegistry::with_builtins()),
-        limits: Limits::default(),
-        tool_servers: Vec::new(),
-    };
+    let agent = Agent::new(
+        "bench",
+        "You are benchmarked.",
+        model(),
+        ToolRegistry::with_builtins(),
+    );
     [("bench".to_owned(), Arc::new(agent))].into()
 }
 
@@ -82,29 +81,34 @@ fn thread(n: u64) -> (ThreadRecord, Vec<Arc<HistoryEntry>>) {
     (record, view)
 }
 
+/// One slice driven as a host drives it: the engine's steps, the scripted model's completion.
 async fn one_slice(
     agents: &HashMap<String, Arc<Agent>>,
     record: ThreadRecord,
     view: &[Arc<HistoryEntry>],
 ) -> Commit {
     let input = Input::user_message(record.id.clone(), "hello again");
-    run_slice(SliceRequest {
-        thread_id: record.id.clone(),
-        record: Some(record),
-        view,
+    let mut ids = SeededIds::new(1);
+    let mut slice = Slice::start(SliceRequest {
         inputs: vec![input],
-        already_processed: HashSet::new(),
-        agents,
-        default_agent: None,
-        now: Timestamp::UNIX_EPOCH,
-        conversation: None,
-        session_toolset: None,
-        live: None,
-    })
-    .await
-    .expect("slice runs")
-    .commit
-    .expect("slice commits")
+        ..SliceRequest::new(
+            record.id.clone(),
+            Some(record),
+            view,
+            agents,
+            Timestamp::UNIX_EPOCH,
+            &mut ids,
+        )
+    });
+    let model = slice.model().expect("the thread's agent");
+    loop {
+        let result = match slice.poll() {
+            Step::Complete(request) => model.complete(request).await,
+            Step::Done(outcome) => return outcome.commit.expect("slice commits"),
+            other => panic!("unexpected step {other:?}"),
+        };
+        slice.on_completion(result);
+    }
 }
 
 fn engine_overhead(c: &mut Criterion) {

@@ -1,14 +1,21 @@
 //! Agents: what runs a thread (system prompt, model, tools, limits), and the agent file.
+//!
+//! One way in, for every host: an [`AgentFile`] (or code) gives an [`AgentSpec`], and
+//! [`Agent::from_spec`] adds the application's tools and compiles the registry.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::fmt;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use serde::Deserialize;
 
+use crate::ids::ThreadId;
 use crate::model::ModelProvider;
-use crate::tools::ToolRegistry;
+use crate::state::Toolset;
+use crate::tools::internal::{InternalTools, Skill, ToolSettings};
+use crate::tools::remote::{session_registry, ToolServerConfig};
+use crate::tools::{RegistryError, Tool, ToolRegistry};
 
 /// Bounds on what one thread may do.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
@@ -30,7 +37,77 @@ impl Default for Limits {
     }
 }
 
-/// A runnable agent.
+/// An agent as defined (by an agent file or by code), before the application's tools join it.
+#[derive(Clone)]
+pub struct AgentSpec {
+    /// Its name.
+    pub name: String,
+    /// The system prompt.
+    pub system_prompt: String,
+    /// The model.
+    pub model: Arc<dyn ModelProvider>,
+    /// Limits.
+    pub limits: Limits,
+    /// Internal tool categories.
+    pub internal_tools: InternalTools,
+    /// What `finish` results must match, if anything.
+    pub output_schema: Option<serde_json::Value>,
+    /// Skills for `skill_get`.
+    pub skills: Vec<Skill>,
+    /// Tool servers whose tools each new session discovers.
+    pub tool_servers: Vec<ToolServerConfig>,
+}
+
+impl fmt::Debug for AgentSpec {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("AgentSpec")
+            .field("name", &self.name)
+            .field("model", &self.model.name())
+            .finish_non_exhaustive()
+    }
+}
+
+impl AgentSpec {
+    /// An agent with default limits and internal tools.
+    pub fn new(
+        name: impl Into<String>,
+        system_prompt: impl Into<String>,
+        model: Arc<dyn ModelProvider>,
+    ) -> Self {
+        Self {
+            name: name.into(),
+            system_prompt: system_prompt.into(),
+            model,
+            limits: Limits::default(),
+            internal_tools: InternalTools::default(),
+            output_schema: None,
+            skills: Vec::new(),
+            tool_servers: Vec::new(),
+        }
+    }
+
+    /// The agent an agent file describes, with its model already resolved. Reads the skills'
+    /// files; `fetched` holds the text of skills loaded from a url (see
+    /// [`AgentFile::skill_urls`]).
+    pub fn from_file(
+        file: &AgentFile,
+        model: Arc<dyn ModelProvider>,
+        fetched: &BTreeMap<String, String>,
+    ) -> Result<Self, AgentFileError> {
+        Ok(Self {
+            name: file.name.clone(),
+            system_prompt: file.system.clone(),
+            model,
+            limits: file.limits,
+            internal_tools: file.internal_tools.resolve(),
+            output_schema: file.output_schema.clone(),
+            skills: file.load_skills(fetched)?,
+            tool_servers: file.rap_servers()?,
+        })
+    }
+}
+
+/// A runnable agent: its definition with the tool registry compiled.
 pub struct Agent {
     /// Its name; threads refer to their agent by it.
     pub name: String,
@@ -38,13 +115,18 @@ pub struct Agent {
     pub system_prompt: String,
     /// The model.
     pub model: Arc<dyn ModelProvider>,
-    /// Its tools (built-ins plus application tools).
+    /// Its tools (built-ins, internal tools, application tools).
     pub tools: Arc<ToolRegistry>,
     /// Its limits.
     pub limits: Limits,
     /// Tool servers whose tools each new session discovers.
-    pub tool_servers: Vec<crate::tools::remote::ToolServerConfig>,
+    pub tool_servers: Vec<ToolServerConfig>,
+    /// The compiled tools of recent sessions, by root thread (see [`Agent::session_tools`]).
+    sessions: Mutex<HashMap<ThreadId, (Toolset, Arc<ToolRegistry>)>>,
 }
+
+/// How many sessions' compiled tools an agent keeps.
+const SESSIONS_KEPT: usize = 256;
 
 impl fmt::Debug for Agent {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -54,6 +136,61 @@ impl fmt::Debug for Agent {
             .field("tools", &self.tools)
             .field("limits", &self.limits)
             .finish()
+    }
+}
+
+impl Agent {
+    /// An agent with these tools, default limits and no tool servers.
+    pub fn new(
+        name: impl Into<String>,
+        system_prompt: impl Into<String>,
+        model: Arc<dyn ModelProvider>,
+        tools: ToolRegistry,
+    ) -> Self {
+        Self {
+            name: name.into(),
+            system_prompt: system_prompt.into(),
+            model,
+            tools: Arc::new(tools),
+            limits: Limits::default(),
+            tool_servers: Vec::new(),
+            sessions: Mutex::default(),
+        }
+    }
+
+    /// The agent `spec` defines, with the application's tools next to its built-in and internal
+    /// ones. Fails when a tool's name clashes or its schema does not compile.
+    pub fn from_spec(spec: AgentSpec, app_tools: &[Arc<dyn Tool>]) -> Result<Self, RegistryError> {
+        let settings = ToolSettings {
+            output_schema: spec.output_schema,
+            skills: spec.skills,
+        };
+        let tools = ToolRegistry::for_agent(&spec.internal_tools, &settings, app_tools)?;
+        let mut agent = Self::new(spec.name, spec.system_prompt, spec.model, tools);
+        agent.limits = spec.limits;
+        agent.tool_servers = spec.tool_servers;
+        Ok(agent)
+    }
+
+    /// The compiled registry of a session's tools (`toolset`, kept on the root thread `root`).
+    /// A session's toolset does not change, so its schemas are compiled once and kept for the
+    /// next slices (of the most recent sessions).
+    pub fn session_tools(&self, root: &ThreadId, toolset: &Toolset) -> Arc<ToolRegistry> {
+        let mut sessions = self
+            .sessions
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if let Some((kept, registry)) = sessions.get(root) {
+            if kept == toolset {
+                return Arc::clone(registry);
+            }
+        }
+        let registry = Arc::new(session_registry(toolset));
+        if sessions.len() >= SESSIONS_KEPT {
+            sessions.clear();
+        }
+        sessions.insert(root.clone(), (toolset.clone(), Arc::clone(&registry)));
+        registry
     }
 }
 
@@ -172,30 +309,46 @@ pub struct ModelSpec {
     pub model: String,
 }
 
+/// A model spec that is not `PROVIDER:MODEL`.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("`{0}` is not of the form PROVIDER:MODEL (e.g. script:demo.script.yaml)")]
+pub struct ModelSpecError(pub String);
+
+/// Why a model spec could not be turned into a model by the core.
+#[derive(Debug, thiserror::Error)]
+pub enum CoreModelError {
+    /// The script could not be loaded.
+    #[error(transparent)]
+    Script(#[from] crate::scripted::ScriptError),
+    /// The provider lives in an adapter crate (or nowhere).
+    #[error("model provider `{0}` is not available in this build; use script:PATH")]
+    UnknownProvider(String),
+}
+
 impl ModelSpec {
     /// Parses `PROVIDER:MODEL`.
-    pub fn parse(spec: &str) -> Result<Self, String> {
+    pub fn parse(spec: &str) -> Result<Self, ModelSpecError> {
         match spec.split_once(':') {
             Some((provider, model)) if !provider.is_empty() && !model.is_empty() => Ok(Self {
                 provider: provider.to_owned(),
                 model: model.to_owned(),
             }),
-            _ => Err(format!(
-                "`{spec}` is not of the form PROVIDER:MODEL (e.g. script:demo.script.yaml)"
-            )),
+            _ => Err(ModelSpecError(spec.to_owned())),
         }
     }
 }
 
 /// Resolves a model spec that the core knows how to build: `script:PATH` (relative to `base`).
 /// Other providers live in adapter crates; for them this returns an error naming the provider.
-pub fn resolve_core_model(spec: &ModelSpec, base: &Path) -> Result<Arc<dyn ModelProvider>, String> {
+pub fn resolve_core_model(
+    spec: &ModelSpec,
+    base: &Path,
+) -> Result<Arc<dyn ModelProvider>, CoreModelError> {
     match spec.provider.as_str() {
-        "script" => crate::scripted::ScriptedModel::load_arc(&base.join(&spec.model))
-            .map_err(|e| e.to_string()),
-        other => Err(format!(
-            "model provider `{other}` is not available in this build; use script:PATH"
-        )),
+        "script" => Ok(crate::scripted::ScriptedModel::load_arc(
+            &base.join(&spec.model),
+        )?),
+        other => Err(CoreModelError::UnknownProvider(other.to_owned())),
     }
 }
 
@@ -237,7 +390,7 @@ impl AgentFile {
                 ),
             ));
         }
-        ModelSpec::parse(&file.model).map_err(|reason| invalid("model", reason))?;
+        ModelSpec::parse(&file.model).map_err(|e| invalid("model", e.to_string()))?;
         let mut names = std::collections::HashSet::new();
         for skill in &file.skills {
             let sources = [&skill.content, &skill.path, &skill.url]
@@ -284,10 +437,10 @@ impl AgentFile {
 
     /// The model spec.
     pub fn model_spec(&self) -> Result<ModelSpec, AgentFileError> {
-        ModelSpec::parse(&self.model).map_err(|reason| AgentFileError::Invalid {
+        ModelSpec::parse(&self.model).map_err(|e| AgentFileError::Invalid {
             path: self.path.clone(),
             key: "model",
-            reason,
+            reason: e.to_string(),
         })
     }
 

@@ -17,6 +17,19 @@ pub struct PendingEffect {
     pub effect: Effect,
 }
 
+impl Effect {
+    /// An output event for `thread_id` at `at`.
+    pub fn output(thread_id: &ThreadId, at: Timestamp, kind: OutputKind) -> Self {
+        Effect::Output {
+            event: OutputEvent {
+                thread_id: thread_id.clone(),
+                at,
+                kind,
+            },
+        }
+    }
+}
+
 /// Something the host does once the slice is committed.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "effect", rename_all = "snake_case")]
@@ -84,13 +97,10 @@ impl ToolInvocation {
         Input {
             id: crate::ids::InputId::derived(self.call_id.as_str(), "undeliverable"),
             thread_id: self.thread_id.clone(),
-            body: crate::input::InputBody::ToolResult {
-                call_id: self.call_id.clone(),
-                text: format!("Error: the call could not be delivered: {reason}"),
-                is_error: true,
-                subscription: false,
-                images: Vec::new(),
-            },
+            body: crate::input::InputBody::tool_error(
+                self.call_id.clone(),
+                format!("Error: the call could not be delivered: {reason}"),
+            ),
         }
     }
 }
@@ -224,7 +234,7 @@ pub enum OutputKind {
     /// The thread called `finish`.
     Finished {
         /// How it finished.
-        status: crate::tools::internal::FinishStatus,
+        status: crate::state::FinishStatus,
         /// The result.
         result: serde_json::Value,
     },

@@ -140,6 +140,28 @@ impl Item {
         }
     }
 
+    /// A successful tool result without images.
+    pub fn tool_result(call_id: CallId, name: impl Into<String>, text: impl Into<String>) -> Self {
+        Item::ToolResult {
+            call_id,
+            name: name.into(),
+            text: text.into(),
+            is_error: false,
+            images: Vec::new(),
+        }
+    }
+
+    /// A failed tool result.
+    pub fn tool_error(call_id: CallId, name: impl Into<String>, text: impl Into<String>) -> Self {
+        Item::ToolResult {
+            call_id,
+            name: name.into(),
+            text: text.into(),
+            is_error: true,
+            images: Vec::new(),
+        }
+    }
+
     /// The tool calls of an assistant turn (empty for other items).
     pub fn tool_calls(&self) -> &[ToolCall] {
         match self {

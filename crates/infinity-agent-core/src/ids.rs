@@ -1,7 +1,13 @@
-//! Identifiers: threads, inputs, tool calls and outbox effects.
+//! Identifiers: threads, inputs, tool calls and outbox effects, and the [`IdSource`] fresh ones
+//! come from.
 //!
 //! Every id is a short ASCII string of letters, digits, `_` and `-`, so it can be used as an SQS
 //! `MessageGroupId`, a DynamoDB key and a file name without escaping.
+//!
+//! The slice engine never mints an id at random: it takes fresh ones from the [`IdSource`] its
+//! host passes in ([`RandomIds`] in production, [`SeededIds`] in tests and the simulator), so a
+//! seeded run replays exactly. Ids that must come out the same when a step is retried are
+//! *derived* from the id of what caused them (`InputId::derived`).
 
 use std::fmt;
 
@@ -59,10 +65,74 @@ fn validate(kind: &'static str, value: &str) -> Result<(), IdError> {
     Ok(())
 }
 
-/// A fresh random id: `prefix` followed by 20 lowercase hex digits.
-fn fresh(prefix: &str) -> String {
-    let hex = uuid::Uuid::new_v4().simple().to_string();
-    format!("{prefix}{}", &hex[..20])
+/// `prefix` followed by the low 80 bits of `bits` as 20 lowercase hex digits.
+fn fresh(prefix: &str, bits: u128) -> String {
+    format!("{prefix}{:020x}", bits & ((1u128 << 80) - 1))
+}
+
+/// Where fresh ids come from. The engine draws every id it mints from one of these, so the host
+/// decides whether a run is random ([`RandomIds`]) or replayable ([`SeededIds`]).
+pub trait IdSource: Send + fmt::Debug {
+    /// 80 or more fresh bits.
+    fn next_bits(&mut self) -> u128;
+
+    /// A fresh thread id.
+    fn thread_id(&mut self) -> ThreadId {
+        ThreadId(fresh("t-", self.next_bits()))
+    }
+
+    /// A fresh input id.
+    fn input_id(&mut self) -> InputId {
+        InputId(fresh("in-", self.next_bits()))
+    }
+
+    /// A fresh call id (for a model that gave its tool call none).
+    fn call_id(&mut self) -> CallId {
+        CallId(fresh("call-", self.next_bits()))
+    }
+
+    /// A fresh outbox effect id.
+    fn effect_id(&mut self) -> EffectId {
+        EffectId(fresh("fx-", self.next_bits()))
+    }
+}
+
+/// Random ids (UUID v4 bits), for production.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct RandomIds;
+
+impl IdSource for RandomIds {
+    fn next_bits(&mut self) -> u128 {
+        uuid::Uuid::new_v4().as_u128()
+    }
+}
+
+/// Ids from a seed (SplitMix64), for tests and the simulator: the same seed gives the same ids in
+/// the same order.
+#[derive(Debug, Clone)]
+pub struct SeededIds {
+    state: u64,
+}
+
+impl SeededIds {
+    /// A source that starts from `seed`.
+    pub fn new(seed: u64) -> Self {
+        Self { state: seed }
+    }
+
+    fn next_u64(&mut self) -> u64 {
+        self.state = self.state.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.state;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+}
+
+impl IdSource for SeededIds {
+    fn next_bits(&mut self) -> u128 {
+        (u128::from(self.next_u64()) << 64) | u128::from(self.next_u64())
+    }
 }
 
 macro_rules! string_id {
@@ -80,9 +150,16 @@ macro_rules! string_id {
                 Ok(Self(value))
             }
 
-            /// A new random id.
+            /// A new random id (for hosts and applications; the engine takes its ids from an
+            /// [`IdSource`]).
             pub fn generate() -> Self {
-                Self(fresh($prefix))
+                Self(fresh($prefix, RandomIds.next_bits()))
+            }
+
+            /// A deterministic id derived from another id and a suffix, so that a retried step
+            /// produces the same id (and the receiver deduplicates it).
+            pub fn derived(base: &str, suffix: &str) -> Self {
+                Self(derived_string(base, suffix))
             }
 
             /// The id as a string slice.
@@ -167,30 +244,11 @@ fn derived_string(base: &str, suffix: &str) -> String {
     s
 }
 
-impl ThreadId {
-    /// A deterministic thread id derived from another id and a suffix.
-    pub fn derived(base: &str, suffix: &str) -> Self {
-        Self(derived_string(base, suffix))
-    }
-}
-
-impl InputId {
-    /// A deterministic id derived from another id and a suffix, so that a retried step produces
-    /// the same id (and the receiver deduplicates it).
-    pub fn derived(base: &str, suffix: &str) -> Self {
-        Self(derived_string(base, suffix))
-    }
-}
-
 impl CallId {
-    /// A deterministic call id derived from another id and a suffix.
-    pub fn derived_from(base: &str, suffix: &str) -> Self {
-        Self(derived_string(base, suffix))
-    }
-
     /// Wraps a call id produced by a model provider. Providers use ids such as `toolu_01...` or
-    /// `call_abc`; anything outside our alphabet is replaced so the id stays storable.
-    pub fn from_provider(raw: &str) -> Self {
+    /// `call_abc`; anything outside our alphabet is replaced so the id stays storable. `None` for
+    /// an empty id (the engine then assigns one).
+    pub fn from_provider(raw: &str) -> Option<Self> {
         let mut s: String = raw
             .chars()
             .map(|c| {
@@ -202,10 +260,7 @@ impl CallId {
             })
             .collect();
         s.truncate(MAX_ID_LEN);
-        if s.is_empty() {
-            return Self::generate();
-        }
-        Self(s)
+        (!s.is_empty()).then_some(Self(s))
     }
 }
 
@@ -245,6 +300,23 @@ mod tests {
 
     #[test]
     fn provider_call_ids_are_sanitized() {
-        assert_eq!(CallId::from_provider("call:1.2").as_str(), "call_1_2");
+        assert_eq!(
+            CallId::from_provider("call:1.2").unwrap().as_str(),
+            "call_1_2"
+        );
+        assert_eq!(CallId::from_provider(""), None);
+    }
+
+    #[test]
+    fn seeded_ids_replay_and_random_ids_differ() {
+        let (mut a, mut b) = (SeededIds::new(7), SeededIds::new(7));
+        let first: Vec<ThreadId> = (0..3).map(|_| a.thread_id()).collect();
+        let again: Vec<ThreadId> = (0..3).map(|_| b.thread_id()).collect();
+        assert_eq!(first, again);
+        assert_ne!(first[0], first[1]);
+        assert_ne!(SeededIds::new(8).thread_id(), first[0]);
+        assert!(ThreadId::new(first[0].as_str()).is_ok());
+        assert_eq!(first[0].as_str().len(), "t-".len() + 20);
+        assert_ne!(RandomIds.effect_id(), RandomIds.effect_id());
     }
 }

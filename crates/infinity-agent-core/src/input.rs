@@ -5,7 +5,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::history::Item;
 use crate::ids::{CallId, InputId, ThreadId};
-use crate::thread::ParentLink;
+use crate::state::{DelegatedBy, Delegation, ParentLink};
 
 /// One message on a thread's input queue.
 ///
@@ -119,7 +119,7 @@ pub enum InputBody {
         /// The agent that runs it (the caller's).
         agent: String,
         /// The caller, which gets the result.
-        delegated_by: crate::thread::DelegatedBy,
+        delegated_by: DelegatedBy,
         /// Its delegation depth (the caller's plus one).
         depth: u32,
         /// The task and its context, as its first message.
@@ -164,7 +164,7 @@ pub enum InputBody {
     /// A delegation of this conversation started or ended (kept by the root thread).
     DelegationUpdate {
         /// The delegation.
-        delegation: crate::thread::Delegation,
+        delegation: Delegation,
         /// True when it started, false when it ended.
         running: bool,
     },
@@ -191,6 +191,28 @@ pub enum InputBody {
 }
 
 impl InputBody {
+    /// A successful result for a dispatched call.
+    pub fn tool_result(call_id: CallId, text: impl Into<String>) -> Self {
+        InputBody::ToolResult {
+            call_id,
+            text: text.into(),
+            is_error: false,
+            subscription: false,
+            images: Vec::new(),
+        }
+    }
+
+    /// A failed result for a dispatched call.
+    pub fn tool_error(call_id: CallId, text: impl Into<String>) -> Self {
+        InputBody::ToolResult {
+            call_id,
+            text: text.into(),
+            is_error: true,
+            subscription: false,
+            images: Vec::new(),
+        }
+    }
+
     /// The `type` tag of this input, for logs.
     pub fn kind(&self) -> &'static str {
         match self {

@@ -1,19 +1,24 @@
 //! Infinity's core: threads that advance in slices, built-in tools, the scripted model and the
 //! embedded runtime.
 //!
-//! - [`engine::run_slice`] is the functional core: thread state and inputs in; new history
-//!   entries, the new record and [`effect::Effect`]s out, as values.
-//! - [`thread`], [`history`], [`input`] and [`effect`] are the durable, serde-tagged types.
-//! - [`tools`] holds the [`tools::Tool`] trait and the built-in tools.
-//! - [`store`] holds the [`store::ThreadStore`] trait and the memory and file stores; [`host`]
-//!   the [`host::InputSender`] and [`host::Timers`] traits a host implements.
-//! - [`runtime`] is the embedded host on tokio ([`runtime::AgentSystemBuilder`]).
-//! - [`scripted`] is the scripted model for tests and offline demos.
+//! The modules are layered; a lower one never imports a higher one:
+//!
+//! - the data at the bottom: [`ids`], [`history`], [`model`] (the model interface and its
+//!   types), [`state`] (the thread record and everything it embeds), [`input`], [`effect`],
+//!   [`commit`];
+//! - [`tools`]: the [`tools::Tool`] trait, the registry, the built-in and internal tools, and
+//!   tool servers' tools;
+//! - [`agent`] (agents and agent files) and [`scripted`] (the scripted model);
+//! - [`engine`]: the slice as a synchronous state machine ([`engine::Slice`]), sans-IO;
+//! - [`store`] (the [`store::ThreadStore`] trait, memory and file stores) and [`host`] (the one
+//!   driver loop and effect performer both hosts share);
+//! - [`runtime`]: the embedded host on tokio ([`runtime::AgentSystemBuilder`]).
 //!
 //! This crate depends on no AWS SDK and no HTTP client; hosts and model adapters depend on it.
 #![warn(missing_docs)]
 
 pub mod agent;
+pub mod commit;
 pub mod effect;
 pub mod engine;
 pub mod history;
@@ -23,8 +28,8 @@ pub mod input;
 pub mod model;
 pub mod runtime;
 pub mod scripted;
+pub mod state;
 pub mod store;
-pub mod thread;
 pub mod tools;
 
 /// The README's Rust examples, compiled as doc tests.

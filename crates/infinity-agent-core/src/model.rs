@@ -6,7 +6,6 @@ use serde::{Deserialize, Serialize};
 
 use crate::history::HistoryView;
 use crate::ids::ThreadId;
-use crate::thread::Usage;
 
 /// Receives text as a model writes it.
 pub type TextSink<'a> = dyn Fn(&str) + Send + Sync + 'a;
@@ -20,6 +19,17 @@ pub struct ToolSpec {
     pub description: String,
     /// JSON Schema of its arguments (an object schema).
     pub input_schema: serde_json::Value,
+}
+
+impl ToolSpec {
+    /// A tool named `name` that does `description`, with arguments matching `input_schema`.
+    pub fn new(name: &str, description: &str, input_schema: serde_json::Value) -> Self {
+        Self {
+            name: name.to_owned(),
+            description: description.to_owned(),
+            input_schema,
+        }
+    }
 }
 
 /// What a completion is asked.
@@ -110,5 +120,31 @@ pub trait ModelProvider: Send + Sync + std::fmt::Debug {
     ) -> Result<Completion, ModelError> {
         let _ = on_text;
         self.complete(request).await
+    }
+}
+
+/// Token usage accumulated over a thread's completions.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Usage {
+    /// Completions run.
+    pub completions: u64,
+    /// Input tokens (not counting cache reads and writes).
+    pub input_tokens: u64,
+    /// Output tokens.
+    pub output_tokens: u64,
+    /// Input tokens read from the provider's prompt cache.
+    pub cache_read_tokens: u64,
+    /// Input tokens written to the provider's prompt cache.
+    pub cache_write_tokens: u64,
+}
+
+impl Usage {
+    /// Adds `other` into `self`.
+    pub fn add(&mut self, other: &Usage) {
+        self.completions += other.completions;
+        self.input_tokens += other.input_tokens;
+        self.output_tokens += other.output_tokens;
+        self.cache_read_tokens += other.cache_read_tokens;
+        self.cache_write_tokens += other.cache_write_tokens;
     }
 }

@@ -31,10 +31,10 @@ use serde::Deserialize;
 use serde_json::Value;
 
 use crate::history::{HistoryEntry, HistoryView, Item};
+use crate::model::Usage;
 use crate::model::{
     Completion, CompletionRequest, ModelError, ModelProvider, ModelToolCall, StopReason,
 };
-use crate::thread::Usage;
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -196,7 +196,7 @@ impl ScriptedModel {
         })
     }
 
-    /// Loads a script and wraps it for an [`crate::agent::Agent`].
+    /// Loads a script, shared as a model provider.
     pub fn load_arc(path: &Path) -> Result<Arc<dyn ModelProvider>, ScriptError> {
         Ok(Arc::new(Self::load(path)?))
     }

@@ -17,12 +17,12 @@ use aws_sdk_dynamodb::config::interceptors::BeforeTransmitInterceptorContextRef;
 use aws_sdk_dynamodb::config::{ConfigBag, Intercept, RuntimeComponents};
 use aws_sdk_dynamodb::error::BoxError;
 use infinity_agent_core::agent::AgentFile;
-use infinity_agent_core::engine::Commit;
+use infinity_agent_core::commit::Commit;
 use infinity_agent_core::history::{HistoryEntry, Item};
 use infinity_agent_core::ids::ThreadId;
 use infinity_agent_core::input::Input;
+use infinity_agent_core::state::ThreadRecord;
 use infinity_agent_core::store::ThreadStore;
-use infinity_agent_core::thread::ThreadRecord;
 use infinity_aws::config::{AwsConfig, Clients};
 use infinity_aws::handler::{build_agent, AgentHandler};
 

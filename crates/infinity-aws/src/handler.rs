@@ -6,18 +6,20 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
+use async_trait::async_trait;
 use aws_lambda_events::event::sqs::{SqsBatchResponse, SqsEvent, SqsMessage};
 use infinity_agent_core::agent::{Agent, AgentFile};
-use infinity_agent_core::effect::{Effect, PendingEffect};
+use infinity_agent_core::effect::{Notification, OutputEvent, OutputKind, ToolInvocation};
 use infinity_agent_core::engine::SliceError;
 use infinity_agent_core::host::{
-    run_committed_slice, HostContext, InputSender, SliceFailure, Timers,
+    perform_effects, run_slice, DispatchError, EffectPerformer, EffectRef, Handoff, HostContext,
+    InputSender, ModelRetry, OutputError, PerformError, SendError, SliceFailure, Timers,
+    ToolDispatcher,
 };
-use infinity_agent_core::ids::ThreadId;
+use infinity_agent_core::ids::{RandomIds, ThreadId};
 use infinity_agent_core::input::Input;
-use infinity_agent_core::runtime::ToolDispatcher;
-use infinity_agent_core::store::ThreadStore;
-use infinity_agent_core::tools::{SetTitle, ToolRegistry};
+use infinity_agent_core::store::StoreError;
+use infinity_agent_core::tools::{SetTitle, Tool};
 use jiff::Timestamp;
 use tokio::task::JoinSet;
 
@@ -37,22 +39,25 @@ pub enum SetupError {
     /// The agent file is invalid.
     #[error(transparent)]
     AgentFile(#[from] infinity_agent_core::agent::AgentFileError),
-    /// The model could not be built.
-    #[error("agent `{agent}`: model `{model}`: {reason}")]
-    Model {
-        /// The agent.
-        agent: String,
-        /// Its model spec.
-        model: String,
-        /// Why.
-        reason: String,
-    },
+    /// The model key could not be read from SSM.
+    #[error("cannot read the model key: {0}")]
+    ModelKey(SsmError),
+    /// The agent could not be loaded (its model, its skills).
+    #[error(transparent)]
+    Load(#[from] infinity_models::LoadAgentError),
     /// An application tool could not be registered.
     #[error(transparent)]
     Tool(#[from] infinity_agent_core::tools::RegistryError),
-    /// A skill's url could not be fetched.
-    #[error("{0}")]
-    Skill(String),
+}
+
+/// An SSM parameter that could not be read.
+#[derive(Debug, Clone, thiserror::Error)]
+#[error("cannot read SSM parameter {name}: {reason}")]
+pub struct SsmError {
+    /// The parameter.
+    pub name: String,
+    /// Why.
+    pub reason: String,
 }
 
 /// Loads the deployment's agent from `INFINITY_AGENT_YAML` (content; relative paths resolve
@@ -78,22 +83,23 @@ pub async fn agent_from_env() -> Result<Arc<Agent>, SetupError> {
 
 /// The model API key from the SSM parameter named by `INFINITY_MODEL_KEY_PARAMETER` (a
 /// SecureString, decrypted), when that variable is set. The key is never logged.
-async fn model_key_from_ssm() -> Result<Option<String>, String> {
+async fn model_key_from_ssm() -> Result<Option<String>, SsmError> {
     let Some(name) = std::env::var("INFINITY_MODEL_KEY_PARAMETER")
         .ok()
         .filter(|n| !n.trim().is_empty())
     else {
         return Ok(None);
     };
-    read_ssm_parameter(&name)
-        .await
-        .map(Some)
-        .map_err(|e| format!("cannot read the model key: {e}"))
+    read_ssm_parameter(&name).await.map(Some)
 }
 
 /// An SSM parameter's value, decrypted (a SecureString, or a Secrets Manager secret through
 /// `/aws/reference/secretsmanager/NAME`). The value is never logged.
-pub async fn read_ssm_parameter(name: &str) -> Result<String, String> {
+pub async fn read_ssm_parameter(name: &str) -> Result<String, SsmError> {
+    let error = |reason: String| SsmError {
+        name: name.to_owned(),
+        reason,
+    };
     let shared = aws_config::load_defaults(aws_config::BehaviorVersion::latest()).await;
     let out = aws_sdk_ssm::Client::new(&shared)
         .get_parameter()
@@ -102,55 +108,42 @@ pub async fn read_ssm_parameter(name: &str) -> Result<String, String> {
         .send()
         .await
         .map_err(|e| {
-            let detail = e
-                .as_service_error()
-                .map(|s| format!("{s:?}"))
-                .unwrap_or_else(|| e.to_string());
-            format!("cannot read SSM parameter {name}: {detail}")
+            error(
+                e.as_service_error()
+                    .map(|s| format!("{s:?}"))
+                    .unwrap_or_else(|| e.to_string()),
+            )
         })?;
     out.parameter()
         .and_then(|p| p.value())
         .filter(|v| !v.is_empty())
         .map(str::to_owned)
-        .ok_or_else(|| format!("SSM parameter {name} is empty"))
+        .ok_or_else(|| error("it is empty".to_owned()))
 }
 
-/// Builds a runnable agent from an agent file: its model, the built-in tools and `set_title`.
+/// Builds a runnable agent from an agent file, through the loader every host shares: its
+/// model (the key from SSM when `INFINITY_MODEL_KEY_PARAMETER` names one), its skills, the
+/// built-in and internal tools, and `set_title`.
 pub async fn build_agent(file: &AgentFile) -> Result<Arc<Agent>, SetupError> {
-    let spec = file.model_spec()?;
-    let base = file.path.parent().map(Path::to_owned).unwrap_or_default();
-    let key = model_key_from_ssm()
-        .await
-        .map_err(|reason| SetupError::Model {
-            agent: file.name.clone(),
-            model: file.model.clone(),
-            reason,
-        })?;
-    let model = infinity_models::resolve_model_with_key(&spec, &base, key)
-        .await
-        .map_err(|reason| SetupError::Model {
-            agent: file.name.clone(),
-            model: file.model.clone(),
-            reason,
-        })?;
-    let set_title: Arc<dyn infinity_agent_core::tools::Tool> = Arc::new(SetTitle);
-    let settings = infinity_agent_core::tools::internal::ToolSettings {
-        output_schema: file.output_schema.clone(),
-        skills: file.load_skills(
-            &infinity_models::fetch::fetch_skills(file)
-                .await
-                .map_err(SetupError::Skill)?,
-        )?,
-    };
-    let tools = ToolRegistry::for_agent(&file.internal_tools.resolve(), &settings, &[set_title])?;
-    Ok(Arc::new(Agent {
-        name: file.name.clone(),
-        system_prompt: file.system.clone(),
-        model,
-        tools: Arc::new(tools),
-        limits: file.limits,
-        tool_servers: file.rap_servers()?,
-    }))
+    let key = model_key_from_ssm().await.map_err(SetupError::ModelKey)?;
+    let options = infinity_models::LoadOptions { model: None, key };
+    let spec = infinity_models::load_agent(file, options).await?;
+    let set_title: Arc<dyn Tool> = Arc::new(SetTitle);
+    Ok(Arc::new(Agent::from_spec(spec, &[set_title])?))
+}
+
+/// Why a thread's messages could not be handled; SQS delivers them again.
+#[derive(Debug, thiserror::Error)]
+pub enum HandlerError {
+    /// The store could not be read.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    /// The slice could not run or commit.
+    #[error(transparent)]
+    Slice(#[from] SliceFailure),
+    /// Committed effects could not be performed (they stay in the outbox).
+    #[error(transparent)]
+    Effects(#[from] PerformError),
 }
 
 /// The agent Lambda: one slice per thread per batch.
@@ -175,6 +168,13 @@ struct Message {
 fn attribute<'a>(message: &'a SqsMessage, name: &str) -> Option<&'a str> {
     message.attributes.get(name).map(String::as_str)
 }
+
+/// Model retries within one slice on Lambda: one quick retry, then SQS delivers the input
+/// again after the visibility timeout.
+const LAMBDA_MODEL_RETRY: ModelRetry = ModelRetry {
+    attempts: 2,
+    first_delay: Duration::from_millis(500),
+};
 
 impl AgentHandler {
     /// A handler with clients built once at init. The first agent is the default for new
@@ -287,17 +287,14 @@ impl AgentHandler {
         failed
     }
 
-    /// Flushes the thread's outbox, runs and commits a slice, and performs its effects.
-    async fn run(&self, thread_id: &ThreadId, inputs: Vec<Input>) -> Result<(), String> {
+    /// Performs what an earlier slice left in the outbox, then runs a slice through the shared
+    /// driver (which commits and performs its effects).
+    async fn run(&self, thread_id: &ThreadId, inputs: Vec<Input>) -> Result<(), HandlerError> {
         // A crash after an earlier commit leaves its effects here; perform them first.
-        let leftover = self
-            .store
-            .thread_outbox(thread_id)
-            .await
-            .map_err(|e| e.to_string())?;
+        let leftover = self.store.thread_outbox(thread_id).await?;
         if !leftover.is_empty() {
             tracing::info!(thread = %thread_id, effects = leftover.len(), "performing effects left by an earlier slice");
-            self.perform(thread_id, leftover, None).await?;
+            perform_effects(self, &self.store, thread_id, leftover, None).await?;
         }
         let host = HostContext {
             store: &self.store,
@@ -307,131 +304,76 @@ impl AgentHandler {
                 .tool_servers
                 .as_deref()
                 .map(|c| c as &dyn infinity_agent_core::tools::remote::ToolDiscovery),
+            effects: self,
+            live: None,
+            model_retry: LAMBDA_MODEL_RETRY,
         };
-        let outcome = match run_committed_slice(&host, thread_id, inputs, Timestamp::now(), None)
-            .await
-        {
-            Ok(outcome) => outcome,
+        match run_slice(&host, thread_id, inputs, Timestamp::now(), &mut RandomIds).await {
+            Ok(report) => Ok(report.effects?),
             Err(SliceFailure::Slice(SliceError::UnknownAgent { thread_id, agent })) => {
                 // Terminal: retrying cannot help. Logged and acknowledged.
                 tracing::error!(thread = %thread_id, %agent, "thread runs an agent this deployment does not have; input dropped");
-                return Ok(());
+                Ok(())
             }
             Err(err) => {
-                if let (SliceFailure::Slice(SliceError::Retryable(why)), Some(queue)) =
-                    (&err, &self.output)
-                {
+                if let SliceFailure::Slice(SliceError::Retryable(why)) = &err {
                     // The user sees that the model is unavailable; SQS retries the input later.
-                    let event = infinity_agent_core::effect::OutputEvent {
+                    let event = OutputEvent {
                         thread_id: thread_id.clone(),
                         at: Timestamp::now(),
-                        kind: infinity_agent_core::effect::OutputKind::Error {
+                        kind: OutputKind::Error {
                             text: format!("model unavailable, will retry: {why}"),
                         },
                     };
-                    if let Err(e) = queue.publish(&[&event]).await {
+                    if let Err(e) = self.output(&[&event]).await {
                         tracing::warn!(thread = %thread_id, error = %e, "could not publish an error event");
                     }
                 }
-                return Err(err.to_string());
-            }
-        };
-        if let Some(commit) = outcome.commit {
-            if !commit.effects.is_empty() {
-                self.perform(thread_id, commit.effects, Some(commit.record.version))
-                    .await?;
+                Err(err.into())
             }
         }
-        Ok(())
+    }
+}
+
+/// Effects on AWS: inputs go to the FIFO queue, timers to the relay queue or Scheduler (both
+/// durable, so an effect is done once accepted), output to the output queue.
+#[async_trait]
+impl EffectPerformer for AgentHandler {
+    async fn send(&self, input: &Input, _from: &EffectRef) -> Result<Handoff, SendError> {
+        self.sender
+            .send_to_input_queue(input, &input.thread_id, &input.id)
+            .await?;
+        Ok(Handoff::Delivered)
     }
 
-    /// Performs effects, then marks them done. `version` names the commit they all came from,
-    /// whose outbox item can then be deleted in one request.
-    async fn perform(
+    async fn send_at(
         &self,
-        thread_id: &ThreadId,
-        effects: Vec<PendingEffect>,
-        version: Option<u64>,
-    ) -> Result<(), String> {
-        let total = effects.len();
-        let mut done = Vec::with_capacity(total);
-        let mut first_error = None;
-        // Output events go out together, in order, in as few requests as SQS allows.
-        let outputs: Vec<&infinity_agent_core::effect::OutputEvent> = effects
-            .iter()
-            .filter_map(|e| match &e.effect {
-                Effect::Output { event } => Some(event),
-                _ => None,
-            })
-            .collect();
-        let outputs_sent = match (&self.output, outputs.is_empty()) {
-            (_, true) | (None, _) => Ok(()),
-            (Some(queue), false) => queue.publish(&outputs).await,
-        };
-        for PendingEffect { id, effect } in effects {
-            let result = match effect {
-                Effect::Send { input } => self
-                    .sender
-                    .send_to_input_queue(&input, &input.thread_id, &input.id)
-                    .await
-                    .map_err(|e| e.to_string()),
-                Effect::SendAt { input, due } => self
-                    .timers
-                    .schedule(input, due)
-                    .await
-                    .map_err(|e| e.to_string()),
-                Effect::Output { .. } => outputs_sent.clone(),
-                Effect::Dispatch { invocation } => {
-                    let failure = match &self.tool_servers {
-                        Some(client) => client.dispatch(&invocation).await.err(),
-                        None => Some(format!(
-                            "no tool server is configured to run `{}`",
-                            invocation.tool
-                        )),
-                    };
-                    match failure {
-                        None => Ok(()),
-                        Some(why) => {
-                            let input = invocation.undeliverable(&why);
-                            self.sender
-                                .send_to_input_queue(&input, &input.thread_id, &input.id)
-                                .await
-                                .map_err(|e| e.to_string())
-                        }
-                    }
-                }
-                Effect::Notify { notification } => {
-                    match &self.tool_servers {
-                        Some(client) => client.notify(&notification).await,
-                        None => tracing::debug!(?notification, "no tool servers to notify"),
-                    }
-                    Ok(())
-                }
-            };
-            match result {
-                Ok(()) => done.push(id),
-                Err(err) => {
-                    tracing::warn!(thread = %thread_id, effect = %id, %err, "effect failed; it stays in the outbox");
-                    first_error.get_or_insert(err);
-                }
-            }
+        input: &Input,
+        due: Timestamp,
+        _from: &EffectRef,
+    ) -> Result<Handoff, SendError> {
+        self.timers.schedule(input.clone(), due).await?;
+        Ok(Handoff::Delivered)
+    }
+
+    async fn dispatch(&self, invocation: &ToolInvocation) -> Result<(), DispatchError> {
+        match &self.tool_servers {
+            Some(client) => client.dispatch(invocation).await,
+            None => Err(DispatchError::NoServer(invocation.tool.clone())),
         }
-        match version {
-            Some(version) if done.len() == total => self
-                .store
-                .clear_outbox(thread_id, version)
-                .await
-                .map_err(|e| e.to_string())?,
-            _ if !done.is_empty() => self
-                .store
-                .complete_effects(thread_id, &done)
-                .await
-                .map_err(|e| e.to_string())?,
-            _ => {}
+    }
+
+    async fn notify(&self, notification: &Notification) {
+        match &self.tool_servers {
+            Some(client) => client.notify(notification).await,
+            None => tracing::debug!(?notification, "no tool servers to notify"),
         }
-        match first_error {
+    }
+
+    async fn output(&self, events: &[&OutputEvent]) -> Result<(), OutputError> {
+        match &self.output {
+            Some(queue) => queue.publish(events).await,
             None => Ok(()),
-            Some(err) => Err(err),
         }
     }
 }

@@ -8,7 +8,7 @@ use aws_sdk_scheduler::types::{
     ActionAfterCompletion, FlexibleTimeWindow, FlexibleTimeWindowMode, Target,
 };
 use infinity_agent_core::effect::OutputEvent;
-use infinity_agent_core::host::{InputSender, SendError, Timers};
+use infinity_agent_core::host::{InputSender, OutputError, SendError, Timers};
 use infinity_agent_core::ids::{InputId, ThreadId};
 use infinity_agent_core::input::Input;
 use jiff::Timestamp;
@@ -226,14 +226,20 @@ impl OutputQueue {
     }
 
     /// Sends events in order, up to ten per request (and under SQS's 256 KB per batch).
-    pub async fn publish(&self, events: &[&OutputEvent]) -> Result<(), String> {
+    pub async fn publish(&self, events: &[&OutputEvent]) -> Result<(), OutputError> {
         const MAX_BATCH_BYTES: usize = 250_000;
+        let failed = |reason: String| OutputError {
+            count: events.len(),
+            reason,
+        };
         let mut batch: Vec<aws_sdk_sqs::types::SendMessageBatchRequestEntry> = Vec::new();
         let mut size = 0;
         for (i, event) in events.iter().enumerate() {
-            let body = serde_json::to_string(event).map_err(|e| e.to_string())?;
+            let body = serde_json::to_string(event).map_err(|e| failed(e.to_string()))?;
             if batch.len() == 10 || (size + body.len() > MAX_BATCH_BYTES && !batch.is_empty()) {
-                self.send_batch(std::mem::take(&mut batch)).await?;
+                self.send_batch(std::mem::take(&mut batch))
+                    .await
+                    .map_err(failed)?;
                 size = 0;
             }
             size += body.len();
@@ -242,15 +248,16 @@ impl OutputQueue {
                     .id(format!("e{i}"))
                     .message_body(body)
                     .build()
-                    .map_err(|e| e.to_string())?,
+                    .map_err(|e| failed(e.to_string()))?,
             );
         }
         if !batch.is_empty() {
-            self.send_batch(batch).await?;
+            self.send_batch(batch).await.map_err(failed)?;
         }
         Ok(())
     }
 
+    /// One batch; `Err` says why (the first entry SQS refused, or the request's error).
     async fn send_batch(
         &self,
         entries: Vec<aws_sdk_sqs::types::SendMessageBatchRequestEntry>,

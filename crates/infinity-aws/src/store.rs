@@ -24,12 +24,12 @@ use async_trait::async_trait;
 use aws_sdk_dynamodb::error::ProvideErrorMetadata;
 use aws_sdk_dynamodb::types::{AttributeValue, KeysAndAttributes, Put, TransactWriteItem};
 use aws_sdk_dynamodb::Client;
+use infinity_agent_core::commit::Commit;
 use infinity_agent_core::effect::PendingEffect;
-use infinity_agent_core::engine::Commit;
 use infinity_agent_core::history::HistoryEntry;
 use infinity_agent_core::ids::{EffectId, InputId, ThreadId};
+use infinity_agent_core::state::ThreadRecord;
 use infinity_agent_core::store::{StoreError, ThreadStore};
-use infinity_agent_core::thread::ThreadRecord;
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 
@@ -494,6 +494,16 @@ impl ThreadStore for DynamoThreadStore {
                 }
             }
         }
+    }
+
+    async fn complete_commit_effects(
+        &self,
+        thread_id: &ThreadId,
+        version: u64,
+        _effect_ids: &[EffectId],
+    ) -> Result<(), StoreError> {
+        // A commit's effects are one outbox item: one delete, no read.
+        self.clear_outbox(thread_id, version).await
     }
 
     async fn complete_effects(

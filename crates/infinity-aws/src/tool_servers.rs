@@ -18,7 +18,7 @@ use aws_lambda_events::event::lambda_function_urls::{
 };
 use base64::Engine;
 use infinity_agent_core::agent::Agent;
-use infinity_rap::client::{Authorizer, Bearer, RapClient};
+use infinity_rap::client::{AuthError, Authorizer, Bearer, RapClient};
 use infinity_rap::receiver::{self, Signature};
 use infinity_rap::signing::CallbackSigner;
 
@@ -36,16 +36,62 @@ fn var(name: &str) -> Option<String> {
     std::env::var(name).ok().filter(|v| !v.trim().is_empty())
 }
 
+/// Why the tool-server side of a function could not be set up (at init: it fails loudly).
+#[derive(Debug, thiserror::Error)]
+pub enum ToolServerSetupError {
+    /// No callback secret is configured.
+    #[error("set {CALLBACK_SECRET_VAR} or {CALLBACK_SECRET_PARAMETER_VAR} (the callback secret)")]
+    NoSecret,
+    /// No callback URL is configured.
+    #[error("set {CALLBACK_URL_VAR} (the callback function's URL) to use tool servers")]
+    NoCallbackUrl,
+    /// A secret or token could not be read from SSM.
+    #[error(transparent)]
+    Ssm(#[from] crate::handler::SsmError),
+    /// The callback signer refused the secret or URL.
+    #[error("the callback secret: {0}")]
+    Signer(String),
+    /// A server's bearer token could not be read.
+    #[error("tool server {server}: {source}")]
+    ServerToken {
+        /// The server.
+        server: String,
+        /// Why.
+        source: crate::handler::SsmError,
+    },
+    /// SigV4 signing has no credentials or region.
+    #[error("{0}")]
+    SigV4(&'static str),
+    /// A server's auth settings are unusable.
+    #[error(transparent)]
+    Config(#[from] infinity_rap::client::ClientConfigError),
+}
+
+/// Why a question could not be answered.
+#[derive(Debug, thiserror::Error)]
+pub enum AnswerError {
+    /// The table could not be read.
+    #[error(transparent)]
+    Store(#[from] infinity_agent_core::store::StoreError),
+    /// No such thread.
+    #[error("thread {0} does not exist")]
+    NoThread(infinity_agent_core::ids::ThreadId),
+    /// No such question, or the answer could not be delivered.
+    #[error(transparent)]
+    Choice(#[from] infinity_rap::client::ChoiceError),
+    /// The input that closes the question could not be queued.
+    #[error(transparent)]
+    Send(#[from] infinity_agent_core::host::SendError),
+}
+
 /// The callback secret: `INFINITY_CALLBACK_SECRET`, or the SSM parameter named by
 /// `INFINITY_CALLBACK_SECRET_PARAMETER`.
-pub async fn callback_secret_from_env() -> Result<Vec<u8>, String> {
+pub async fn callback_secret_from_env() -> Result<Vec<u8>, ToolServerSetupError> {
     if let Some(secret) = var(CALLBACK_SECRET_VAR) {
         return Ok(secret.into_bytes());
     }
     let Some(name) = var(CALLBACK_SECRET_PARAMETER_VAR) else {
-        return Err(format!(
-            "set {CALLBACK_SECRET_VAR} or {CALLBACK_SECRET_PARAMETER_VAR} (the callback secret)"
-        ));
+        return Err(ToolServerSetupError::NoSecret);
     };
     Ok(crate::handler::read_ssm_parameter(&name)
         .await?
@@ -53,12 +99,10 @@ pub async fn callback_secret_from_env() -> Result<Vec<u8>, String> {
 }
 
 /// The signer for callback URLs, from `INFINITY_CALLBACK_URL` and the secret.
-pub async fn signer_from_env() -> Result<CallbackSigner, String> {
-    let url = var(CALLBACK_URL_VAR).ok_or_else(|| {
-        format!("set {CALLBACK_URL_VAR} (the callback function's URL) to use tool servers")
-    })?;
+pub async fn signer_from_env() -> Result<CallbackSigner, ToolServerSetupError> {
+    let url = var(CALLBACK_URL_VAR).ok_or(ToolServerSetupError::NoCallbackUrl)?;
     let secret = callback_secret_from_env().await?;
-    CallbackSigner::new(secret, &url).map_err(|e| format!("the callback secret: {e}"))
+    CallbackSigner::new(secret, &url).map_err(|e| ToolServerSetupError::Signer(e.to_string()))
 }
 
 /// Signs requests with AWS SigV4, for tool servers behind a Lambda Function URL with IAM auth.
@@ -80,28 +124,32 @@ impl SigV4 {
     }
 
     /// From the default AWS environment (the function's role), for Lambda Function URLs.
-    pub async fn from_env() -> Result<Self, String> {
+    pub async fn from_env() -> Result<Self, ToolServerSetupError> {
         let shared = aws_config::load_defaults(aws_config::BehaviorVersion::latest()).await;
         let credentials = shared
             .credentials_provider()
-            .ok_or("no AWS credentials to sign tool server requests with")?;
+            .ok_or(ToolServerSetupError::SigV4(
+                "no AWS credentials to sign tool server requests with",
+            ))?;
         let region = shared
             .region()
             .map(|r| r.to_string())
-            .ok_or("no AWS region to sign tool server requests for")?;
+            .ok_or(ToolServerSetupError::SigV4(
+                "no AWS region to sign tool server requests for",
+            ))?;
         Ok(Self::new(credentials, &region, "lambda"))
     }
 }
 
 #[async_trait]
 impl Authorizer for SigV4 {
-    async fn authorize(&self, request: &mut reqwest::Request) -> Result<(), String> {
+    async fn authorize(&self, request: &mut reqwest::Request) -> Result<(), AuthError> {
         use aws_sigv4::http_request::{sign, SignableBody, SignableRequest, SigningSettings};
         let credentials = self
             .credentials
             .provide_credentials()
             .await
-            .map_err(|e| format!("no AWS credentials: {e}"))?;
+            .map_err(|e| AuthError(format!("no AWS credentials: {e}")))?;
         let identity = credentials.into();
         let params = aws_sigv4::sign::v4::SigningParams::builder()
             .identity(&identity)
@@ -110,7 +158,7 @@ impl Authorizer for SigV4 {
             .time(SystemTime::now())
             .settings(SigningSettings::default())
             .build()
-            .map_err(|e| format!("SigV4 parameters: {e}"))?
+            .map_err(|e| AuthError(format!("SigV4 parameters: {e}")))?
             .into();
         let body = request
             .body()
@@ -128,15 +176,15 @@ impl Authorizer for SigV4 {
             headers.iter().map(|(k, v)| (k.as_str(), v.as_str())),
             SignableBody::Bytes(&body),
         )
-        .map_err(|e| format!("SigV4: {e}"))?;
+        .map_err(|e| AuthError(format!("SigV4: {e}")))?;
         let (instructions, _) = sign(signable, &params)
-            .map_err(|e| format!("SigV4: {e}"))?
+            .map_err(|e| AuthError(format!("SigV4: {e}")))?
             .into_parts();
         for (name, value) in instructions.headers() {
             let name = reqwest::header::HeaderName::from_bytes(name.as_bytes())
-                .map_err(|e| format!("SigV4 header {name}: {e}"))?;
+                .map_err(|e| AuthError(format!("SigV4 header {name}: {e}")))?;
             let value = reqwest::header::HeaderValue::from_str(value)
-                .map_err(|e| format!("SigV4 header value: {e}"))?;
+                .map_err(|e| AuthError(format!("SigV4 header value: {e}")))?;
             request.headers_mut().insert(name, value);
         }
         Ok(())
@@ -146,7 +194,7 @@ impl Authorizer for SigV4 {
 /// The RAP client of an agent with tool servers (`None` without any): callback URLs from
 /// [`signer_from_env`]; `bearer_ssm` read from SSM and `sigv4` signed with the function's role
 /// here, the rest (`bearer_env`, no auth) as [`RapClient::with_configured`] reads it.
-pub async fn rap_client_for(agent: &Agent) -> Result<Option<Arc<RapClient>>, String> {
+pub async fn rap_client_for(agent: &Agent) -> Result<Option<Arc<RapClient>>, ToolServerSetupError> {
     if agent.tool_servers.is_empty() {
         return Ok(None);
     }
@@ -156,13 +204,14 @@ pub async fn rap_client_for(agent: &Agent) -> Result<Option<Arc<RapClient>>, Str
             (Some(name), _) => Arc::new(Bearer::new(
                 crate::handler::read_ssm_parameter(name)
                     .await
-                    .map_err(|e| format!("tool server {}: {e}", server.url))?,
+                    .map_err(|source| ToolServerSetupError::ServerToken {
+                        server: server.url.clone(),
+                        source,
+                    })?,
             )),
             (None, true) => Arc::new(SigV4::from_env().await?),
             (None, false) => {
-                client = client
-                    .with_configured(std::slice::from_ref(server))
-                    .map_err(|e| e.to_string())?;
+                client = client.with_configured(std::slice::from_ref(server))?;
                 continue;
             }
         };
@@ -181,24 +230,18 @@ pub async fn answer_choice(
     thread: &infinity_agent_core::ids::ThreadId,
     call: &str,
     selected: Option<usize>,
-) -> Result<(infinity_agent_core::thread::OpenChoice, usize), String> {
+) -> Result<(infinity_agent_core::state::OpenChoice, usize), AnswerError> {
     use infinity_agent_core::host::InputSender;
     use infinity_agent_core::store::ThreadStore;
     let record = store
         .load_record(thread)
-        .await
-        .map_err(|e| e.to_string())?
-        .ok_or_else(|| format!("thread {thread} does not exist"))?;
-    let choice = infinity_rap::client::find_choice(&record, Some(call))
-        .map_err(|e| e.to_string())?
-        .clone();
-    let (selected, input) = infinity_rap::client::answer_choice(thread, &choice, selected)
-        .await
-        .map_err(|e| e.to_string())?;
+        .await?
+        .ok_or_else(|| AnswerError::NoThread(thread.clone()))?;
+    let choice = infinity_rap::client::find_choice(&record, Some(call))?.clone();
+    let (selected, input) = infinity_rap::client::answer_choice(thread, &choice, selected).await?;
     sender
         .send_to_input_queue(&input, thread, &input.id)
-        .await
-        .map_err(|e| e.to_string())?;
+        .await?;
     Ok((choice, selected))
 }
 

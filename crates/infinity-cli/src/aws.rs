@@ -135,7 +135,7 @@ async fn load_thread(
 ) -> Result<(
     DynamoThreadStore,
     ThreadId,
-    infinity_agent_core::thread::ThreadRecord,
+    infinity_agent_core::state::ThreadRecord,
 )> {
     let store =
         DynamoThreadStore::new(clients.dynamodb.clone(), table, Duration::from_secs(86_400));

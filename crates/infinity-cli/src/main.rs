@@ -5,20 +5,18 @@ mod render;
 mod serve;
 mod tool_servers;
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
 use clap::{Args, Parser, Subcommand};
-use infinity_agent_core::agent::{AgentFile, ModelSpec};
+use infinity_agent_core::agent::AgentFile;
 use infinity_agent_core::effect::OutputKind;
 use infinity_agent_core::ids::ThreadId;
-use infinity_agent_core::model::ModelProvider;
-use infinity_agent_core::runtime::{AgentSpec, AgentSystem, AgentSystemBuilder, WaitOutcome};
+use infinity_agent_core::runtime::{AgentSystem, AgentSystemBuilder, WaitOutcome};
+use infinity_agent_core::state::{FinishStatus, ThreadStatus};
 use infinity_agent_core::store::{FileStore, ThreadStore};
-use infinity_agent_core::thread::ThreadStatus;
-use infinity_agent_core::tools::internal::FinishStatus;
 use infinity_agent_core::tools::SetTitle;
 use tokio::io::AsyncBufReadExt;
 
@@ -168,28 +166,16 @@ fn main() -> std::process::ExitCode {
     }
 }
 
-/// Resolves a model spec. `base` is the folder that relative script paths start from.
-async fn resolve_model(spec: &str, base: &Path) -> Result<Arc<dyn ModelProvider>> {
-    let spec = ModelSpec::parse(spec).map_err(anyhow::Error::msg)?;
-    infinity_models::resolve_model(&spec, base)
-        .await
-        .map_err(anyhow::Error::msg)
-}
-
 pub(crate) async fn build_system(args: &AgentArgs) -> Result<AgentSystem> {
     let mut file = AgentFile::load(&args.agent)?;
     // MCP servers in `tool_servers:` are reached through bridges this process starts.
     tool_servers::start_mcp_bridges(&mut file).await?;
-    let (spec, base) = match &args.model {
-        Some(m) => (m.clone(), PathBuf::from(".")),
-        None => (
-            file.model.clone(),
-            file.path.parent().map(Path::to_owned).unwrap_or_default(),
-        ),
+    let spec = args.model.clone().unwrap_or_else(|| file.model.clone());
+    let options = infinity_models::LoadOptions {
+        model: args.model.clone(),
+        key: None,
     };
-    let model = resolve_model(&spec, &base)
-        .await
-        .with_context(|| format!("agent `{}`: model `{spec}`", file.name))?;
+    let agent = infinity_models::load_agent(&file, options).await?;
     if spec.starts_with("script:") {
         let keys: Vec<&str> = ["ANTHROPIC_API_KEY", "OPENAI_API_KEY"]
             .into_iter()
@@ -208,13 +194,7 @@ pub(crate) async fn build_system(args: &AgentArgs) -> Result<AgentSystem> {
         }
     }
     let mut builder = AgentSystemBuilder::new()
-        .with_agent(AgentSpec::from_file(
-            &file,
-            model,
-            &infinity_models::fetch::fetch_skills(&file)
-                .await
-                .map_err(anyhow::Error::msg)?,
-        )?)
+        .with_agent(agent)
         .with_tool(Arc::new(SetTitle))
         .with_tokio_sleep_tools();
     if let Some(dir) = &args.store {
@@ -374,7 +354,7 @@ async fn owed(system: &AgentSystem, root: &ThreadId) -> Owed {
             continue;
         }
         for call in &record.pending_calls {
-            if call.kind == infinity_agent_core::thread::PendingKind::Dispatched {
+            if call.kind == infinity_agent_core::state::PendingKind::Dispatched {
                 owed.calls.push(format!(
                     "call {} ({}) in thread {id}",
                     call.call_id, call.tool
@@ -403,7 +383,7 @@ async fn print_usage(system: &AgentSystem) {
     let Ok(ids) = system.store().thread_ids().await else {
         return;
     };
-    let mut total = infinity_agent_core::thread::Usage::default();
+    let mut total = infinity_agent_core::model::Usage::default();
     for id in ids {
         if let Ok(Some(record)) = system.record(&id).await {
             total.add(&record.usage);

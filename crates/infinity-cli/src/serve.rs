@@ -67,7 +67,7 @@ fn thread_id(raw: &str) -> Result<ThreadId, ApiError> {
 async fn record_of(
     system: &AgentSystem,
     id: &ThreadId,
-) -> Result<infinity_agent_core::thread::ThreadRecord, ApiError> {
+) -> Result<infinity_agent_core::state::ThreadRecord, ApiError> {
     system
         .record(id)
         .await

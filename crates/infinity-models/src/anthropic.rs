@@ -9,10 +9,10 @@
 
 use async_trait::async_trait;
 use infinity_agent_core::history::{summary_text, Item, MessageSource, INJECTED_TOOL};
+use infinity_agent_core::model::Usage;
 use infinity_agent_core::model::{
     Completion, CompletionRequest, ModelError, ModelProvider, ModelToolCall, StopReason, TextSink,
 };
-use infinity_agent_core::thread::Usage;
 use serde_json::{json, Map, Value};
 
 use crate::catalog;
@@ -46,11 +46,13 @@ impl AnthropicConfig {
     }
 
     /// From `ANTHROPIC_BASE_URL` and `ANTHROPIC_API_KEY`, as the official SDKs read them.
-    pub fn from_env() -> Result<Self, String> {
+    pub fn from_env() -> Result<Self, crate::ResolveError> {
         let api_key = std::env::var("ANTHROPIC_API_KEY")
             .ok()
             .filter(|k| !k.trim().is_empty())
-            .ok_or("ANTHROPIC_API_KEY is not set")?;
+            .ok_or(crate::ResolveError::MissingKey(
+                "ANTHROPIC_API_KEY is not set",
+            ))?;
         Ok(Self {
             base_url: std::env::var("ANTHROPIC_BASE_URL")
                 .ok()

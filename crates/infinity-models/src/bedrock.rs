@@ -15,10 +15,10 @@ use aws_sdk_bedrockruntime::types::{
 use aws_sdk_bedrockruntime::Client;
 use aws_smithy_types::{Document, Number};
 use infinity_agent_core::history::{summary_text, Item, MessageSource, INJECTED_TOOL};
+use infinity_agent_core::model::Usage;
 use infinity_agent_core::model::{
     Completion, CompletionRequest, ModelError, ModelProvider, ModelToolCall, StopReason,
 };
-use infinity_agent_core::thread::Usage;
 use serde_json::Value;
 
 use crate::catalog;

@@ -9,12 +9,27 @@ use infinity_agent_core::agent::AgentFile;
 
 use crate::transport::{with_retries, Attempt, RetryPolicy};
 
+/// A document that could not be fetched; the message names the url.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct FetchError(pub String);
+
+/// A skill that could not be loaded; the message names the agent file and the url.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{file}: cannot load a skill: {source}")]
+pub struct SkillFetchError {
+    /// The agent file.
+    pub file: String,
+    /// Why.
+    pub source: FetchError,
+}
+
 /// The largest document fetched, in bytes.
 pub const MAX_FETCH_BYTES: usize = 1024 * 1024;
 
 /// Fetches `url` as text (GET). Errors name the url: a 4xx at once, 5xx and connection errors
 /// after retries, a body over [`MAX_FETCH_BYTES`].
-pub async fn fetch_text(client: &reqwest::Client, url: &str) -> Result<String, String> {
+pub async fn fetch_text(client: &reqwest::Client, url: &str) -> Result<String, FetchError> {
     let policy = RetryPolicy {
         max_retries: 3,
         timeout: Duration::from_secs(30),
@@ -49,7 +64,7 @@ pub async fn fetch_text(client: &reqwest::Client, url: &str) -> Result<String, S
     .await
     .map_err(|e| match e {
         infinity_agent_core::model::ModelError::Retryable(why)
-        | infinity_agent_core::model::ModelError::Terminal(why) => why,
+        | infinity_agent_core::model::ModelError::Terminal(why) => FetchError(why),
     })
 }
 
@@ -61,7 +76,7 @@ fn too_large(url: &str) -> infinity_agent_core::model::ModelError {
 
 /// Fetches every skill `url` of an agent file, by url, for [`AgentFile::load_skills`]. The
 /// error names the skill's file and url.
-pub async fn fetch_skills(file: &AgentFile) -> Result<BTreeMap<String, String>, String> {
+pub async fn fetch_skills(file: &AgentFile) -> Result<BTreeMap<String, String>, SkillFetchError> {
     let urls = file.skill_urls();
     let mut fetched = BTreeMap::new();
     if urls.is_empty() {
@@ -71,7 +86,10 @@ pub async fn fetch_skills(file: &AgentFile) -> Result<BTreeMap<String, String>, 
     for url in urls {
         let text = fetch_text(&client, url)
             .await
-            .map_err(|why| format!("{}: cannot load a skill: {why}", file.path.display()))?;
+            .map_err(|source| SkillFetchError {
+                file: file.path.display().to_string(),
+                source,
+            })?;
         fetched.insert(url.to_owned(), text);
     }
     Ok(fetched)

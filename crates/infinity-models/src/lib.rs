@@ -7,6 +7,8 @@
 //! - [`bedrock::BedrockModel`]: Bedrock Converse, with the function's role on Lambda.
 //! - [`resolve_model`]: `PROVIDER:MODEL` to a provider, keys and base URLs from the environment.
 //! - [`fetch::fetch_skills`]: the text of skills an agent file loads from a url.
+//! - [`load_agent`]: an agent file to an [`AgentSpec`] (model resolved, skills fetched), the
+//!   one loader the CLI and the Lambda handler share.
 #![warn(missing_docs)]
 
 pub mod anthropic;
@@ -20,8 +22,84 @@ pub mod transport;
 use std::path::Path;
 use std::sync::Arc;
 
-use infinity_agent_core::agent::{resolve_core_model, ModelSpec};
+use infinity_agent_core::agent::{
+    resolve_core_model, AgentFile, AgentFileError, AgentSpec, CoreModelError, ModelSpec,
+};
 use infinity_agent_core::model::ModelProvider;
+
+/// Why a model spec could not be turned into a model.
+#[derive(Debug, thiserror::Error)]
+pub enum ResolveError {
+    /// The core could not build it (a script that does not load, an unknown provider).
+    #[error(transparent)]
+    Core(#[from] CoreModelError),
+    /// The provider needs a key that is not set.
+    #[error("{0}")]
+    MissingKey(&'static str),
+}
+
+/// Why an agent could not be loaded.
+#[derive(Debug, thiserror::Error)]
+pub enum LoadAgentError {
+    /// The agent file is invalid.
+    #[error(transparent)]
+    File(#[from] AgentFileError),
+    /// Its model could not be built.
+    #[error("agent `{agent}`: model `{model}`: {source}")]
+    Model {
+        /// The agent.
+        agent: String,
+        /// The model spec.
+        model: String,
+        /// Why.
+        source: ResolveError,
+    },
+    /// A skill's url could not be fetched.
+    #[error(transparent)]
+    Skill(#[from] fetch::SkillFetchError),
+}
+
+/// How to load an agent file beyond what it says.
+#[derive(Debug, Clone, Default)]
+pub struct LoadOptions {
+    /// A model spec that replaces the file's (`--model`); relative script paths in it start
+    /// from the working folder instead of the file's.
+    pub model: Option<String>,
+    /// The provider's API key, when it does not come from the environment (SSM on Lambda).
+    pub key: Option<String>,
+}
+
+/// Loads an agent from its file: resolves the model (or `options.model`), fetches the skills
+/// that load from a url, and reads the rest. Every host loads agents through this.
+pub async fn load_agent(
+    file: &AgentFile,
+    options: LoadOptions,
+) -> Result<AgentSpec, LoadAgentError> {
+    let (spec, base) = match &options.model {
+        Some(m) => (m.clone(), std::path::PathBuf::from(".")),
+        None => (
+            file.model.clone(),
+            file.path.parent().map(Path::to_owned).unwrap_or_default(),
+        ),
+    };
+    let model_error = |source: ResolveError| LoadAgentError::Model {
+        agent: file.name.clone(),
+        model: spec.clone(),
+        source,
+    };
+    let parsed = ModelSpec::parse(&spec).map_err(|e| {
+        LoadAgentError::File(AgentFileError::Invalid {
+            path: file.path.clone(),
+            key: "model",
+            reason: e.to_string(),
+        })
+    })?;
+    let model = resolve_model_with_key(&parsed, &base, options.key)
+        .await
+        .map_err(model_error)?;
+    let fetched = fetch::fetch_skills(file).await?;
+    Ok(AgentSpec::from_file(file, model, &fetched)?)
+}
 
 /// Builds the provider a model spec names: `anthropic:MODEL` (`ANTHROPIC_API_KEY`,
 /// `ANTHROPIC_BASE_URL`), `openai:MODEL` (`OPENAI_API_KEY`, `OPENAI_BASE_URL`), or what the core
@@ -30,7 +108,7 @@ use infinity_agent_core::model::ModelProvider;
 pub async fn resolve_model(
     spec: &ModelSpec,
     base: &Path,
-) -> Result<Arc<dyn ModelProvider>, String> {
+) -> Result<Arc<dyn ModelProvider>, ResolveError> {
     resolve_model_with_key(spec, base, None).await
 }
 
@@ -41,7 +119,7 @@ pub async fn resolve_model_with_key(
     spec: &ModelSpec,
     base: &Path,
     key: Option<String>,
-) -> Result<Arc<dyn ModelProvider>, String> {
+) -> Result<Arc<dyn ModelProvider>, ResolveError> {
     match spec.provider.as_str() {
         "bedrock" => Ok(Arc::new(bedrock::BedrockModel::from_env(&spec.model).await)),
         "anthropic" => {
@@ -66,6 +144,6 @@ pub async fn resolve_model_with_key(
             };
             Ok(Arc::new(openai::OpenAiModel::new(&spec.model, config)))
         }
-        _ => resolve_core_model(spec, base),
+        _ => Ok(resolve_core_model(spec, base)?),
     }
 }

@@ -3,10 +3,10 @@
 
 use async_trait::async_trait;
 use infinity_agent_core::history::{summary_text, Item, MessageSource, INJECTED_TOOL};
+use infinity_agent_core::model::Usage;
 use infinity_agent_core::model::{
     Completion, CompletionRequest, ModelError, ModelProvider, ModelToolCall, StopReason, TextSink,
 };
-use infinity_agent_core::thread::Usage;
 use serde_json::{json, Value};
 
 use crate::catalog;
@@ -35,7 +35,7 @@ impl OpenAiConfig {
 
     /// From `OPENAI_BASE_URL` and `OPENAI_API_KEY`, as the official SDKs read them. A key is
     /// required for the default (OpenAI's) endpoint only.
-    pub fn from_env() -> Result<Self, String> {
+    pub fn from_env() -> Result<Self, crate::ResolveError> {
         let base_url = std::env::var("OPENAI_BASE_URL")
             .ok()
             .filter(|u| !u.trim().is_empty());
@@ -43,9 +43,9 @@ impl OpenAiConfig {
             .ok()
             .filter(|k| !k.trim().is_empty());
         if base_url.is_none() && api_key.is_none() {
-            return Err(
-                "OPENAI_API_KEY is not set (or set OPENAI_BASE_URL for a local server)".into(),
-            );
+            return Err(crate::ResolveError::MissingKey(
+                "OPENAI_API_KEY is not set (or set OPENAI_BASE_URL for a local server)",
+            ));
         }
         Ok(Self {
             base_url: base_url.unwrap_or_else(|| "https://api.openai.com/v1".to_owned()),

@@ -7,9 +7,11 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use infinity_agent_core::effect::{Notification, ToolInvocation};
+use infinity_agent_core::host::{DispatchError, ToolDispatcher};
 use infinity_agent_core::model::ToolSpec;
-use infinity_agent_core::runtime::ToolDispatcher;
-use infinity_agent_core::tools::remote::{Discovered, ToolDiscovery, ToolServerConfig};
+use infinity_agent_core::tools::remote::{
+    Discovered, DiscoveryError, ToolDiscovery, ToolServerConfig,
+};
 
 use crate::retry::{is_retryable, with_backoff, Attempt};
 use crate::signing::CallbackSigner;
@@ -21,11 +23,16 @@ pub const DISCOVERY_TIMEOUT: Duration = Duration::from_secs(10);
 /// How long a `/close_thread` or `/cancel_tool_call` notification may take.
 pub const NOTIFY_TIMEOUT: Duration = Duration::from_secs(3);
 
+/// Why a request could not be given its credentials.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct AuthError(pub String);
+
 /// Adds credentials to a request to a tool server (a bearer token, a SigV4 signature).
 #[async_trait]
 pub trait Authorizer: Send + Sync + std::fmt::Debug {
     /// Authorizes `request` in place.
-    async fn authorize(&self, request: &mut reqwest::Request) -> Result<(), String>;
+    async fn authorize(&self, request: &mut reqwest::Request) -> Result<(), AuthError>;
 }
 
 /// `Authorization: Bearer TOKEN`.
@@ -46,9 +53,9 @@ impl std::fmt::Debug for Bearer {
 
 #[async_trait]
 impl Authorizer for Bearer {
-    async fn authorize(&self, request: &mut reqwest::Request) -> Result<(), String> {
+    async fn authorize(&self, request: &mut reqwest::Request) -> Result<(), AuthError> {
         let value = reqwest::header::HeaderValue::from_str(&format!("Bearer {}", self.0))
-            .map_err(|_| "the bearer token is not a valid header value".to_owned())?;
+            .map_err(|_| AuthError("the bearer token is not a valid header value".to_owned()))?;
         request
             .headers_mut()
             .insert(reqwest::header::AUTHORIZATION, value);
@@ -209,7 +216,9 @@ impl RapClient {
             .build()
             .map_err(|e| format!("cannot build the request: {e}"))?;
         if let Some(auth) = self.auth_for(server) {
-            auth.authorize(&mut request).await?;
+            auth.authorize(&mut request)
+                .await
+                .map_err(|e| e.to_string())?;
         }
         self.http.execute(request).await.map_err(|e| {
             if e.is_timeout() {
@@ -282,7 +291,10 @@ impl ToolDiscovery for RapClient {
         let fetches = servers.iter().map(|s| async move {
             Discovered {
                 server: s.url.clone(),
-                result: self.fetch_manifest(&s.url).await,
+                result: self
+                    .fetch_manifest(&s.url)
+                    .await
+                    .map_err(DiscoveryError::Failed),
             }
         });
         futures_util::future::join_all(fetches).await
@@ -291,9 +303,9 @@ impl ToolDiscovery for RapClient {
 
 #[async_trait]
 impl ToolDispatcher for RapClient {
-    async fn dispatch(&self, invocation: &ToolInvocation) -> Result<(), String> {
+    async fn dispatch(&self, invocation: &ToolInvocation) -> Result<(), DispatchError> {
         let Some(target) = &invocation.server else {
-            return Err(format!("no tool server offers `{}`", invocation.tool));
+            return Err(DispatchError::NoServer(invocation.tool.clone()));
         };
         let thread = invocation.thread_id.as_str();
         let ancestors: Vec<String> = invocation
@@ -346,6 +358,7 @@ impl ToolDispatcher for RapClient {
             |attempts, why| format!("{why} (gave up after {attempts} attempts)"),
         )
         .await
+        .map_err(DispatchError::Refused)
     }
 
     async fn notify(&self, notification: &Notification) {
@@ -398,9 +411,9 @@ pub enum ChoiceError {
 
 /// The open question of `record` for `call`, or its newest one when `call` is `None`.
 pub fn find_choice<'a>(
-    record: &'a infinity_agent_core::thread::ThreadRecord,
+    record: &'a infinity_agent_core::state::ThreadRecord,
     call: Option<&str>,
-) -> Result<&'a infinity_agent_core::thread::OpenChoice, ChoiceError> {
+) -> Result<&'a infinity_agent_core::state::OpenChoice, ChoiceError> {
     let found = match call {
         Some(call) => record
             .open_choices
@@ -426,7 +439,7 @@ pub fn find_choice<'a>(
 /// before anything is sent.
 pub async fn answer_choice(
     thread: &infinity_agent_core::ids::ThreadId,
-    choice: &infinity_agent_core::thread::OpenChoice,
+    choice: &infinity_agent_core::state::OpenChoice,
     selected: Option<usize>,
 ) -> Result<(usize, infinity_agent_core::input::Input), ChoiceError> {
     let selected = selected.unwrap_or(choice.default);

@@ -111,7 +111,7 @@ pub async fn handle(
     }
     let input = match to_input(callback, thread, call, body) {
         Ok(input) => input,
-        Err(why) => return Reply::new(400, why),
+        Err(why) => return Reply::new(400, why.to_string()),
     };
     match queue
         .send_to_input_queue(&input, &input.thread_id, &input.id)
@@ -139,9 +139,9 @@ pub fn to_input(
     thread: &str,
     call: &str,
     body: &[u8],
-) -> Result<Input, String> {
-    let thread_id = ThreadId::new(thread).map_err(|e| e.to_string())?;
-    let call_id = CallId::new(call).map_err(|e| e.to_string())?;
+) -> Result<Input, infinity_agent_core::ids::IdError> {
+    let thread_id = ThreadId::new(thread)?;
+    let call_id = CallId::new(call)?;
     let (id, body) = match callback {
         Callback::ToolResult(result) => {
             let mut images = Vec::new();

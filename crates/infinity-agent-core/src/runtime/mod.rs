@@ -14,7 +14,8 @@
 //! ```
 //! use std::sync::Arc;
 //! use infinity_agent_core::ids::ThreadId;
-//! use infinity_agent_core::runtime::{AgentSpec, AgentSystemBuilder, WaitOutcome};
+//! use infinity_agent_core::agent::AgentSpec;
+//! use infinity_agent_core::runtime::{AgentSystemBuilder, WaitOutcome};
 //! use infinity_agent_core::scripted::ScriptedModel;
 //!
 //! # #[tokio::main(flavor = "current_thread")]
@@ -58,99 +59,19 @@ use tokio::sync::{mpsc, Notify};
 pub use clock::Clock;
 pub use timers::TokioTimers;
 
-use crate::agent::{Agent, AgentFile, Limits};
-use crate::effect::{Effect, Notification, OutputEvent, OutputKind, PendingEffect, ToolInvocation};
+use crate::agent::{Agent, AgentSpec};
+use crate::effect::{Notification, OutputEvent, OutputKind, PendingEffect, ToolInvocation};
 use crate::history::HistoryEntry;
-use crate::host::{run_committed_slice, HostContext, InputSender, SendError, SliceFailure, Timers};
-use crate::ids::{EffectId, InputId, ThreadId};
+use crate::host::{
+    perform_effects, run_slice, DispatchError, EffectPerformer, EffectRef, Handoff, HostContext,
+    InputSender, ModelRetry, OutputError, SendError, SliceFailure, Timers, ToolDispatcher,
+};
+use crate::ids::{EffectId, InputId, RandomIds, ThreadId};
 use crate::input::Input;
-use crate::model::ModelProvider;
+use crate::state::ThreadRecord;
 use crate::store::{load_view, MemoryStore, StoreError, ThreadStore};
-use crate::thread::ThreadRecord;
-use crate::tools::internal::{InternalTools, ToolSettings};
 use crate::tools::remote::ToolDiscovery;
-use crate::tools::{RegistryError, Tool, ToolRegistry};
-
-/// Runs tool calls that leave the process (tool servers) and delivers notifications to them.
-#[async_trait]
-pub trait ToolDispatcher: Send + Sync + fmt::Debug {
-    /// Sends the invocation; the result comes back later as a `tool_result` input. An `Err`
-    /// means it could not be delivered; the call then gets an error result.
-    async fn dispatch(&self, invocation: &ToolInvocation) -> Result<(), String>;
-
-    /// Delivers a notification, best effort.
-    async fn notify(&self, notification: &Notification);
-}
-
-/// An agent to register with [`AgentSystemBuilder::with_agent`].
-#[derive(Clone)]
-pub struct AgentSpec {
-    /// Its name.
-    pub name: String,
-    /// The system prompt.
-    pub system_prompt: String,
-    /// The model.
-    pub model: Arc<dyn ModelProvider>,
-    /// Limits.
-    pub limits: Limits,
-    /// Internal tool categories.
-    pub internal_tools: InternalTools,
-    /// What `finish` results must match, if anything.
-    pub output_schema: Option<serde_json::Value>,
-    /// Skills for `skill_get`.
-    pub skills: Vec<crate::tools::internal::Skill>,
-    /// Tool servers whose tools each new session discovers.
-    pub tool_servers: Vec<crate::tools::remote::ToolServerConfig>,
-}
-
-impl fmt::Debug for AgentSpec {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("AgentSpec")
-            .field("name", &self.name)
-            .field("model", &self.model.name())
-            .finish_non_exhaustive()
-    }
-}
-
-impl AgentSpec {
-    /// An agent with default limits.
-    pub fn new(
-        name: impl Into<String>,
-        system_prompt: impl Into<String>,
-        model: Arc<dyn ModelProvider>,
-    ) -> Self {
-        Self {
-            name: name.into(),
-            system_prompt: system_prompt.into(),
-            model,
-            limits: Limits::default(),
-            internal_tools: InternalTools::default(),
-            output_schema: None,
-            skills: Vec::new(),
-            tool_servers: Vec::new(),
-        }
-    }
-
-    /// The agent an agent file describes, with its model already resolved. Reads the skills'
-    /// files; `fetched` holds the text of skills loaded from a url (see
-    /// [`AgentFile::skill_urls`]).
-    pub fn from_file(
-        file: &AgentFile,
-        model: Arc<dyn ModelProvider>,
-        fetched: &std::collections::BTreeMap<String, String>,
-    ) -> Result<Self, crate::agent::AgentFileError> {
-        Ok(Self {
-            name: file.name.clone(),
-            system_prompt: file.system.clone(),
-            model,
-            limits: file.limits,
-            internal_tools: file.internal_tools.resolve(),
-            output_schema: file.output_schema.clone(),
-            skills: file.load_skills(fetched)?,
-            tool_servers: file.rap_servers()?,
-        })
-    }
-}
+use crate::tools::{RegistryError, Tool};
 
 /// Why an [`AgentSystem`] could not be built.
 #[derive(Debug, thiserror::Error)]
@@ -268,21 +189,10 @@ impl AgentSystemBuilder {
         let default_agent = self.default_agent.unwrap_or_else(|| first.name.clone());
         let mut agents = HashMap::new();
         for spec in self.agents {
-            let settings = ToolSettings {
-                output_schema: spec.output_schema.clone(),
-                skills: spec.skills.clone(),
-            };
-            let registry = ToolRegistry::for_agent(&spec.internal_tools, &settings, &self.tools)?;
-            let agent = Agent {
-                name: spec.name.clone(),
-                system_prompt: spec.system_prompt,
-                model: spec.model,
-                tools: Arc::new(registry),
-                limits: spec.limits,
-                tool_servers: spec.tool_servers,
-            };
-            if agents.insert(spec.name.clone(), Arc::new(agent)).is_some() {
-                return Err(BuildError::DuplicateAgent(spec.name));
+            let agent = Agent::from_spec(spec, &self.tools)?;
+            let name = agent.name.clone();
+            if agents.insert(name.clone(), Arc::new(agent)).is_some() {
+                return Err(BuildError::DuplicateAgent(name));
             }
         }
         if !agents.contains_key(&default_agent) {
@@ -334,7 +244,17 @@ impl AgentSystemBuilder {
         }
         for (thread_id, effects) in by_thread {
             tracing::info!(thread = %thread_id, effects = effects.len(), "recovering outbox");
-            inner.perform(&thread_id, effects).await;
+            let performed = perform_effects(
+                inner.as_ref(),
+                inner.store.as_ref(),
+                &thread_id,
+                effects,
+                None,
+            )
+            .await;
+            if let Err(err) = performed {
+                tracing::warn!(%err, "recovered effects not all performed; they stay in the outbox");
+            }
         }
         Ok(AgentSystem { inner })
     }
@@ -572,7 +492,9 @@ impl Inner {
             attempt += 1;
             match self.slice(thread_id, inputs.clone()).await {
                 Ok(()) => return,
-                Err(err) if err.is_retryable() && attempt < MAX_ATTEMPTS => {
+                // The model was already asked again within the slice; a store conflict or
+                // outage is worth running the slice again.
+                Err(SliceFailure::Store(err)) if err.is_retryable() && attempt < MAX_ATTEMPTS => {
                     let backoff = std::time::Duration::from_millis(200 << attempt);
                     tracing::warn!(thread = %thread_id, %err, attempt, "slice failed; retrying");
                     tokio::time::sleep(backoff).await;
@@ -609,12 +531,14 @@ impl Inner {
             agents: &self.agents,
             default_agent: Some(&self.default_agent),
             discovery: self.discovery.as_deref(),
+            effects: self.as_ref(),
+            live: Some(&live),
+            model_retry: ModelRetry::default(),
         };
-        let outcome =
-            run_committed_slice(&host, thread_id, inputs, self.clock.now(), Some(&live)).await?;
+        let report = run_slice(&host, thread_id, inputs, self.clock.now(), &mut RandomIds).await?;
         self.ack(&ids).await;
-        if let Some(commit) = outcome.commit {
-            self.perform(&commit.thread_id, commit.effects).await;
+        if let Err(err) = report.effects {
+            tracing::warn!(%err, "effects not all performed; they stay in the outbox");
         }
         Ok(())
     }
@@ -632,54 +556,58 @@ impl Inner {
         }
     }
 
+    /// Marks `from` done once the receiving thread has committed `input`.
+    fn await_ack(&self, input: &Input, from: &EffectRef) {
+        lock(&self.acks).insert(
+            input.id.clone(),
+            (from.thread_id.clone(), from.effect_id.clone()),
+        );
+    }
+
     fn publish(&self, event: OutputEvent) {
         lock(&self.subscribers).retain(|tx| tx.send(event.clone()).is_ok());
     }
+}
 
-    async fn perform(&self, thread_id: &ThreadId, effects: Vec<PendingEffect>) {
-        let mut done = Vec::new();
-        for PendingEffect { id, effect } in effects {
-            match effect {
-                Effect::Output { event } => {
-                    self.publish(event);
-                    done.push(id);
-                }
-                Effect::Send { input } => {
-                    lock(&self.acks).insert(input.id.clone(), (thread_id.clone(), id));
-                    self.route(input);
-                }
-                Effect::SendAt { input, due } => {
-                    lock(&self.acks).insert(input.id.clone(), (thread_id.clone(), id));
-                    if let Err(err) = self.timers.schedule(input, due).await {
-                        tracing::error!(%err, "timer not scheduled; it stays in the outbox");
-                    }
-                }
-                Effect::Dispatch { invocation } => {
-                    let failure = match &self.dispatcher {
-                        Some(d) => d.dispatch(&invocation).await.err(),
-                        None => Some(format!(
-                            "no tool server is configured to run `{}`",
-                            invocation.tool
-                        )),
-                    };
-                    if let Some(why) = failure {
-                        self.route(invocation.undeliverable(&why));
-                    }
-                    done.push(id);
-                }
-                Effect::Notify { notification } => {
-                    match &self.dispatcher {
-                        Some(d) => d.notify(&notification).await,
-                        None => tracing::debug!(?notification, "no tool servers to notify"),
-                    }
-                    done.push(id);
-                }
-            }
+/// Effects on tokio: inputs go to the threads' in-memory queues and timers, and stay in the
+/// sender's outbox until the receiver has committed them.
+#[async_trait]
+impl EffectPerformer for Inner {
+    async fn send(&self, input: &Input, from: &EffectRef) -> Result<Handoff, SendError> {
+        self.await_ack(input, from);
+        self.route(input.clone());
+        Ok(Handoff::AwaitsReceiver)
+    }
+
+    async fn send_at(
+        &self,
+        input: &Input,
+        due: Timestamp,
+        from: &EffectRef,
+    ) -> Result<Handoff, SendError> {
+        self.await_ack(input, from);
+        self.timers.schedule(input.clone(), due).await?;
+        Ok(Handoff::AwaitsReceiver)
+    }
+
+    async fn dispatch(&self, invocation: &ToolInvocation) -> Result<(), DispatchError> {
+        match &self.dispatcher {
+            Some(d) => d.dispatch(invocation).await,
+            None => Err(DispatchError::NoServer(invocation.tool.clone())),
         }
-        if !done.is_empty() {
-            if let Err(err) = self.store.complete_effects(thread_id, &done).await {
-                tracing::warn!(thread = %thread_id, %err, "could not mark effects done; they will be performed again");
-            }
+    }
+
+    async fn notify(&self, notification: &Notification) {
+        match &self.dispatcher {
+            Some(d) => d.notify(notification).await,
+            None => tracing::debug!(?notification, "no tool servers to notify"),
         }
+    }
+
+    async fn output(&self, events: &[&OutputEvent]) -> Result<(), OutputError> {
+        for event in events {
+            self.publish((*event).clone());
+        }
+        Ok(())
     }
 }

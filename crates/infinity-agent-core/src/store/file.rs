@@ -22,11 +22,11 @@ use serde::{Deserialize, Serialize};
 
 use super::memory::{ThreadData, Threads};
 use super::{check_version, StoreError, ThreadStore};
+use crate::commit::Commit;
 use crate::effect::PendingEffect;
-use crate::engine::Commit;
 use crate::history::HistoryEntry;
 use crate::ids::{EffectId, InputId, ThreadId};
-use crate::thread::ThreadRecord;
+use crate::state::ThreadRecord;
 
 #[derive(Debug, Serialize, Deserialize)]
 struct StateFile {

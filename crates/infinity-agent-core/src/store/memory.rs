@@ -6,11 +6,11 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use async_trait::async_trait;
 
 use super::{check_version, StoreError, ThreadStore};
+use crate::commit::Commit;
 use crate::effect::PendingEffect;
-use crate::engine::Commit;
 use crate::history::HistoryEntry;
 use crate::ids::{EffectId, InputId, ThreadId};
-use crate::thread::ThreadRecord;
+use crate::state::ThreadRecord;
 
 #[derive(Debug)]
 pub(crate) struct ThreadData {

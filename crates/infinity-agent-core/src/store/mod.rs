@@ -12,11 +12,11 @@ use async_trait::async_trait;
 pub use file::FileStore;
 pub use memory::MemoryStore;
 
+use crate::commit::Commit;
 use crate::effect::PendingEffect;
-use crate::engine::Commit;
 use crate::history::HistoryEntry;
 use crate::ids::{EffectId, InputId, ThreadId};
-use crate::thread::ThreadRecord;
+use crate::state::ThreadRecord;
 
 /// Why a store operation failed.
 #[derive(Debug, Clone, thiserror::Error)]
@@ -76,6 +76,19 @@ pub trait ThreadStore: Send + Sync + std::fmt::Debug {
         thread_id: &ThreadId,
         effect_ids: &[EffectId],
     ) -> Result<(), StoreError>;
+
+    /// Marks done all the effects one commit (`version`) put in the outbox; `effect_ids` are
+    /// all of them. A store that keeps a commit's effects together may drop them in one request;
+    /// by default this is [`ThreadStore::complete_effects`].
+    async fn complete_commit_effects(
+        &self,
+        thread_id: &ThreadId,
+        version: u64,
+        effect_ids: &[EffectId],
+    ) -> Result<(), StoreError> {
+        let _ = version;
+        self.complete_effects(thread_id, effect_ids).await
+    }
 
     /// Every thread's outbox: effects committed but not yet marked done (for recovery).
     async fn outbox(&self) -> Result<Vec<(ThreadId, PendingEffect)>, StoreError>;

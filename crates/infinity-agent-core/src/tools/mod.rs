@@ -7,26 +7,31 @@
 //!   later as a `tool_result` input and the next completion waits for it;
 //! - passive: a sleep. It returns [`ToolOutcome::Passive`]; nothing waits for it, new input wakes
 //!   the thread at once, and the sleep's own result is appended when it arrives.
+//!
+//! Tools of tool servers are registry tools like the others ([`remote::ServerTool`]): the
+//! registry checks their arguments and they dispatch.
 
 pub(crate) mod builtin;
 pub mod internal;
+mod registry;
 pub mod remote;
 mod set_title;
 
-use std::collections::HashMap;
 use std::fmt;
-use std::sync::Arc;
 
 use jiff::Timestamp;
 
 pub use builtin::{builtin_tools, BUILTIN_TOOL_NAMES};
+pub(crate) use registry::schema_problems;
+pub use registry::{OfferedTools, RegistryError, ToolRegistry};
 pub use set_title::SetTitle;
 
-use crate::effect::{Effect, OutputEvent, OutputKind};
-use crate::history::{HistoryView, ToolCall, INJECTED_TOOL};
+use crate::effect::{Effect, OutputKind};
+use crate::history::{HistoryView, ToolCall};
+use crate::ids::{IdSource, InputId};
 use crate::input::{Input, InputBody};
 use crate::model::ToolSpec;
-use crate::thread::ThreadRecord;
+use crate::state::{Conversation, ThreadRecord};
 
 /// `text` cut to at most `max` characters, marked with `…` when cut.
 pub fn clip(text: &str, max: usize) -> String {
@@ -93,7 +98,9 @@ pub struct ToolContext<'a> {
     pub call: &'a ToolCall,
     /// What the conversation's threads share (the `memory` notes, running delegations): the
     /// root's own, or for a child the root's as the slice began plus the child's changes.
-    pub conversation: &'a mut internal::Conversation,
+    pub conversation: &'a mut Conversation,
+    /// Where fresh ids come from (never mint one at random: a seeded run must replay).
+    pub ids: &'a mut dyn IdSource,
     pub(crate) effects: &'a mut Vec<Effect>,
 }
 
@@ -114,26 +121,16 @@ impl ToolContext<'_> {
 
     /// Shows an event to the user.
     pub fn output(&mut self, kind: OutputKind) {
-        let event = OutputEvent {
-            thread_id: self.record.id.clone(),
-            at: self.now,
-            kind,
-        };
-        self.effects.push(Effect::Output { event });
+        self.effects
+            .push(Effect::output(&self.record.id, self.now, kind));
     }
 
     /// Sends this call's result back to this thread through the input queue.
     pub fn send_own_result(&mut self, text: impl Into<String>) {
         let input = Input {
-            id: crate::ids::InputId::derived(self.call.id.as_str(), "result"),
+            id: InputId::derived(self.call.id.as_str(), "result"),
             thread_id: self.record.id.clone(),
-            body: InputBody::ToolResult {
-                call_id: self.call.id.clone(),
-                text: text.into(),
-                is_error: false,
-                subscription: false,
-                images: Vec::new(),
-            },
+            body: InputBody::tool_result(self.call.id.clone(), text),
         };
         self.effects.push(Effect::Send { input });
     }
@@ -161,261 +158,5 @@ pub trait Tool: Send + Sync + fmt::Debug {
             "Error: the tool `{}` is not available in this thread.",
             self.spec().name
         )
-    }
-}
-
-/// Why a tool could not be registered.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum RegistryError {
-    /// Two tools with one name.
-    #[error("tool `{name}` is registered twice{}", if *.builtin { " (it is a built-in tool; rename yours)" } else { "" })]
-    Duplicate {
-        /// The name.
-        name: String,
-        /// True when the existing one is built in.
-        builtin: bool,
-    },
-    /// The reserved injection tool name.
-    #[error("tool name `{INJECTED_TOOL}` is reserved for events the runtime injects")]
-    Reserved,
-    /// An application or tool-server tool has the name of an internal tool the agent has on.
-    #[error("tool `{name}` has the name of an internal tool of the `{flag}` category, which this agent has on: set `internal_tools: {{{flag}: false}}` in the agent file, or rename the tool")]
-    ClashesWithInternal {
-        /// The tool.
-        name: String,
-        /// The `internal_tools` flag that turns the internal one off.
-        flag: &'static str,
-    },
-    /// The schema does not compile.
-    #[error("tool `{name}` has an invalid input schema: {reason}")]
-    BadSchema {
-        /// The tool.
-        name: String,
-        /// Why.
-        reason: String,
-    },
-}
-
-struct Registered {
-    spec: ToolSpec,
-    tool: Arc<dyn Tool>,
-    validator: jsonschema::Validator,
-}
-
-/// The tools of one agent, with their compiled argument schemas.
-pub struct ToolRegistry {
-    tools: Vec<Registered>,
-    by_name: HashMap<String, usize>,
-    specs: Vec<ToolSpec>,
-}
-
-impl fmt::Debug for ToolRegistry {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_list()
-            .entries(self.specs.iter().map(|s| &s.name))
-            .finish()
-    }
-}
-
-/// Where `value` breaks `validator`'s schema: at most five problems, each clipped (a message
-/// quotes the offending value, and a large one must not flood the conversation) and placed by
-/// its path. Empty when the value is valid.
-pub(crate) fn schema_problems(
-    validator: &jsonschema::Validator,
-    value: &serde_json::Value,
-) -> Vec<String> {
-    validator
-        .iter_errors(value)
-        .take(5)
-        .map(|e| {
-            let message = clip(&e.to_string(), 200);
-            let path = e.instance_path().to_string();
-            if path.is_empty() {
-                message
-            } else {
-                format!("at `{path}`: {message}")
-            }
-        })
-        .collect()
-}
-
-/// What is wrong with `args` by `validator` (compiled from `schema`), or `None` when they are
-/// valid: the [`schema_problems`], then the schema (clipped).
-pub(crate) fn argument_problems(
-    validator: &jsonschema::Validator,
-    args: &serde_json::Value,
-    schema: &serde_json::Value,
-) -> Option<String> {
-    let problems = schema_problems(validator, args);
-    if problems.is_empty() {
-        return None;
-    }
-    Some(format!(
-        "{}. Expected arguments matching the schema {}",
-        problems.join("; "),
-        clip(&schema.to_string(), 1_000)
-    ))
-}
-
-/// Why a call was refused before it ran.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) enum CallRejection {
-    Unknown(String),
-    NotOffered(String),
-    Reserved,
-    BadArguments(String),
-}
-
-impl CallRejection {
-    pub(crate) fn message(&self, name: &str, available: &[ToolSpec]) -> String {
-        match self {
-            CallRejection::Unknown(n) => {
-                let names: Vec<&str> = available.iter().map(|s| s.name.as_str()).collect();
-                format!(
-                    "Error: there is no tool named `{n}`. Available tools: {}.",
-                    names.join(", ")
-                )
-            }
-            CallRejection::NotOffered(text) => text.clone(),
-            CallRejection::Reserved => format!(
-                "Error: `{INJECTED_TOOL}` is reserved for events the runtime injects; it cannot be called."
-            ),
-            CallRejection::BadArguments(why) => {
-                format!("Error: invalid arguments for `{name}`: {why}")
-            }
-        }
-    }
-}
-
-impl ToolRegistry {
-    /// A registry holding only the built-in tools.
-    pub fn with_builtins() -> Self {
-        let mut registry = Self::empty();
-        for tool in builtin_tools() {
-            // Built-in schemas are ours and compile; a failure here is a bug caught by tests.
-            if let Err(err) = registry.insert(tool) {
-                tracing::error!(%err, "built-in tool failed to register");
-            }
-        }
-        registry
-    }
-
-    /// The tools of an agent: the built-ins, the internal tools its flags switch on, then the
-    /// application's tools. An application tool with the name of a built-in or of an enabled
-    /// internal tool is refused with an error naming what to change.
-    pub fn for_agent(
-        internal: &internal::InternalTools,
-        settings: &internal::ToolSettings,
-        app_tools: &[Arc<dyn Tool>],
-    ) -> Result<Self, RegistryError> {
-        let mut registry = Self::with_builtins();
-        let app_names: Vec<String> = app_tools.iter().map(|t| t.spec().name).collect();
-        for (def, tool) in internal::agent_tools(internal, settings) {
-            let on = internal.enabled(def.category);
-            if app_names.iter().any(|n| n == def.name) {
-                if on {
-                    return Err(RegistryError::ClashesWithInternal {
-                        name: def.name.to_owned(),
-                        flag: def.category.flag(),
-                    });
-                }
-                continue; // the category is off: the name is the application's
-            }
-            registry.insert(tool)?;
-        }
-        for tool in app_tools {
-            registry.insert(Arc::clone(tool))?;
-        }
-        Ok(registry)
-    }
-
-    /// A registry with no tools at all.
-    pub fn empty() -> Self {
-        Self {
-            tools: Vec::new(),
-            by_name: HashMap::new(),
-            specs: Vec::new(),
-        }
-    }
-
-    /// Adds an application tool next to the built-ins.
-    pub fn register(&mut self, tool: Arc<dyn Tool>) -> Result<(), RegistryError> {
-        self.insert(tool)
-    }
-
-    fn insert(&mut self, tool: Arc<dyn Tool>) -> Result<(), RegistryError> {
-        let spec = tool.spec();
-        if spec.name == INJECTED_TOOL {
-            return Err(RegistryError::Reserved);
-        }
-        if self.by_name.contains_key(&spec.name) {
-            return Err(RegistryError::Duplicate {
-                builtin: BUILTIN_TOOL_NAMES.contains(&spec.name.as_str()),
-                name: spec.name,
-            });
-        }
-        let validator = jsonschema::validator_for(&spec.input_schema).map_err(|e| {
-            RegistryError::BadSchema {
-                name: spec.name.clone(),
-                reason: e.to_string(),
-            }
-        })?;
-        self.by_name.insert(spec.name.clone(), self.tools.len());
-        self.specs.push(spec.clone());
-        self.tools.push(Registered {
-            spec,
-            tool,
-            validator,
-        });
-        Ok(())
-    }
-
-    /// The specs, in registration order (built-ins first).
-    pub fn specs(&self) -> &[ToolSpec] {
-        &self.specs
-    }
-
-    /// The specs of the tools this thread is offered.
-    pub fn specs_for(&self, record: &ThreadRecord) -> std::borrow::Cow<'_, [ToolSpec]> {
-        if self.tools.iter().all(|r| r.tool.offered_to(record)) {
-            return std::borrow::Cow::Borrowed(&self.specs);
-        }
-        std::borrow::Cow::Owned(
-            self.tools
-                .iter()
-                .filter(|r| r.tool.offered_to(record))
-                .map(|r| r.spec.clone())
-                .collect(),
-        )
-    }
-
-    /// The tool with this name, if any.
-    pub fn get(&self, name: &str) -> Option<&Arc<dyn Tool>> {
-        self.by_name.get(name).map(|&i| &self.tools[i].tool)
-    }
-
-    /// Checks a call: known tool, not reserved, arguments valid.
-    pub(crate) fn check(
-        &self,
-        name: &str,
-        args: &serde_json::Value,
-        record: &ThreadRecord,
-    ) -> Result<&Arc<dyn Tool>, CallRejection> {
-        if name == INJECTED_TOOL {
-            return Err(CallRejection::Reserved);
-        }
-        let Some(&index) = self.by_name.get(name) else {
-            return Err(CallRejection::Unknown(name.to_owned()));
-        };
-        let registered = &self.tools[index];
-        if !registered.tool.offered_to(record) {
-            return Err(CallRejection::NotOffered(
-                registered.tool.not_offered(record),
-            ));
-        }
-        match argument_problems(&registered.validator, args, &registered.spec.input_schema) {
-            None => Ok(&registered.tool),
-            Some(why) => Err(CallRejection::BadArguments(why)),
-        }
     }
 }

@@ -5,18 +5,23 @@
 //! session starts, the host asks its [`ToolDiscovery`] for every configured server's tools;
 //! [`assemble`] applies the loading rules and the result is kept on the root thread's record,
 //! so every slice of the session (children included) sees the same tools, and a new session
-//! fetches them afresh. Calls of these tools are validated against their `inputSchema` and
-//! dispatched (an [`Effect::Dispatch`](crate::effect::Effect::Dispatch) performed after the
-//! commit, naming the server); results come back as `tool_result` inputs.
+//! fetches them afresh. In a slice they are registry tools like the agent's own
+//! ([`ServerTool`], compiled once per session by [`session_registry`]): the registry checks their
+//! arguments against their `inputSchema`, and a call becomes an
+//! [`Effect::Dispatch`](crate::effect::Effect::Dispatch) naming the server, performed after the
+//! commit; results come back as `tool_result` inputs.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
 
-use super::{ToolRegistry, BUILTIN_TOOL_NAMES};
+use super::{Tool, ToolContext, ToolOutcome, ToolRegistry, BUILTIN_TOOL_NAMES};
+use crate::effect::{Effect, RemoteTarget, ToolInvocation};
 use crate::history::INJECTED_TOOL;
 use crate::model::ToolSpec;
+use crate::state::{RemoteTool, Toolset};
 
 /// How requests to a tool server are authenticated.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -167,34 +172,15 @@ impl<'de> Deserialize<'de> for ToolServerEntry {
     }
 }
 
-/// A tool a session got from a tool server.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct RemoteTool {
-    /// The server's base URL, as configured.
-    pub server: String,
-    /// Where its invocations go (the manifest's `endpoint`).
-    pub endpoint: String,
-    /// The tool as the model sees it.
-    #[serde(flatten)]
-    pub spec: ToolSpec,
-}
-
-/// The tools of one session, kept on its root thread's record.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-pub struct Toolset {
-    /// The tools loaded.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub tools: Vec<RemoteTool>,
-    /// What was not loaded, and why (shown to the user when the session starts).
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub problems: Vec<String>,
-}
-
-impl Toolset {
-    /// The tool with this name.
-    pub fn get(&self, name: &str) -> Option<&RemoteTool> {
-        self.tools.iter().find(|t| t.spec.name == name)
-    }
+/// Why a tool server contributes no tool to a session.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum DiscoveryError {
+    /// The host cannot reach tool servers at all.
+    #[error("this host has no tool server client")]
+    NoClient,
+    /// The server could not be reached, or its manifest is invalid.
+    #[error("{0}")]
+    Failed(String),
 }
 
 /// One server's answer to discovery: its manifest's `endpoint` and tools, already validated
@@ -204,7 +190,7 @@ pub struct Discovered {
     /// The server's base URL.
     pub server: String,
     /// Its endpoint and tools, or the reason it has none.
-    pub result: Result<(String, Vec<ToolSpec>), String>,
+    pub result: Result<(String, Vec<ToolSpec>), DiscoveryError>,
 }
 
 /// Fetches tool servers' manifests. `infinity-rap` implements it over HTTP.
@@ -294,6 +280,48 @@ pub fn assemble(agent_tools: &ToolRegistry, discovered: Vec<Discovered>) -> Tool
     Toolset { tools, problems }
 }
 
+/// A tool server's tool, as a registry tool: a call dispatches to its server.
+#[derive(Debug, Clone)]
+pub struct ServerTool {
+    tool: RemoteTool,
+}
+
+impl Tool for ServerTool {
+    fn spec(&self) -> ToolSpec {
+        self.tool.spec.clone()
+    }
+
+    fn call(&self, args: &serde_json::Value, ctx: &mut ToolContext<'_>) -> ToolOutcome {
+        let invocation = ToolInvocation {
+            thread_id: ctx.record.id.clone(),
+            stack: ctx.record.stack.clone(),
+            call_id: ctx.call.id.clone(),
+            tool: self.tool.spec.name.clone(),
+            args: args.clone(),
+            server: Some(RemoteTarget {
+                base_url: self.tool.server.clone(),
+                endpoint: self.tool.endpoint.clone(),
+            }),
+        };
+        ctx.emit(Effect::Dispatch { invocation });
+        ToolOutcome::Dispatched
+    }
+}
+
+/// The registry of a session's tools, their argument schemas compiled. [`assemble`] already
+/// refused tools whose schema does not compile, so none is expected to fail here; one that does
+/// (a record written by an older version) is left out with a warning.
+pub fn session_registry(toolset: &Toolset) -> ToolRegistry {
+    let mut registry = ToolRegistry::empty();
+    for tool in &toolset.tools {
+        let server_tool = Arc::new(ServerTool { tool: tool.clone() });
+        if let Err(err) = registry.register(server_tool) {
+            tracing::warn!(server = %tool.server, %err, "tool server tool left out");
+        }
+    }
+    registry
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -334,7 +362,7 @@ mod tests {
                 server("http://b", &["search", "plan_create"]),
                 Discovered {
                     server: "http://c".to_owned(),
-                    result: Err("HTTP 500".to_owned()),
+                    result: Err(DiscoveryError::Failed("HTTP 500".to_owned())),
                 },
             ],
         );

@@ -3,7 +3,7 @@
 //! the caller closes its delegations.
 
 use crate::harness::{assert_in_order, count, tid, Harness, Setup};
-use infinity_agent_core::thread::ThreadStatus;
+use infinity_agent_core::state::ThreadStatus;
 use infinity_agent_core::tools::internal::InternalTools;
 
 const SCRIPT: &str = r#"

@@ -1,7 +1,7 @@
 //! spawn_thread, report_to_parent, close_thread, send_message_to_child.
 
 use crate::harness::{assert_in_order, count, start, tid};
-use infinity_agent_core::thread::ThreadStatus;
+use infinity_agent_core::state::ThreadStatus;
 
 const SCRIPT: &str = r#"
 rules:

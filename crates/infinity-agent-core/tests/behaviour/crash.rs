@@ -1,18 +1,61 @@
 //! A crash between the commit and the effects loses nothing: the outbox is performed on the
 //! next start, and receivers deduplicate what was already delivered.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::path::Path;
 use std::sync::Arc;
 
+use async_trait::async_trait;
+use jiff::Timestamp;
+
 use crate::harness::{assert_in_order, start_time, tid, Setup};
-use infinity_agent_core::agent::{Agent, Limits};
-use infinity_agent_core::effect::Effect;
-use infinity_agent_core::engine::{run_slice, SliceRequest};
+use infinity_agent_core::agent::Agent;
+use infinity_agent_core::effect::{Effect, Notification, OutputEvent, ToolInvocation};
+use infinity_agent_core::host::{
+    run_slice, DispatchError, EffectPerformer, EffectRef, Handoff, HostContext, ModelRetry,
+    OutputError, SendError,
+};
+use infinity_agent_core::ids::SeededIds;
 use infinity_agent_core::input::Input;
 use infinity_agent_core::scripted::ScriptedModel;
 use infinity_agent_core::store::{FileStore, ThreadStore};
 use infinity_agent_core::tools::ToolRegistry;
+
+/// A host that dies right after the commit: no effect is performed.
+struct Crashed;
+
+fn crashed(input: &Input) -> SendError {
+    SendError {
+        input_id: input.id.clone(),
+        thread_id: input.thread_id.clone(),
+        reason: "the process died".into(),
+    }
+}
+
+#[async_trait]
+impl EffectPerformer for Crashed {
+    async fn send(&self, input: &Input, _: &EffectRef) -> Result<Handoff, SendError> {
+        Err(crashed(input))
+    }
+    async fn send_at(
+        &self,
+        input: &Input,
+        _: Timestamp,
+        _: &EffectRef,
+    ) -> Result<Handoff, SendError> {
+        Err(crashed(input))
+    }
+    async fn dispatch(&self, _: &ToolInvocation) -> Result<(), DispatchError> {
+        Err(DispatchError::Refused("the process died".into()))
+    }
+    async fn notify(&self, _: &Notification) {}
+    async fn output(&self, events: &[&OutputEvent]) -> Result<(), OutputError> {
+        Err(OutputError {
+            count: events.len(),
+            reason: "the process died".into(),
+        })
+    }
+}
 
 const SCRIPT: &str = r#"
 rules:
@@ -36,38 +79,33 @@ async fn effects_committed_but_not_performed_are_performed_on_restart() {
     let dir = tempfile::tempdir().unwrap();
     let store = FileStore::open(dir.path()).unwrap();
     let model = ScriptedModel::parse(SCRIPT, Path::new("s.yaml")).unwrap();
-    let agent = Agent {
-        name: "tester".into(),
-        system_prompt: String::new(),
-        model: Arc::new(model),
-        tools: Arc::new(ToolRegistry::with_builtins()),
-        limits: Limits::default(),
-        tool_servers: Vec::new(),
-    };
+    let agent = Agent::new("tester", "", Arc::new(model), ToolRegistry::with_builtins());
     let agents: HashMap<String, Arc<Agent>> = [("tester".to_owned(), Arc::new(agent))].into();
     let input = Input::user_message(tid("main"), "spawn");
-    let outcome = run_slice(SliceRequest {
-        thread_id: tid("main"),
-        record: None,
-        view: &[],
-        inputs: vec![input.clone()],
-        already_processed: HashSet::new(),
+    let host = HostContext {
+        store: &store,
         agents: &agents,
         default_agent: Some("tester"),
-        now: start_time(),
-        conversation: None,
-        session_toolset: None,
+        discovery: None,
+        effects: &Crashed,
         live: None,
-    })
+        model_retry: ModelRetry::default(),
+    };
+    // The host "crashes" right after the commit: the child seed is in the outbox, never sent.
+    let report = run_slice(
+        &host,
+        &tid("main"),
+        vec![input.clone()],
+        start_time(),
+        &mut SeededIds::new(1),
+    )
     .await
     .unwrap();
-    let commit = outcome.commit.unwrap();
-    assert!(commit
-        .effects
+    assert!(report.effects.is_err());
+    let outbox = store.outbox().await.unwrap();
+    assert!(outbox
         .iter()
-        .any(|e| matches!(&e.effect, Effect::Send { .. })));
-    store.commit(&commit).await.unwrap();
-    // The host "crashes" here: the child seed was committed to the outbox, never sent.
+        .any(|(_, e)| matches!(&e.effect, Effect::Send { .. })));
     drop(store);
 
     let mut setup = Setup::new(SCRIPT);

@@ -5,15 +5,14 @@ use std::path::Path;
 use std::sync::{Arc, Mutex};
 
 use async_trait::async_trait;
-use infinity_agent_core::agent::Limits;
+use infinity_agent_core::agent::{AgentSpec, Limits};
 use infinity_agent_core::effect::{Effect, Notification, OutputEvent, OutputKind, ToolInvocation};
 use infinity_agent_core::history::Item;
+use infinity_agent_core::host::{DispatchError, ToolDispatcher};
 use infinity_agent_core::ids::ThreadId;
 use infinity_agent_core::input::{Input, InputBody};
 use infinity_agent_core::model::ToolSpec;
-use infinity_agent_core::runtime::{
-    AgentSpec, AgentSystem, AgentSystemBuilder, ToolDispatcher, WaitOutcome,
-};
+use infinity_agent_core::runtime::{AgentSystem, AgentSystemBuilder, WaitOutcome};
 use infinity_agent_core::scripted::ScriptedModel;
 use infinity_agent_core::store::ThreadStore;
 use infinity_agent_core::tools::{SetTitle, Tool, ToolContext, ToolOutcome};
@@ -42,7 +41,7 @@ pub struct RecordingDispatcher {
 
 #[async_trait]
 impl ToolDispatcher for RecordingDispatcher {
-    async fn dispatch(&self, invocation: &ToolInvocation) -> Result<(), String> {
+    async fn dispatch(&self, invocation: &ToolInvocation) -> Result<(), DispatchError> {
         self.invocations.lock().unwrap().push(invocation.clone());
         Ok(())
     }

@@ -84,7 +84,8 @@ async fn parallel_calls_wait_for_every_result() {
 
 #[tokio::test(start_paused = true)]
 async fn a_call_without_a_dispatcher_gets_an_error_result() {
-    use infinity_agent_core::runtime::{AgentSpec, AgentSystemBuilder};
+    use infinity_agent_core::agent::AgentSpec;
+    use infinity_agent_core::runtime::AgentSystemBuilder;
     use infinity_agent_core::scripted::ScriptedModel;
     use std::sync::Arc;
     let model = ScriptedModel::parse(

@@ -3,9 +3,11 @@
 use std::sync::Arc;
 
 use crate::harness::{assert_in_order, start, tid, ExternalTool, Setup};
-use infinity_agent_core::runtime::{AgentSpec, AgentSystemBuilder, BuildError};
+use infinity_agent_core::agent::AgentSpec;
+use infinity_agent_core::runtime::{AgentSystemBuilder, BuildError};
 use infinity_agent_core::scripted::ScriptedModel;
-use infinity_agent_core::tools::internal::{InternalTools, StepStatus};
+use infinity_agent_core::state::StepStatus;
+use infinity_agent_core::tools::internal::InternalTools;
 use infinity_agent_core::tools::RegistryError;
 
 const SCRIPT: &str = r#"

@@ -4,8 +4,8 @@ use std::sync::Arc;
 
 use crate::harness::{assert_in_order, start_time, tid, Setup};
 use infinity_agent_core::runtime::WaitOutcome;
+use infinity_agent_core::state::ThreadStatus;
 use infinity_agent_core::store::FileStore;
-use infinity_agent_core::thread::ThreadStatus;
 use jiff::{SignedDuration, ToSpan};
 
 const SCRIPT: &str = r#"

@@ -30,7 +30,9 @@ impl ToolDiscovery for FixedDiscovery {
             .map(|s| Discovered {
                 server: s.url.clone(),
                 result: if s.url.contains("broken") {
-                    Err("HTTP 500 from the manifest".to_owned())
+                    Err(infinity_agent_core::tools::remote::DiscoveryError::Failed(
+                        "HTTP 500 from the manifest".to_owned(),
+                    ))
                 } else {
                     Ok((
                         format!("{}/invoke", s.url),

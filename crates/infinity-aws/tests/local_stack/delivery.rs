@@ -1,14 +1,17 @@
 //! At-least-once delivery, exactly-once effect: duplicates, a crash between commit and sends,
 //! racing slices, and a poison message.
 
-use std::collections::HashSet;
 use std::time::Duration;
 
+use async_trait::async_trait;
 use aws_lambda_events::event::sqs::{SqsEvent, SqsMessage};
-use infinity_agent_core::engine::run_slice;
-use infinity_agent_core::engine::SliceRequest;
+use infinity_agent_core::effect::{Notification, OutputEvent, ToolInvocation};
+use infinity_agent_core::host::{
+    run_slice, DispatchError, EffectPerformer, EffectRef, Handoff, HostContext, ModelRetry,
+    OutputError, SendError,
+};
+use infinity_agent_core::ids::RandomIds;
 use infinity_agent_core::input::Input;
-use infinity_agent_core::store::ThreadStore;
 
 use crate::harness::{stack, tid};
 
@@ -62,27 +65,30 @@ async fn every_input_delivered_twice_changes_nothing() {
 async fn a_slice_killed_after_its_commit_loses_nothing() {
     let s = stack(SCRIPT).await;
     let input = Input::user_message(tid("crash"), "spawn");
-    // Run and commit the slice as the handler would, then "die" before performing its effects.
+    // Run and commit the slice as the handler would, and "die" before performing its effects.
     let agents: std::collections::HashMap<
         String,
         std::sync::Arc<infinity_agent_core::agent::Agent>,
     > = [("tester".to_owned(), crate::harness::test_agent().await)].into();
-    let outcome = run_slice(SliceRequest {
-        thread_id: tid("crash"),
-        record: None,
-        view: &[],
-        inputs: vec![input.clone()],
-        already_processed: HashSet::new(),
+    let host = HostContext {
+        store: s.store(),
         agents: &agents,
         default_agent: Some("tester"),
-        now: jiff::Timestamp::now(),
-        conversation: None,
-        session_toolset: None,
+        discovery: None,
+        effects: &Died,
         live: None,
-    })
+        model_retry: ModelRetry::default(),
+    };
+    let report = run_slice(
+        &host,
+        &tid("crash"),
+        vec![input.clone()],
+        jiff::Timestamp::now(),
+        &mut RandomIds,
+    )
     .await
     .unwrap();
-    s.store().commit(&outcome.commit.unwrap()).await.unwrap();
+    assert!(report.effects.is_err());
     assert!(!s
         .store()
         .thread_outbox(&tid("crash"))
@@ -113,6 +119,42 @@ async fn a_slice_killed_after_its_commit_loses_nothing() {
         1,
         "{history:#?}"
     );
+}
+
+/// A handler that dies right after its commit: no effect is performed.
+struct Died;
+
+fn died(input: &Input) -> SendError {
+    SendError {
+        input_id: input.id.clone(),
+        thread_id: input.thread_id.clone(),
+        reason: "the handler died".into(),
+    }
+}
+
+#[async_trait]
+impl EffectPerformer for Died {
+    async fn send(&self, input: &Input, _: &EffectRef) -> Result<Handoff, SendError> {
+        Err(died(input))
+    }
+    async fn send_at(
+        &self,
+        input: &Input,
+        _: jiff::Timestamp,
+        _: &EffectRef,
+    ) -> Result<Handoff, SendError> {
+        Err(died(input))
+    }
+    async fn dispatch(&self, _: &ToolInvocation) -> Result<(), DispatchError> {
+        Err(DispatchError::Refused("the handler died".into()))
+    }
+    async fn notify(&self, _: &Notification) {}
+    async fn output(&self, events: &[&OutputEvent]) -> Result<(), OutputError> {
+        Err(OutputError {
+            count: events.len(),
+            reason: "the handler died".into(),
+        })
+    }
 }
 
 fn event(inputs: &[&Input]) -> SqsEvent {

@@ -2,11 +2,11 @@
 
 use std::sync::Arc;
 
-use infinity_agent_core::engine::Commit;
+use infinity_agent_core::commit::Commit;
 use infinity_agent_core::history::{HistoryEntry, Item};
 use infinity_agent_core::ids::InputId;
+use infinity_agent_core::state::ThreadRecord;
 use infinity_agent_core::store::{StoreError, ThreadStore};
-use infinity_agent_core::thread::ThreadRecord;
 use jiff::Timestamp;
 
 use crate::harness::{stack, tid};

@@ -3,7 +3,7 @@
 use std::time::Duration;
 
 use crate::harness::stack;
-use infinity_agent_core::thread::ThreadStatus;
+use infinity_agent_core::state::ThreadStatus;
 
 const SCRIPT: &str = r#"
 rules:

@@ -171,7 +171,8 @@ async fn a_question_is_answered_on_the_stack_like_infinity_choose_does() {
     let err =
         infinity_aws::tool_servers::answer_choice(s.store(), &s.sender, &thread, &call, Some(2))
             .await
-            .unwrap_err();
+            .unwrap_err()
+            .to_string();
     assert!(err.contains("out of range"), "{err}");
     assert!(answers.lock().unwrap().is_empty());
     let (choice, selected) =

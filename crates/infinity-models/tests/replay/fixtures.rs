@@ -5,10 +5,10 @@ use std::time::Duration;
 
 use infinity_agent_core::history::{HistoryEntry, HistoryView, Item, ToolCall};
 use infinity_agent_core::ids::{CallId, ThreadId};
+use infinity_agent_core::model::Usage;
 use infinity_agent_core::model::{
     Completion, CompletionRequest, ModelError, ModelProvider, ToolSpec,
 };
-use infinity_agent_core::thread::Usage;
 use infinity_models::anthropic::{AnthropicConfig, AnthropicModel};
 use infinity_models::openai::{OpenAiConfig, OpenAiModel};
 use infinity_models::transport::RetryPolicy;

@@ -36,7 +36,10 @@ async fn a_url_skill_is_fetched_after_a_server_error() {
 async fn a_missing_skill_fails_at_once_naming_the_file_and_url() {
     let server = Server::start(vec![Reply::text(404, "not found")]).await;
     let url = format!("{}/skills/bread.md", server.url);
-    let err = fetch_skills(&agent_with_skill(&url)).await.unwrap_err();
+    let err = fetch_skills(&agent_with_skill(&url))
+        .await
+        .unwrap_err()
+        .to_string();
     assert!(err.contains("agents/baker.yaml"), "{err}");
     assert!(err.contains(&url) && err.contains("404"), "{err}");
     assert_eq!(server.requests(), 1, "a 4xx is not retried");

@@ -14,12 +14,11 @@
 
 use serde_json::{json, Value};
 
-use super::{Conversation, FinishStatus};
 use crate::effect::{Effect, OutputKind};
 use crate::ids::{CallId, InputId, ThreadId};
 use crate::input::{Input, InputBody};
 use crate::model::ToolSpec;
-use crate::thread::{DelegatedBy, Delegation, ThreadRecord};
+use crate::state::{Conversation, DelegatedBy, Delegation, FinishStatus, ThreadRecord};
 use crate::tools::{Tool, ToolContext, ToolOutcome};
 
 /// Delegation depth at which the `agent` tool is no longer offered.
@@ -138,12 +137,17 @@ impl Tool for AgentTool {
     }
 }
 
+/// A `delegation_update` that says a delegation ended which the conversation does not count.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("delegation {0} is not running in this conversation")]
+pub struct NotRunning(pub ThreadId);
+
 /// Applies a `delegation_update` to the conversation's running delegations (root thread only).
 pub(crate) fn apply_update(
     conversation: &mut Conversation,
     delegation: Delegation,
     running: bool,
-) -> Result<(), String> {
+) -> Result<(), NotRunning> {
     let position = conversation
         .delegations
         .iter()
@@ -154,12 +158,7 @@ pub(crate) fn apply_update(
         (false, Some(i)) => {
             conversation.delegations.remove(i);
         }
-        (false, None) => {
-            return Err(format!(
-                "delegation {} is not running in this conversation",
-                delegation.thread_id
-            ))
-        }
+        (false, None) => return Err(NotRunning(delegation.thread_id)),
     }
     Ok(())
 }
@@ -169,11 +168,7 @@ pub(crate) fn apply_update(
 pub(crate) fn result_text(record: &ThreadRecord, last_text: Option<&str>) -> (String, bool) {
     match &record.output {
         Some(output) => {
-            let status = match output.status {
-                FinishStatus::Succeeded => "succeeded",
-                FinishStatus::Failed => "failed",
-                FinishStatus::Cancelled => "cancelled",
-            };
+            let status = output.status.as_str();
             let result = match &output.result {
                 Value::String(s) => s.clone(),
                 other => other.to_string(),
@@ -230,12 +225,10 @@ pub(crate) fn return_result(
         input: Input {
             id: InputId::derived(record.id.as_str(), "result"),
             thread_id: by.thread_id,
-            body: InputBody::ToolResult {
-                call_id: by.call_id,
-                text,
-                is_error,
-                subscription: false,
-                images: Vec::new(),
+            body: if is_error {
+                InputBody::tool_error(by.call_id, text)
+            } else {
+                InputBody::tool_result(by.call_id, text)
             },
         },
     });

@@ -5,35 +5,13 @@
 //! Top-level threads are offered `finish` when the `finish` flag is on (the default) or the agent
 //! has an `output_schema`; threads spawned as sub-agents (children, delegated threads) always are.
 
-use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 
 use super::{Category, InternalTools, ToolSettings};
 use crate::effect::OutputKind;
 use crate::model::ToolSpec;
-use crate::thread::ThreadRecord;
+use crate::state::{FinishStatus, ThreadOutput, ThreadRecord};
 use crate::tools::{Tool, ToolContext, ToolOutcome};
-
-/// How a thread finished.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum FinishStatus {
-    /// The task was done.
-    Succeeded,
-    /// The task could not be done.
-    Failed,
-    /// The task was abandoned.
-    Cancelled,
-}
-
-/// A thread's output, set by `finish`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct ThreadOutput {
-    /// How it finished.
-    pub status: FinishStatus,
-    /// The result.
-    pub result: Value,
-}
 
 pub(super) struct Finish {
     for_root: bool,
@@ -120,15 +98,9 @@ impl Tool for Finish {
             result: result.clone(),
         });
         ctx.record.output = Some(ThreadOutput { status, result });
-        let text = match status {
-            FinishStatus::Succeeded => "Finished: succeeded. The result is recorded.",
-            FinishStatus::Failed => "Finished: failed. The result is recorded.",
-            FinishStatus::Cancelled => "Finished: cancelled. The result is recorded.",
-        };
+        let text = format!("Finished: {}. The result is recorded.", status.as_str());
         if status == FinishStatus::Succeeded {
-            ToolOutcome::EndTurn {
-                text: text.to_owned(),
-            }
+            ToolOutcome::EndTurn { text }
         } else {
             ToolOutcome::ok(text)
         }

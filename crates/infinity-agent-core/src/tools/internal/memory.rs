@@ -5,60 +5,21 @@
 //! notes as they stood when its slice began (plus its own writes), and its writes reach the root
 //! as `memory_write` inputs.
 
-use std::collections::BTreeMap;
-
 use serde_json::{json, Value};
 
 use crate::effect::Effect;
 use crate::ids::InputId;
 use crate::input::{Input, InputBody};
 use crate::model::ToolSpec;
+use crate::state::memory_write;
 use crate::tools::{Tool, ToolContext, ToolOutcome};
-
-/// A conversation's notes.
-pub type Memory = BTreeMap<String, String>;
-
-/// The longest key, in characters.
-pub const MAX_KEY_CHARS: usize = 100;
-/// The longest value, in characters.
-pub const MAX_VALUE_CHARS: usize = 10_000;
-/// The most keys.
-pub const MAX_KEYS: usize = 200;
-
-fn spec(name: &str, description: &str, schema: Value) -> ToolSpec {
-    ToolSpec {
-        name: name.to_owned(),
-        description: description.to_owned(),
-        input_schema: schema,
-    }
-}
-
-/// Applies a write, or says why it is refused.
-pub fn write(memory: &mut Memory, key: &str, value: &str) -> Result<(), String> {
-    if key.is_empty() || key.chars().count() > MAX_KEY_CHARS {
-        return Err(format!("a key must be 1 to {MAX_KEY_CHARS} characters"));
-    }
-    if value.chars().count() > MAX_VALUE_CHARS {
-        return Err(format!(
-            "the value is {} characters; the most a note holds is {MAX_VALUE_CHARS}",
-            value.chars().count()
-        ));
-    }
-    if !memory.contains_key(key) && memory.len() >= MAX_KEYS {
-        return Err(format!(
-            "memory holds {MAX_KEYS} notes already; overwrite one or store less"
-        ));
-    }
-    memory.insert(key.to_owned(), value.to_owned());
-    Ok(())
-}
 
 #[derive(Debug)]
 pub(super) struct MemorySet;
 
 impl Tool for MemorySet {
     fn spec(&self) -> ToolSpec {
-        spec(
+        ToolSpec::new(
             "memory_set",
             "Store a note under a key, shared by every thread of this conversation.",
             json!({
@@ -73,7 +34,7 @@ impl Tool for MemorySet {
     fn call(&self, args: &Value, ctx: &mut ToolContext<'_>) -> ToolOutcome {
         let key = args["key"].as_str().unwrap_or_default();
         let value = args["value"].as_str().unwrap_or_default();
-        if let Err(why) = write(&mut ctx.conversation.memory, key, value) {
+        if let Err(why) = memory_write(&mut ctx.conversation.memory, key, value) {
             return ToolOutcome::error(format!("Error: {why}."));
         }
         if !ctx.record.is_root() {
@@ -98,7 +59,7 @@ pub(super) struct MemoryGet;
 
 impl Tool for MemoryGet {
     fn spec(&self) -> ToolSpec {
-        spec(
+        ToolSpec::new(
             "memory_get",
             "Read the note stored under a key.",
             json!({
@@ -124,7 +85,7 @@ pub(super) struct MemoryGetAll;
 
 impl Tool for MemoryGetAll {
     fn spec(&self) -> ToolSpec {
-        spec(
+        ToolSpec::new(
             "memory_getall",
             "Read every note of this conversation.",
             json!({"type": "object", "properties": {}, "additionalProperties": false}),
@@ -136,26 +97,5 @@ impl Tool for MemoryGetAll {
             return ToolOutcome::ok("There are no notes yet.");
         }
         ToolOutcome::ok(serde_json::to_string_pretty(&ctx.conversation.memory).unwrap_or_default())
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn writes_are_bounded_with_reasons() {
-        let mut m = Memory::new();
-        assert!(write(&mut m, "", "x").unwrap_err().contains("1 to 100"));
-        assert!(write(&mut m, "k", &"x".repeat(MAX_VALUE_CHARS + 1))
-            .unwrap_err()
-            .contains("10000"));
-        for i in 0..MAX_KEYS {
-            write(&mut m, &format!("k{i}"), "v").unwrap();
-        }
-        assert!(write(&mut m, "one more", "v")
-            .unwrap_err()
-            .contains("200 notes"));
-        write(&mut m, "k0", "overwrite is fine").unwrap();
     }
 }

@@ -20,9 +20,6 @@ use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
-pub use finish::{FinishStatus, ThreadOutput};
-pub use memory::{write as memory_write, Memory};
-pub use plan::{Plan, PlanStep, StepStatus};
 pub use skills::Skill;
 pub use widget::{render_text as render_widget, WIDGET_SCHEMA};
 
@@ -232,47 +229,6 @@ flag_setters!(
     plan => Plan, memory => Memory, widget => Widget, finish => Finish, skills => Skills,
     meta => Meta, artifact => Artifact, agent => Agent, remote => Remote, knowledge => Knowledge,
 );
-
-/// What the threads of one conversation share. The root thread's record keeps it; a child's
-/// slice sees it as the root had it when the slice began, and sends its changes to the root as
-/// inputs.
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct Conversation {
-    /// The notes of the `memory` tools.
-    pub memory: Memory,
-    /// The delegations (`agent` calls) running.
-    pub delegations: Vec<crate::thread::Delegation>,
-    /// The session's tools from tool servers, if it has any configured.
-    pub toolset: Option<crate::tools::remote::Toolset>,
-}
-
-impl Conversation {
-    /// The shared part of a root thread's record, copied (for a child's slice).
-    pub fn of_root(record: &crate::thread::ThreadRecord) -> Self {
-        Self {
-            memory: record.memory.clone(),
-            delegations: record.delegations.clone(),
-            toolset: record.toolset.clone(),
-        }
-    }
-
-    /// The shared part of a root thread's record, moved out for the root's own slice; see
-    /// [`Conversation::put_back`].
-    pub(crate) fn take_from(record: &mut crate::thread::ThreadRecord) -> Self {
-        Self {
-            memory: std::mem::take(&mut record.memory),
-            delegations: std::mem::take(&mut record.delegations),
-            toolset: record.toolset.take(),
-        }
-    }
-
-    /// Returns what [`Conversation::take_from`] moved out, with the slice's changes.
-    pub(crate) fn put_back(self, record: &mut crate::thread::ThreadRecord) {
-        record.memory = self.memory;
-        record.delegations = self.delegations;
-        record.toolset = self.toolset;
-    }
-}
 
 /// What internal tools may need from the agent's definition.
 #[derive(Debug, Clone, Default)]

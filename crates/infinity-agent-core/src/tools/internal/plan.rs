@@ -1,77 +1,15 @@
 //! The `plan` category: `plan_create`, `plan_update`, `plan_load`. The plan belongs to the
 //! thread and is kept on its record.
 
-use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 
 use crate::effect::OutputKind;
 use crate::model::ToolSpec;
+use crate::state::{Plan, PlanStep, StepStatus};
 use crate::tools::{Tool, ToolContext, ToolOutcome};
 
 /// The most steps a plan may have.
 const MAX_STEPS: usize = 50;
-
-/// A step's status.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum StepStatus {
-    /// Not started.
-    Pending,
-    /// Being worked on.
-    InProgress,
-    /// Done.
-    Completed,
-    /// Given up.
-    Failed,
-}
-
-impl StepStatus {
-    /// The checklist box: `[ ]`, `[/]`, `[x]`, `[!]`.
-    pub fn mark(self) -> &'static str {
-        match self {
-            StepStatus::Pending => "[ ]",
-            StepStatus::InProgress => "[/]",
-            StepStatus::Completed => "[x]",
-            StepStatus::Failed => "[!]",
-        }
-    }
-}
-
-/// One step.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct PlanStep {
-    /// What to do.
-    pub text: String,
-    /// How far it got.
-    pub status: StepStatus,
-}
-
-/// A thread's plan.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Plan {
-    /// The steps, in order.
-    pub steps: Vec<PlanStep>,
-}
-
-impl Plan {
-    /// The plan as a numbered checklist.
-    pub fn checklist(&self) -> String {
-        self.steps
-            .iter()
-            .enumerate()
-            .map(|(i, s)| format!("{} {}. {}", s.status.mark(), i + 1, s.text))
-            .collect::<Vec<_>>()
-            .join("\n")
-    }
-}
-
-fn spec(name: &str, description: &str, schema: Value) -> ToolSpec {
-    ToolSpec {
-        name: name.to_owned(),
-        description: description.to_owned(),
-        input_schema: schema,
-    }
-}
 
 fn show(ctx: &mut ToolContext<'_>, plan: &Plan) {
     ctx.output(OutputKind::PlanUpdated {
@@ -84,7 +22,7 @@ pub(super) struct PlanCreate;
 
 impl Tool for PlanCreate {
     fn spec(&self) -> ToolSpec {
-        spec(
+        ToolSpec::new(
             "plan_create",
             "Write down a plan: the steps of the task, in order. Replaces any earlier plan.",
             json!({
@@ -121,7 +59,7 @@ pub(super) struct PlanUpdate;
 
 impl Tool for PlanUpdate {
     fn spec(&self) -> ToolSpec {
-        spec(
+        ToolSpec::new(
             "plan_update",
             "Set the status of one step of the plan (steps count from 1).",
             json!({
@@ -165,7 +103,7 @@ pub(super) struct PlanLoad;
 
 impl Tool for PlanLoad {
     fn spec(&self) -> ToolSpec {
-        spec(
+        ToolSpec::new(
             "plan_load",
             "Read the current plan with the status of each step.",
             json!({"type": "object", "properties": {}, "additionalProperties": false}),

@@ -6,7 +6,7 @@ use serde_json::{json, Value};
 
 use crate::effect::OutputKind;
 use crate::model::ToolSpec;
-use crate::thread::ThreadRecord;
+use crate::state::ThreadRecord;
 use crate::tools::{Tool, ToolContext, ToolOutcome};
 
 /// The JSON Schema of a widget's UI description.

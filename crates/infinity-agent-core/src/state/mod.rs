@@ -1,10 +1,29 @@
-//! The durable thread record.
+//! The durable thread record and everything it embeds: pending calls, children, the plan, the
+//! `finish` output, the conversation's memory, delegations and the session's toolset.
+//!
+//! This is the bottom layer of the core, with [`crate::history`], [`crate::input`] and
+//! [`crate::effect`]: it imports nothing from `tools` or `engine`, which build on it.
+
+mod conversation;
+mod memory;
+mod output;
+mod plan;
+mod toolset;
 
 use jiff::Timestamp;
 use serde::{Deserialize, Serialize};
 
 use crate::history::Item;
 use crate::ids::{CallId, InputId, ThreadId};
+use crate::model::Usage;
+
+pub use conversation::Conversation;
+pub use memory::{
+    write as memory_write, Memory, MemoryError, MAX_KEYS, MAX_KEY_CHARS, MAX_VALUE_CHARS,
+};
+pub use output::{FinishStatus, ThreadOutput};
+pub use plan::{Plan, PlanStep, StepStatus};
+pub use toolset::{RemoteTool, Toolset};
 
 /// The current schema version of [`ThreadRecord`]. Bumped on an incompatible change, with a
 /// migration in [`ThreadRecord`]'s loader.
@@ -159,32 +178,6 @@ pub struct OpenChoice {
     pub response_url: String,
 }
 
-/// Token usage accumulated over a thread's completions.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Usage {
-    /// Completions run.
-    pub completions: u64,
-    /// Input tokens (not counting cache reads and writes).
-    pub input_tokens: u64,
-    /// Output tokens.
-    pub output_tokens: u64,
-    /// Input tokens read from the provider's prompt cache.
-    pub cache_read_tokens: u64,
-    /// Input tokens written to the provider's prompt cache.
-    pub cache_write_tokens: u64,
-}
-
-impl Usage {
-    /// Adds `other` into `self`.
-    pub fn add(&mut self, other: &Usage) {
-        self.completions += other.completions;
-        self.input_tokens += other.input_tokens;
-        self.output_tokens += other.output_tokens;
-        self.cache_read_tokens += other.cache_read_tokens;
-        self.cache_write_tokens += other.cache_write_tokens;
-    }
-}
-
 /// Everything about a thread except its history entries.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ThreadRecord {
@@ -206,10 +199,10 @@ pub struct ThreadRecord {
     pub title: Option<String>,
     /// The thread's output (the `finish` tool).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub output: Option<crate::tools::internal::ThreadOutput>,
+    pub output: Option<ThreadOutput>,
     /// The conversation's notes (the `memory` tools); kept on the root thread only.
     #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
-    pub memory: crate::tools::internal::Memory,
+    pub memory: Memory,
     /// How many delegations (`agent` calls) lie between this thread's conversation and one a
     /// person started (0). Children inherit it.
     #[serde(default, skip_serializing_if = "is_zero")]
@@ -229,10 +222,10 @@ pub struct ThreadRecord {
     /// The session's tools from tool servers, discovered when it started; kept on the root
     /// thread only.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub toolset: Option<crate::tools::remote::Toolset>,
+    pub toolset: Option<Toolset>,
     /// The thread's plan (the `plan` internal tools).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub plan: Option<crate::tools::internal::Plan>,
+    pub plan: Option<Plan>,
     /// Calls without results.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub pending_calls: Vec<PendingCall>,

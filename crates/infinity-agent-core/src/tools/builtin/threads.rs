@@ -1,210 +1,18 @@
-//! The built-in tools every agent has: sleeps and thread management.
+//! The thread tools: `spawn_thread`, `report_to_parent`, `close_thread`,
+//! `send_message_to_child`, `cancel_subscription`; and the thread mechanics the engine shares
+//! with them (spawning a child, closing a thread).
 
-use std::sync::Arc;
-
-use jiff::{civil::DateTime, tz::TimeZone, SignedDuration, Timestamp};
+use jiff::Timestamp;
 use serde_json::{json, Value};
 
-use super::{Tool, ToolContext, ToolOutcome};
+use super::str_arg;
 use crate::effect::{Effect, Notification, OutputKind};
-use crate::history::{show_time, HistoryView, Item, ToolCall};
-use crate::ids::{CallId, InputId, ThreadId};
+use crate::history::{HistoryView, Item, ToolCall};
+use crate::ids::{CallId, IdSource, InputId, ThreadId};
 use crate::input::{Input, InputBody};
 use crate::model::ToolSpec;
-use crate::thread::{ChildLink, ParentLink, ThreadRecord, ThreadStatus};
-
-/// Names of the built-in tools, in the order they are offered.
-pub const BUILTIN_TOOL_NAMES: &[&str] = &[
-    "sleep",
-    "sleep_until",
-    "sleep_until_event_or_input",
-    "spawn_thread",
-    "report_to_parent",
-    "close_thread",
-    "send_message_to_child",
-    "cancel_subscription",
-];
-
-/// The longest sleep accepted: ten years.
-const MAX_SLEEP_SECONDS: u64 = 10 * 366 * 24 * 3600;
-
-/// One instance of every built-in tool.
-pub fn builtin_tools() -> Vec<Arc<dyn Tool>> {
-    vec![
-        Arc::new(Sleep),
-        Arc::new(SleepUntil),
-        Arc::new(SleepUntilEventOrInput),
-        Arc::new(SpawnThread),
-        Arc::new(ReportToParent),
-        Arc::new(CloseThread),
-        Arc::new(SendMessageToChild),
-        Arc::new(CancelSubscription),
-    ]
-}
-
-fn spec(name: &str, description: &str, schema: Value) -> ToolSpec {
-    ToolSpec {
-        name: name.to_owned(),
-        description: description.to_owned(),
-        input_schema: schema,
-    }
-}
-
-fn str_arg<'a>(args: &'a Value, key: &str) -> &'a str {
-    args.get(key).and_then(Value::as_str).unwrap_or_default()
-}
-
-fn schedule_wake(ctx: &mut ToolContext<'_>, due: Timestamp) {
-    let input = Input {
-        id: InputId::derived(ctx.call.id.as_str(), "wake"),
-        thread_id: ctx.record.id.clone(),
-        body: InputBody::TimerWakeUp {
-            call_id: ctx.call.id.clone(),
-        },
-    };
-    ctx.emit(Effect::SendAt { input, due });
-    ctx.output(OutputKind::Sleeping {
-        call_id: ctx.call.id.clone(),
-        until: Some(due),
-    });
-}
-
-#[derive(Debug)]
-struct Sleep;
-
-impl Tool for Sleep {
-    fn spec(&self) -> ToolSpec {
-        spec(
-            "sleep",
-            "Sleep for a number of seconds. The thread wakes early if a message, event or report \
-             arrives; the sleep's own result is then delivered later as an event.",
-            json!({
-                "type": "object",
-                "properties": {
-                    "seconds": {"type": "number", "minimum": 0, "maximum": MAX_SLEEP_SECONDS,
-                                "description": "How long to sleep, in seconds."}
-                },
-                "required": ["seconds"],
-                "additionalProperties": false
-            }),
-        )
-    }
-
-    fn call(&self, args: &Value, ctx: &mut ToolContext<'_>) -> ToolOutcome {
-        let seconds = args.get("seconds").and_then(Value::as_f64).unwrap_or(0.0);
-        let millis = (seconds * 1000.0).round() as i64;
-        if millis <= 0 {
-            return ToolOutcome::ok("Slept 0 seconds.");
-        }
-        let Ok(due) = ctx.now.checked_add(SignedDuration::from_millis(millis)) else {
-            return ToolOutcome::error("Error: that sleep ends beyond the supported date range.");
-        };
-        schedule_wake(ctx, due);
-        ToolOutcome::Passive { due: Some(due) }
-    }
-}
-
-#[derive(Debug)]
-struct SleepUntil;
-
-/// Resolves a local date and time in an IANA zone to an instant.
-///
-/// A local time that does not exist (skipped by a DST change) is moved forward by the length of
-/// the gap (02:30 on a spring-forward night in New York is 03:30 EDT); a local time that occurs
-/// twice (fall back) resolves to the earlier of the two instants.
-pub(crate) fn resolve_local_time(date: &str, time: &str, zone: &str) -> Result<Timestamp, String> {
-    let date_ok = date.len() == 10
-        && date.bytes().enumerate().all(|(i, b)| {
-            if i == 4 || i == 7 {
-                b == b'-'
-            } else {
-                b.is_ascii_digit()
-            }
-        });
-    if !date_ok {
-        return Err(format!("date `{date}` must be YYYY-MM-DD"));
-    }
-    let time_ok = (time.len() == 5 || time.len() == 8)
-        && time.bytes().enumerate().all(|(i, b)| {
-            if i == 2 || i == 5 {
-                b == b':'
-            } else {
-                b.is_ascii_digit()
-            }
-        });
-    if !time_ok {
-        return Err(format!("time `{time}` must be HH:MM or HH:MM:SS"));
-    }
-    let civil: DateTime = format!("{date}T{time}")
-        .parse()
-        .map_err(|e| format!("`{date} {time}` is not a valid date and time: {e}"))?;
-    let tz = TimeZone::get(zone)
-        .map_err(|_| format!("`{zone}` is not a known IANA time zone (e.g. Europe/Paris)"))?;
-    tz.to_timestamp(civil)
-        .map_err(|e| format!("cannot place `{date} {time}` in {zone}: {e}"))
-}
-
-impl Tool for SleepUntil {
-    fn spec(&self) -> ToolSpec {
-        spec(
-            "sleep_until",
-            "Sleep until a local date and time in an IANA time zone. A time in the past returns at \
-             once. Interrupted like `sleep` by new input.",
-            json!({
-                "type": "object",
-                "properties": {
-                    "date": {"type": "string", "description": "YYYY-MM-DD"},
-                    "time": {"type": "string", "description": "HH:MM or HH:MM:SS, local time"},
-                    "timezone": {"type": "string", "description": "IANA zone, e.g. Europe/Paris"}
-                },
-                "required": ["date", "time", "timezone"],
-                "additionalProperties": false
-            }),
-        )
-    }
-
-    fn call(&self, args: &Value, ctx: &mut ToolContext<'_>) -> ToolOutcome {
-        let (date, time, zone) = (
-            str_arg(args, "date"),
-            str_arg(args, "time"),
-            str_arg(args, "timezone"),
-        );
-        let due = match resolve_local_time(date, time, zone) {
-            Ok(due) => due,
-            Err(why) => return ToolOutcome::error(format!("Error: {why}.")),
-        };
-        if due <= ctx.now {
-            return ToolOutcome::ok(format!(
-                "{date} {time} {zone} ({}) is already past (now {}); not sleeping.",
-                show_time(due),
-                show_time(ctx.now)
-            ));
-        }
-        schedule_wake(ctx, due);
-        ToolOutcome::Passive { due: Some(due) }
-    }
-}
-
-#[derive(Debug)]
-struct SleepUntilEventOrInput;
-
-impl Tool for SleepUntilEventOrInput {
-    fn spec(&self) -> ToolSpec {
-        spec(
-            "sleep_until_event_or_input",
-            "Wait, with no timer, until the next message, event or report arrives.",
-            json!({"type": "object", "properties": {}, "additionalProperties": false}),
-        )
-    }
-
-    fn call(&self, _args: &Value, ctx: &mut ToolContext<'_>) -> ToolOutcome {
-        ctx.output(OutputKind::Sleeping {
-            call_id: ctx.call.id.clone(),
-            until: None,
-        });
-        ToolOutcome::Passive { due: None }
-    }
-}
+use crate::state::{ChildLink, ParentLink, ThreadRecord, ThreadStatus};
+use crate::tools::{Tool, ToolContext, ToolOutcome};
 
 /// Calls of the newest assistant turn in `view` that have no result yet.
 pub(crate) fn open_calls(view: HistoryView<'_>) -> Vec<ToolCall> {
@@ -244,21 +52,21 @@ pub(crate) fn spawn_child(
     record: &mut ThreadRecord,
     view: HistoryView<'_>,
     now: Timestamp,
+    ids: &mut dyn IdSource,
     origin: ChildOrigin<'_>,
     effects: &mut Vec<Effect>,
     seed_for: impl FnOnce(&ThreadId) -> Vec<Item>,
 ) -> ThreadId {
-    let child_id = ThreadId::generate();
+    let child_id = ids.thread_id();
     let mut seed: Vec<Item> = open_calls(view)
         .into_iter()
         .filter(|c| &c.id != origin.call_id)
-        .map(|c| Item::ToolResult {
-            call_id: c.id,
-            name: c.name,
-            text: "(This call belongs to the parent thread; it is not part of this thread.)"
-                .to_owned(),
-            is_error: false,
-            images: Vec::new(),
+        .map(|c| {
+            Item::tool_result(
+                c.id,
+                c.name,
+                "(This call belongs to the parent thread; it is not part of this thread.)",
+            )
         })
         .collect();
     seed.extend(seed_for(&child_id));
@@ -290,7 +98,7 @@ pub(crate) fn spawn_child(
             },
         },
     });
-    effects.push(crate::engine::output_effect(
+    effects.push(Effect::output(
         &record.id,
         now,
         OutputKind::ThreadSpawned {
@@ -301,11 +109,11 @@ pub(crate) fn spawn_child(
 }
 
 #[derive(Debug)]
-struct SpawnThread;
+pub(super) struct SpawnThread;
 
 impl Tool for SpawnThread {
     fn spec(&self) -> ToolSpec {
-        spec(
+        ToolSpec::new(
             "spawn_thread",
             "Spawn a child thread that starts from this conversation and works on `instructions` \
              in parallel. `child_of` must be your full thread stack, root first, ending with your \
@@ -346,6 +154,7 @@ impl Tool for SpawnThread {
             ctx.record,
             ctx.view,
             ctx.now,
+            ctx.ids,
             ChildOrigin {
                 call_id: &call.id,
                 tool: &call.name,
@@ -353,18 +162,16 @@ impl Tool for SpawnThread {
             },
             ctx.effects,
             |child_id| {
-                vec![Item::ToolResult {
-                    call_id: call.id.clone(),
-                    name: call.name.clone(),
-                    text: format!(
+                vec![Item::tool_result(
+                    call.id.clone(),
+                    call.name.clone(),
+                    format!(
                         "You are now inside the spawned thread, not the thread that spawned it. \
                          Your task: {instructions}\nWork on this task only. When it is done, \
                          call report_to_parent with the result, then close_thread with your own \
                          thread ID. Your thread ID is {child_id}."
                     ),
-                    is_error: false,
-                    images: Vec::new(),
-                }]
+                )]
             },
         );
         ToolOutcome::ok(format!("Child thread spawned with ID: {child_id}"))
@@ -372,11 +179,11 @@ impl Tool for SpawnThread {
 }
 
 #[derive(Debug)]
-struct ReportToParent;
+pub(super) struct ReportToParent;
 
 impl Tool for ReportToParent {
     fn spec(&self) -> ToolSpec {
-        spec(
+        ToolSpec::new(
             "report_to_parent",
             "Send a report to the thread that spawned this one. The parent sees it as an event \
              tied to its spawn call.",
@@ -430,7 +237,7 @@ pub(crate) fn close_now(
         return;
     }
     record.status = ThreadStatus::Closed;
-    super::internal::delegation::on_close(record, report.as_deref(), effects);
+    crate::tools::internal::delegation::on_close(record, report.as_deref(), effects);
     record.pending_calls.clear();
     record.deferred.clear();
     for child in record.children.iter_mut().filter(|c| !c.closed) {
@@ -440,7 +247,7 @@ pub(crate) fn close_now(
                 id: InputId::derived(child.thread_id.as_str(), "close"),
                 thread_id: child.thread_id.clone(),
                 body: InputBody::CloseRequest {
-                    call_id: CallId::derived_from(cause, child.thread_id.as_str()),
+                    call_id: CallId::derived(cause, child.thread_id.as_str()),
                 },
             },
         });
@@ -473,19 +280,15 @@ pub(crate) fn close_now(
             thread_id: record.id.clone(),
         },
     });
-    effects.push(crate::engine::output_effect(
-        &record.id,
-        now,
-        OutputKind::ThreadClosed {},
-    ));
+    effects.push(Effect::output(&record.id, now, OutputKind::ThreadClosed {}));
 }
 
 #[derive(Debug)]
-struct CloseThread;
+pub(super) struct CloseThread;
 
 impl Tool for CloseThread {
     fn spec(&self) -> ToolSpec {
-        spec(
+        ToolSpec::new(
             "close_thread",
             "Close a thread: your own (pass your thread ID; optionally a final report for your \
              parent) or one of your direct children. A closed thread takes no more input.",
@@ -557,11 +360,11 @@ fn child_list(record: &ThreadRecord) -> String {
 }
 
 #[derive(Debug)]
-struct SendMessageToChild;
+pub(super) struct SendMessageToChild;
 
 impl Tool for SendMessageToChild {
     fn spec(&self) -> ToolSpec {
-        spec(
+        ToolSpec::new(
             "send_message_to_child",
             "Send a message to one of your direct child threads.",
             json!({
@@ -603,11 +406,11 @@ impl Tool for SendMessageToChild {
 }
 
 #[derive(Debug)]
-struct CancelSubscription;
+pub(super) struct CancelSubscription;
 
 impl Tool for CancelSubscription {
     fn spec(&self) -> ToolSpec {
-        spec(
+        ToolSpec::new(
             "cancel_subscription",
             "Cancel one of this thread's active subscriptions, by the id of the tool call that \
              started it. No further events arrive for it.",
@@ -652,46 +455,5 @@ impl Tool for CancelSubscription {
             },
         });
         ToolOutcome::ok(format!("Subscription {target} cancelled."))
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn local_time_in_a_named_zone() {
-        let t = resolve_local_time("2026-07-01", "09:00", "Europe/Paris").unwrap();
-        assert_eq!(t.to_string(), "2026-07-01T07:00:00Z");
-    }
-
-    #[test]
-    fn nonexistent_local_time_moves_forward_by_the_gap() {
-        // 2026-03-08 02:30 does not exist in New York (clocks jump 02:00 -> 03:00 EDT).
-        let t = resolve_local_time("2026-03-08", "02:30", "America/New_York").unwrap();
-        assert_eq!(t.to_string(), "2026-03-08T07:30:00Z"); // 03:30 EDT
-    }
-
-    #[test]
-    fn ambiguous_local_time_takes_the_earlier_instant() {
-        // 2026-11-01 01:30 happens twice in New York; the first is EDT (-04:00).
-        let t = resolve_local_time("2026-11-01", "01:30:00", "America/New_York").unwrap();
-        assert_eq!(t.to_string(), "2026-11-01T05:30:00Z");
-    }
-
-    #[test]
-    fn bad_inputs_name_the_problem() {
-        assert!(resolve_local_time("2026-7-1", "09:00", "UTC")
-            .unwrap_err()
-            .contains("YYYY-MM-DD"));
-        assert!(resolve_local_time("2026-07-01", "9am", "UTC")
-            .unwrap_err()
-            .contains("HH:MM"));
-        assert!(resolve_local_time("2026-07-01", "09:00", "Mars/Olympus")
-            .unwrap_err()
-            .contains("Mars/Olympus"));
-        assert!(resolve_local_time("2026-02-30", "09:00", "UTC")
-            .unwrap_err()
-            .contains("not a valid date"));
     }
 }

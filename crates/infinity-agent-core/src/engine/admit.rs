@@ -1,0 +1,229 @@
+//! Admission: which inputs a slice acts on, and the thread they act on.
+//!
+//! Inputs addressed to another thread, already processed by this one, or repeated within the
+//! batch are dropped (exactly-once processing over at-least-once delivery). A thread that does
+//! not exist is created by the first input that may create one: a user message (with the host's
+//! default agent), a child seed, or a delegated task; inputs before it are dropped.
+
+use crate::ids::ThreadId;
+use crate::input::{Input, InputBody};
+use crate::state::{Conversation, ThreadRecord};
+
+use super::inputs::DropReason;
+use super::timeline::Draft;
+use super::{DroppedInput, SliceError, SliceRequest};
+
+/// Notes an input as dropped, with why.
+pub(super) fn drop_input(
+    dropped: &mut Vec<DroppedInput>,
+    thread_id: &ThreadId,
+    input: &Input,
+    reason: DropReason,
+) {
+    tracing::info!(thread = %thread_id, input = %input.id, kind = input.body.kind(), %reason, "input dropped");
+    dropped.push(DroppedInput {
+        input_id: input.id.clone(),
+        kind: input.body.kind(),
+        reason,
+    });
+}
+
+/// The draft to apply the fresh inputs to, with those inputs; `None` when no input is left to
+/// act on (nothing to commit).
+pub(super) fn admit<'a>(
+    request: SliceRequest<'a>,
+    dropped: &mut Vec<DroppedInput>,
+) -> Result<Option<(Draft<'a>, Vec<Input>)>, SliceError> {
+    let SliceRequest {
+        thread_id,
+        record,
+        view,
+        inputs,
+        already_processed,
+        agents,
+        default_agent,
+        now,
+        ids,
+        conversation,
+        session_toolset,
+        live_output,
+    } = request;
+
+    let mut seen = already_processed;
+    let mut fresh = Vec::with_capacity(inputs.len());
+    for input in inputs {
+        if input.thread_id != thread_id {
+            let to = input.thread_id.clone();
+            drop_input(dropped, &thread_id, &input, DropReason::OtherThread(to));
+        } else if !seen.insert(input.id.clone()) {
+            drop_input(dropped, &thread_id, &input, DropReason::AlreadyProcessed);
+        } else {
+            fresh.push(input);
+        }
+    }
+    if fresh.is_empty() {
+        return Ok(None);
+    }
+
+    let expected_version = record.as_ref().map(|r| r.version);
+    let (record, original) = match record {
+        Some(record) => {
+            let original = record.clone();
+            (record, Some(original))
+        }
+        None => {
+            let Some(creator) = fresh.iter().position(|i| creates(&i.body, default_agent)) else {
+                for input in &fresh {
+                    drop_input(dropped, &thread_id, input, DropReason::UnknownThread);
+                }
+                return Ok(None);
+            };
+            for input in fresh.drain(..creator) {
+                drop_input(dropped, &thread_id, &input, DropReason::BeforeCreation);
+            }
+            let record = new_record(&thread_id, &fresh[0].body, default_agent, now);
+            (record, None)
+        }
+    };
+    let Some(agent) = agents.agent(&record.agent) else {
+        return Err(SliceError::UnknownAgent {
+            thread_id,
+            agent: record.agent,
+        });
+    };
+
+    let mut record = record;
+    let created = expected_version.is_none();
+    let mut conversation = if record.is_root() {
+        Conversation::take_from(&mut record)
+    } else {
+        conversation.unwrap_or_default()
+    };
+    let mut problems = Vec::new();
+    if created && record.is_root() {
+        if let Some(toolset) = session_toolset {
+            problems.clone_from(&toolset.problems);
+            conversation.toolset = Some(toolset);
+        }
+    }
+    let session_tools = conversation
+        .toolset
+        .as_ref()
+        .filter(|t| !t.tools.is_empty())
+        .map(|t| agent.session_tools(record.root(), t));
+    let offered = match crate::tools::OfferedTools::new(&agent.tools, session_tools.as_deref())
+        .specs_for(&record)
+    {
+        std::borrow::Cow::Borrowed(_) => None,
+        std::borrow::Cow::Owned(specs) => Some(specs),
+    };
+    let mut draft = Draft {
+        own_len_at_start: record.history_len,
+        record,
+        original,
+        base: view,
+        added: Vec::new(),
+        effects: Vec::new(),
+        live: live_output,
+        outputs: Vec::new(),
+        agent,
+        session_tools,
+        offered,
+        system: None,
+        prompt: None,
+        now,
+        ids,
+        current_input: None,
+        created,
+        turn_ended: false,
+        conversation,
+        expected_version,
+        processed: Vec::new(),
+        completions: 0,
+        compacted: false,
+    };
+    for text in problems {
+        draft.output(crate::effect::OutputKind::Error { text });
+    }
+    Ok(Some((draft, fresh)))
+}
+
+/// True for an input that creates the thread it is addressed to when there is none.
+fn creates(body: &InputBody, default_agent: Option<&str>) -> bool {
+    match body {
+        InputBody::UserMessage { .. } => default_agent.is_some(),
+        InputBody::ChildSeed { .. } | InputBody::DelegatedTask { .. } => true,
+        _ => false,
+    }
+}
+
+/// The record a creating input makes.
+fn new_record(
+    thread_id: &ThreadId,
+    body: &InputBody,
+    default_agent: Option<&str>,
+    now: jiff::Timestamp,
+) -> ThreadRecord {
+    match body {
+        InputBody::ChildSeed {
+            agent,
+            parent,
+            parent_stack,
+            depth,
+            ..
+        } => {
+            let mut record = ThreadRecord::new(
+                thread_id.clone(),
+                agent.clone(),
+                Some((parent.clone(), parent_stack.clone())),
+                now,
+            );
+            record.depth = *depth;
+            record
+        }
+        InputBody::DelegatedTask {
+            agent,
+            delegated_by,
+            depth,
+            ..
+        } => {
+            let mut record = ThreadRecord::new(thread_id.clone(), agent.clone(), None, now);
+            record.depth = *depth;
+            record.delegated_by = Some(delegated_by.clone());
+            record
+        }
+        _ => ThreadRecord::new(
+            thread_id.clone(),
+            default_agent.unwrap_or_default(),
+            None,
+            now,
+        ),
+    }
+}
+
+impl Draft<'_> {
+    /// Applies the admitted inputs in order; an input to a closed thread, or one that refers to
+    /// something the thread does not have, is dropped with its reason.
+    pub(super) fn apply_all(&mut self, inputs: Vec<Input>, dropped: &mut Vec<DroppedInput>) {
+        let thread_id = self.record.id.clone();
+        for input in inputs {
+            self.processed.push(input.id.clone());
+            if self.record.status == crate::state::ThreadStatus::Closed {
+                drop_input(dropped, &thread_id, &input, DropReason::ThreadClosed);
+                continue;
+            }
+            self.current_input = Some(input.id.clone());
+            let (id, kind) = (input.id.clone(), input.body.kind());
+            if let Err(reason) = self.apply(input.body) {
+                tracing::info!(thread = %thread_id, input = %id, kind, %reason, "input dropped");
+                dropped.push(DroppedInput {
+                    input_id: id,
+                    kind,
+                    reason,
+                });
+            }
+            self.flush_live();
+        }
+        self.current_input = None;
+    }
+}

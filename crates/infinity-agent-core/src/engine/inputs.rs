@@ -1,0 +1,429 @@
+//! One function per input kind: what each does to the thread.
+
+use serde_json::json;
+
+use crate::effect::{Effect, OutputKind};
+use crate::history::{show_time, HistoryView, Image, Item, MessageSource, ToolCall, INJECTED_TOOL};
+use crate::ids::{CallId, InputId, ThreadId};
+use crate::input::{Input, InputBody};
+use crate::state::{memory_write, Delegation, MemoryError, OpenChoice, PendingKind, Subscription};
+use crate::tools::builtin::threads::{close_now, spawn_child, ChildOrigin};
+use crate::tools::internal::delegation::{self, NotRunning};
+
+use super::timeline::Draft;
+
+/// Why an input was dropped. Dropping is not an error: the input is marked processed and
+/// changes nothing.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum DropReason {
+    /// The input names another thread.
+    #[error("addressed to thread {0}")]
+    OtherThread(ThreadId),
+    /// The thread processed an input with this id before.
+    #[error("already processed")]
+    AlreadyProcessed,
+    /// No thread has this id, and the input does not create one.
+    #[error("unknown thread")]
+    UnknownThread,
+    /// The input came before the one that created the thread.
+    #[error("unknown thread (arrived before the thread was created)")]
+    BeforeCreation,
+    /// The thread is closed.
+    #[error("thread is closed")]
+    ThreadClosed,
+    /// The input creates a thread that already exists.
+    #[error("thread already exists")]
+    ThreadExists,
+    /// A message from a parent reached a root thread.
+    #[error("message from a parent, but this is a root thread")]
+    NoParent,
+    /// An input for the root thread reached a child.
+    #[error("{0} go to the root thread")]
+    NotRoot(&'static str),
+    /// No call with this id is pending.
+    #[error("no pending call {0}")]
+    NoPendingCall(CallId),
+    /// No sleep with this id is pending.
+    #[error("no pending sleep {0}")]
+    NoPendingSleep(CallId),
+    /// No subscription with this id is active.
+    #[error("no active subscription {0}")]
+    NoSubscription(CallId),
+    /// No open question for this call.
+    #[error("no open choice for call {0}")]
+    NoOpenChoice(CallId),
+    /// The reporting thread is not a child of this one.
+    #[error("{0} is not a child of this thread")]
+    NotAChild(ThreadId),
+    /// A child's memory write broke the rules.
+    #[error(transparent)]
+    Memory(#[from] MemoryError),
+    /// A delegation ended that the conversation does not count.
+    #[error(transparent)]
+    Delegation(#[from] NotRunning),
+}
+
+type Applied = Result<(), DropReason>;
+
+impl Draft<'_> {
+    /// Applies one input.
+    pub(super) fn apply(&mut self, body: InputBody) -> Applied {
+        match body {
+            InputBody::UserMessage { text } => self.user_message(text),
+            InputBody::MessageFromParent { text } => self.message_from_parent(text),
+            InputBody::ToolResult {
+                call_id,
+                text,
+                is_error,
+                subscription,
+                images,
+            } => self.tool_result(call_id, text, is_error, subscription, images),
+            InputBody::TimerWakeUp { call_id } => self.timer_wake_up(call_id),
+            InputBody::SubscriptionEvent {
+                call_id,
+                text,
+                associative,
+                is_final,
+            } => self.subscription_event(call_id, text, associative, is_final),
+            InputBody::ChildReport {
+                child_id,
+                call_id: _,
+                report,
+                closed,
+            } => self.child_report(child_id, report, closed),
+            InputBody::ChildSeed { seed, .. } => self.child_seed(seed),
+            InputBody::DelegatedTask { text, .. } => self.delegated_task(text),
+            InputBody::WidgetAction { action, values } => self.widget_action(action, values),
+            InputBody::MemoryWrite { key, value } => self.memory_write(&key, &value),
+            InputBody::ToolAuthorization { call_id, auth_url } => {
+                self.tool_authorization(call_id, auth_url)
+            }
+            InputBody::UserChoiceRequest {
+                call_id,
+                prompt,
+                choices,
+                default,
+                response_url,
+            } => self.user_choice_request(OpenChoice {
+                call_id,
+                prompt,
+                choices,
+                default,
+                response_url,
+            }),
+            InputBody::UserChoiceAnswered { call_id, selected } => {
+                self.user_choice_answered(call_id, selected)
+            }
+            InputBody::ViewUpdate { view_type, content } => self.view_update(view_type, content),
+            InputBody::DelegationUpdate {
+                delegation,
+                running,
+            } => self.delegation_update(delegation, running),
+            InputBody::CloseRequest { call_id } => self.close_request(call_id),
+        }
+    }
+
+    fn user_message(&mut self, text: String) -> Applied {
+        self.actionable(vec![Item::user(text)]);
+        Ok(())
+    }
+
+    fn message_from_parent(&mut self, text: String) -> Applied {
+        let Some(parent) = self.record.parent.as_ref().map(|p| p.thread_id.clone()) else {
+            return Err(DropReason::NoParent);
+        };
+        self.actionable(vec![Item::Message {
+            text,
+            from: MessageSource::Parent { thread_id: parent },
+        }]);
+        Ok(())
+    }
+
+    fn tool_result(
+        &mut self,
+        call_id: CallId,
+        text: String,
+        is_error: bool,
+        subscription: bool,
+        images: Vec<Image>,
+    ) -> Applied {
+        let Some(pending) = self.take_pending(&call_id) else {
+            return Err(DropReason::NoPendingCall(call_id));
+        };
+        self.record.open_choices.retain(|c| c.call_id != call_id);
+        if subscription && !is_error {
+            self.record.subscriptions.push(Subscription {
+                call_id: pending.call_id.clone(),
+                tool: pending.tool.clone(),
+                args: pending.args.clone(),
+            });
+        }
+        self.resolve(pending, text, is_error, images);
+        Ok(())
+    }
+
+    fn timer_wake_up(&mut self, call_id: CallId) -> Applied {
+        let Some(pending) = self.take_pending(&call_id) else {
+            return Err(DropReason::NoPendingSleep(call_id));
+        };
+        let due = show_time(pending.due.unwrap_or(self.now));
+        let text = if pending.moved_on {
+            format!("The sleep that was interrupted earlier has ended (it was due at {due}).")
+        } else {
+            format!("Slept until {due}; woke at {}.", show_time(self.now))
+        };
+        self.resolve(pending, text, false, Vec::new());
+        Ok(())
+    }
+
+    fn subscription_event(
+        &mut self,
+        call_id: CallId,
+        text: String,
+        associative: bool,
+        is_final: bool,
+    ) -> Applied {
+        let Some(index) = self
+            .record
+            .subscriptions
+            .iter()
+            .position(|s| s.call_id == call_id)
+        else {
+            return Err(DropReason::NoSubscription(call_id));
+        };
+        let sub = if is_final {
+            self.record.subscriptions.remove(index)
+        } else {
+            self.record.subscriptions[index].clone()
+        };
+        let text = if is_final {
+            format!("{text}\n(This was the subscription's final event.)")
+        } else {
+            text
+        };
+        if associative {
+            let items = self.injected_pair(&sub.tool, &sub.call_id, &sub.args, text, "event");
+            self.actionable(items);
+        } else {
+            self.spawn_event_thread(&sub, text);
+        }
+        Ok(())
+    }
+
+    /// A non-associative event is handled by a child thread of its own.
+    fn spawn_event_thread(&mut self, sub: &Subscription, text: String) {
+        let seed_call = CallId::derived(
+            self.current_input
+                .as_ref()
+                .map(InputId::as_str)
+                .unwrap_or(sub.call_id.as_str()),
+            "event",
+        );
+        let seed_args = json!({
+            "original_tool_name": sub.tool,
+            "original_tool_call_id": sub.call_id,
+            "original_args": sub.args,
+        });
+        spawn_child(
+            &mut self.record,
+            HistoryView::new(self.base, &self.added),
+            self.now,
+            self.ids,
+            ChildOrigin {
+                call_id: &sub.call_id,
+                tool: &sub.tool,
+                args: &sub.args,
+            },
+            &mut self.effects,
+            |child_id| {
+                vec![
+                    Item::Assistant {
+                        text: None,
+                        tool_calls: vec![ToolCall {
+                            id: seed_call.clone(),
+                            name: INJECTED_TOOL.to_owned(),
+                            args: seed_args,
+                        }],
+                        synthetic: true,
+                    },
+                    Item::tool_result(
+                        seed_call,
+                        INJECTED_TOOL,
+                        format!(
+                            "{text}\n\nYou are in a thread spawned to handle this event of \
+                             subscription {}. Handle it, report to your parent if it needs to \
+                             know, then close this thread. Your thread ID is {child_id}.",
+                            sub.call_id
+                        ),
+                    ),
+                ]
+            },
+        );
+    }
+
+    fn child_report(&mut self, child_id: ThreadId, report: String, closed: bool) -> Applied {
+        let Some(link) = self
+            .record
+            .children
+            .iter_mut()
+            .find(|c| c.thread_id == child_id)
+        else {
+            return Err(DropReason::NotAChild(child_id));
+        };
+        if closed {
+            link.closed = true;
+            if report.is_empty() {
+                return Ok(());
+            }
+        }
+        let link = link.clone();
+        let text = if closed {
+            format!("Final report from child thread {child_id} (the child has shut down): {report}")
+        } else {
+            format!("Report from child thread {child_id}: {report}")
+        };
+        let items = self.injected_pair(&link.tool, &link.call_id, &link.args, text, "report");
+        self.actionable(items);
+        Ok(())
+    }
+
+    fn child_seed(&mut self, seed: Vec<Item>) -> Applied {
+        if !self.created || !self.added.is_empty() {
+            return Err(DropReason::ThreadExists);
+        }
+        for item in seed {
+            self.append(item);
+        }
+        Ok(())
+    }
+
+    fn delegated_task(&mut self, text: String) -> Applied {
+        if !self.created || !self.added.is_empty() {
+            return Err(DropReason::ThreadExists);
+        }
+        self.actionable(vec![Item::user(text)]);
+        Ok(())
+    }
+
+    fn widget_action(
+        &mut self,
+        action: String,
+        values: serde_json::Map<String, serde_json::Value>,
+    ) -> Applied {
+        let text = if values.is_empty() {
+            format!("[widget] The user pressed `{action}`.")
+        } else {
+            format!(
+                "[widget] The user pressed `{action}` with {}.",
+                serde_json::Value::Object(values)
+            )
+        };
+        self.actionable(vec![Item::user(text)]);
+        Ok(())
+    }
+
+    fn memory_write(&mut self, key: &str, value: &str) -> Applied {
+        if !self.record.is_root() {
+            return Err(DropReason::NotRoot("memory writes"));
+        }
+        memory_write(&mut self.conversation.memory, key, value)?;
+        Ok(())
+    }
+
+    fn tool_authorization(&mut self, call_id: CallId, auth_url: String) -> Applied {
+        let Some(pending) = self
+            .record
+            .pending_calls
+            .iter_mut()
+            .find(|p| p.call_id == call_id && p.kind == PendingKind::Dispatched)
+        else {
+            return Err(DropReason::NoPendingCall(call_id));
+        };
+        let first = !pending.moved_on;
+        pending.moved_on = true;
+        let (tool, call) = (pending.tool.clone(), pending.call_id.clone());
+        self.output(OutputKind::AuthorizationRequested {
+            call_id: call.clone(),
+            auth_url,
+        });
+        if first {
+            // The call stays pending; the conversation may go on meanwhile.
+            self.append(Item::tool_result(
+                call,
+                tool,
+                "Authorization in progress: the user was asked to authorize this tool. Its \
+                 result will arrive as an event once they have.",
+            ));
+            self.flush_deferred();
+        }
+        Ok(())
+    }
+
+    fn user_choice_request(&mut self, choice: OpenChoice) -> Applied {
+        if self.record.pending(&choice.call_id).is_none() {
+            return Err(DropReason::NoPendingCall(choice.call_id));
+        }
+        self.record
+            .open_choices
+            .retain(|c| c.call_id != choice.call_id);
+        self.output(OutputKind::ChoiceRequested {
+            call_id: choice.call_id.clone(),
+            prompt: choice.prompt.clone(),
+            choices: choice.choices.clone(),
+            default: choice.default,
+        });
+        self.record.open_choices.push(choice);
+        Ok(())
+    }
+
+    fn user_choice_answered(&mut self, call_id: CallId, selected: usize) -> Applied {
+        let before = self.record.open_choices.len();
+        self.record.open_choices.retain(|c| c.call_id != call_id);
+        if self.record.open_choices.len() == before {
+            return Err(DropReason::NoOpenChoice(call_id));
+        }
+        tracing::info!(thread = %self.record.id, call = %call_id, selected, "user choice sent");
+        Ok(())
+    }
+
+    fn view_update(
+        &mut self,
+        view_type: String,
+        content: serde_json::Map<String, serde_json::Value>,
+    ) -> Applied {
+        if content.is_empty() {
+            self.record.views.remove(&view_type);
+        } else {
+            self.record.views.insert(view_type.clone(), content.clone());
+        }
+        self.output(OutputKind::ViewUpdated { view_type, content });
+        Ok(())
+    }
+
+    fn delegation_update(&mut self, delegation: Delegation, running: bool) -> Applied {
+        if !self.record.is_root() {
+            return Err(DropReason::NotRoot("delegation updates"));
+        }
+        delegation::apply_update(&mut self.conversation, delegation, running)?;
+        Ok(())
+    }
+
+    /// The parent closes this thread; its `close_thread` call gets its result once it is closed.
+    fn close_request(&mut self, call_id: CallId) -> Applied {
+        let cause = call_id.as_str().to_owned();
+        close_now(&mut self.record, self.now, None, &cause, &mut self.effects);
+        if let Some(parent) = &self.record.parent {
+            self.effects.push(Effect::Send {
+                input: Input {
+                    id: InputId::derived(call_id.as_str(), "closed"),
+                    thread_id: parent.thread_id.clone(),
+                    body: InputBody::tool_result(
+                        call_id,
+                        format!("Thread {} is closed.", self.record.id),
+                    ),
+                },
+            });
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,319 @@
+//! The thread as a slice changes it ([`Draft`]), and its timeline: appending entries and showing
+//! them, holding input back while dispatched calls are pending, standing in for sleeps the
+//! conversation moved on from, and injecting late results and events.
+
+use std::sync::Arc;
+
+use jiff::Timestamp;
+use serde_json::json;
+
+use crate::agent::Agent;
+use crate::commit::Commit;
+use crate::effect::{Effect, OutputEvent, OutputKind};
+use crate::history::{show_time, HistoryEntry, HistoryView, Image, Item, ToolCall, INJECTED_TOOL};
+use crate::ids::{CallId, IdSource, InputId};
+use crate::model::ToolSpec;
+use crate::state::{Conversation, Deferred, PendingCall, PendingKind, ThreadRecord};
+use crate::tools::ToolRegistry;
+
+/// The thread as the slice changes it: the record, the entries appended so far, the effects to
+/// commit, and the slice's bookkeeping.
+pub(super) struct Draft<'a> {
+    pub(super) record: ThreadRecord,
+    /// The record as it was loaded (`None` for a thread this slice creates), to tell whether
+    /// anything changed.
+    pub(super) original: Option<ThreadRecord>,
+    /// The history the slice started from.
+    pub(super) base: &'a [Arc<HistoryEntry>],
+    /// Entries this slice appended.
+    pub(super) added: Vec<Arc<HistoryEntry>>,
+    pub(super) own_len_at_start: u64,
+    pub(super) effects: Vec<Effect>,
+    /// True: output events go to `outputs` as they happen; false: they are effects.
+    pub(super) live: bool,
+    pub(super) outputs: Vec<OutputEvent>,
+    pub(super) agent: Arc<Agent>,
+    /// The session's tools from tool servers, compiled.
+    pub(super) session_tools: Option<Arc<ToolRegistry>>,
+    /// The specs this thread is offered, when they are not simply the agent's.
+    pub(super) offered: Option<Vec<ToolSpec>>,
+    /// The system prompt, made at the first completion.
+    pub(super) system: Option<String>,
+    /// The history of the owed completion, when it is not the view as it stands (a compacted
+    /// view, or the summary request).
+    pub(super) prompt: Option<Vec<Arc<HistoryEntry>>>,
+    pub(super) now: Timestamp,
+    pub(super) ids: &'a mut dyn IdSource,
+    /// The input being applied (its id goes on the entries it produces).
+    pub(super) current_input: Option<InputId>,
+    pub(super) created: bool,
+    /// Set by a tool that ends the turn (`finish`), or by an error that stops the loop.
+    pub(super) turn_ended: bool,
+    /// What the conversation's threads share, as this slice sees it; written back to the record
+    /// by a root.
+    pub(super) conversation: Conversation,
+    pub(super) expected_version: Option<u64>,
+    pub(super) processed: Vec<InputId>,
+    pub(super) completions: u32,
+    pub(super) compacted: bool,
+}
+
+impl Draft<'_> {
+    pub(super) fn view(&self) -> HistoryView<'_> {
+        HistoryView::new(self.base, &self.added)
+    }
+
+    /// Shows an event: now (live) or after the commit (an effect).
+    pub(super) fn output(&mut self, kind: OutputKind) {
+        let effect = Effect::output(&self.record.id, self.now, kind);
+        self.effects.push(effect);
+        self.flush_live();
+    }
+
+    /// With live output, moves the output effects produced so far (tools add theirs as effects)
+    /// to the events handed out at once.
+    pub(super) fn flush_live(&mut self) {
+        if !self.live
+            || !self
+                .effects
+                .iter()
+                .any(|e| matches!(e, Effect::Output { .. }))
+        {
+            return;
+        }
+        let mut kept = Vec::with_capacity(self.effects.len());
+        for effect in std::mem::take(&mut self.effects) {
+            match effect {
+                Effect::Output { event } => self.outputs.push(event),
+                other => kept.push(other),
+            }
+        }
+        self.effects = kept;
+    }
+
+    /// The live output events waiting to be handed out.
+    pub(super) fn take_outputs(&mut self) -> Vec<OutputEvent> {
+        std::mem::take(&mut self.outputs)
+    }
+
+    /// Appends one entry to the thread's own history and shows it.
+    pub(super) fn append(&mut self, item: Item) {
+        self.flush_live();
+        match &item {
+            Item::Message { text, .. } => {
+                self.output(OutputKind::UserMessage { text: text.clone() })
+            }
+            Item::Assistant {
+                text, tool_calls, ..
+            } => {
+                if let Some(text) = text.as_ref().filter(|t| !t.trim().is_empty()) {
+                    self.output(OutputKind::AssistantText { text: text.clone() });
+                }
+                for call in tool_calls {
+                    self.output(OutputKind::ToolCall {
+                        call_id: call.id.clone(),
+                        name: call.name.clone(),
+                        args: call.args.clone(),
+                    });
+                }
+            }
+            Item::ToolResult {
+                call_id,
+                name,
+                text,
+                is_error,
+                ..
+            } => self.output(OutputKind::ToolResult {
+                call_id: call_id.clone(),
+                name: name.clone(),
+                text: text.clone(),
+                is_error: *is_error,
+            }),
+            Item::Notice { text, is_error } => {
+                if *is_error {
+                    self.output(OutputKind::Error { text: text.clone() });
+                }
+            }
+            Item::Summary { .. } => {}
+        }
+        let entry = HistoryEntry {
+            seq: self.own_len_at_start + self.added.len() as u64,
+            at: self.now,
+            input_id: self.current_input.clone(),
+            item,
+        };
+        self.added.push(Arc::new(entry));
+    }
+
+    /// Records an error on the thread (the user sees it; the model does not answer it).
+    pub(super) fn notice_error(&mut self, text: String) {
+        tracing::warn!(thread = %self.record.id, %text, "error recorded on thread");
+        self.append(Item::Notice {
+            text,
+            is_error: true,
+        });
+    }
+
+    /// An event injected as a synthetic `receive_event__injected` call and its result. The call
+    /// id is derived from the input that brought the event, so a replayed slice names it the
+    /// same.
+    pub(super) fn injected_pair(
+        &self,
+        tool: &str,
+        call_id: &CallId,
+        args: &serde_json::Value,
+        text: String,
+        salt: &str,
+    ) -> Vec<Item> {
+        let base = self
+            .current_input
+            .as_ref()
+            .map(InputId::as_str)
+            .unwrap_or(call_id.as_str());
+        let id = CallId::derived(base, salt);
+        vec![
+            Item::Assistant {
+                text: None,
+                tool_calls: vec![ToolCall {
+                    id: id.clone(),
+                    name: INJECTED_TOOL.to_owned(),
+                    args: json!({
+                        "original_tool_name": tool,
+                        "original_tool_call_id": call_id,
+                        "original_args": args,
+                    }),
+                }],
+                synthetic: true,
+            },
+            Item::tool_result(id, INJECTED_TOOL, text),
+        ]
+    }
+
+    /// Appends entries that call for an answer, or holds them while dispatched calls are pending
+    /// (so a tool call is always directly followed by its result).
+    pub(super) fn actionable(&mut self, items: Vec<Item>) {
+        if self.record.has_dispatched_pending() {
+            let input_id = match &self.current_input {
+                Some(id) => id.clone(),
+                None => self.ids.input_id(),
+            };
+            self.record.deferred.push(Deferred { input_id, items });
+            return;
+        }
+        self.flush_deferred();
+        self.move_on_passive();
+        for item in items {
+            self.append(item);
+        }
+    }
+
+    /// Appends what was held back, once no dispatched call is pending.
+    pub(super) fn flush_deferred(&mut self) {
+        if self.record.deferred.is_empty() || self.record.has_dispatched_pending() {
+            return;
+        }
+        self.move_on_passive();
+        let current = self.current_input.take();
+        for deferred in std::mem::take(&mut self.record.deferred) {
+            self.current_input = Some(deferred.input_id);
+            for item in deferred.items {
+                self.append(item);
+            }
+        }
+        self.current_input = current;
+    }
+
+    /// The conversation moves on without the results of pending sleeps: each gets a stand-in
+    /// result now; its real result, if one comes, is injected later.
+    pub(super) fn move_on_passive(&mut self) {
+        let mut placeholders = Vec::new();
+        self.record.pending_calls.retain_mut(|p| {
+            if p.kind != PendingKind::Passive || p.moved_on {
+                return true;
+            }
+            let text = match p.due {
+                Some(due) => format!(
+                    "Sleep interrupted: new input arrived before {}. The sleep's own result \
+                     will arrive as an event when it ends.",
+                    show_time(due)
+                ),
+                None => "Woke up: new input arrived.".to_owned(),
+            };
+            placeholders.push(Item::tool_result(p.call_id.clone(), p.tool.clone(), text));
+            p.moved_on = true;
+            // A wait with no timer has no result to come: forget it.
+            p.due.is_some()
+        });
+        for item in placeholders {
+            self.append(item);
+        }
+    }
+
+    /// Removes and returns the pending call with this id.
+    pub(super) fn take_pending(&mut self, call_id: &CallId) -> Option<PendingCall> {
+        let index = self
+            .record
+            .pending_calls
+            .iter()
+            .position(|p| &p.call_id == call_id)?;
+        Some(self.record.pending_calls.remove(index))
+    }
+
+    /// A result for a pending call: appended in place, or injected if the conversation moved on.
+    pub(super) fn resolve(
+        &mut self,
+        pending: PendingCall,
+        text: String,
+        is_error: bool,
+        images: Vec<Image>,
+    ) {
+        if pending.moved_on {
+            let mut items =
+                self.injected_pair(&pending.tool, &pending.call_id, &pending.args, text, "late");
+            if let Some(Item::ToolResult { images: slot, .. }) = items.last_mut() {
+                *slot = images;
+            }
+            self.actionable(items);
+        } else {
+            self.append(Item::ToolResult {
+                call_id: pending.call_id,
+                name: pending.tool,
+                text,
+                is_error,
+                images,
+            });
+            self.flush_deferred();
+        }
+    }
+
+    /// What the slice commits, how many completions it ran, and the live outputs still to hand
+    /// out. No commit when nothing changed.
+    pub(super) fn into_commit(mut self) -> (Option<Commit>, u32, Vec<OutputEvent>) {
+        self.return_if_delegation_done();
+        if self.record.is_root() {
+            std::mem::take(&mut self.conversation).put_back(&mut self.record);
+        }
+        self.flush_live();
+        let outputs = std::mem::take(&mut self.outputs);
+        let unchanged = self.added.is_empty()
+            && self.effects.is_empty()
+            && self.original.as_ref() == Some(&self.record);
+        if unchanged {
+            // Every input was dropped (a closed thread, an unknown call): nothing to write.
+            return (None, self.completions, outputs);
+        }
+        self.record.version = self.expected_version.map_or(1, |v| v + 1);
+        self.record.history_len = self.own_len_at_start + self.added.len() as u64;
+        self.record.updated_at = self.now;
+        let effects = super::with_ids(std::mem::take(&mut self.effects), self.ids);
+        let commit = Commit {
+            thread_id: self.record.id.clone(),
+            expected_version: self.expected_version,
+            new_entries: self.added.iter().map(|e| (**e).clone()).collect(),
+            processed_inputs: std::mem::take(&mut self.processed),
+            effects,
+            record: self.record,
+        };
+        (Some(commit), self.completions, outputs)
+    }
+}

@@ -1,0 +1,181 @@
+//! Performing committed effects: written once here, for every host, behind
+//! [`EffectPerformer`].
+
+use async_trait::async_trait;
+use jiff::Timestamp;
+
+use super::{DispatchError, SendError};
+use crate::effect::{Effect, Notification, OutputEvent, PendingEffect, ToolInvocation};
+use crate::ids::{EffectId, ThreadId};
+use crate::input::Input;
+use crate::store::{StoreError, ThreadStore};
+
+/// The outbox effect an input is sent for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EffectRef {
+    /// The thread whose outbox holds it.
+    pub thread_id: ThreadId,
+    /// The effect.
+    pub effect_id: EffectId,
+}
+
+/// Output events that could not be shown.
+#[derive(Debug, Clone, thiserror::Error)]
+#[error("cannot show {count} output event(s): {reason}")]
+pub struct OutputError {
+    /// How many.
+    pub count: usize,
+    /// Why.
+    pub reason: String,
+}
+
+/// An effect that could not be performed.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum EffectFailure {
+    /// An input could not be sent.
+    #[error(transparent)]
+    Send(#[from] SendError),
+    /// Output events could not be shown.
+    #[error(transparent)]
+    Output(#[from] OutputError),
+}
+
+/// What became of an input a host accepted.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Handoff {
+    /// It is delivered durably (an SQS queue, a timer service): the effect is done.
+    Delivered,
+    /// It is queued in memory: the host marks the effect done itself once the receiving thread
+    /// has committed (or deliberately dropped) it, so a crash before that performs it again.
+    AwaitsReceiver,
+}
+
+/// How a host performs effects: the queue, the timers, tool servers and the user's screen.
+/// The embedded runtime and the Lambda handler implement it; [`perform_effects`] is the one
+/// place that uses it.
+#[async_trait]
+pub trait EffectPerformer: Send + Sync {
+    /// Puts `input` on its thread's input queue now.
+    async fn send(&self, input: &Input, from: &EffectRef) -> Result<Handoff, SendError>;
+
+    /// Puts `input` on its thread's input queue at `due` (a timer).
+    async fn send_at(
+        &self,
+        input: &Input,
+        due: Timestamp,
+        from: &EffectRef,
+    ) -> Result<Handoff, SendError>;
+
+    /// Invokes a tool server's tool; its result comes back later as a `tool_result` input.
+    async fn dispatch(&self, invocation: &ToolInvocation) -> Result<(), DispatchError>;
+
+    /// Tells tool servers about a closed thread or a cancelled call (best effort).
+    async fn notify(&self, notification: &Notification);
+
+    /// Shows output events, in order.
+    async fn output(&self, events: &[&OutputEvent]) -> Result<(), OutputError>;
+}
+
+/// Some of a thread's effects could not be performed; they stay in its outbox.
+#[derive(Debug, thiserror::Error)]
+pub enum PerformError {
+    /// An effect failed.
+    #[error("thread {thread_id}: {failed} effect(s) not performed, first: {first}")]
+    Effects {
+        /// The thread.
+        thread_id: ThreadId,
+        /// How many failed.
+        failed: usize,
+        /// The first failure.
+        first: EffectFailure,
+    },
+    /// Performed effects could not be marked done (they will be performed again; receivers
+    /// deduplicate).
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+/// Performs a thread's outbox effects in order, then marks done the ones that are. Output
+/// events go out together in one call. A call that cannot be delivered to its tool server gets
+/// an error result instead (so the thread never waits for a result that cannot come).
+/// `commit_version`: the version of the commit all of `effects` came from, when they are that
+/// whole commit's effects (a store may then drop them in one request).
+pub async fn perform_effects(
+    performer: &dyn EffectPerformer,
+    store: &dyn ThreadStore,
+    thread_id: &ThreadId,
+    effects: Vec<PendingEffect>,
+    commit_version: Option<u64>,
+) -> Result<(), PerformError> {
+    let total = effects.len();
+    let mut done = Vec::with_capacity(total);
+    let mut failures: Vec<EffectFailure> = Vec::new();
+    let outputs: Vec<&OutputEvent> = effects
+        .iter()
+        .filter_map(|e| match &e.effect {
+            Effect::Output { event } => Some(event),
+            _ => None,
+        })
+        .collect();
+    let outputs_shown = if outputs.is_empty() {
+        Ok(())
+    } else {
+        performer.output(&outputs).await
+    };
+    for PendingEffect { id, effect } in &effects {
+        let from = EffectRef {
+            thread_id: thread_id.clone(),
+            effect_id: id.clone(),
+        };
+        let result: Result<Handoff, EffectFailure> = match effect {
+            Effect::Output { .. } => match &outputs_shown {
+                Ok(()) => Ok(Handoff::Delivered),
+                Err(err) => Err(err.clone().into()),
+            },
+            Effect::Send { input } => performer.send(input, &from).await.map_err(Into::into),
+            Effect::SendAt { input, due } => performer
+                .send_at(input, *due, &from)
+                .await
+                .map_err(Into::into),
+            Effect::Dispatch { invocation } => match performer.dispatch(invocation).await {
+                Ok(()) => Ok(Handoff::Delivered),
+                Err(why) => {
+                    tracing::warn!(thread = %thread_id, call = %invocation.call_id, %why, "call not delivered; it gets an error result");
+                    let input = invocation.undeliverable(&why.to_string());
+                    performer.send(&input, &from).await.map_err(Into::into)
+                }
+            },
+            Effect::Notify { notification } => {
+                performer.notify(notification).await;
+                Ok(Handoff::Delivered)
+            }
+        };
+        match result {
+            Ok(Handoff::Delivered) => done.push(id.clone()),
+            Ok(Handoff::AwaitsReceiver) => {}
+            Err(err) => {
+                tracing::warn!(thread = %thread_id, effect = %id, %err, "effect failed; it stays in the outbox");
+                failures.push(err);
+            }
+        }
+    }
+    if !done.is_empty() {
+        match commit_version {
+            Some(version) if done.len() == total => {
+                store
+                    .complete_commit_effects(thread_id, version, &done)
+                    .await?
+            }
+            _ => store.complete_effects(thread_id, &done).await?,
+        }
+    }
+    let failed = failures.len();
+    match failures.into_iter().next() {
+        None => Ok(()),
+        Some(first) => Err(PerformError::Effects {
+            thread_id: thread_id.clone(),
+            failed,
+            first,
+        }),
+    }
+}

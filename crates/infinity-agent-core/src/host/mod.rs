@@ -1,0 +1,331 @@
+//! The host side of a slice, shared by the embedded runtime and the Lambda handler: the small
+//! traits through which a host carries inputs and reaches tool servers, the one loop that drives
+//! the engine ([`run_slice`]), and the one place effects are performed ([`perform_effects`]).
+
+mod effects;
+
+use std::collections::HashSet;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use jiff::Timestamp;
+use tracing::Instrument;
+
+pub use effects::{
+    perform_effects, EffectFailure, EffectPerformer, EffectRef, Handoff, OutputError, PerformError,
+};
+
+use crate::agent::AgentLookup;
+use crate::effect::{LiveOutput, Notification, OutputEvent, OutputKind, ToolInvocation};
+use crate::engine::{Slice, SliceError, SliceOutcome, SliceRequest, Step};
+use crate::ids::{IdSource, InputId, ThreadId};
+use crate::input::{Input, InputBody};
+use crate::model::{ModelError, ModelProvider};
+use crate::state::Conversation;
+use crate::store::{load_view, load_view_prefix, StoreError, ThreadStore};
+use crate::tools::remote::{assemble, Discovered, DiscoveryError, ToolDiscovery};
+
+/// Why an input could not be handed to the queue or the timers.
+#[derive(Debug, Clone, thiserror::Error)]
+#[error("cannot send input {input_id} to thread {thread_id}: {reason}")]
+pub struct SendError {
+    /// The input.
+    pub input_id: InputId,
+    /// Its thread.
+    pub thread_id: ThreadId,
+    /// Why.
+    pub reason: String,
+}
+
+/// Puts inputs on a thread's input queue.
+#[async_trait]
+pub trait InputSender: Send + Sync {
+    /// Enqueues `message` in the queue group `group_id` (the thread id) with deduplication key
+    /// `dedup_id` (the input id).
+    async fn send_to_input_queue(
+        &self,
+        message: &Input,
+        group_id: &ThreadId,
+        dedup_id: &InputId,
+    ) -> Result<(), SendError>;
+}
+
+/// Delivers inputs later.
+#[async_trait]
+pub trait Timers: Send + Sync {
+    /// Arranges for `input` to reach its thread's input queue at `due` (at once if it is past).
+    async fn schedule(&self, input: Input, due: Timestamp) -> Result<(), SendError>;
+}
+
+/// Why a call could not be handed to its tool server.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum DispatchError {
+    /// The host has no way to run this tool.
+    #[error("no tool server is configured to run `{0}`")]
+    NoServer(String),
+    /// The server refused the call, or could not be reached after retries.
+    #[error("{0}")]
+    Refused(String),
+}
+
+/// Runs tool calls that leave the process (tool servers) and delivers notifications to them.
+#[async_trait]
+pub trait ToolDispatcher: Send + Sync + std::fmt::Debug {
+    /// Sends the invocation; the result comes back later as a `tool_result` input. An `Err`
+    /// means it could not be delivered; the call then gets an error result.
+    async fn dispatch(&self, invocation: &ToolInvocation) -> Result<(), DispatchError>;
+
+    /// Delivers a notification, best effort.
+    async fn notify(&self, notification: &Notification);
+}
+
+/// Why a host could not run and commit a slice.
+#[derive(Debug, thiserror::Error)]
+pub enum SliceFailure {
+    /// The store failed (or another writer committed first).
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    /// The engine failed (the model is unavailable, the agent is unknown).
+    #[error(transparent)]
+    Slice(#[from] SliceError),
+}
+
+impl SliceFailure {
+    /// True when running the same inputs again later may succeed.
+    pub fn is_retryable(&self) -> bool {
+        match self {
+            SliceFailure::Store(e) => e.is_retryable(),
+            SliceFailure::Slice(e) => e.is_retryable(),
+        }
+    }
+}
+
+/// How often the host asks the model again when it is temporarily unavailable, within one slice
+/// (the slice is not rerun, so nothing it showed is shown twice).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ModelRetry {
+    /// Attempts in all (1: no retry).
+    pub attempts: u32,
+    /// The wait before the second attempt; each later wait doubles.
+    pub first_delay: Duration,
+}
+
+impl Default for ModelRetry {
+    fn default() -> Self {
+        Self {
+            attempts: 4,
+            first_delay: Duration::from_millis(400),
+        }
+    }
+}
+
+/// What a host brings to every slice.
+#[derive(Clone, Copy)]
+pub struct HostContext<'a> {
+    /// Where threads live.
+    pub store: &'a dyn ThreadStore,
+    /// The agents, by name.
+    pub agents: &'a dyn AgentLookup,
+    /// The agent of a root thread a first user message creates.
+    pub default_agent: Option<&'a str>,
+    /// Fetches tool servers' toolsets when a session starts (`None`: a host without a tool
+    /// server client; an agent's servers then contribute no tool, and say so).
+    pub discovery: Option<&'a dyn ToolDiscovery>,
+    /// Performs the committed effects.
+    pub effects: &'a dyn EffectPerformer,
+    /// Shows output events as the slice runs, the model's text as it streams included (`None`:
+    /// output events are `output` effects, performed after the commit).
+    pub live: Option<&'a LiveOutput<'a>>,
+    /// Retries of a temporarily unavailable model.
+    pub model_retry: ModelRetry,
+}
+
+impl std::fmt::Debug for HostContext<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("HostContext")
+            .field("default_agent", &self.default_agent)
+            .field("discovery", &self.discovery.is_some())
+            .field("live", &self.live.is_some())
+            .field("model_retry", &self.model_retry)
+            .finish_non_exhaustive()
+    }
+}
+
+/// A slice that ran and committed, and how performing its effects went.
+#[derive(Debug)]
+pub struct SliceReport {
+    /// What the engine decided (already committed).
+    pub outcome: SliceOutcome,
+    /// `Err` when some effect could not be performed; it stays in the outbox and is performed
+    /// again later (the next slice of the thread on Lambda, the next start when embedded).
+    pub effects: Result<(), PerformError>,
+}
+
+/// The agent of the session these inputs start, if they create a root thread (a first user
+/// message, or a delegated task).
+fn starts_session<'a>(inputs: &'a [Input], default_agent: Option<&'a str>) -> Option<&'a str> {
+    inputs.iter().find_map(|i| match &i.body {
+        InputBody::UserMessage { .. } => default_agent.map(Some),
+        InputBody::DelegatedTask { agent, .. } => Some(Some(agent.as_str())),
+        InputBody::ChildSeed { .. } => Some(None),
+        _ => None,
+    })?
+}
+
+/// What every host does for one batch of a thread's inputs: load the thread (its record, its
+/// history view, or for a new child its parent's history up to the fork), look up which inputs
+/// were already processed, discover the tool servers' tools when the batch starts a session,
+/// drive the engine (calling the model, streaming its text, retrying it), commit, and perform
+/// the committed effects.
+pub async fn run_slice(
+    host: &HostContext<'_>,
+    thread_id: &ThreadId,
+    inputs: Vec<Input>,
+    now: Timestamp,
+    ids: &mut dyn IdSource,
+) -> Result<SliceReport, SliceFailure> {
+    let store = host.store;
+    let record = store.load_record(thread_id).await?;
+    let session_toolset = match (&record, starts_session(&inputs, host.default_agent)) {
+        (None, Some(name)) => match host.agents.agent(name) {
+            Some(agent) if !agent.tool_servers.is_empty() => {
+                let discovered = match host.discovery {
+                    Some(d) => d.discover(&agent.tool_servers).await,
+                    None => agent
+                        .tool_servers
+                        .iter()
+                        .map(|s| Discovered {
+                            server: s.url.clone(),
+                            result: Err(DiscoveryError::NoClient),
+                        })
+                        .collect(),
+                };
+                Some(assemble(&agent.tools, discovered))
+            }
+            _ => None,
+        },
+        _ => None,
+    };
+    let view = match &record {
+        Some(record) => load_view(store, record).await?,
+        None => {
+            let seed_parent = inputs.iter().find_map(|i| match &i.body {
+                InputBody::ChildSeed { parent, .. } => Some(parent),
+                _ => None,
+            });
+            match seed_parent {
+                Some(p) => load_view_prefix(store, &p.thread_id, p.fork_at).await?,
+                None => Vec::new(),
+            }
+        }
+    };
+    let input_ids: Vec<InputId> = inputs.iter().map(|i| i.id.clone()).collect();
+    let already_processed: HashSet<InputId> = store.processed(thread_id, &input_ids).await?;
+    // A child reads what its conversation shares from the root.
+    let root = match &record {
+        Some(r) if !r.is_root() => r.stack.first().cloned(),
+        Some(_) => None,
+        None => inputs.iter().find_map(|i| match &i.body {
+            InputBody::ChildSeed { parent_stack, .. } => parent_stack.first().cloned(),
+            _ => None,
+        }),
+    };
+    let conversation = match root {
+        Some(root) => store
+            .load_record(&root)
+            .await?
+            .map(|r| Conversation::of_root(&r)),
+        None => None,
+    };
+    let span = tracing::info_span!("slice", thread = %thread_id, inputs = ?input_ids);
+    let request = SliceRequest {
+        inputs,
+        already_processed,
+        default_agent: host.default_agent,
+        conversation,
+        session_toolset,
+        live_output: host.live.is_some(),
+        ..SliceRequest::new(thread_id.clone(), record, &view, host.agents, now, ids)
+    };
+    let outcome = drive(host, Slice::start(request), thread_id, now)
+        .instrument(span)
+        .await?;
+    let effects = match &outcome.commit {
+        Some(commit) => {
+            store.commit(commit).await?;
+            perform_effects(
+                host.effects,
+                store,
+                thread_id,
+                commit.effects.clone(),
+                Some(commit.record.version),
+            )
+            .await
+        }
+        None => Ok(()),
+    };
+    Ok(SliceReport { outcome, effects })
+}
+
+/// Polls the slice to its end: shows output, runs completions (retrying a temporarily
+/// unavailable model as `host.model_retry` allows).
+async fn drive(
+    host: &HostContext<'_>,
+    mut slice: Slice<'_>,
+    thread_id: &ThreadId,
+    now: Timestamp,
+) -> Result<SliceOutcome, SliceError> {
+    let model = slice.model();
+    let mut attempt = 0u32;
+    loop {
+        let result = match slice.poll() {
+            Step::Output(event) => {
+                if let Some(live) = host.live {
+                    live(event);
+                }
+                continue;
+            }
+            Step::Done(outcome) => return Ok(outcome),
+            Step::Failed(err) => return Err(err),
+            Step::Complete(request) => match &model {
+                Some(model) => complete(model.as_ref(), request, host.live, thread_id, now).await,
+                None => Err(ModelError::Terminal("the slice has no model".to_owned())),
+            },
+        };
+        match result {
+            Err(ModelError::Retryable(why)) if attempt + 1 < host.model_retry.attempts => {
+                let delay = host.model_retry.first_delay * 2u32.saturating_pow(attempt);
+                attempt += 1;
+                tracing::warn!(thread = %thread_id, %why, attempt, "model unavailable; asking again");
+                tokio::time::sleep(delay).await;
+            }
+            result => {
+                attempt = 0;
+                slice.on_completion(result);
+            }
+        }
+    }
+}
+
+/// Runs one completion; with live output, the model's text is shown as it streams.
+async fn complete(
+    model: &dyn ModelProvider,
+    request: crate::model::CompletionRequest<'_>,
+    live: Option<&LiveOutput<'_>>,
+    thread_id: &ThreadId,
+    now: Timestamp,
+) -> Result<crate::model::Completion, ModelError> {
+    let Some(live) = live else {
+        return model.complete(request).await;
+    };
+    let sink = |text: &str| {
+        live(OutputEvent {
+            thread_id: thread_id.clone(),
+            at: now,
+            kind: OutputKind::AssistantDelta {
+                text: text.to_owned(),
+            },
+        })
+    };
+    model.complete_streaming(request, &sink).await
+}

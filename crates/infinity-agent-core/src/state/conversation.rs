@@ -1,0 +1,44 @@
+//! What the threads of one conversation share.
+
+use super::{Delegation, Memory, ThreadRecord, Toolset};
+
+/// What the threads of one conversation share. The root thread's record keeps it; a child's
+/// slice sees it as the root had it when the slice began, and sends its changes to the root as
+/// inputs.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Conversation {
+    /// The notes of the `memory` tools.
+    pub memory: Memory,
+    /// The delegations (`agent` calls) running.
+    pub delegations: Vec<Delegation>,
+    /// The session's tools from tool servers, if it has any configured.
+    pub toolset: Option<Toolset>,
+}
+
+impl Conversation {
+    /// The shared part of a root thread's record, copied (for a child's slice).
+    pub fn of_root(record: &ThreadRecord) -> Self {
+        Self {
+            memory: record.memory.clone(),
+            delegations: record.delegations.clone(),
+            toolset: record.toolset.clone(),
+        }
+    }
+
+    /// The shared part of a root thread's record, moved out for the root's own slice; see
+    /// [`Conversation::put_back`].
+    pub fn take_from(record: &mut ThreadRecord) -> Self {
+        Self {
+            memory: std::mem::take(&mut record.memory),
+            delegations: std::mem::take(&mut record.delegations),
+            toolset: record.toolset.take(),
+        }
+    }
+
+    /// Returns what [`Conversation::take_from`] moved out, with the slice's changes.
+    pub fn put_back(self, record: &mut ThreadRecord) {
+        record.memory = self.memory;
+        record.delegations = self.delegations;
+        record.toolset = self.toolset;
+    }
+}

@@ -1,0 +1,319 @@
+//! The tool registry: the tools of an agent (or of a session's tool servers) with their
+//! compiled argument schemas, and the checks every call passes before it runs.
+
+use std::borrow::Cow;
+use std::collections::HashMap;
+use std::fmt;
+use std::sync::Arc;
+
+use super::{builtin_tools, clip, internal, Tool, BUILTIN_TOOL_NAMES};
+use crate::history::INJECTED_TOOL;
+use crate::model::ToolSpec;
+use crate::state::ThreadRecord;
+
+/// Why a tool could not be registered.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum RegistryError {
+    /// Two tools with one name.
+    #[error("tool `{name}` is registered twice{}", if *.builtin { " (it is a built-in tool; rename yours)" } else { "" })]
+    Duplicate {
+        /// The name.
+        name: String,
+        /// True when the existing one is built in.
+        builtin: bool,
+    },
+    /// The reserved injection tool name.
+    #[error("tool name `{INJECTED_TOOL}` is reserved for events the runtime injects")]
+    Reserved,
+    /// An application or tool-server tool has the name of an internal tool the agent has on.
+    #[error("tool `{name}` has the name of an internal tool of the `{flag}` category, which this agent has on: set `internal_tools: {{{flag}: false}}` in the agent file, or rename the tool")]
+    ClashesWithInternal {
+        /// The tool.
+        name: String,
+        /// The `internal_tools` flag that turns the internal one off.
+        flag: &'static str,
+    },
+    /// The schema does not compile.
+    #[error("tool `{name}` has an invalid input schema: {reason}")]
+    BadSchema {
+        /// The tool.
+        name: String,
+        /// Why.
+        reason: String,
+    },
+}
+
+struct Registered {
+    spec: ToolSpec,
+    tool: Arc<dyn Tool>,
+    validator: jsonschema::Validator,
+}
+
+/// Tools with their compiled argument schemas: an agent's, or a session's from tool servers.
+pub struct ToolRegistry {
+    tools: Vec<Registered>,
+    by_name: HashMap<String, usize>,
+    specs: Vec<ToolSpec>,
+}
+
+impl fmt::Debug for ToolRegistry {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_list()
+            .entries(self.specs.iter().map(|s| &s.name))
+            .finish()
+    }
+}
+
+/// Where `value` breaks `validator`'s schema: at most five problems, each clipped (a message
+/// quotes the offending value, and a large one must not flood the conversation) and placed by
+/// its path. Empty when the value is valid.
+pub(crate) fn schema_problems(
+    validator: &jsonschema::Validator,
+    value: &serde_json::Value,
+) -> Vec<String> {
+    validator
+        .iter_errors(value)
+        .take(5)
+        .map(|e| {
+            let message = clip(&e.to_string(), 200);
+            let path = e.instance_path().to_string();
+            if path.is_empty() {
+                message
+            } else {
+                format!("at `{path}`: {message}")
+            }
+        })
+        .collect()
+}
+
+/// What is wrong with `args` by `validator` (compiled from `schema`), or `None` when they are
+/// valid: the [`schema_problems`], then the schema (clipped).
+pub(crate) fn argument_problems(
+    validator: &jsonschema::Validator,
+    args: &serde_json::Value,
+    schema: &serde_json::Value,
+) -> Option<String> {
+    let problems = schema_problems(validator, args);
+    if problems.is_empty() {
+        return None;
+    }
+    Some(format!(
+        "{}. Expected arguments matching the schema {}",
+        problems.join("; "),
+        clip(&schema.to_string(), 1_000)
+    ))
+}
+
+/// Why a call was refused before it ran.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum CallRejection {
+    Unknown(String),
+    NotOffered(String),
+    Reserved,
+    BadArguments(String),
+}
+
+impl CallRejection {
+    pub(crate) fn message(&self, name: &str, available: &[ToolSpec]) -> String {
+        match self {
+            CallRejection::Unknown(n) => {
+                let names: Vec<&str> = available.iter().map(|s| s.name.as_str()).collect();
+                format!(
+                    "Error: there is no tool named `{n}`. Available tools: {}.",
+                    names.join(", ")
+                )
+            }
+            CallRejection::NotOffered(text) => text.clone(),
+            CallRejection::Reserved => format!(
+                "Error: `{INJECTED_TOOL}` is reserved for events the runtime injects; it cannot be called."
+            ),
+            CallRejection::BadArguments(why) => {
+                format!("Error: invalid arguments for `{name}`: {why}")
+            }
+        }
+    }
+}
+
+impl ToolRegistry {
+    /// A registry holding only the built-in tools.
+    pub fn with_builtins() -> Self {
+        let mut registry = Self::empty();
+        for tool in builtin_tools() {
+            // Built-in schemas are ours and compile; a failure here is a bug caught by tests.
+            if let Err(err) = registry.insert(tool) {
+                tracing::error!(%err, "built-in tool failed to register");
+            }
+        }
+        registry
+    }
+
+    /// The tools of an agent: the built-ins, the internal tools its flags switch on, then the
+    /// application's tools. An application tool with the name of a built-in or of an enabled
+    /// internal tool is refused with an error naming what to change.
+    pub fn for_agent(
+        internal: &internal::InternalTools,
+        settings: &internal::ToolSettings,
+        app_tools: &[Arc<dyn Tool>],
+    ) -> Result<Self, RegistryError> {
+        let mut registry = Self::with_builtins();
+        let app_names: Vec<String> = app_tools.iter().map(|t| t.spec().name).collect();
+        for (def, tool) in internal::agent_tools(internal, settings) {
+            let on = internal.enabled(def.category);
+            if app_names.iter().any(|n| n == def.name) {
+                if on {
+                    return Err(RegistryError::ClashesWithInternal {
+                        name: def.name.to_owned(),
+                        flag: def.category.flag(),
+                    });
+                }
+                continue; // the category is off: the name is the application's
+            }
+            registry.insert(tool)?;
+        }
+        for tool in app_tools {
+            registry.insert(Arc::clone(tool))?;
+        }
+        Ok(registry)
+    }
+
+    /// A registry with no tools at all.
+    pub fn empty() -> Self {
+        Self {
+            tools: Vec::new(),
+            by_name: HashMap::new(),
+            specs: Vec::new(),
+        }
+    }
+
+    /// Adds a tool, compiling its argument schema.
+    pub fn register(&mut self, tool: Arc<dyn Tool>) -> Result<(), RegistryError> {
+        self.insert(tool)
+    }
+
+    fn insert(&mut self, tool: Arc<dyn Tool>) -> Result<(), RegistryError> {
+        let spec = tool.spec();
+        if spec.name == INJECTED_TOOL {
+            return Err(RegistryError::Reserved);
+        }
+        if self.by_name.contains_key(&spec.name) {
+            return Err(RegistryError::Duplicate {
+                builtin: BUILTIN_TOOL_NAMES.contains(&spec.name.as_str()),
+                name: spec.name,
+            });
+        }
+        let validator = jsonschema::validator_for(&spec.input_schema).map_err(|e| {
+            RegistryError::BadSchema {
+                name: spec.name.clone(),
+                reason: e.to_string(),
+            }
+        })?;
+        self.by_name.insert(spec.name.clone(), self.tools.len());
+        self.specs.push(spec.clone());
+        self.tools.push(Registered {
+            spec,
+            tool,
+            validator,
+        });
+        Ok(())
+    }
+
+    /// The specs, in registration order (built-ins first).
+    pub fn specs(&self) -> &[ToolSpec] {
+        &self.specs
+    }
+
+    /// The number of tools.
+    pub fn len(&self) -> usize {
+        self.tools.len()
+    }
+
+    /// True when there are no tools.
+    pub fn is_empty(&self) -> bool {
+        self.tools.is_empty()
+    }
+
+    /// The tool with this name, if any.
+    pub fn get(&self, name: &str) -> Option<&Arc<dyn Tool>> {
+        self.by_name.get(name).map(|&i| &self.tools[i].tool)
+    }
+
+    fn offered<'r>(&'r self, record: &'r ThreadRecord) -> impl Iterator<Item = &'r ToolSpec> {
+        self.tools
+            .iter()
+            .filter(|r| r.tool.offered_to(record))
+            .map(|r| &r.spec)
+    }
+
+    fn all_offered(&self, record: &ThreadRecord) -> bool {
+        self.tools.iter().all(|r| r.tool.offered_to(record))
+    }
+
+    /// Checks a call: a known tool, offered to this thread, with valid arguments. `Unknown` when
+    /// this registry has no tool of that name.
+    fn check(
+        &self,
+        name: &str,
+        args: &serde_json::Value,
+        record: &ThreadRecord,
+    ) -> Result<&Arc<dyn Tool>, CallRejection> {
+        let Some(&index) = self.by_name.get(name) else {
+            return Err(CallRejection::Unknown(name.to_owned()));
+        };
+        let registered = &self.tools[index];
+        if !registered.tool.offered_to(record) {
+            return Err(CallRejection::NotOffered(
+                registered.tool.not_offered(record),
+            ));
+        }
+        match argument_problems(&registered.validator, args, &registered.spec.input_schema) {
+            None => Ok(&registered.tool),
+            Some(why) => Err(CallRejection::BadArguments(why)),
+        }
+    }
+}
+
+/// The tools one thread is offered: its agent's, then its session's from tool servers. The
+/// session's toolset was assembled so that no name is in both.
+#[derive(Debug, Clone, Copy)]
+pub struct OfferedTools<'a> {
+    agent: &'a ToolRegistry,
+    session: Option<&'a ToolRegistry>,
+}
+
+impl<'a> OfferedTools<'a> {
+    /// The agent's tools and, if the session has any, its tool servers' tools.
+    pub fn new(agent: &'a ToolRegistry, session: Option<&'a ToolRegistry>) -> Self {
+        Self { agent, session }
+    }
+
+    /// The specs this thread is offered, in order: borrowed when nothing is hidden from it and
+    /// the session has no tools of its own.
+    pub fn specs_for(&self, record: &ThreadRecord) -> Cow<'a, [ToolSpec]> {
+        let session = self.session.filter(|s| !s.is_empty());
+        if session.is_none() && self.agent.all_offered(record) {
+            return Cow::Borrowed(self.agent.specs());
+        }
+        let mut specs: Vec<ToolSpec> = self.agent.offered(record).cloned().collect();
+        if let Some(session) = session {
+            specs.extend(session.offered(record).cloned());
+        }
+        Cow::Owned(specs)
+    }
+
+    /// Checks a call against both registries: not the reserved name, a known tool, offered to
+    /// this thread, arguments valid.
+    pub(crate) fn check(
+        &self,
+        name: &str,
+        args: &serde_json::Value,
+        record: &ThreadRecord,
+    ) -> Result<&'a Arc<dyn Tool>, CallRejection> {
+        if name == INJECTED_TOOL {
+            return Err(CallRejection::Reserved);
+        }
+        match (self.agent.check(name, args, record), self.session) {
+            (Err(CallRejection::Unknown(_)), Some(session)) => session.check(name, args, record),
+            (result, _) => result,
+        }
+    }
+}
