@@ -244,26 +244,6 @@ fn derived_string(base: &str, suffix: &str) -> String {
     s
 }
 
-impl CallId {
-    /// Wraps a call id produced by a model provider. Providers use ids such as `toolu_01...` or
-    /// `call_abc`; anything outside our alphabet is replaced so the id stays storable. `None` for
-    /// an empty id (the engine then assigns one).
-    pub fn from_provider(raw: &str) -> Option<Self> {
-        let mut s: String = raw
-            .chars()
-            .map(|c| {
-                if c.is_ascii_alphanumeric() || c == '_' || c == '-' {
-                    c
-                } else {
-                    '_'
-                }
-            })
-            .collect();
-        s.truncate(MAX_ID_LEN);
-        (!s.is_empty()).then_some(Self(s))
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -296,15 +276,6 @@ mod tests {
     fn deserialization_validates() {
         let err = serde_json::from_str::<ThreadId>("\"no/slash\"").unwrap_err();
         assert!(err.to_string().contains("no/slash"));
-    }
-
-    #[test]
-    fn provider_call_ids_are_sanitized() {
-        assert_eq!(
-            CallId::from_provider("call:1.2").unwrap().as_str(),
-            "call_1_2"
-        );
-        assert_eq!(CallId::from_provider(""), None);
     }
 
     #[test]

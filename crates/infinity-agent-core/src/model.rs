@@ -50,10 +50,11 @@ pub struct CompletionRequest<'a> {
     pub history: HistoryView<'a>,
 }
 
-/// A tool call as the model wrote it. The runtime assigns an id when the model gave none.
+/// A tool call as the model wrote it. The runtime records it under an id of its own (see
+/// [`crate::engine`]).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ModelToolCall {
-    /// The provider's id for the call, if it gave one.
+    /// The provider's id for the call, if it gave one (kept for logs; the runtime uses its own).
     pub id: Option<String>,
     /// The tool.
     pub name: String,

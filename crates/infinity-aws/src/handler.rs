@@ -294,7 +294,7 @@ impl AgentHandler {
         let leftover = self.store.thread_outbox(thread_id).await?;
         if !leftover.is_empty() {
             tracing::info!(thread = %thread_id, effects = leftover.len(), "performing effects left by an earlier slice");
-            perform_effects(self, &self.store, thread_id, leftover, None).await?;
+            perform_effects(self, &self.store, thread_id, &leftover, None).await?;
         }
         let host = HostContext {
             store: &self.store,
@@ -419,22 +419,15 @@ impl RelayHandler {
         response
     }
 
-    async fn forward(&self, envelope: &RelayEnvelope) -> Result<(), String> {
+    async fn forward(&self, envelope: &RelayEnvelope) -> Result<(), SendError> {
         let ahead = envelope.due.duration_since(Timestamp::now());
         match Duration::try_from(ahead) {
             // Due (or within half a second of it): deliver now.
             Ok(left) if left > Duration::from_millis(500) => {
                 let secs = left.as_secs_f64().ceil() as u64;
-                self.timers
-                    .relay(envelope, Duration::from_secs(secs))
-                    .await
-                    .map_err(|e| e.to_string())
+                self.timers.relay(envelope, Duration::from_secs(secs)).await
             }
-            _ => self
-                .timers
-                .deliver_now(&envelope.input)
-                .await
-                .map_err(|e| e.to_string()),
+            _ => self.timers.deliver_now(&envelope.input).await,
         }
     }
 }

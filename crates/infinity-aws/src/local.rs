@@ -14,6 +14,25 @@ use jiff::Timestamp;
 use crate::config::{AwsConfig, Clients};
 use crate::handler::{AgentHandler, RelayHandler};
 
+/// A step of the local runner that failed (the emulator said why).
+#[derive(Debug, Clone, thiserror::Error)]
+#[error("{step}: {reason}")]
+pub struct LocalError {
+    /// What it was doing.
+    pub step: String,
+    /// Why it failed.
+    pub reason: String,
+}
+
+/// A `map_err` for a step: keeps the cause's debug form (the SDK's says the most).
+fn failed<E: std::fmt::Debug>(step: impl Into<String>) -> impl FnOnce(E) -> LocalError {
+    let step = step.into();
+    move |e| LocalError {
+        step,
+        reason: format!("{e:?}"),
+    }
+}
+
 /// Reads the `export NAME=value` lines of an env file written by `infra/local/bootstrap.py`.
 pub fn parse_env_file(text: &str) -> HashMap<String, String> {
     text.lines()
@@ -99,7 +118,7 @@ impl LocalRunner {
 
     /// Receives one batch from the input queue (waiting up to `wait`) and runs the agent handler
     /// on it. Returns how many messages it received.
-    pub async fn poll_agent_once(&self, wait: Duration) -> Result<usize, String> {
+    pub async fn poll_agent_once(&self, wait: Duration) -> Result<usize, LocalError> {
         let agent = Arc::clone(&self.agent);
         self.poll(&self.config.input_queue_url.clone(), wait, move |event| {
             let agent = Arc::clone(&agent);
@@ -109,7 +128,7 @@ impl LocalRunner {
     }
 
     /// Receives one batch from the relay queue and runs the relay handler on it.
-    pub async fn poll_relay_once(&self, wait: Duration) -> Result<usize, String> {
+    pub async fn poll_relay_once(&self, wait: Duration) -> Result<usize, LocalError> {
         let relay = Arc::clone(&self.relay);
         self.poll(&self.config.relay_queue_url.clone(), wait, move |event| {
             let relay = Arc::clone(&relay);
@@ -123,7 +142,7 @@ impl LocalRunner {
         queue_url: &str,
         wait: Duration,
         handler: F,
-    ) -> Result<usize, String>
+    ) -> Result<usize, LocalError>
     where
         F: FnOnce(SqsEvent) -> Fut,
         Fut: std::future::Future<Output = SqsBatchResponse>,
@@ -139,7 +158,7 @@ impl LocalRunner {
             .message_attribute_names("All")
             .send()
             .await
-            .map_err(|e| format!("receive: {e:?}"))?;
+            .map_err(failed("receive"))?;
         let messages = received.messages();
         if messages.is_empty() {
             return Ok(0);
@@ -166,14 +185,14 @@ impl LocalRunner {
         }
         let count = event.records.len();
         let response = handler(event).await;
-        let failed: Vec<String> = response
+        let failures: Vec<String> = response
             .batch_item_failures
             .iter()
             .map(|f| f.item_identifier.clone())
             .collect();
         let mut deletes = Vec::new();
         for (id, receipt) in &receipts {
-            if failed.contains(id) {
+            if failures.contains(id) {
                 let _ = self
                     .clients
                     .sqs
@@ -193,7 +212,7 @@ impl LocalRunner {
                             .collect::<String>())
                         .receipt_handle(receipt)
                         .build()
-                        .map_err(|e| e.to_string())?,
+                        .map_err(failed("building a request"))?,
                 );
             }
         }
@@ -201,7 +220,7 @@ impl LocalRunner {
             for m in messages {
                 let handled = m
                     .message_id()
-                    .is_some_and(|id| !failed.iter().any(|f| f == id));
+                    .is_some_and(|id| !failures.iter().any(|f| f == id));
                 let is_copy = m
                     .message_attributes()
                     .is_some_and(|a| a.contains_key(DUPLICATE_ATTRIBUTE));
@@ -213,7 +232,7 @@ impl LocalRunner {
                         .data_type("String")
                         .string_value("1")
                         .build()
-                        .map_err(|e| e.to_string())?;
+                        .map_err(failed("building a request"))?;
                     self.clients
                         .sqs
                         .send_message()
@@ -227,7 +246,7 @@ impl LocalRunner {
                         .message_body(m.body().unwrap_or_default())
                         .send()
                         .await
-                        .map_err(|e| format!("duplicate: {e:?}"))?;
+                        .map_err(failed("duplicate"))?;
                     self.duplicates_sent
                         .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
                 }
@@ -241,14 +260,14 @@ impl LocalRunner {
                 .set_entries(Some(deletes))
                 .send()
                 .await
-                .map_err(|e| format!("delete: {e:?}"))?;
+                .map_err(failed("delete"))?;
         }
         Ok(count)
     }
 
     /// Fires every schedule of the group whose `at()` time has come: sends its target input to
     /// the target queue and deletes the schedule. Returns how many fired.
-    pub async fn pump_schedules_once(&self) -> Result<usize, String> {
+    pub async fn pump_schedules_once(&self) -> Result<usize, LocalError> {
         let list = self
             .clients
             .scheduler
@@ -256,7 +275,7 @@ impl LocalRunner {
             .group_name(&self.config.schedule_group)
             .send()
             .await
-            .map_err(|e| format!("list schedules: {e:?}"))?;
+            .map_err(failed("list schedules"))?;
         let mut fired = 0;
         for summary in list.schedules() {
             let Some(name) = summary.name() else { continue };
@@ -268,7 +287,7 @@ impl LocalRunner {
                 .group_name(&self.config.schedule_group)
                 .send()
                 .await
-                .map_err(|e| format!("get schedule {name}: {e:?}"))?;
+                .map_err(failed(format!("get schedule {name}")))?;
             let Some(at) = schedule
                 .schedule_expression()
                 .and_then(|e| e.strip_prefix("at("))
@@ -283,7 +302,7 @@ impl LocalRunner {
             let zone = schedule.schedule_expression_timezone().unwrap_or("UTC");
             let due = jiff::tz::TimeZone::get(zone)
                 .and_then(|tz| tz.to_timestamp(civil))
-                .map_err(|e| e.to_string())?;
+                .map_err(failed(format!("the time of schedule {name}")))?;
             if due > Timestamp::now() {
                 continue;
             }
@@ -298,7 +317,7 @@ impl LocalRunner {
                 .message_body(target.input().unwrap_or_default())
                 .send()
                 .await
-                .map_err(|e| format!("schedule target: {e:?}"))?;
+                .map_err(failed("schedule target"))?;
             self.clients
                 .scheduler
                 .delete_schedule()
@@ -306,13 +325,13 @@ impl LocalRunner {
                 .group_name(&self.config.schedule_group)
                 .send()
                 .await
-                .map_err(|e| format!("delete schedule {name}: {e:?}"))?;
+                .map_err(failed(format!("delete schedule {name}")))?;
             fired += 1;
         }
         Ok(fired)
     }
 
-    async fn queue_url_for_arn(&self, arn: &str) -> Result<String, String> {
+    async fn queue_url_for_arn(&self, arn: &str) -> Result<String, LocalError> {
         if arn == self.config.relay_queue_arn {
             return Ok(self.config.relay_queue_url.clone());
         }
@@ -323,9 +342,12 @@ impl LocalRunner {
             .queue_name(name)
             .send()
             .await
-            .map_err(|e| format!("queue for {arn}: {e:?}"))?
+            .map_err(failed(format!("queue for {arn}")))?
             .queue_url()
             .map(str::to_owned)
-            .ok_or_else(|| format!("no queue for {arn}"))
+            .ok_or_else(|| LocalError {
+                step: format!("queue for {arn}"),
+                reason: "the emulator returned no URL".to_owned(),
+            })
     }
 }

@@ -208,7 +208,10 @@ impl Draft<'_> {
         let thread_id = self.record.id.clone();
         for input in inputs {
             self.processed.push(input.id.clone());
-            if self.record.status == crate::state::ThreadStatus::Closed {
+            let closed = self.record.status == crate::state::ThreadStatus::Closed;
+            // A parent's close request that crossed the child's own closing still gets its
+            // answer, or the parent's `close_thread` call would wait for ever.
+            if closed && !matches!(input.body, InputBody::CloseRequest { .. }) {
                 drop_input(dropped, &thread_id, &input, DropReason::ThreadClosed);
                 continue;
             }

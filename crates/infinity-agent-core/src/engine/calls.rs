@@ -3,8 +3,10 @@
 
 use serde_json::json;
 
+use crate::effect::Effect;
 use crate::history::{HistoryView, Item, ToolCall};
-use crate::ids::{CallId, ThreadId};
+use crate::ids::ThreadId;
+use crate::input::{Input, InputBody};
 use crate::model::{Completion, CompletionRequest, StopReason};
 use crate::state::{PendingCall, PendingKind, ThreadStatus};
 use crate::tools::builtin::threads::close_now;
@@ -20,10 +22,11 @@ impl Draft<'_> {
     /// closed, waits for a dispatched call, ended its turn, has nothing to answer, or reached
     /// the agent's completion limit (recorded as an error).
     pub(super) fn next(&mut self) -> Option<Purpose> {
-        if self.record.status == ThreadStatus::Closed
-            || self.record.has_dispatched_pending()
-            || self.turn_ended
-        {
+        if self.record.status == ThreadStatus::Closed {
+            self.cancel_pending();
+            return None;
+        }
+        if self.record.has_dispatched_pending() || self.turn_ended {
             return None;
         }
         self.flush_deferred();
@@ -123,14 +126,14 @@ impl Draft<'_> {
         self.record.usage.add(&usage);
         self.record.last_prompt_tokens =
             usage.input_tokens + usage.cache_read_tokens + usage.cache_write_tokens;
+        // Call ids are ours, never the provider's: ids derived from a call (its wake-up, its
+        // result) must be unique in the thread, and some servers (llama.cpp, for one) name every
+        // call `call_0`. Providers only need the ids in our history to agree, which they do.
         let calls: Vec<ToolCall> = completion
             .tool_calls
             .into_iter()
             .map(|c| ToolCall {
-                id: match c.id.as_deref().and_then(CallId::from_provider) {
-                    Some(id) => id,
-                    None => self.ids.call_id(),
-                },
+                id: self.ids.call_id(),
                 name: c.name,
                 args: c.args,
             })
@@ -148,7 +151,63 @@ impl Draft<'_> {
             );
         }
         for call in &calls {
+            if self.record.status == ThreadStatus::Closed {
+                // An earlier call of this turn closed the thread.
+                self.append(Item::tool_error(
+                    call.id.clone(),
+                    call.name.clone(),
+                    "Error: not run: an earlier call of this turn closed the thread.",
+                ));
+                continue;
+            }
             self.run_tool(call);
+        }
+    }
+
+    /// A closed thread waits for nothing: each call still pending gets its result now. When
+    /// this slice itself sent the call's result to the thread (`report_to_parent` before
+    /// `close_thread` in one turn), that result is recorded (the input would only be dropped);
+    /// otherwise an error result says the thread closed first. A call whose conversation moved
+    /// on already has its stand-in result.
+    pub(super) fn cancel_pending(&mut self) {
+        for pending in std::mem::take(&mut self.record.pending_calls) {
+            if pending.moved_on {
+                continue;
+            }
+            let own_result = self.effects.iter().position(|e| match e {
+                Effect::Send { input } => {
+                    input.thread_id == self.record.id
+                        && matches!(&input.body, InputBody::ToolResult { call_id, .. } if *call_id == pending.call_id)
+                }
+                _ => false,
+            });
+            let sent = own_result.map(|i| self.effects.remove(i));
+            match sent {
+                Some(Effect::Send {
+                    input:
+                        Input {
+                            body:
+                                InputBody::ToolResult {
+                                    text,
+                                    is_error,
+                                    images,
+                                    ..
+                                },
+                            ..
+                        },
+                }) => self.append(Item::ToolResult {
+                    call_id: pending.call_id,
+                    name: pending.tool,
+                    text,
+                    is_error,
+                    images,
+                }),
+                _ => self.append(Item::tool_error(
+                    pending.call_id,
+                    pending.tool,
+                    "No result: the thread was closed before this call's result arrived.",
+                )),
+            }
         }
     }
 
@@ -215,34 +274,60 @@ impl Draft<'_> {
         });
     }
 
+    /// True while something can still bring this thread input of its own accord: a call's
+    /// result, a timer, a subscription's event, an open child's report. (A person or a parent
+    /// may write to it too, but nobody writes to a delegated thread.)
+    fn can_be_woken(&self) -> bool {
+        self.record
+            .pending_calls
+            .iter()
+            .any(|p| p.kind == PendingKind::Dispatched || p.due.is_some())
+            || !self.record.subscriptions.is_empty()
+            || self.record.children.iter().any(|c| !c.closed)
+    }
+
     /// For a delegated thread whose turn is over (a successful `finish`, a reply without tool
-    /// calls, or an error that stopped it, with no call pending): returns its result to the
-    /// caller and closes the thread.
+    /// calls, or an error that stopped it, with no call pending; or a wait for input that
+    /// nothing can send): returns its result to the caller and closes the thread.
     pub(super) fn return_if_delegation_done(&mut self) {
         let Some(by) = &self.record.delegated_by else {
             return;
         };
-        if by.returned
-            || self.record.status == ThreadStatus::Closed
-            || !self.record.pending_calls.is_empty()
-            || self.added.is_empty()
-        {
+        if by.returned || self.record.status == ThreadStatus::Closed || self.added.is_empty() {
             return;
         }
-        let view = self.view();
-        let (text, is_error) = match view.get(view.len().wrapping_sub(1)).map(|e| &e.item) {
-            Some(Item::Assistant {
-                text, tool_calls, ..
-            }) if tool_calls.is_empty() => delegation::result_text(&self.record, text.as_deref()),
-            Some(Item::Notice {
-                text,
-                is_error: true,
-            }) => (
-                format!("The delegated agent stopped with an error: {text}"),
-                true,
-            ),
-            _ if self.turn_ended => delegation::result_text(&self.record, None),
-            _ => return,
+        let (text, is_error) = if self.record.pending_calls.is_empty() {
+            let view = self.view();
+            match view.get(view.len().wrapping_sub(1)).map(|e| &e.item) {
+                Some(Item::Assistant {
+                    text, tool_calls, ..
+                }) if tool_calls.is_empty() => {
+                    delegation::result_text(&self.record, text.as_deref())
+                }
+                Some(Item::Notice {
+                    text,
+                    is_error: true,
+                }) => (
+                    format!("The delegated agent stopped with an error: {text}"),
+                    true,
+                ),
+                _ if self.turn_ended => delegation::result_text(&self.record, None),
+                _ => return,
+            }
+        } else if self.can_be_woken() {
+            return;
+        } else {
+            // It waits (`sleep_until_event_or_input`) for input nothing can send.
+            let view = self.view();
+            let last_text = view.iter().rev().find_map(|e| match &e.item {
+                Item::Assistant {
+                    text: Some(text),
+                    synthetic: false,
+                    ..
+                } => Some(text.as_str()),
+                _ => None,
+            });
+            delegation::result_text(&self.record, last_text)
         };
         delegation::return_result(&mut self.record, text, is_error, &mut self.effects);
         let cause = format!("{}-returned", self.record.id);

@@ -408,7 +408,8 @@ impl Draft<'_> {
         Ok(())
     }
 
-    /// The parent closes this thread; its `close_thread` call gets its result once it is closed.
+    /// The parent closes this thread; its `close_thread` call gets its result once it is closed
+    /// (also when the thread had closed itself meanwhile).
     fn close_request(&mut self, call_id: CallId) -> Applied {
         let cause = call_id.as_str().to_owned();
         close_now(&mut self.record, self.now, None, &cause, &mut self.effects);

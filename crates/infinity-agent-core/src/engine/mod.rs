@@ -170,7 +170,8 @@ pub struct DroppedInput {
 /// The result of a slice.
 #[derive(Debug, Clone, PartialEq)]
 pub struct SliceOutcome {
-    /// What to commit; `None` when nothing changed (every input was a duplicate or was dropped).
+    /// What to commit; `None` when no input was fresh (every one a duplicate, or for a thread
+    /// that does not exist). A commit may change nothing but the processed markers.
     pub commit: Option<Commit>,
     /// Inputs that were dropped.
     pub dropped: Vec<DroppedInput>,

@@ -409,7 +409,7 @@ fn the_basic_transitions() {
 }
 
 #[test]
-fn inputs_that_change_nothing_commit_nothing() {
+fn inputs_that_change_nothing_only_mark_themselves_processed() {
     struct Case {
         name: &'static str,
         inputs: Vec<Input>,
@@ -766,4 +766,141 @@ fn compaction_asks_for_a_summary_first_then_the_turn_sees_it() {
     assert_eq!(run.asked[1].history[0], "summary: the summary");
     assert!(run.asked[1].history.len() < thread.history().len());
     assert!(thread.record().latest_summary.is_some());
+}
+
+#[test]
+fn closing_a_thread_answers_its_pending_calls_and_skips_the_rest_of_the_turn() {
+    let mut thread = Thread::new();
+    thread.slice(
+        vec![user("m1", "wrap up")],
+        vec![Ok(calls(&[
+            ("lookup", json!({"q": "last thing"})),
+            ("close_thread", json!({"thread_id": "t"})),
+            ("sleep", json!({"seconds": 60})),
+        ]))],
+    );
+    assert_eq!(thread.record().status, ThreadStatus::Closed);
+    assert!(thread.record().pending_calls.is_empty());
+    let history = thread.history();
+    assert_eq!(
+        &history[1..],
+        [
+            "assistant: lookup,close_thread,sleep",
+            "close_thread: This thread is closed.",
+            "error sleep: Error: not run: an earlier call of this turn closed the thread.",
+            "error lookup: No result: the thread was closed before this call's result arrived.",
+        ]
+    );
+}
+
+#[test]
+fn a_close_request_that_crosses_the_threads_own_closing_is_still_answered() {
+    // A child that closed itself; its parent's close request arrives afterwards.
+    let mut thread = Thread::new();
+    thread.slice(
+        vec![user("m1", "bye")],
+        vec![Ok(calls(&[("close_thread", json!({"thread_id": "t"}))]))],
+    );
+    let mut record = thread.record().clone();
+    record.parent = Some(crate::state::ParentLink {
+        thread_id: ThreadId::new("parent").unwrap(),
+        call_id: CallId::new("spawn").unwrap(),
+        tool: "spawn_thread".into(),
+        args: json!({}),
+        fork_at: 0,
+        summary: None,
+    });
+    thread.record = Some(record);
+    let close = CallId::new("parents-close").unwrap();
+    let run = thread.slice(
+        vec![input(
+            "close",
+            InputBody::CloseRequest {
+                call_id: close.clone(),
+            },
+        )],
+        vec![],
+    );
+    let answered = run.effects().into_iter().any(|e| match e {
+        Effect::Send { input } => {
+            input.thread_id.as_str() == "parent"
+                && matches!(&input.body, InputBody::ToolResult { call_id, .. } if *call_id == close)
+        }
+        _ => false,
+    });
+    assert!(answered, "{:?}", run.effects());
+}
+
+#[test]
+fn a_no_op_input_is_still_marked_processed() {
+    let mut thread = Thread::new();
+    thread.slice(vec![user("m1", "hi")], vec![Ok(text("hello"))]);
+    // A memory write that changes nothing (the note already says so)...
+    let write = |id: &str| {
+        input(
+            id,
+            InputBody::MemoryWrite {
+                key: "k".into(),
+                value: "v".into(),
+            },
+        )
+    };
+    thread.slice(vec![write("w1")], vec![]);
+    let run = thread.slice(vec![write("w2")], vec![]);
+    // ...leaves its marker, so a late duplicate of it is dropped, not applied again.
+    let commit = run.outcome().commit.as_ref().unwrap();
+    assert_eq!(commit.processed_inputs, [InputId::new("w2").unwrap()]);
+    assert!(thread.processed.contains(&InputId::new("w2").unwrap()));
+    let again = thread.slice(vec![write("w2")], vec![]);
+    assert_eq!(again.dropped(), [DropReason::AlreadyProcessed]);
+}
+
+#[test]
+fn a_provider_that_reuses_call_ids_cannot_make_a_sleep_lose_its_timer() {
+    // Some servers name every call `call_0`. Ids derived from a call (a sleep's wake-up) must
+    // still be unique, so the engine records calls under ids of its own.
+    let same_id = |seconds: u64| Completion {
+        tool_calls: vec![ModelToolCall {
+            id: Some("call_0".into()),
+            name: "sleep".into(),
+            args: json!({"seconds": seconds}),
+        }],
+        ..calls(&[])
+    };
+    let wake_of = |run: &Run| -> Input {
+        run.effects()
+            .into_iter()
+            .find_map(|e| match e {
+                Effect::SendAt { input, .. } => Some(input.clone()),
+                _ => None,
+            })
+            .unwrap()
+    };
+    let mut thread = Thread::new();
+    let first = thread.slice(vec![user("m1", "nap")], vec![Ok(same_id(10))]);
+    let second = thread.slice(vec![user("m2", "nap again")], vec![Ok(same_id(20))]);
+    let (wake1, wake2) = (wake_of(&first), wake_of(&second));
+    assert_ne!(wake1.id, wake2.id);
+    thread.slice(vec![wake1], vec![Ok(text("one"))]);
+    thread.slice(vec![wake2], vec![Ok(text("two"))]);
+    assert!(
+        thread.record().pending_calls.is_empty(),
+        "both sleeps ended"
+    );
+    let ids: HashSet<String> = thread
+        .entries
+        .iter()
+        .filter(|e| {
+            !matches!(
+                e.item,
+                Item::Assistant {
+                    synthetic: true,
+                    ..
+                }
+            )
+        })
+        .flat_map(|e| e.item.tool_calls().iter().map(|c| c.id.to_string()))
+        .collect();
+    assert_eq!(ids.len(), 2, "{ids:?}");
+    assert!(!ids.contains("call_0"));
 }

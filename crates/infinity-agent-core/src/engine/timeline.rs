@@ -290,6 +290,9 @@ impl Draft<'_> {
     /// out. No commit when nothing changed.
     pub(super) fn into_commit(mut self) -> (Option<Commit>, u32, Vec<OutputEvent>) {
         self.return_if_delegation_done();
+        if self.record.status == crate::state::ThreadStatus::Closed {
+            self.cancel_pending();
+        }
         if self.record.is_root() {
             std::mem::take(&mut self.conversation).put_back(&mut self.record);
         }
@@ -298,10 +301,12 @@ impl Draft<'_> {
         let unchanged = self.added.is_empty()
             && self.effects.is_empty()
             && self.original.as_ref() == Some(&self.record);
-        if unchanged {
-            // Every input was dropped (a closed thread, an unknown call): nothing to write.
+        if unchanged && self.processed.is_empty() {
             return (None, self.completions, outputs);
         }
+        // Even when nothing else changed (every input dropped, or a no-op such as writing a note
+        // that already says so), the inputs' markers are written: a late duplicate must not be
+        // applied again over newer state.
         self.record.version = self.expected_version.map_or(1, |v| v + 1);
         self.record.history_len = self.own_len_at_start + self.added.len() as u64;
         self.record.updated_at = self.now;

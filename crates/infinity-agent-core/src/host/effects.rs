@@ -104,7 +104,7 @@ pub async fn perform_effects(
     performer: &dyn EffectPerformer,
     store: &dyn ThreadStore,
     thread_id: &ThreadId,
-    effects: Vec<PendingEffect>,
+    effects: &[PendingEffect],
     commit_version: Option<u64>,
 ) -> Result<(), PerformError> {
     let total = effects.len();
@@ -122,7 +122,7 @@ pub async fn perform_effects(
     } else {
         performer.output(&outputs).await
     };
-    for PendingEffect { id, effect } in &effects {
+    for PendingEffect { id, effect } in effects {
         let from = EffectRef {
             thread_id: thread_id.clone(),
             effect_id: id.clone(),

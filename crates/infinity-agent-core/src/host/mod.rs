@@ -257,7 +257,7 @@ pub async fn run_slice(
                 host.effects,
                 store,
                 thread_id,
-                commit.effects.clone(),
+                &commit.effects,
                 Some(commit.record.version),
             )
             .await

@@ -248,7 +248,7 @@ impl AgentSystemBuilder {
                 inner.as_ref(),
                 inner.store.as_ref(),
                 &thread_id,
-                effects,
+                &effects,
                 None,
             )
             .await;

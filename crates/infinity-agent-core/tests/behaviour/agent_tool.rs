@@ -14,6 +14,10 @@ rules:
       tool_calls: [{name: finish, args: {status: succeeded, result: {sheep: 3}}}]
   - when: "^Task: just talk"
     reply: {text: "I only talked."}
+  - when: "^Task: wait for news"
+    reply:
+      text: "Waiting for news."
+      tool_calls: [{name: sleep_until_event_or_input, args: {}}]
   - when: "^Task: dive"
     reply:
       tool_calls: [{name: agent, args: {task: "dive"}}]
@@ -44,6 +48,9 @@ rules:
   - when: "^talk$"
     reply:
       tool_calls: [{name: agent, args: {task: "just talk"}}]
+  - when: "^wait$"
+    reply:
+      tool_calls: [{name: agent, args: {task: "wait for news"}}]
   - when: "^dive$"
     reply:
       tool_calls: [{name: agent, args: {task: "dive"}}]
@@ -117,6 +124,25 @@ async fn without_finish_the_last_text_comes_back() {
             "assistant: noted",
         ],
     );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_copy_that_waits_for_news_nothing_can_send_returns() {
+    // Nobody writes to a delegated thread, and this one has no children, calls, timers or
+    // subscriptions: its wait could never end, so its turn is over.
+    let mut h = start().await;
+    h.say("main", "wait").await;
+    assert_in_order(
+        &h.lines("main"),
+        &[
+            "call agent",
+            "result agent: The delegated agent ended without calling finish. Its last message: Waiting for news.",
+            "assistant: noted",
+        ],
+    );
+    let delegated = h.children("main").pop().unwrap();
+    let record = h.system.record(&tid(&delegated)).await.unwrap().unwrap();
+    assert_eq!(record.status, ThreadStatus::Closed);
 }
 
 #[tokio::test(start_paused = true)]

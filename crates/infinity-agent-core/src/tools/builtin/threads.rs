@@ -225,7 +225,8 @@ impl Tool for ReportToParent {
 }
 
 /// Closes `record` now: marks it closed, closes its open children, tells its parent (with the
-/// report, if any) and the tool servers, and shows it.
+/// report, if any) and the tool servers, and shows it. Input held back is discarded; the
+/// engine gives the calls still pending their "cancelled" results.
 pub(crate) fn close_now(
     record: &mut ThreadRecord,
     now: Timestamp,
@@ -238,7 +239,7 @@ pub(crate) fn close_now(
     }
     record.status = ThreadStatus::Closed;
     crate::tools::internal::delegation::on_close(record, report.as_deref(), effects);
-    record.pending_calls.clear();
+    // Its pending calls are answered by the engine ("cancelled"), so the history stays whole.
     record.deferred.clear();
     for child in record.children.iter_mut().filter(|c| !c.closed) {
         child.closed = true;

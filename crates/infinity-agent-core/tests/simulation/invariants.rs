@@ -1,0 +1,421 @@
+//! What must hold after every step of a simulation, and what must hold once it has settled.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use infinity_agent_core::effect::Effect;
+use infinity_agent_core::history::Item;
+use infinity_agent_core::ids::{CallId, ThreadId};
+use infinity_agent_core::input::InputBody;
+use infinity_agent_core::state::{PendingKind, ThreadRecord, ThreadStatus};
+use infinity_agent_core::store::{load_view, ThreadStore};
+
+use crate::world::{Answer, Net, SimStore};
+
+/// Inputs in flight for each thread: queued, on a timer, or in an outbox.
+struct InFlight<'a> {
+    bodies: BTreeMap<&'a ThreadId, Vec<&'a InputBody>>,
+}
+
+impl<'a> InFlight<'a> {
+    fn new(
+        net: &'a Net,
+        outbox: &'a [(ThreadId, infinity_agent_core::effect::PendingEffect)],
+    ) -> Self {
+        let mut bodies: BTreeMap<&ThreadId, Vec<&InputBody>> = BTreeMap::new();
+        for (thread, queue) in &net.queues {
+            bodies
+                .entry(thread)
+                .or_default()
+                .extend(queue.iter().map(|i| &i.body));
+        }
+        for (_, input) in &net.timers {
+            bodies
+                .entry(&input.thread_id)
+                .or_default()
+                .push(&input.body);
+        }
+        for (_, effect) in outbox {
+            match &effect.effect {
+                Effect::Send { input } | Effect::SendAt { input, .. } => bodies
+                    .entry(&input.thread_id)
+                    .or_default()
+                    .push(&input.body),
+                _ => {}
+            }
+        }
+        Self { bodies }
+    }
+
+    fn any(&self, thread: &ThreadId, pred: impl Fn(&InputBody) -> bool) -> bool {
+        self.bodies
+            .get(thread)
+            .is_some_and(|b| b.iter().any(|body| pred(body)))
+    }
+}
+
+/// Every thread in short: status, pending calls, children, and its history's last entries.
+pub async fn describe(store: &SimStore) -> String {
+    let inner = &store.inner;
+    let mut out = String::new();
+    for id in inner.thread_ids().await.unwrap_or_default() {
+        let Ok(Some(r)) = inner.load_record(&id).await else {
+            continue;
+        };
+        let pending: Vec<String> = r
+            .pending_calls
+            .iter()
+            .map(|p| {
+                format!(
+                    "{}:{}{}",
+                    p.tool,
+                    p.call_id,
+                    if p.moved_on { "(moved on)" } else { "" }
+                )
+            })
+            .collect();
+        let children: Vec<String> = r
+            .children
+            .iter()
+            .map(|c| format!("{}{}", c.thread_id, if c.closed { "(closed)" } else { "" }))
+            .collect();
+        out.push_str(&format!(
+            "{id} {:?} v{} pending [{}] children [{}] deferred {} delegated_by {:?}\n",
+            r.status,
+            r.version,
+            pending.join(", "),
+            children.join(", "),
+            r.deferred.len(),
+            r.delegated_by.as_ref().map(|d| (&d.thread_id, d.returned)),
+        ));
+        let view = load_view(inner, &r).await.unwrap_or_default();
+        for e in view.iter().rev().take(6).rev() {
+            let line = format!("{:?}", e.item);
+            out.push_str(&format!(
+                "    {}\n",
+                line.chars().take(160).collect::<String>()
+            ));
+        }
+    }
+    out
+}
+
+/// What the store holds, read once per check.
+pub struct Snapshot {
+    records: BTreeMap<ThreadId, ThreadRecord>,
+    views: BTreeMap<ThreadId, Vec<std::sync::Arc<infinity_agent_core::history::HistoryEntry>>>,
+    outbox: Vec<(ThreadId, infinity_agent_core::effect::PendingEffect)>,
+}
+
+impl Snapshot {
+    pub async fn load(store: &SimStore) -> Result<Self, String> {
+        let inner = &store.inner;
+        let outbox = inner.outbox().await.map_err(|e| e.to_string())?;
+        let mut records = BTreeMap::new();
+        let mut views = BTreeMap::new();
+        for id in inner.thread_ids().await.map_err(|e| e.to_string())? {
+            let record = inner
+                .load_record(&id)
+                .await
+                .map_err(|e| e.to_string())?
+                .ok_or_else(|| format!("thread {id} is listed but has no record"))?;
+            let view = load_view(inner, &record)
+                .await
+                .map_err(|e| format!("{id}: the view does not load: {e}"))?;
+            views.insert(id.clone(), view);
+            records.insert(id, record);
+        }
+        Ok(Self {
+            records,
+            views,
+            outbox,
+        })
+    }
+
+    /// Checks the invariants. `settled`: nothing is in flight any more (the end of a run).
+    pub fn check(&self, net: &Net, settled: bool) -> Result<(), String> {
+        if let Some(v) = net.violations.first() {
+            return Err(v.clone());
+        }
+        for ((thread, input), why) in &net.dropped {
+            if why.starts_with("unknown thread") {
+                return Err(format!("input {input} to {thread} was dropped: {why}"));
+            }
+        }
+        let in_flight = InFlight::new(net, &self.outbox);
+        for record in self.records.values() {
+            let view = self.views.get(&record.id).map(Vec::as_slice).unwrap_or(&[]);
+            check_thread(
+                net,
+                &in_flight,
+                &self.outbox,
+                &self.records,
+                record,
+                view,
+                settled,
+            )?;
+        }
+        if settled {
+            check_settled(net, &self.outbox, &self.records)?;
+        }
+        Ok(())
+    }
+}
+
+fn check_thread(
+    net: &Net,
+    in_flight: &InFlight<'_>,
+    outbox: &[(ThreadId, infinity_agent_core::effect::PendingEffect)],
+    records: &BTreeMap<ThreadId, ThreadRecord>,
+    record: &ThreadRecord,
+    view: &[std::sync::Arc<infinity_agent_core::history::HistoryEntry>],
+    settled: bool,
+) -> Result<(), String> {
+    let t = &record.id;
+
+    // Every call answered at most once, after it, and before the conversation goes on.
+    let mut calls: BTreeMap<&CallId, usize> = BTreeMap::new();
+    let mut answered: BTreeMap<&CallId, usize> = BTreeMap::new();
+    let mut open_turn: Option<(usize, BTreeSet<&CallId>)> = None;
+    for (i, entry) in view.iter().enumerate() {
+        match &entry.item {
+            Item::ToolResult { call_id, .. } => {
+                if !calls.contains_key(call_id) {
+                    return Err(format!(
+                        "{t}: entry {i} answers call {call_id}, which no earlier turn made"
+                    ));
+                }
+                if answered.insert(call_id, i).is_some() {
+                    return Err(format!(
+                        "{t}: call {call_id} is answered twice (again at entry {i})"
+                    ));
+                }
+                if let Some((_, open)) = &mut open_turn {
+                    open.remove(call_id);
+                }
+            }
+            Item::Notice { .. } => {}
+            other => {
+                if let Some((turn, open)) = &open_turn {
+                    if !open.is_empty() {
+                        return Err(format!(
+                            "{t}: the turn at entry {turn} still has calls {open:?} unanswered when entry {i} ({}) follows",
+                            kind(other)
+                        ));
+                    }
+                }
+                open_turn = None;
+                for call in other.tool_calls() {
+                    if calls.insert(&call.id, i).is_some() {
+                        return Err(format!("{t}: call id {} is used twice", call.id));
+                    }
+                }
+                if !other.tool_calls().is_empty() {
+                    open_turn = Some((i, other.tool_calls().iter().map(|c| &c.id).collect()));
+                }
+            }
+        }
+    }
+    // A call with no result is one the thread waits for.
+    for (call, at) in &calls {
+        if answered.contains_key(call) {
+            continue;
+        }
+        let waiting = record
+            .pending_calls
+            .iter()
+            .any(|p| &&p.call_id == call && !p.moved_on);
+        if !waiting {
+            return Err(format!(
+                "{t}: call {call} (entry {at}) has no result and the thread does not wait for it"
+            ));
+        }
+    }
+    for pending in &record.pending_calls {
+        let has_result = answered.contains_key(&pending.call_id);
+        if pending.moved_on != has_result {
+            return Err(format!(
+                "{t}: pending call {} is {} but {} in the view",
+                pending.call_id,
+                if pending.moved_on {
+                    "moved on"
+                } else {
+                    "awaited"
+                },
+                if has_result {
+                    "has a result"
+                } else {
+                    "has none"
+                }
+            ));
+        }
+        // No timer lost.
+        if pending.due.is_some() {
+            let call = &pending.call_id;
+            let armed = in_flight.any(
+                t,
+                |b| matches!(b, InputBody::TimerWakeUp { call_id } if call_id == call),
+            );
+            if !armed {
+                return Err(format!("{t}: the timer of sleep {call} is lost"));
+            }
+        }
+        // No tool server call lost.
+        if pending.kind == PendingKind::Dispatched && pending.tool == "lookup" {
+            let call = &pending.call_id;
+            let held = net
+                .server
+                .iter()
+                .any(|c| &c.thread_id == t && &c.call_id == call);
+            let coming = in_flight.any(
+                t,
+                |b| matches!(b, InputBody::ToolResult { call_id, .. } if call_id == call),
+            );
+            let dispatching = outbox.iter().any(|(_, e)| {
+                matches!(&e.effect, Effect::Dispatch { invocation } if &invocation.call_id == call)
+            });
+            if !(held || coming || dispatching) {
+                return Err(format!("{t}: tool server call {call} is lost"));
+            }
+        }
+    }
+
+    // Children and parents agree.
+    if let Some(parent) = &record.parent {
+        let listed = records.get(&parent.thread_id).is_some_and(|p| {
+            p.children
+                .iter()
+                .any(|c| &c.thread_id == t && c.call_id == parent.call_id)
+        });
+        if !listed {
+            return Err(format!(
+                "{t}: its parent {} does not list it",
+                parent.thread_id
+            ));
+        }
+    }
+    for child in &record.children {
+        if records.contains_key(&child.thread_id) {
+            continue;
+        }
+        let seeding = in_flight.any(&child.thread_id, |b| {
+            matches!(b, InputBody::ChildSeed { .. })
+        });
+        if !seeding {
+            return Err(format!(
+                "{t}: child {} neither exists nor is being created",
+                child.thread_id
+            ));
+        }
+    }
+
+    if settled && record.status == ThreadStatus::Open {
+        let waits = record
+            .pending_calls
+            .iter()
+            .any(|p| p.kind == PendingKind::Dispatched && !p.moved_on);
+        if !waits {
+            if !record.deferred.is_empty() {
+                return Err(format!("{t}: input is held back, but no call is awaited"));
+            }
+            // A message must be answered, unless an error recorded after it stopped the
+            // thread (it then waits for new input, by design).
+            let own = view.len() - record.history_len as usize;
+            if let Some(Item::Message { text, .. }) = view[own..].last().map(|e| &e.item) {
+                return Err(format!("{t}: the message {text:?} was never answered"));
+            }
+        }
+    }
+    Ok(())
+}
+
+fn check_settled(
+    net: &Net,
+    outbox: &[(ThreadId, infinity_agent_core::effect::PendingEffect)],
+    records: &BTreeMap<ThreadId, ThreadRecord>,
+) -> Result<(), String> {
+    if let Some((t, e)) = outbox.first() {
+        return Err(format!("{t}: the outbox still holds {:?}", e.effect));
+    }
+    // No input lost: each was processed or deliberately dropped.
+    for (t, ids) in &net.sent {
+        let applied = net.applied.get(t);
+        for id in ids {
+            let done = applied.is_some_and(|a| a.contains(id))
+                || net.dropped.contains_key(&(t.clone(), id.clone()));
+            if !done {
+                return Err(format!("{t}: input {id} was sent but never processed"));
+            }
+        }
+    }
+    for record in records.values() {
+        let t = &record.id;
+        for pending in &record.pending_calls {
+            if pending.kind == PendingKind::Dispatched
+                && !may_wait_for_ever(net, records, t, &pending.call_id)
+            {
+                return Err(format!(
+                    "{t}: {} call {} still waits for a result after everything settled",
+                    pending.tool, pending.call_id
+                ));
+            }
+        }
+        for child in &record.children {
+            let Some(c) = records.get(&child.thread_id) else {
+                return Err(format!("{t}: child {} was never created", child.thread_id));
+            };
+            let closed = c.status == ThreadStatus::Closed;
+            if child.closed != closed {
+                return Err(format!(
+                    "{t}: child {} is {} but its parent thinks it {}",
+                    child.thread_id,
+                    if closed { "closed" } else { "open" },
+                    if child.closed { "closed" } else { "open" }
+                ));
+            }
+            if record.status == ThreadStatus::Closed && !closed {
+                return Err(format!(
+                    "{t} is closed but its child {} is open",
+                    child.thread_id
+                ));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// True when a call may rightly still wait after everything settled: a tool server that
+/// never answers it, or for an `agent` call, a delegated thread still open and itself waiting
+/// for something (its children may never report: that is the model's choice). A delegated
+/// thread that is closed, or open and waiting for nothing, should have returned.
+fn may_wait_for_ever(
+    net: &Net,
+    records: &BTreeMap<ThreadId, ThreadRecord>,
+    thread: &ThreadId,
+    call: &CallId,
+) -> bool {
+    if net
+        .server
+        .iter()
+        .any(|c| &c.thread_id == thread && &c.call_id == call && c.answer == Answer::Never)
+    {
+        return true;
+    }
+    let delegated =
+        infinity_agent_core::tools::internal::delegation::delegated_thread_id(thread, call);
+    records
+        .get(&delegated)
+        .is_some_and(|d| d.status == ThreadStatus::Open && !d.pending_calls.is_empty())
+}
+
+fn kind(item: &Item) -> &'static str {
+    match item {
+        Item::Message { .. } => "a message",
+        Item::Assistant {
+            synthetic: true, ..
+        } => "an injected event",
+        Item::Assistant { .. } => "a model turn",
+        Item::ToolResult { .. } => "a result",
+        Item::Summary { .. } => "a summary",
+        Item::Notice { .. } => "a notice",
+    }
+}
