@@ -56,9 +56,9 @@
 //! # }
 //! ```
 //!
-//! The work is split by job: [`admit`] (deduplication, thread creation), [`inputs`] (one
-//! function per input kind), [`timeline`] (appending entries, holding and injecting events),
-//! [`compaction`] and [`calls`] (the completion loop and tool calls).
+//! The work is split by job, a file each: `admit` (deduplication, thread creation), `inputs` (one
+//! function per input kind), `timeline` (appending entries, holding and injecting events),
+//! `compaction`, and `calls` (the completion loop and tool calls).
 
 mod admit;
 mod calls;

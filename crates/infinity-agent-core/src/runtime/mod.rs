@@ -535,7 +535,12 @@ impl Inner {
             live: Some(&live),
             model_retry: ModelRetry::default(),
         };
-        let report = run_slice(&host, thread_id, inputs, self.clock.now(), &mut RandomIds).await?;
+        // Boxed: the slice's state machine is large, and a worker's future is allocated when the
+        // worker is spawned, long before it runs; inline, a thousand queued workers held a
+        // thousand of them and fragmented the heap (twice the resident memory per idle thread).
+        let mut fresh_ids = RandomIds;
+        let slice = run_slice(&host, thread_id, inputs, self.clock.now(), &mut fresh_ids);
+        let report = Box::pin(slice).await?;
         self.ack(&ids).await;
         if let Err(err) = report.effects {
             tracing::warn!(%err, "effects not all performed; they stay in the outbox");

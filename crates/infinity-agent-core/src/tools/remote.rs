@@ -8,7 +8,7 @@
 //! fetches them afresh. In a slice they are registry tools like the agent's own
 //! ([`ServerTool`], compiled once per session by [`session_registry`]): the registry checks their
 //! arguments against their `inputSchema`, and a call becomes an
-//! [`Effect::Dispatch`](crate::effect::Effect::Dispatch) naming the server, performed after the
+//! `Effect::Dispatch` naming the server, performed after the
 //! commit; results come back as `tool_result` inputs.
 
 use std::collections::BTreeMap;

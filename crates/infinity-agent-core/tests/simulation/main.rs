@@ -38,7 +38,7 @@ use rng::Rng;
 use world::{server_input, Answer, Net, NetFaults, ServerSub, Shared, SimStore};
 
 /// Seeds `make test` runs.
-const DEFAULT_SEEDS: u64 = 2_000;
+const DEFAULT_SEEDS: u64 = 3_000;
 
 /// A tool run by a tool server: it dispatches.
 #[derive(Debug)]

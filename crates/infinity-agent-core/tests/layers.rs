@@ -1,0 +1,118 @@
+//! The core's modules are layered (docs/architecture.md): a module never imports one above it,
+//! so no two import each other. This reads the sources (comments and test modules left out) and
+//! checks it.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // test code: a failed step should stop the test
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::Path;
+
+/// The top-level modules, bottom first.
+const LAYERS: &[&[&str]] = &[
+    &["ids"],
+    &["history"],
+    &["model"],
+    &["state"],
+    &["input"],
+    &["effect"],
+    &["commit"],
+    &["tools"],
+    &["scripted"],
+    &["agent"],
+    &["engine"],
+    &["store"],
+    &["host"],
+    &["runtime"],
+];
+
+fn layer_of(module: &str) -> Option<usize> {
+    LAYERS.iter().position(|l| l.contains(&module))
+}
+
+/// The `crate::X` modules each top-level module's code refers to.
+fn imports() -> BTreeMap<String, BTreeSet<String>> {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let mut found: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    let mut stack = vec![src.clone()];
+    while let Some(dir) = stack.pop() {
+        for entry in std::fs::read_dir(&dir).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                stack.push(path);
+                continue;
+            }
+            if path.extension().and_then(|e| e.to_str()) != Some("rs") {
+                continue;
+            }
+            let relative = path.strip_prefix(&src).unwrap();
+            let first = relative.components().next().unwrap();
+            let module = first.as_os_str().to_str().unwrap().trim_end_matches(".rs");
+            if module == "lib" {
+                continue;
+            }
+            let text = std::fs::read_to_string(&path).unwrap();
+            let code = text.split("#[cfg(test)]").next().unwrap_or_default();
+            for line in code.lines().filter(|l| !l.trim_start().starts_with("//")) {
+                for (i, _) in line.match_indices("crate::") {
+                    let rest = &line[i + "crate::".len()..];
+                    let name: String = rest
+                        .chars()
+                        .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
+                        .collect();
+                    if name != module && layer_of(&name).is_some() {
+                        found.entry(module.to_owned()).or_default().insert(name);
+                    }
+                }
+            }
+        }
+    }
+    found
+}
+
+#[test]
+fn every_module_is_in_a_layer() {
+    for module in imports().keys() {
+        assert!(
+            layer_of(module).is_some(),
+            "module `{module}` is in no layer: add it to LAYERS (and docs/architecture.md)"
+        );
+    }
+}
+
+#[test]
+fn no_module_imports_one_above_it() {
+    let imports = imports();
+    assert!(
+        imports.contains_key("engine") && imports.contains_key("host"),
+        "{imports:?}"
+    );
+    let mut upward = Vec::new();
+    for (module, uses) in &imports {
+        let Some(own) = layer_of(module) else {
+            continue;
+        };
+        for used in uses {
+            if layer_of(used).is_some_and(|l| l > own) {
+                upward.push(format!("{module} -> {used}"));
+            }
+        }
+    }
+    assert!(upward.is_empty(), "imports that go up a layer: {upward:?}");
+}
+
+#[test]
+fn the_data_layer_knows_nothing_of_tools_or_the_engine() {
+    let imports = imports();
+    for data in [
+        "ids", "history", "model", "state", "input", "effect", "commit",
+    ] {
+        for above in [
+            "tools", "engine", "agent", "host", "store", "runtime", "scripted",
+        ] {
+            assert!(
+                !imports.get(data).is_some_and(|u| u.contains(above)),
+                "`{data}` imports `{above}`"
+            );
+        }
+    }
+}
