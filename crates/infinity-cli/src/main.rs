@@ -166,7 +166,16 @@ fn main() -> std::process::ExitCode {
     }
 }
 
-pub(crate) async fn build_system(args: &AgentArgs) -> Result<AgentSystem> {
+/// How a command takes its store folder when another process has it open.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum StoreAccess {
+    /// Wait for it (a one-shot `run`).
+    Wait,
+    /// Fail at once, naming the holder (`chat`, `serve`: they would hold it for long).
+    FailFast,
+}
+
+pub(crate) async fn build_system(args: &AgentArgs, access: StoreAccess) -> Result<AgentSystem> {
     let mut file = AgentFile::load(&args.agent)?;
     // MCP servers in `tool_servers:` are reached through bridges this process starts.
     tool_servers::start_mcp_bridges(&mut file).await?;
@@ -198,8 +207,21 @@ pub(crate) async fn build_system(args: &AgentArgs) -> Result<AgentSystem> {
         .with_tool(Arc::new(SetTitle))
         .with_tokio_sleep_tools();
     if let Some(dir) = &args.store {
-        let store = FileStore::open(dir)
-            .with_context(|| format!("cannot open the store in {}", dir.display()))?;
+        let store = match access {
+            StoreAccess::FailFast => FileStore::open(dir),
+            StoreAccess::Wait => FileStore::open_waiting(dir, |holder| {
+                eprintln!(
+                    "note: waiting for the store {}, in use by {holder}",
+                    dir.display()
+                )
+            }),
+        };
+        let store = store?; // its errors name the folder
+        for (thread, why) in store.broken() {
+            eprintln!(
+                "warning: thread {thread} of the store cannot be read and is left out: {why}"
+            );
+        }
         builder = builder.with_store(Arc::new(store));
     }
     let options = tool_servers::CallbackOptions {
@@ -216,7 +238,7 @@ pub(crate) async fn build_system(args: &AgentArgs) -> Result<AgentSystem> {
 }
 
 async fn run(args: RunArgs) -> Result<u8> {
-    let system = build_system(&args.agent).await?;
+    let system = build_system(&args.agent, StoreAccess::Wait).await?;
     let thread = match &args.thread {
         Some(t) => ThreadId::new(t.as_str())?,
         None => ThreadId::generate(),
@@ -400,7 +422,7 @@ async fn print_usage(system: &AgentSystem) {
 }
 
 async fn chat(args: ChatArgs) -> Result<u8> {
-    let system = build_system(&args.agent).await?;
+    let system = build_system(&args.agent, StoreAccess::FailFast).await?;
     let thread = ThreadId::new(args.thread.as_str())?;
     let mut events = system.subscribe();
     let printer = tokio::spawn(async move {
@@ -532,8 +554,12 @@ fn tools_internal(json: bool) -> Result<u8> {
 }
 
 async fn threads(args: ThreadsArgs) -> Result<u8> {
-    let store = FileStore::open(&args.store)
-        .with_context(|| format!("cannot open the store in {}", args.store.display()))?;
+    // Read-only: listing works while another process runs the store, and a mistyped folder is
+    // an error rather than a new empty store.
+    let store = FileStore::open_read_only(&args.store)?;
     print_threads(&store).await?;
+    for (thread, why) in store.broken() {
+        crate::out!("{thread} [cannot be read: {why}]");
+    }
     Ok(0)
 }

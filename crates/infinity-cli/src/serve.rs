@@ -78,7 +78,7 @@ async fn record_of(
 type Answer = Result<Response, ApiError>;
 
 pub async fn serve(args: ServeArgs) -> Result<u8> {
-    let system = Arc::new(crate::build_system(&args.agent).await?);
+    let system = Arc::new(crate::build_system(&args.agent, crate::StoreAccess::FailFast).await?);
     let app = router(system);
     let listener = tokio::net::TcpListener::bind((args.host.as_str(), args.port))
         .await

@@ -233,3 +233,97 @@ fn run_prints_the_finish_output_last_and_exits_with_it() {
         "{stderr}"
     );
 }
+
+#[test]
+fn runs_sharing_a_store_take_turns_and_lose_no_message() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = dir.path().join("store");
+    let agent = write(
+        dir.path(),
+        "echo.yaml",
+        "name: echo\nmodel: script:echo.script.yaml\n",
+    );
+    write(
+        dir.path(),
+        "echo.script.yaml",
+        "rules:\n  - when: '(msg .*)'\n    reply: {text: 'got $1'}\n",
+    );
+    let runs: Vec<_> = (0..6)
+        .map(|i| {
+            Command::new(env!("CARGO_BIN_EXE_infinity"))
+                .args(["run", "--agent"])
+                .arg(&agent)
+                .arg("--store")
+                .arg(&store)
+                .args(["--thread", "shared", "--timeout", "60"])
+                .arg(format!("msg {i}"))
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped())
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    let outputs: Vec<Output> = runs
+        .into_iter()
+        .map(|c| c.wait_with_output().unwrap())
+        .collect();
+    for out in &outputs {
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    let entries = std::fs::read_to_string(store.join("threads/shared/entries.jsonl")).unwrap();
+    for i in 0..6 {
+        assert!(
+            entries.contains(&format!("\"msg {i}\"")),
+            "msg {i} lost:\n{entries}"
+        );
+        assert!(
+            entries.contains(&format!("got msg {i}")),
+            "msg {i} unanswered"
+        );
+    }
+    // While one process holds the store, chat refuses at once and names it.
+    let mut holder = Command::new(env!("CARGO_BIN_EXE_infinity"))
+        .args(["chat", "--agent"])
+        .arg(&agent)
+        .arg("--store")
+        .arg(&store)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(1500));
+    let second = infinity(&[
+        "chat",
+        "--agent",
+        agent.to_str().unwrap(),
+        "--store",
+        store.to_str().unwrap(),
+    ]);
+    holder.kill().unwrap();
+    let _ = holder.wait();
+    let err = String::from_utf8_lossy(&second.stderr);
+    assert!(!second.status.success());
+    assert!(
+        err.contains("is in use by process") && err.contains("infinity"),
+        "{err}"
+    );
+    // Listing reads without taking the store.
+    let listed = infinity(&["threads", "--store", store.to_str().unwrap()]);
+    assert!(String::from_utf8_lossy(&listed.stdout).contains("shared"));
+}
+
+#[test]
+fn listing_a_mistyped_store_is_an_error_and_creates_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let typo = dir.path().join("typo");
+    let out = infinity(&["threads", "--store", typo.to_str().unwrap()]);
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("no store here"), "{err}");
+    assert!(!typo.exists());
+}

@@ -57,6 +57,7 @@ use jiff::Timestamp;
 use tokio::sync::{mpsc, Notify};
 
 pub use clock::Clock;
+use timers::Deliver;
 pub use timers::TokioTimers;
 
 use crate::agent::{Agent, AgentSpec};
@@ -231,7 +232,7 @@ impl AgentSystemBuilder {
         });
         if let Some(t) = &inner.tokio_timers {
             let weak: Weak<Inner> = Arc::downgrade(&inner);
-            let target: Weak<dyn InputSender> = weak;
+            let target: Weak<dyn Deliver> = weak;
             t.start(target);
         }
         let outbox = inner.store.outbox().await?;
@@ -321,12 +322,13 @@ impl AgentSystem {
             let notified = inner.activity.notified();
             tokio::pin!(notified);
             notified.as_mut().enable();
-            let busy = inner.in_flight.load(Ordering::SeqCst) > 0;
-            let timers = inner.tokio_timers.as_ref();
-            let delivering = timers.is_some_and(|t| t.delivering());
-            let next_timer = timers.and_then(|t| t.next_due());
+            let in_flight = || inner.in_flight.load(Ordering::SeqCst) > 0;
+            let (busy, next_timer) = match &inner.tokio_timers {
+                Some(timers) => timers.idle_snapshot(in_flight),
+                None => (in_flight(), None),
+            };
             let next_at = next_timer.map(|due| inner.clock.instant_at(due));
-            if !busy && !delivering {
+            if !busy {
                 match (next_at, deadline) {
                     (None, _) => return WaitOutcome::Idle { next_timer: None },
                     (Some(at), Some(d)) if at > d => return WaitOutcome::Idle { next_timer },
@@ -440,6 +442,12 @@ impl InputSender for Inner {
     }
 }
 
+impl Deliver for Inner {
+    fn deliver(&self, input: Input) {
+        self.route(input);
+    }
+}
+
 impl Inner {
     fn route(&self, input: Input) {
         let Some(this) = self.this.upgrade() else {
@@ -483,6 +491,13 @@ impl Inner {
             self.run_batch(&thread_id, batch).await;
             self.in_flight.fetch_sub(n, Ordering::SeqCst);
             self.activity.notify_waiters();
+            // A thread that keeps itself busy (its own results, a tight loop of sends) must not
+            // hold a runtime thread for ever: a memory store never makes a slice wait, so without
+            // this the other threads, the timers and `run --timeout` could starve. (Only then: a
+            // worker with nothing left exits at once, releasing what it holds.)
+            if !rx.is_empty() {
+                tokio::task::yield_now().await;
+            }
         }
     }
 

@@ -8,9 +8,16 @@ use jiff::Timestamp;
 use tokio::sync::Notify;
 
 use super::clock::Clock;
-use crate::host::{InputSender, SendError, Timers};
+use crate::host::{SendError, Timers};
 use crate::ids::InputId;
 use crate::input::Input;
+
+/// Where due inputs go: the runtime's queues. Called with the timer wheel locked, so an input is
+/// always either on the wheel or in a queue, never between (see [`TokioTimers::idle_snapshot`]).
+pub(crate) trait Deliver: Send + Sync {
+    /// Puts `input` on its thread's queue.
+    fn deliver(&self, input: Input);
+}
 
 #[derive(Debug, Default)]
 struct Wheel {
@@ -22,10 +29,8 @@ struct Wheel {
 pub struct TokioTimers {
     clock: Clock,
     wheel: Mutex<Wheel>,
-    /// Inputs taken off the wheel and not yet handed to the queue.
-    delivering: std::sync::atomic::AtomicUsize,
     changed: Notify,
-    target: OnceLock<Weak<dyn InputSender>>,
+    target: OnceLock<Weak<dyn Deliver>>,
 }
 
 impl std::fmt::Debug for TokioTimers {
@@ -41,7 +46,6 @@ impl TokioTimers {
         Arc::new(Self {
             clock,
             wheel: Mutex::new(Wheel::default()),
-            delivering: std::sync::atomic::AtomicUsize::new(0),
             changed: Notify::new(),
             target: OnceLock::new(),
         })
@@ -54,7 +58,7 @@ impl TokioTimers {
     }
 
     /// Starts the driver task; due inputs go to `target`.
-    pub(crate) fn start(self: &Arc<Self>, target: Weak<dyn InputSender>) {
+    pub(crate) fn start(self: &Arc<Self>, target: Weak<dyn Deliver>) {
         if self.target.set(target).is_err() {
             return;
         }
@@ -67,9 +71,12 @@ impl TokioTimers {
         self.lock().due.keys().next().map(|(t, _)| *t)
     }
 
-    /// True while due inputs are being handed to the queue.
-    pub fn delivering(&self) -> bool {
-        self.delivering.load(std::sync::atomic::Ordering::SeqCst) > 0
+    /// `busy()` (read with the wheel locked) and the earliest pending due time. Due inputs move
+    /// from the wheel to the queues under the same lock, so the two readings agree: work is never
+    /// missed in transit.
+    pub(crate) fn idle_snapshot<T>(&self, busy: impl FnOnce() -> T) -> (T, Option<Timestamp>) {
+        let wheel = self.lock();
+        (busy(), wheel.due.keys().next().map(|(t, _)| *t))
     }
 
     /// How many timers are pending.
@@ -82,37 +89,21 @@ impl TokioTimers {
             let changed = self.changed.notified();
             tokio::pin!(changed);
             changed.as_mut().enable();
+            let Some(target) = self.target.get().and_then(Weak::upgrade) else {
+                return; // the runtime is gone
+            };
             let now = self.clock.now();
-            let (ready, next) = {
+            let next = {
                 let mut wheel = self.lock();
-                let mut ready = Vec::new();
                 while let Some(first) = wheel.due.first_entry() {
                     if first.key().0 > now {
                         break;
                     }
-                    ready.push(first.remove());
+                    target.deliver(first.remove());
                 }
-                self.delivering
-                    .fetch_add(ready.len(), std::sync::atomic::Ordering::SeqCst);
-                (ready, wheel.due.keys().next().map(|(t, _)| *t))
+                wheel.due.keys().next().map(|(t, _)| *t)
             };
-            if !ready.is_empty() {
-                let Some(target) = self.target.get().and_then(Weak::upgrade) else {
-                    return; // the runtime is gone
-                };
-                let ready: Vec<Input> = ready;
-                for input in ready {
-                    if let Err(err) = target
-                        .send_to_input_queue(&input, &input.thread_id, &input.id)
-                        .await
-                    {
-                        tracing::error!(%err, "timer could not deliver its input");
-                    }
-                    self.delivering
-                        .fetch_sub(1, std::sync::atomic::Ordering::SeqCst);
-                }
-                continue;
-            }
+            drop(target);
             match next {
                 Some(due) => {
                     tokio::select! {
@@ -121,9 +112,6 @@ impl TokioTimers {
                     }
                 }
                 None => changed.await,
-            }
-            if self.target.get().is_some_and(|t| t.strong_count() == 0) {
-                return;
             }
         }
     }

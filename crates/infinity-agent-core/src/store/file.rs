@@ -1,15 +1,30 @@
 //! A store on disk, for the CLI: `infinity chat --store DIR` stops and starts where it left off.
 //!
-//! Layout, one folder per thread under `DIR/threads/<thread id>/`:
-//! - `entries.jsonl`: the thread's own history entries, one JSON object per line, appended;
-//! - `processed.txt`: processed input ids, one per line, appended;
-//! - `state.json`: the record, the outbox, and how many bytes of the two files above are
-//!   committed. It is replaced atomically (write a temporary file, then rename), and that rename
-//!   is the commit point: bytes past the recorded lengths are leftovers of a commit that did not
-//!   finish, ignored on load and overwritten by the next commit.
+//! One process owns a store folder at a time: opening it takes an exclusive lock on `DIR/lock`,
+//! which names its holder; a second process gets [`StoreError::Locked`] naming the first, or with
+//! [`FileStore::open_waiting`] waits its turn. [`FileStore::open_read_only`] reads without the
+//! lock (listing threads while another process runs them) and refuses to write.
 //!
-//! Everything is also kept in memory, so reads never touch the disk. One process owns a store
-//! folder at a time.
+//! Layout, one folder per thread under `DIR/threads/<thread id>/`, every file but one appended:
+//! - `entries.jsonl`: the thread's own history entries, one JSON object per line;
+//! - `processed.txt`: processed input ids, one per line;
+//! - `children.jsonl`: its children's links, a line per new child and per change (the latest
+//!   line of a child wins), so a parent of thousands writes one line per change, not the list;
+//! - `outbox.jsonl`: `{"add": effect}` lines written by commits and `{"done": [ids]}` lines when
+//!   effects are performed, so marking one effect of thousands done writes one line;
+//! - `state.json`: the record (without its children) and how many bytes of each file above are
+//!   committed. It is replaced atomically (write a temporary file, fsync, rename, fsync the
+//!   folder), and that rename is the commit point. Bytes past a committed length are leftovers of
+//!   a commit that did not finish, ignored on load and overwritten by the next commit; only
+//!   `done` lines may follow the outbox's committed length (they are appended between commits,
+//!   and a torn last one is ignored: the effect is then performed again, which receivers
+//!   deduplicate).
+//!
+//! A commit writes what it adds, plus a `state.json` of constant size: writes per commit do not
+//! grow with the history, the children or the outbox. Everything is also kept in memory, so reads
+//! never touch the disk. A thread whose files cannot be read is left out with the reason
+//! ([`FileStore::broken`]); the others load, and the broken one refuses to run rather than be
+//! overwritten.
 
 use std::collections::{HashMap, HashSet};
 use std::fs::{self, File, OpenOptions};
@@ -26,27 +41,69 @@ use crate::commit::Commit;
 use crate::effect::PendingEffect;
 use crate::history::HistoryEntry;
 use crate::ids::{EffectId, InputId, ThreadId};
-use crate::state::ThreadRecord;
+use crate::state::{ChildLink, ThreadRecord};
 
-#[derive(Debug, Serialize, Deserialize)]
+/// The current layout (see the module docs). Version 1 kept the children in the record and the
+/// outbox in `state.json`; such a thread is read as it is and written in this layout from its
+/// next commit on.
+const FORMAT: u32 = 2;
+
+#[derive(Debug, Deserialize)]
 struct StateFile {
+    #[serde(default = "format_one")]
+    format: u32,
     record: ThreadRecord,
+    /// Version 1 only.
     #[serde(default)]
     outbox: Vec<PendingEffect>,
     entries_bytes: u64,
     processed_bytes: u64,
+    #[serde(default)]
+    children_bytes: u64,
+    #[serde(default)]
+    outbox_bytes: u64,
 }
 
+fn format_one() -> u32 {
+    1
+}
+
+/// A line of `outbox.jsonl`.
+#[derive(Debug, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+enum OutboxLine {
+    Add(Box<PendingEffect>),
+    Done(Vec<EffectId>),
+}
+
+/// Committed lengths of a thread's appended files.
 #[derive(Debug, Default, Clone, Copy)]
 struct Lengths {
-    entries_bytes: u64,
-    processed_bytes: u64,
+    entries: u64,
+    processed: u64,
+    children: u64,
+    outbox: u64,
+}
+
+/// What is on disk for a thread besides what [`ThreadData`] holds.
+#[derive(Debug, Default)]
+struct OnDisk {
+    lengths: Lengths,
+    /// The end of `outbox.jsonl` (past the committed length when `done` lines followed).
+    outbox_end: u64,
+    /// The children as `children.jsonl` has them (empty for a version 1 thread).
+    children: Vec<ChildLink>,
+    /// False for a version 1 thread: its next commit writes its children and outbox out whole.
+    current_format: bool,
 }
 
 #[derive(Debug, Default)]
 struct Inner {
     threads: Threads,
-    lengths: HashMap<ThreadId, Lengths>,
+    disk: HashMap<ThreadId, OnDisk>,
+    /// Threads whose files could not be read, with why.
+    broken: Vec<(String, String)>,
+    broken_ids: HashSet<ThreadId>,
 }
 
 /// A [`ThreadStore`] in a folder. See the module docs for the layout and the commit protocol.
@@ -54,6 +111,8 @@ struct Inner {
 pub struct FileStore {
     root: PathBuf,
     inner: Arc<Mutex<Inner>>,
+    /// The held lock (`None`: opened read-only).
+    lock: Option<Arc<File>>,
 }
 
 fn io_err(path: &Path, e: impl std::fmt::Display) -> StoreError {
@@ -64,28 +123,45 @@ fn corrupt(path: &Path, e: impl std::fmt::Display) -> StoreError {
     StoreError::Corrupt(format!("{}: {e}", path.display()))
 }
 
-/// Reads the first `len` bytes of a file (missing file: empty).
-fn read_prefix(path: &Path, len: u64) -> Result<Vec<u8>, StoreError> {
-    let file = match File::open(path) {
-        Ok(f) => f,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound && len == 0 => return Ok(Vec::new()),
-        Err(e) => return Err(io_err(path, e)),
-    };
-    let mut buf = Vec::with_capacity(len as usize);
-    file.take(len)
-        .read_to_end(&mut buf)
-        .map_err(|e| io_err(path, e))?;
-    if (buf.len() as u64) < len {
-        return Err(corrupt(
-            path,
-            format!("shorter than the committed {len} bytes"),
-        ));
+/// Reads a whole file (missing: empty).
+fn read_all(path: &Path) -> Result<Vec<u8>, StoreError> {
+    match fs::read(path) {
+        Ok(bytes) => Ok(bytes),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Vec::new()),
+        Err(e) => Err(io_err(path, e)),
     }
-    Ok(buf)
 }
 
-/// Appends `data` at byte `at` (dropping anything after it) and returns the new length.
-fn append_at(path: &Path, at: u64, data: &[u8]) -> Result<u64, StoreError> {
+/// The first `len` bytes of `bytes`, or corrupt if there are fewer.
+fn committed<'a>(path: &Path, bytes: &'a [u8], len: u64) -> Result<&'a [u8], StoreError> {
+    bytes.get(..len as usize).ok_or_else(|| {
+        corrupt(
+            path,
+            format!(
+                "holds {} bytes, fewer than the committed {len}",
+                bytes.len()
+            ),
+        )
+    })
+}
+
+/// The non-empty lines of `bytes`, parsed.
+fn parse_lines<T: serde::de::DeserializeOwned>(
+    path: &Path,
+    bytes: &[u8],
+) -> Result<Vec<T>, StoreError> {
+    bytes
+        .lines()
+        .filter(|l| !l.as_ref().is_ok_and(|l| l.is_empty()))
+        .map(|line| {
+            let line = line.map_err(|e| corrupt(path, e))?;
+            serde_json::from_str(&line).map_err(|e| corrupt(path, e))
+        })
+        .collect()
+}
+
+/// Writes `data` at byte `at` (dropping anything after it), fsyncs, and returns the new length.
+fn write_at(path: &Path, at: u64, data: &[u8]) -> Result<u64, StoreError> {
     let mut file = OpenOptions::new()
         .create(true)
         .truncate(false)
@@ -100,73 +176,237 @@ fn append_at(path: &Path, at: u64, data: &[u8]) -> Result<u64, StoreError> {
     Ok(at + data.len() as u64)
 }
 
+/// Makes a rename or a new file in `dir` durable.
+fn sync_dir(dir: &Path) -> Result<(), StoreError> {
+    File::open(dir)
+        .and_then(|d| d.sync_all())
+        .map_err(|e| io_err(dir, e))
+}
+
+fn json_lines<T: Serialize>(
+    path: &Path,
+    items: impl IntoIterator<Item = T>,
+) -> Result<Vec<u8>, StoreError> {
+    let mut out = Vec::new();
+    for item in items {
+        serde_json::to_writer(&mut out, &item).map_err(|e| corrupt(path, e))?;
+        out.push(b'\n');
+    }
+    Ok(out)
+}
+
+/// Who holds a store's lock, as written in the lock file.
+fn holder_note() -> String {
+    let command: Vec<String> = std::env::args().take(4).collect();
+    format!(
+        "process {} ({}) since {}",
+        std::process::id(),
+        command.join(" "),
+        jiff::Timestamp::now()
+            .round(jiff::Unit::Second)
+            .unwrap_or(jiff::Timestamp::now())
+    )
+}
+
+/// One thread's folder, loaded.
+fn load_thread(dir: &Path) -> Result<(ThreadData, OnDisk), StoreError> {
+    let state_path = dir.join("state.json");
+    let state: StateFile =
+        serde_json::from_slice(&fs::read(&state_path).map_err(|e| io_err(&state_path, e))?)
+            .map_err(|e| corrupt(&state_path, e))?;
+    let mut record = state.record;
+
+    let entries_path = dir.join("entries.jsonl");
+    let bytes = read_all(&entries_path)?;
+    let entries: Vec<HistoryEntry> = parse_lines(
+        &entries_path,
+        committed(&entries_path, &bytes, state.entries_bytes)?,
+    )?;
+    if entries.len() as u64 != record.history_len {
+        return Err(corrupt(
+            &entries_path,
+            format!(
+                "holds {} committed entries, the record says {}",
+                entries.len(),
+                record.history_len
+            ),
+        ));
+    }
+
+    let processed_path = dir.join("processed.txt");
+    let bytes = read_all(&processed_path)?;
+    let processed: HashSet<InputId> =
+        BufReader::new(committed(&processed_path, &bytes, state.processed_bytes)?)
+            .lines()
+            .map_while(Result::ok)
+            .filter_map(|l| InputId::new(l).ok())
+            .collect();
+
+    let mut disk = OnDisk {
+        current_format: state.format >= FORMAT,
+        ..OnDisk::default()
+    };
+    let outbox = if disk.current_format {
+        let children_path = dir.join("children.jsonl");
+        let bytes = read_all(&children_path)?;
+        let lines: Vec<ChildLink> = parse_lines(
+            &children_path,
+            committed(&children_path, &bytes, state.children_bytes)?,
+        )?;
+        for link in lines {
+            match record
+                .children
+                .iter_mut()
+                .find(|c| c.thread_id == link.thread_id)
+            {
+                Some(existing) => *existing = link,
+                None => record.children.push(link),
+            }
+        }
+        disk.children = record.children.clone();
+
+        let outbox_path = dir.join("outbox.jsonl");
+        let bytes = read_all(&outbox_path)?;
+        let mut outbox: Vec<PendingEffect> = Vec::new();
+        let head = committed(&outbox_path, &bytes, state.outbox_bytes)?;
+        let mut done: HashSet<EffectId> = HashSet::new();
+        for line in parse_lines::<OutboxLine>(&outbox_path, head)? {
+            match line {
+                OutboxLine::Add(effect) => outbox.push(*effect),
+                OutboxLine::Done(ids) => done.extend(ids),
+            }
+        }
+        // After the committed part only `done` lines count; an unfinished commit's `add` lines
+        // and a torn last line are ignored.
+        for line in bytes[head.len()..].split(|b| *b == b'\n') {
+            if let Ok(OutboxLine::Done(ids)) = serde_json::from_slice::<OutboxLine>(line) {
+                done.extend(ids);
+            }
+        }
+        outbox.retain(|e| !done.contains(&e.id));
+        disk.outbox_end = bytes.len() as u64;
+        outbox
+    } else {
+        state.outbox
+    };
+    disk.lengths = Lengths {
+        entries: state.entries_bytes,
+        processed: state.processed_bytes,
+        children: state.children_bytes,
+        outbox: state.outbox_bytes,
+    };
+    let data = ThreadData {
+        record,
+        entries: entries.into_iter().map(Arc::new).collect(),
+        processed,
+        outbox,
+    };
+    Ok((data, disk))
+}
+
 impl FileStore {
-    /// Opens (or creates) a store in `root` and loads it.
+    /// Opens (or creates) a store in `root`, taking its lock, and loads it. Fails with
+    /// [`StoreError::Locked`], naming the holder, when another process has it open.
     pub fn open(root: impl Into<PathBuf>) -> Result<Self, StoreError> {
+        Self::open_with(root.into(), None::<fn(&str)>)
+    }
+
+    /// Like [`FileStore::open`], but waits for another process to release the store; `waiting`
+    /// is told who holds it before the wait begins.
+    pub fn open_waiting(
+        root: impl Into<PathBuf>,
+        waiting: impl FnOnce(&str),
+    ) -> Result<Self, StoreError> {
+        Self::open_with(root.into(), Some(waiting))
+    }
+
+    /// Loads an existing store without taking its lock (to look at it while another process
+    /// runs it). Commits are refused. Fails when `root` holds no store.
+    pub fn open_read_only(root: impl Into<PathBuf>) -> Result<Self, StoreError> {
         let root = root.into();
+        if !root.join("threads").is_dir() {
+            return Err(StoreError::Unavailable(format!(
+                "{}: no store here (a store folder holds threads/)",
+                root.display()
+            )));
+        }
+        Self::load(root, None)
+    }
+
+    fn open_with(root: PathBuf, waiting: Option<impl FnOnce(&str)>) -> Result<Self, StoreError> {
+        fs::create_dir_all(root.join("threads")).map_err(|e| io_err(&root, e))?;
+        let lock_path = root.join("lock");
+        let mut file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .open(&lock_path)
+            .map_err(|e| io_err(&lock_path, e))?;
+        match file.try_lock() {
+            Ok(()) => {}
+            Err(fs::TryLockError::WouldBlock) => {
+                let mut holder = String::new();
+                let _ = file.read_to_string(&mut holder);
+                let holder = holder.trim().to_owned();
+                match waiting {
+                    None => {
+                        return Err(StoreError::Locked {
+                            path: root.display().to_string(),
+                            holder,
+                        })
+                    }
+                    Some(waiting) => {
+                        waiting(&holder);
+                        file.lock().map_err(|e| io_err(&lock_path, e))?;
+                    }
+                }
+            }
+            Err(fs::TryLockError::Error(e)) => return Err(io_err(&lock_path, e)),
+        }
+        file.set_len(0).map_err(|e| io_err(&lock_path, e))?;
+        file.seek(SeekFrom::Start(0))
+            .map_err(|e| io_err(&lock_path, e))?;
+        file.write_all(holder_note().as_bytes())
+            .map_err(|e| io_err(&lock_path, e))?;
+        Self::load(root, Some(Arc::new(file)))
+    }
+
+    fn load(root: PathBuf, lock: Option<Arc<File>>) -> Result<Self, StoreError> {
         let threads_dir = root.join("threads");
-        fs::create_dir_all(&threads_dir).map_err(|e| io_err(&threads_dir, e))?;
         let mut inner = Inner::default();
         let mut loaded = Vec::new();
         for dir in fs::read_dir(&threads_dir).map_err(|e| io_err(&threads_dir, e))? {
             let dir = dir.map_err(|e| io_err(&threads_dir, e))?.path();
-            let state_path = dir.join("state.json");
-            if !state_path.exists() {
+            if !dir.join("state.json").exists() {
                 continue; // a thread whose first commit never finished
             }
-            let state: StateFile =
-                serde_json::from_slice(&fs::read(&state_path).map_err(|e| io_err(&state_path, e))?)
-                    .map_err(|e| corrupt(&state_path, e))?;
-            let entries_path = dir.join("entries.jsonl");
-            let mut entries = Vec::new();
-            for line in read_prefix(&entries_path, state.entries_bytes)?
-                .lines()
-                .filter(|l| !l.as_ref().is_ok_and(|l| l.is_empty()))
-            {
-                let line = line.map_err(|e| corrupt(&entries_path, e))?;
-                let entry: HistoryEntry =
-                    serde_json::from_str(&line).map_err(|e| corrupt(&entries_path, e))?;
-                entries.push(Arc::new(entry));
+            let name = dir
+                .file_name()
+                .map(|n| n.to_string_lossy().into_owned())
+                .unwrap_or_default();
+            match load_thread(&dir) {
+                Ok(thread) => loaded.push(thread),
+                Err(err) => {
+                    tracing::error!(thread = %name, %err, "thread left out: its files cannot be read");
+                    if let Ok(id) = ThreadId::new(name.as_str()) {
+                        inner.broken_ids.insert(id);
+                    }
+                    inner.broken.push((name, err.to_string()));
+                }
             }
-            if entries.len() as u64 != state.record.history_len {
-                return Err(corrupt(
-                    &entries_path,
-                    format!(
-                        "holds {} committed entries, the record says {}",
-                        entries.len(),
-                        state.record.history_len
-                    ),
-                ));
-            }
-            let processed_path = dir.join("processed.txt");
-            let processed: HashSet<InputId> =
-                BufReader::new(&read_prefix(&processed_path, state.processed_bytes)?[..])
-                    .lines()
-                    .map_while(Result::ok)
-                    .filter_map(|l| InputId::new(l).ok())
-                    .collect();
-            inner.lengths.insert(
-                state.record.id.clone(),
-                Lengths {
-                    entries_bytes: state.entries_bytes,
-                    processed_bytes: state.processed_bytes,
-                },
-            );
-            loaded.push(ThreadData {
-                record: state.record,
-                entries,
-                processed,
-                outbox: state.outbox,
-            });
         }
-        loaded.sort_by_key(|d| d.record.created_at);
-        for data in loaded {
-            inner.threads.order.push(data.record.id.clone());
-            inner.threads.by_id.insert(data.record.id.clone(), data);
+        loaded.sort_by_key(|(d, _)| d.record.created_at);
+        for (data, disk) in loaded {
+            let id = data.record.id.clone();
+            inner.threads.order.push(id.clone());
+            inner.disk.insert(id.clone(), disk);
+            inner.threads.by_id.insert(id, data);
         }
         Ok(Self {
             root,
             inner: Arc::new(Mutex::new(inner)),
+            lock,
         })
     }
 
@@ -175,7 +415,13 @@ impl FileStore {
         &self.root
     }
 
-    fn lock(&self) -> MutexGuard<'_, Inner> {
+    /// Threads whose files could not be read (folder name, why). They are left out of the
+    /// store, and refuse to run until repaired or removed.
+    pub fn broken(&self) -> Vec<(String, String)> {
+        self.lock_inner().broken.clone()
+    }
+
+    fn lock_inner(&self) -> MutexGuard<'_, Inner> {
         self.inner
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
@@ -185,45 +431,55 @@ impl FileStore {
         self.root.join("threads").join(thread_id.as_str())
     }
 
+    fn check_usable(&self, inner: &Inner, thread_id: &ThreadId) -> Result<(), StoreError> {
+        if inner.broken_ids.contains(thread_id) {
+            return Err(StoreError::Corrupt(format!(
+                "thread {thread_id} could not be read from {}; see the log",
+                self.thread_dir(thread_id).display()
+            )));
+        }
+        Ok(())
+    }
+
     fn write_state(
         &self,
-        thread_id: &ThreadId,
+        dir: &Path,
         record: &ThreadRecord,
-        outbox: &[PendingEffect],
         lengths: Lengths,
     ) -> Result<(), StoreError> {
         #[derive(Serialize)]
         struct StateRef<'a> {
+            format: u32,
             record: &'a ThreadRecord,
-            outbox: &'a [PendingEffect],
             entries_bytes: u64,
             processed_bytes: u64,
+            children_bytes: u64,
+            outbox_bytes: u64,
         }
-        let dir = self.thread_dir(thread_id);
         let tmp = dir.join("state.json.tmp");
         let bytes = serde_json::to_vec(&StateRef {
+            format: FORMAT,
             record,
-            outbox,
-            entries_bytes: lengths.entries_bytes,
-            processed_bytes: lengths.processed_bytes,
+            entries_bytes: lengths.entries,
+            processed_bytes: lengths.processed,
+            children_bytes: lengths.children,
+            outbox_bytes: lengths.outbox,
         })
         .map_err(|e| corrupt(&tmp, e))?;
         let mut file = File::create(&tmp).map_err(|e| io_err(&tmp, e))?;
         file.write_all(&bytes).map_err(|e| io_err(&tmp, e))?;
         file.sync_data().map_err(|e| io_err(&tmp, e))?;
-        fs::rename(&tmp, dir.join("state.json")).map_err(|e| io_err(&tmp, e))
+        fs::rename(&tmp, dir.join("state.json")).map_err(|e| io_err(&tmp, e))?;
+        sync_dir(dir)
     }
 }
 
 #[async_trait]
 impl ThreadStore for FileStore {
     async fn load_record(&self, thread_id: &ThreadId) -> Result<Option<ThreadRecord>, StoreError> {
-        Ok(self
-            .lock()
-            .threads
-            .by_id
-            .get(thread_id)
-            .map(|d| d.record.clone()))
+        let inner = self.lock_inner();
+        self.check_usable(&inner, thread_id)?;
+        Ok(inner.threads.by_id.get(thread_id).map(|d| d.record.clone()))
     }
 
     async fn load_entries(
@@ -231,7 +487,7 @@ impl ThreadStore for FileStore {
         thread_id: &ThreadId,
         upto: u64,
     ) -> Result<Vec<Arc<HistoryEntry>>, StoreError> {
-        Ok(self.lock().threads.entries(thread_id, upto))
+        Ok(self.lock_inner().threads.entries(thread_id, upto))
     }
 
     async fn processed(
@@ -239,44 +495,109 @@ impl ThreadStore for FileStore {
         thread_id: &ThreadId,
         input_ids: &[InputId],
     ) -> Result<HashSet<InputId>, StoreError> {
-        Ok(self.lock().threads.processed(thread_id, input_ids))
+        Ok(self.lock_inner().threads.processed(thread_id, input_ids))
     }
 
     async fn commit(&self, commit: &Commit) -> Result<(), StoreError> {
-        let mut inner = self.lock();
-        let existing = inner.threads.by_id.get(&commit.thread_id);
-        check_version(commit, existing.map(|d| &d.record))?;
-        let outbox: Vec<PendingEffect> = existing
-            .map(|d| d.outbox.iter().chain(&commit.effects).cloned().collect())
-            .unwrap_or_else(|| commit.effects.clone());
-        let dir = self.thread_dir(&commit.thread_id);
-        fs::create_dir_all(&dir).map_err(|e| io_err(&dir, e))?;
-        let before = inner
-            .lengths
-            .get(&commit.thread_id)
-            .copied()
-            .unwrap_or_default();
-        let mut entries = Vec::new();
-        for entry in &commit.new_entries {
-            serde_json::to_writer(&mut entries, entry).map_err(|e| corrupt(&dir, e))?;
-            entries.push(b'\n');
+        if self.lock.is_none() {
+            return Err(StoreError::Unavailable(format!(
+                "{}: opened read-only",
+                self.root.display()
+            )));
         }
+        let mut inner = self.lock_inner();
+        self.check_usable(&inner, &commit.thread_id)?;
+        check_version(
+            commit,
+            inner
+                .threads
+                .by_id
+                .get(&commit.thread_id)
+                .map(|d| &d.record),
+        )?;
+        let dir = self.thread_dir(&commit.thread_id);
+        let new_thread = !dir.exists();
+        fs::create_dir_all(&dir).map_err(|e| io_err(&dir, e))?;
+        if new_thread {
+            sync_dir(&self.root.join("threads"))?;
+        }
+        let existing = inner.threads.by_id.get(&commit.thread_id);
+        let disk = inner.disk.get(&commit.thread_id);
+        let before = disk.map(|d| d.lengths).unwrap_or_default();
+        let current = disk.is_none_or(|d| d.current_format);
+
+        // Children: a line per new or changed link.
+        let on_disk: &[ChildLink] = disk.map_or(&[], |d| &d.children);
+        let changed = commit
+            .record
+            .children
+            .iter()
+            .enumerate()
+            .filter(|(i, link)| on_disk.get(*i) != Some(link))
+            .map(|(_, link)| link);
+        let children_path = dir.join("children.jsonl");
+        let children = json_lines(&children_path, changed)?;
+
+        // Outbox: the commit's effects; a version 1 thread's pending ones first.
+        let outbox_path = dir.join("outbox.jsonl");
+        let legacy: &[PendingEffect] = match (current, existing) {
+            (false, Some(data)) => &data.outbox,
+            _ => &[],
+        };
+        let adds = json_lines(
+            &outbox_path,
+            legacy
+                .iter()
+                .chain(&commit.effects)
+                .map(|e| OutboxLine::Add(Box::new(e.clone()))),
+        )?;
+        let outbox_at = if current {
+            disk.map_or(0, |d| d.outbox_end)
+        } else {
+            0
+        };
+
+        let entries_path = dir.join("entries.jsonl");
+        let entries = json_lines(&entries_path, &commit.new_entries)?;
         let mut processed = String::new();
         for id in &commit.processed_inputs {
             processed.push_str(id.as_str());
             processed.push('\n');
         }
+        let children_at = if current { before.children } else { 0 };
         let after = Lengths {
-            entries_bytes: append_at(&dir.join("entries.jsonl"), before.entries_bytes, &entries)?,
-            processed_bytes: append_at(
+            entries: write_at(&entries_path, before.entries, &entries)?,
+            processed: write_at(
                 &dir.join("processed.txt"),
-                before.processed_bytes,
+                before.processed,
                 processed.as_bytes(),
             )?,
+            children: if children.is_empty() && current {
+                before.children
+            } else {
+                write_at(&children_path, children_at, &children)?
+            },
+            outbox: if adds.is_empty() && current {
+                outbox_at
+            } else {
+                write_at(&outbox_path, outbox_at, &adds)?
+            },
         };
-        self.write_state(&commit.thread_id, &commit.record, &outbox, after)?;
-        inner.lengths.insert(commit.thread_id.clone(), after);
-        inner.threads.commit(commit)
+        let mut record = commit.record.clone();
+        record.children.clear();
+        self.write_state(&dir, &record, after)?;
+
+        let converted = !current && existing.is_some();
+        inner.threads.commit(commit)?;
+        if converted {
+            tracing::info!(thread = %commit.thread_id, "store thread written in the current layout");
+        }
+        let disk = inner.disk.entry(commit.thread_id.clone()).or_default();
+        disk.lengths = after;
+        disk.outbox_end = after.outbox;
+        disk.children = commit.record.children.clone();
+        disk.current_format = true;
+        Ok(())
     }
 
     async fn complete_effects(
@@ -284,96 +605,100 @@ impl ThreadStore for FileStore {
         thread_id: &ThreadId,
         effect_ids: &[EffectId],
     ) -> Result<(), StoreError> {
-        let mut inner = self.lock();
+        if self.lock.is_none() {
+            return Ok(());
+        }
+        let mut inner = self.lock_inner();
         if !inner.threads.complete(thread_id, effect_ids) {
             return Ok(());
         }
-        let lengths = inner.lengths.get(thread_id).copied().unwrap_or_default();
-        if let Some(data) = inner.threads.by_id.get(thread_id) {
-            self.write_state(thread_id, &data.record, &data.outbox, lengths)?;
+        let dir = self.thread_dir(thread_id);
+        let remaining = inner
+            .threads
+            .by_id
+            .get(thread_id)
+            .map_or(0, |d| d.outbox.len());
+        let Some(disk) = inner.disk.get(thread_id) else {
+            return Ok(());
+        };
+        if !disk.current_format {
+            // A version 1 thread keeps its outbox in state.json until its next commit.
+            let Some(data) = inner.threads.by_id.get(thread_id) else {
+                return Ok(());
+            };
+            let outbox = data.outbox.clone();
+            let record = data.record.clone();
+            return write_legacy_state(&dir, &record, &outbox, disk.lengths);
+        }
+        let outbox_path = dir.join("outbox.jsonl");
+        let (lengths, outbox_end) = (disk.lengths, disk.outbox_end);
+        if remaining == 0 {
+            // Nothing is pending: start the file afresh (state.json first, so a crash between
+            // the two leaves only `done` lines past the committed length).
+            let record = inner.threads.by_id.get(thread_id).map(|d| {
+                let mut r = d.record.clone();
+                r.children.clear();
+                r
+            });
+            if let Some(record) = record {
+                let emptied = Lengths {
+                    outbox: 0,
+                    ..lengths
+                };
+                self.write_state(&dir, &record, emptied)?;
+                write_at(&outbox_path, 0, &[])?;
+                if let Some(disk) = inner.disk.get_mut(thread_id) {
+                    disk.lengths = emptied;
+                    disk.outbox_end = 0;
+                }
+            }
+            return Ok(());
+        }
+        let line = json_lines(&outbox_path, [OutboxLine::Done(effect_ids.to_vec())])?;
+        let end = write_at(&outbox_path, outbox_end, &line)?;
+        if let Some(disk) = inner.disk.get_mut(thread_id) {
+            disk.outbox_end = end;
         }
         Ok(())
     }
 
     async fn outbox(&self) -> Result<Vec<(ThreadId, PendingEffect)>, StoreError> {
-        Ok(self.lock().threads.outbox())
+        Ok(self.lock_inner().threads.outbox())
     }
 
     async fn thread_ids(&self) -> Result<Vec<ThreadId>, StoreError> {
-        Ok(self.lock().threads.order.clone())
+        Ok(self.lock_inner().threads.order.clone())
     }
+}
+
+/// Rewrites a version 1 thread's `state.json` (its outbox inline) after effects were done.
+fn write_legacy_state(
+    dir: &Path,
+    record: &ThreadRecord,
+    outbox: &[PendingEffect],
+    lengths: Lengths,
+) -> Result<(), StoreError> {
+    #[derive(Serialize)]
+    struct Legacy<'a> {
+        record: &'a ThreadRecord,
+        outbox: &'a [PendingEffect],
+        entries_bytes: u64,
+        processed_bytes: u64,
+    }
+    let tmp = dir.join("state.json.tmp");
+    let bytes = serde_json::to_vec(&Legacy {
+        record,
+        outbox,
+        entries_bytes: lengths.entries,
+        processed_bytes: lengths.processed,
+    })
+    .map_err(|e| corrupt(&tmp, e))?;
+    let mut file = File::create(&tmp).map_err(|e| io_err(&tmp, e))?;
+    file.write_all(&bytes).map_err(|e| io_err(&tmp, e))?;
+    file.sync_data().map_err(|e| io_err(&tmp, e))?;
+    fs::rename(&tmp, dir.join("state.json")).map_err(|e| io_err(&tmp, e))?;
+    sync_dir(dir)
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::history::Item;
-    use crate::ids::ThreadId;
-    use jiff::Timestamp;
-
-    fn commit(version: Option<u64>, seq: u64, text: &str) -> Commit {
-        let id = ThreadId::new("t1").unwrap();
-        let mut record = ThreadRecord::new(id.clone(), "a", None, Timestamp::UNIX_EPOCH);
-        record.version = version.map_or(1, |v| v + 1);
-        record.history_len = seq + 1;
-        Commit {
-            thread_id: id,
-            expected_version: version,
-            record,
-            new_entries: vec![HistoryEntry {
-                seq,
-                at: Timestamp::UNIX_EPOCH,
-                input_id: None,
-                item: Item::user(text),
-            }],
-            processed_inputs: vec![InputId::new(format!("in{seq}")).unwrap()],
-            effects: Vec::new(),
-        }
-    }
-
-    #[tokio::test]
-    async fn leftovers_of_an_unfinished_commit_are_ignored_and_overwritten() {
-        let dir = tempfile::tempdir().unwrap();
-        let store = FileStore::open(dir.path()).unwrap();
-        store.commit(&commit(None, 0, "first")).await.unwrap();
-        // A crash after appending an entry but before replacing state.json.
-        let entries = dir.path().join("threads/t1/entries.jsonl");
-        let mut f = OpenOptions::new().append(true).open(&entries).unwrap();
-        f.write_all(b"{\"half\": tr").unwrap();
-        drop(store);
-
-        let store = FileStore::open(dir.path()).unwrap();
-        let id = ThreadId::new("t1").unwrap();
-        assert_eq!(store.load_entries(&id, 10).await.unwrap().len(), 1);
-        store.commit(&commit(Some(1), 1, "second")).await.unwrap();
-        drop(store);
-        let store = FileStore::open(dir.path()).unwrap();
-        let texts: Vec<String> = store
-            .load_entries(&id, 10)
-            .await
-            .unwrap()
-            .iter()
-            .map(|e| format!("{:?}", e.item))
-            .collect();
-        assert_eq!(texts.len(), 2, "{texts:?}");
-        assert!(texts[1].contains("second"));
-        let seen = store
-            .processed(
-                &id,
-                &[InputId::new("in0").unwrap(), InputId::new("in9").unwrap()],
-            )
-            .await
-            .unwrap();
-        assert_eq!(seen.len(), 1);
-    }
-
-    #[tokio::test]
-    async fn a_stale_version_is_a_conflict() {
-        let dir = tempfile::tempdir().unwrap();
-        let store = FileStore::open(dir.path()).unwrap();
-        store.commit(&commit(None, 0, "first")).await.unwrap();
-        let err = store.commit(&commit(None, 0, "again")).await.unwrap_err();
-        assert!(matches!(err, StoreError::Conflict { .. }), "{err}");
-        assert!(err.to_string().contains("version conflict"));
-    }
-}
+mod tests;

@@ -37,12 +37,20 @@ pub enum StoreError {
     /// Stored data could not be read back.
     #[error("stored data is corrupt: {0}")]
     Corrupt(String),
+    /// Another process has the store open.
+    #[error("the store {path} is in use by {holder}; stop it, or use another store")]
+    Locked {
+        /// The store.
+        path: String,
+        /// Who holds it (its process id, command and since when).
+        holder: String,
+    },
 }
 
 impl StoreError {
     /// True when the operation may succeed if tried again.
     pub fn is_retryable(&self) -> bool {
-        !matches!(self, StoreError::Corrupt(_))
+        !matches!(self, StoreError::Corrupt(_) | StoreError::Locked { .. })
     }
 }
 

@@ -13,6 +13,7 @@ mod dedup;
 mod dependencies;
 mod events;
 mod finish;
+mod idle;
 mod loops;
 mod memory;
 mod parallel_calls;

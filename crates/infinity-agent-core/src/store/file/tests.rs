@@ -1,0 +1,335 @@
+use super::*;
+use crate::effect::{Effect, OutputEvent, OutputKind};
+use crate::history::Item;
+use crate::ids::{CallId, ThreadId};
+use jiff::Timestamp;
+
+fn id(s: &str) -> ThreadId {
+    ThreadId::new(s).unwrap()
+}
+
+fn record(thread: &str, version: u64, history_len: u64) -> ThreadRecord {
+    let mut record = ThreadRecord::new(id(thread), "a", None, Timestamp::UNIX_EPOCH);
+    record.version = version;
+    record.history_len = history_len;
+    record
+}
+
+fn commit(version: Option<u64>, seq: u64, text: &str) -> Commit {
+    Commit {
+        thread_id: id("t1"),
+        expected_version: version,
+        record: record("t1", version.map_or(1, |v| v + 1), seq + 1),
+        new_entries: vec![HistoryEntry {
+            seq,
+            at: Timestamp::UNIX_EPOCH,
+            input_id: None,
+            item: Item::user(text),
+        }],
+        processed_inputs: vec![InputId::new(format!("in{seq}")).unwrap()],
+        effects: Vec::new(),
+    }
+}
+
+fn output(n: u32) -> PendingEffect {
+    PendingEffect {
+        id: EffectId::new(format!("fx-{n}")).unwrap(),
+        effect: Effect::Output {
+            event: OutputEvent {
+                thread_id: id("t1"),
+                at: Timestamp::UNIX_EPOCH,
+                kind: OutputKind::Error {
+                    text: format!("event {n}"),
+                },
+            },
+        },
+    }
+}
+
+fn child(n: u32, closed: bool) -> ChildLink {
+    ChildLink {
+        thread_id: id(&format!("child-{n}")),
+        call_id: CallId::new(format!("spawn-{n}")).unwrap(),
+        tool: "spawn_thread".into(),
+        args: serde_json::json!({"instructions": "x".repeat(200)}),
+        closed,
+    }
+}
+
+#[tokio::test]
+async fn leftovers_of_an_unfinished_commit_are_ignored_and_overwritten() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = FileStore::open(dir.path()).unwrap();
+    store.commit(&commit(None, 0, "first")).await.unwrap();
+    // A crash after appending an entry but before replacing state.json.
+    let entries = dir.path().join("threads/t1/entries.jsonl");
+    let mut f = OpenOptions::new().append(true).open(&entries).unwrap();
+    f.write_all(b"{\"half\": tr").unwrap();
+    drop(store);
+
+    let store = FileStore::open(dir.path()).unwrap();
+    assert_eq!(store.load_entries(&id("t1"), 10).await.unwrap().len(), 1);
+    store.commit(&commit(Some(1), 1, "second")).await.unwrap();
+    drop(store);
+    let store = FileStore::open(dir.path()).unwrap();
+    let texts: Vec<String> = store
+        .load_entries(&id("t1"), 10)
+        .await
+        .unwrap()
+        .iter()
+        .map(|e| format!("{:?}", e.item))
+        .collect();
+    assert_eq!(texts.len(), 2, "{texts:?}");
+    assert!(texts[1].contains("second"));
+    let seen = store
+        .processed(
+            &id("t1"),
+            &[InputId::new("in0").unwrap(), InputId::new("in9").unwrap()],
+        )
+        .await
+        .unwrap();
+    assert_eq!(seen.len(), 1);
+}
+
+#[tokio::test]
+async fn a_stale_version_is_a_conflict() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = FileStore::open(dir.path()).unwrap();
+    store.commit(&commit(None, 0, "first")).await.unwrap();
+    let err = store.commit(&commit(None, 0, "again")).await.unwrap_err();
+    assert!(matches!(err, StoreError::Conflict { .. }), "{err}");
+    assert!(err.to_string().contains("version conflict"));
+}
+
+#[tokio::test]
+async fn one_process_at_a_time_and_the_second_is_told_who_holds_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let first = FileStore::open(dir.path()).unwrap();
+    let err = FileStore::open(dir.path()).unwrap_err();
+    assert!(matches!(err, StoreError::Locked { .. }), "{err}");
+    let text = err.to_string();
+    assert!(
+        text.contains(&format!("process {}", std::process::id())),
+        "{text}"
+    );
+    // Looking is allowed; writing is not.
+    first.commit(&commit(None, 0, "first")).await.unwrap();
+    let reader = FileStore::open_read_only(dir.path()).unwrap();
+    assert_eq!(reader.thread_ids().await.unwrap(), [id("t1")]);
+    assert!(reader.commit(&commit(Some(1), 1, "no")).await.is_err());
+    // A waiting opener gets the store once the first lets go.
+    let path = dir.path().to_owned();
+    let told = Arc::new(Mutex::new(String::new()));
+    let note = Arc::clone(&told);
+    let waiter = std::thread::spawn(move || {
+        FileStore::open_waiting(path, |holder| *note.lock().unwrap() = holder.to_owned())
+    });
+    std::thread::sleep(std::time::Duration::from_millis(200));
+    assert!(
+        !waiter.is_finished(),
+        "it must wait while the store is held"
+    );
+    drop(first);
+    let second = waiter.join().unwrap().unwrap();
+    assert!(
+        told.lock().unwrap().contains("process"),
+        "{}",
+        told.lock().unwrap()
+    );
+    assert_eq!(second.load_entries(&id("t1"), 9).await.unwrap().len(), 1);
+}
+
+#[test]
+fn a_missing_store_is_not_created_by_looking() {
+    let dir = tempfile::tempdir().unwrap();
+    let missing = dir.path().join("typo");
+    let err = FileStore::open_read_only(&missing).unwrap_err();
+    assert!(err.to_string().contains("no store here"), "{err}");
+    assert!(!missing.exists());
+}
+
+#[tokio::test]
+async fn writes_per_commit_do_not_grow_with_children_or_the_outbox() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = FileStore::open(dir.path()).unwrap();
+    let thread = dir.path().join("threads/t1");
+    let size = |name: &str| fs::metadata(thread.join(name)).map_or(0, |m| m.len());
+    let mut sizes = Vec::new();
+    let mut version = None;
+    for n in 0..300u32 {
+        let mut c = commit(version, n as u64, "spawning");
+        c.record.children = (0..=n).map(|i| child(i, false)).collect();
+        // Each commit adds one child and one pending effect.
+        c.effects = vec![output(n)];
+        let before = (size("children.jsonl"), size("outbox.jsonl"));
+        store.commit(&c).await.unwrap();
+        version = Some(c.record.version);
+        sizes.push((
+            size("state.json"),
+            size("children.jsonl") - before.0,
+            size("outbox.jsonl") - before.1,
+        ));
+    }
+    // state.json stays the same size (up to the digits of its counters); each commit appends
+    // one child line and one outbox line, whatever came before.
+    let (first, last) = (sizes[1], sizes[299]);
+    assert!(
+        last.0 < first.0 + 40,
+        "state.json grew: {first:?} -> {last:?}"
+    );
+    // (child-1 against child-299: two more digits in its thread and call ids)
+    assert!(
+        last.1 <= first.1 + 4,
+        "one child line per new child: {first:?} -> {last:?}"
+    );
+    assert!(
+        last.2 <= first.2 + 4,
+        "one outbox line per commit: {first:?} -> {last:?}"
+    );
+    // Marking one effect done appends one short line.
+    let before = size("outbox.jsonl");
+    store
+        .complete_effects(&id("t1"), &[EffectId::new("fx-7").unwrap()])
+        .await
+        .unwrap();
+    assert!(size("outbox.jsonl") - before < 40);
+    // A change of one child (closed) is one line too.
+    let mut c = commit(version, 300, "closing one");
+    c.record.children = (0..300).map(|i| child(i, i == 5)).collect();
+    let before = size("children.jsonl");
+    store.commit(&c).await.unwrap();
+    let line = size("children.jsonl") - before;
+    assert!(line > first.1 && line < first.1 + 20, "one line: {line} B"); // + `,"closed":true`
+    drop(store);
+
+    // Everything reads back: the children with their latest state, the outbox minus the done.
+    let store = FileStore::open(dir.path()).unwrap();
+    let record = store.load_record(&id("t1")).await.unwrap().unwrap();
+    assert_eq!(record.children.len(), 300);
+    assert!(record.children[5].closed && !record.children[6].closed);
+    let outbox = store.outbox().await.unwrap();
+    assert_eq!(outbox.len(), 299);
+    assert!(!outbox.iter().any(|(_, e)| e.id.as_str() == "fx-7"));
+}
+
+#[tokio::test]
+async fn done_lines_after_the_commit_count_and_a_torn_one_is_ignored() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = FileStore::open(dir.path()).unwrap();
+    let mut c = commit(None, 0, "x");
+    c.effects = vec![output(1), output(2), output(3)];
+    store.commit(&c).await.unwrap();
+    store
+        .complete_effects(&id("t1"), &[EffectId::new("fx-1").unwrap()])
+        .await
+        .unwrap();
+    drop(store);
+    let outbox = dir.path().join("threads/t1/outbox.jsonl");
+    let mut f = OpenOptions::new().append(true).open(&outbox).unwrap();
+    f.write_all(b"{\"done\":[\"fx-2\"").unwrap(); // torn by a crash
+    drop(f);
+    let store = FileStore::open(dir.path()).unwrap();
+    let left: Vec<String> = store
+        .outbox()
+        .await
+        .unwrap()
+        .iter()
+        .map(|(_, e)| e.id.to_string())
+        .collect();
+    assert_eq!(left, ["fx-2", "fx-3"]);
+    // Once nothing is pending, the file starts afresh.
+    store
+        .complete_effects(
+            &id("t1"),
+            &[
+                EffectId::new("fx-2").unwrap(),
+                EffectId::new("fx-3").unwrap(),
+            ],
+        )
+        .await
+        .unwrap();
+    assert_eq!(fs::metadata(&outbox).unwrap().len(), 0);
+    drop(store);
+    assert!(FileStore::open(dir.path())
+        .unwrap()
+        .outbox()
+        .await
+        .unwrap()
+        .is_empty());
+}
+
+#[tokio::test]
+async fn a_broken_thread_is_named_and_the_others_load() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = FileStore::open(dir.path()).unwrap();
+    store.commit(&commit(None, 0, "fine")).await.unwrap();
+    let mut other = commit(None, 0, "soon broken");
+    other.thread_id = id("t2");
+    other.record = record("t2", 1, 1);
+    store.commit(&other).await.unwrap();
+    drop(store);
+    fs::write(
+        dir.path().join("threads/t2/entries.jsonl"),
+        b"\0\0\0\0\0\0\0\0",
+    )
+    .unwrap();
+
+    let store = FileStore::open(dir.path()).unwrap();
+    assert_eq!(store.thread_ids().await.unwrap(), [id("t1")]);
+    let broken = store.broken();
+    assert_eq!(broken.len(), 1);
+    assert_eq!(broken[0].0, "t2");
+    // It refuses to run rather than be created afresh over its files.
+    let err = store.load_record(&id("t2")).await.unwrap_err();
+    assert!(matches!(err, StoreError::Corrupt(_)), "{err}");
+    assert!(store.load_record(&id("t1")).await.unwrap().is_some());
+}
+
+#[tokio::test]
+async fn a_thread_in_the_first_layout_loads_and_moves_to_the_current_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let thread = dir.path().join("threads/t1");
+    fs::create_dir_all(&thread).unwrap();
+    let mut old = record("t1", 1, 1);
+    old.children = vec![child(0, false)];
+    let entry = serde_json::to_string(&HistoryEntry {
+        seq: 0,
+        at: Timestamp::UNIX_EPOCH,
+        input_id: None,
+        item: Item::user("from before"),
+    })
+    .unwrap()
+        + "\n";
+    fs::write(thread.join("entries.jsonl"), &entry).unwrap();
+    let state = serde_json::json!({
+        "record": old,
+        "outbox": [output(1)],
+        "entries_bytes": entry.len(),
+        "processed_bytes": 0,
+    });
+    fs::write(thread.join("state.json"), state.to_string()).unwrap();
+
+    let store = FileStore::open(dir.path()).unwrap();
+    let loaded = store.load_record(&id("t1")).await.unwrap().unwrap();
+    assert_eq!(loaded.children.len(), 1);
+    assert_eq!(store.outbox().await.unwrap().len(), 1);
+    let mut next = commit(Some(1), 1, "after");
+    next.record.children = vec![child(0, true), child(1, false)];
+    next.effects = vec![output(2)];
+    store.commit(&next).await.unwrap();
+    drop(store);
+
+    let store = FileStore::open(dir.path()).unwrap();
+    let record = store.load_record(&id("t1")).await.unwrap().unwrap();
+    assert_eq!(record.children.len(), 2);
+    assert!(record.children[0].closed);
+    let ids: Vec<String> = store
+        .outbox()
+        .await
+        .unwrap()
+        .iter()
+        .map(|(_, e)| e.id.to_string())
+        .collect();
+    assert_eq!(ids, ["fx-1", "fx-2"]);
+    assert_eq!(store.load_entries(&id("t1"), 9).await.unwrap().len(), 2);
+}
