@@ -95,9 +95,10 @@ async fn child_history_is_the_parent_prefix_by_reference() {
     let fork = link.fork_at as usize;
     assert_eq!(link.thread_id.as_str(), "main");
     assert_eq!(record.stack, vec![tid("main"), tid(&child)]);
-    // Inherited: exactly the parent's entries up to the spawn (its user message and the turn
-    // with the spawn call), shared, not copied into the child's own history.
-    assert_eq!(fork, 2);
+    // Inherited: exactly the parent's entries before the spawning turn (its user message),
+    // shared, not copied into the child's own history. The child's history starts with that
+    // turn holding its own call only (so it never carries its siblings' calls).
+    assert_eq!(fork, 1);
     for i in 0..fork {
         assert_eq!(child_view[i], parent_view[i], "entry {i}");
     }
@@ -107,11 +108,15 @@ async fn child_history_is_the_parent_prefix_by_reference() {
         .map(|e| crate::harness::item_line(&e.item))
         .collect();
     assert!(
-        own[0].starts_with("result spawn_thread: You are now inside the spawned thread"),
+        own[0].starts_with("assistant: ") && own[0].contains("spawn_thread"),
         "{own:?}"
     );
     assert!(
-        own[0].ends_with(&format!("Your thread ID is {child}.")),
+        own[1].starts_with("result spawn_thread: You are now inside the spawned thread"),
+        "{own:?}"
+    );
+    assert!(
+        own[1].ends_with(&format!("Your thread ID is {child}.")),
         "{own:?}"
     );
     assert!(
@@ -255,4 +260,36 @@ async fn report_to_parent_from_a_root_thread_is_an_error() {
             "assistant: done",
         ],
     );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_wide_fan_out_costs_each_child_only_its_own_call() {
+    // One turn spawns forty children. Each child sees the parent's history before that turn,
+    // then the turn with its own call only: no sibling calls, no placeholder results for them.
+    let calls: Vec<String> = (0..40)
+        .map(|i| {
+            format!(
+                "{{name: spawn_thread, args: {{instructions: \"quick {i}\", child_of: \"${{stack}}\"}}}}"
+            )
+        })
+        .collect();
+    let script = format!(
+        "rules:\n  - thread: child\n    reply: {{text: done}}\n  - when: \"^fan out$\"\n    reply:\n      tool_calls: [{}]\n  - reply: {{text: ok}}\n",
+        calls.join(", ")
+    );
+    let mut h = start(&script).await;
+    h.say("main", "fan out").await;
+    let children = h.children("main");
+    assert_eq!(children.len(), 40);
+    for child in &children {
+        let view = h.system.view(&tid(child)).await.unwrap();
+        let lines: Vec<String> = view
+            .iter()
+            .map(|e| crate::harness::item_line(&e.item))
+            .collect();
+        // message, its own spawning turn, its spawn result, its answer
+        assert_eq!(lines.len(), 4, "{lines:#?}");
+        assert_eq!(view[1].item.tool_calls().len(), 1, "{lines:#?}");
+        assert!(!lines.iter().any(|l| l.contains("belongs to the parent")));
+    }
 }

@@ -37,6 +37,33 @@ pub(crate) fn open_calls(view: HistoryView<'_>) -> Vec<ToolCall> {
         .collect()
 }
 
+/// The newest turn of `view`, if it made `call` and the call is still running (as a
+/// `spawn_thread` call is while it spawns): its index, and the turn as the child sees it (its
+/// text and that one call).
+fn own_turn(view: HistoryView<'_>, call: &CallId) -> Option<(usize, Item)> {
+    if !open_calls(view).iter().any(|c| &c.id == call) {
+        return None;
+    }
+    let index = view.rposition(|e| matches!(e.item, Item::Assistant { .. }))?;
+    let Item::Assistant {
+        text,
+        tool_calls,
+        synthetic,
+    } = &view.get(index)?.item
+    else {
+        return None;
+    };
+    let own = tool_calls.iter().find(|c| &c.id == call)?;
+    Some((
+        index,
+        Item::Assistant {
+            text: text.clone(),
+            tool_calls: vec![own.clone()],
+            synthetic: *synthetic,
+        },
+    ))
+}
+
 /// What a new child thread is spawned from.
 pub(crate) struct ChildOrigin<'a> {
     pub call_id: &'a CallId,
@@ -45,9 +72,14 @@ pub(crate) struct ChildOrigin<'a> {
 }
 
 /// Creates a child of `record`: records the link, emits its seed and the output event, and returns
-/// its id. `seed_for` builds the child's own first entries that follow the inherited view,
-/// given the child's id; results for calls of the inherited last turn that the child does not
-/// own are added first, so the child's conversation is well formed.
+/// its id. `seed_for` builds the child's own first entries, given the child's id.
+///
+/// When the spawning call is running in the thread's newest turn (`spawn_thread`), the child forks just
+/// before that turn and its history starts with a copy of the turn that holds its own call
+/// only: a child never sees its siblings' calls, so spawning N children costs N small seeds,
+/// not N². Otherwise (a thread for a subscription's event) it forks at the end of the view, and
+/// the calls of the newest turn still open get results saying they belong to the parent, so the
+/// child's conversation is well formed.
 pub(crate) fn spawn_child(
     record: &mut ThreadRecord,
     view: HistoryView<'_>,
@@ -58,24 +90,30 @@ pub(crate) fn spawn_child(
     seed_for: impl FnOnce(&ThreadId) -> Vec<Item>,
 ) -> ThreadId {
     let child_id = ids.thread_id();
-    let mut seed: Vec<Item> = open_calls(view)
-        .into_iter()
-        .filter(|c| &c.id != origin.call_id)
-        .map(|c| {
-            Item::tool_result(
-                c.id,
-                c.name,
-                "(This call belongs to the parent thread; it is not part of this thread.)",
-            )
-        })
-        .collect();
+    let (fork_at, mut seed) = match own_turn(view, origin.call_id) {
+        Some((index, item)) => (index, vec![item]),
+        None => {
+            let placeholders = open_calls(view)
+                .into_iter()
+                .filter(|c| &c.id != origin.call_id)
+                .map(|c| {
+                    Item::tool_result(
+                        c.id,
+                        c.name,
+                        "(This call belongs to the parent thread; it is not part of this thread.)",
+                    )
+                })
+                .collect();
+            (view.len(), placeholders)
+        }
+    };
     seed.extend(seed_for(&child_id));
     let parent = ParentLink {
         thread_id: record.id.clone(),
         call_id: origin.call_id.clone(),
         tool: origin.tool.to_owned(),
         args: origin.args.clone(),
-        fork_at: view.len() as u64,
+        fork_at: fork_at as u64,
         summary: record.latest_summary,
     };
     record.children.push(ChildLink {
