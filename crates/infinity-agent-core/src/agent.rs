@@ -26,6 +26,20 @@ pub struct Limits {
     /// Compaction starts when a prompt passes this share (in percent) of the model's context
     /// window. Default 75.
     pub compact_at_percent: u8,
+    /// Completions one thread may run in an hour (the hour on the clock); then it stops until a
+    /// person writes to it. Default 120.
+    pub completions_per_hour: u32,
+    /// Tokens (prompt, cache and output) one thread's completions may use in an hour.
+    /// Default 4,000,000.
+    pub tokens_per_hour: u64,
+    /// Completions all the threads of one conversation (a root thread and its children) may run
+    /// in an hour. Default 600.
+    pub conversation_completions_per_hour: u32,
+    /// Tokens all the threads of one conversation may use in an hour. Default 20,000,000.
+    pub conversation_tokens_per_hour: u64,
+    /// Threads one conversation may start in an hour (children, threads for subscription
+    /// events, delegations). Default 100.
+    pub conversation_threads_per_hour: u32,
 }
 
 impl Default for Limits {
@@ -33,6 +47,11 @@ impl Default for Limits {
         Self {
             max_completions_per_slice: 16,
             compact_at_percent: 75,
+            completions_per_hour: 120,
+            tokens_per_hour: 4_000_000,
+            conversation_completions_per_hour: 600,
+            conversation_tokens_per_hour: 20_000_000,
+            conversation_threads_per_hour: 100,
         }
     }
 }
@@ -426,11 +445,33 @@ impl AgentFile {
                 ),
             ));
         }
-        if file.limits.max_completions_per_slice == 0 {
-            return Err(invalid(
+        let limits = &file.limits;
+        for (key, value) in [
+            (
                 "limits.max_completions_per_slice",
-                "must be at least 1".to_owned(),
-            ));
+                u64::from(limits.max_completions_per_slice),
+            ),
+            (
+                "limits.completions_per_hour",
+                u64::from(limits.completions_per_hour),
+            ),
+            ("limits.tokens_per_hour", limits.tokens_per_hour),
+            (
+                "limits.conversation_completions_per_hour",
+                u64::from(limits.conversation_completions_per_hour),
+            ),
+            (
+                "limits.conversation_tokens_per_hour",
+                limits.conversation_tokens_per_hour,
+            ),
+            (
+                "limits.conversation_threads_per_hour",
+                u64::from(limits.conversation_threads_per_hour),
+            ),
+        ] {
+            if value == 0 {
+                return Err(invalid(key, "must be at least 1".to_owned()));
+            }
         }
         Ok(file)
     }

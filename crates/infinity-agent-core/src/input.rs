@@ -183,6 +183,12 @@ pub enum InputBody {
         /// The value.
         value: String,
     },
+    /// A child tells its conversation's root what it used this hour (the conversation's hourly
+    /// limits; kept by the root thread).
+    ConversationUsage {
+        /// The counts, of the hour they were made in.
+        usage: crate::state::HourlyUsage,
+    },
     /// The parent asks this thread to close.
     CloseRequest {
         /// The parent's `close_thread` call, answered once the thread has closed.
@@ -232,6 +238,7 @@ impl InputBody {
             InputBody::CloseRequest { .. } => "close_request",
             InputBody::MemoryWrite { .. } => "memory_write",
             InputBody::WidgetAction { .. } => "widget_action",
+            InputBody::ConversationUsage { .. } => "conversation_usage",
         }
     }
 }

@@ -141,6 +141,7 @@ pub(super) fn admit<'a>(
         processed: Vec::new(),
         completions: 0,
         compacted: false,
+        usage_to_report: crate::state::HourlyUsage::default(),
     };
     for text in problems {
         draft.output(crate::effect::OutputKind::Error { text });

@@ -33,6 +33,9 @@ impl Draft<'_> {
         if !self.needs_answer() {
             return None;
         }
+        if self.held_by_limits() {
+            return None;
+        }
         let limit = self.agent.limits.max_completions_per_slice;
         if self.completions >= limit {
             self.notice_error(format!(
@@ -126,6 +129,7 @@ impl Draft<'_> {
         self.record.usage.add(&usage);
         self.record.last_prompt_tokens =
             usage.input_tokens + usage.cache_read_tokens + usage.cache_write_tokens;
+        self.count_completion(self.record.last_prompt_tokens + usage.output_tokens);
         // Call ids are ours, never the provider's: ids derived from a call (its wake-up, its
         // result) must be unique in the thread, and some servers (llama.cpp, for one) name every
         // call `call_0`. Providers only need the ids in our history to agree, which they do.
@@ -230,6 +234,8 @@ impl Draft<'_> {
                 return;
             }
         };
+        let threads_left = self.threads_left();
+        let before = self.effects.len();
         let outcome = {
             let mut ctx = ToolContext {
                 now: self.now,
@@ -237,11 +243,14 @@ impl Draft<'_> {
                 view: HistoryView::new(self.base, &self.added),
                 call,
                 conversation: &mut self.conversation,
+                threads_left,
                 ids: &mut *self.ids,
                 effects: &mut self.effects,
             };
             tool.call(&call.args, &mut ctx)
         };
+        let started = starts_threads(&self.effects[before..]);
+        self.count_threads(started);
         self.flush_live();
         let (id, name) = (call.id.clone(), call.name.clone());
         match outcome {
@@ -333,4 +342,22 @@ impl Draft<'_> {
         let cause = format!("{}-returned", self.record.id);
         close_now(&mut self.record, self.now, None, &cause, &mut self.effects);
     }
+}
+
+/// How many of these effects start a thread (a child's seed, a delegated task).
+pub(super) fn starts_threads(effects: &[Effect]) -> u32 {
+    effects
+        .iter()
+        .filter(|e| {
+            matches!(
+                e,
+                Effect::Send {
+                    input: Input {
+                        body: InputBody::ChildSeed { .. } | InputBody::DelegatedTask { .. },
+                        ..
+                    }
+                }
+            )
+        })
+        .count() as u32
 }

@@ -120,10 +120,21 @@ impl Draft<'_> {
                 running,
             } => self.delegation_update(delegation, running),
             InputBody::CloseRequest { call_id } => self.close_request(call_id),
+            InputBody::ConversationUsage { usage } => self.conversation_usage(usage),
         }
     }
 
+    fn conversation_usage(&mut self, usage: crate::state::HourlyUsage) -> Applied {
+        if !self.record.is_root() {
+            return Err(DropReason::NotRoot("usage reports"));
+        }
+        self.conversation.hourly.roll(self.now);
+        self.conversation.hourly.add(&usage);
+        Ok(())
+    }
+
     fn user_message(&mut self, text: String) -> Applied {
+        self.lift_suspension(true);
         self.actionable(vec![Item::user(text)]);
         Ok(())
     }
@@ -132,6 +143,7 @@ impl Draft<'_> {
         let Some(parent) = self.record.parent.as_ref().map(|p| p.thread_id.clone()) else {
             return Err(DropReason::NoParent);
         };
+        self.lift_suspension(false);
         self.actionable(vec![Item::Message {
             text,
             from: MessageSource::Parent { thread_id: parent },
@@ -210,8 +222,10 @@ impl Draft<'_> {
         Ok(())
     }
 
-    /// A non-associative event is handled by a child thread of its own.
+    /// A non-associative event is handled by a child thread of its own (counted against the
+    /// conversation's threads, but never refused: an event must not be lost).
     fn spawn_event_thread(&mut self, sub: &Subscription, text: String) {
+        self.count_threads(1);
         let seed_call = CallId::derived(
             self.current_input
                 .as_ref()

@@ -64,6 +64,7 @@ mod admit;
 mod calls;
 mod compaction;
 mod inputs;
+mod limits;
 mod timeline;
 
 #[cfg(test)]

@@ -56,6 +56,9 @@ pub(super) struct Draft<'a> {
     pub(super) processed: Vec<InputId>,
     pub(super) completions: u32,
     pub(super) compacted: bool,
+    /// For a child: what this slice counted against the conversation's hour, sent to the root
+    /// with the commit.
+    pub(super) usage_to_report: crate::state::HourlyUsage,
 }
 
 impl Draft<'_> {
@@ -293,6 +296,7 @@ impl Draft<'_> {
         if self.record.status == crate::state::ThreadStatus::Closed {
             self.cancel_pending();
         }
+        self.report_usage_to_root();
         if self.record.is_root() {
             std::mem::take(&mut self.conversation).put_back(&mut self.record);
         }

@@ -1,6 +1,6 @@
 //! What the threads of one conversation share.
 
-use super::{Delegation, Memory, ThreadRecord, Toolset};
+use super::{Delegation, HourlyUsage, Memory, ThreadRecord, Toolset};
 
 /// What the threads of one conversation share. The root thread's record keeps it; a child's
 /// slice sees it as the root had it when the slice began, and sends its changes to the root as
@@ -13,6 +13,8 @@ pub struct Conversation {
     pub delegations: Vec<Delegation>,
     /// The session's tools from tool servers, if it has any configured.
     pub toolset: Option<Toolset>,
+    /// What the conversation's threads used in the current hour (its hourly limits).
+    pub hourly: HourlyUsage,
 }
 
 impl Conversation {
@@ -22,6 +24,7 @@ impl Conversation {
             memory: record.memory.clone(),
             delegations: record.delegations.clone(),
             toolset: record.toolset.clone(),
+            hourly: record.conversation_hourly,
         }
     }
 
@@ -32,6 +35,7 @@ impl Conversation {
             memory: std::mem::take(&mut record.memory),
             delegations: std::mem::take(&mut record.delegations),
             toolset: record.toolset.take(),
+            hourly: std::mem::take(&mut record.conversation_hourly),
         }
     }
 
@@ -40,5 +44,6 @@ impl Conversation {
         record.memory = self.memory;
         record.delegations = self.delegations;
         record.toolset = self.toolset;
+        record.conversation_hourly = self.hourly;
     }
 }

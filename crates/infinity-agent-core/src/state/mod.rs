@@ -5,6 +5,7 @@
 //! [`crate::effect`]: it imports nothing from `tools` or `engine`, which build on it.
 
 mod conversation;
+mod hourly;
 mod memory;
 mod output;
 mod plan;
@@ -18,6 +19,7 @@ use crate::ids::{CallId, InputId, ThreadId};
 use crate::model::Usage;
 
 pub use conversation::Conversation;
+pub use hourly::{HourlyUsage, Suspension};
 pub use memory::{
     write as memory_write, Memory, MemoryError, MAX_KEYS, MAX_KEY_CHARS, MAX_VALUE_CHARS,
 };
@@ -242,6 +244,16 @@ pub struct ThreadRecord {
     /// Token usage.
     #[serde(default)]
     pub usage: Usage,
+    /// What this thread used in the current hour (its hourly limits).
+    #[serde(default, skip_serializing_if = "HourlyUsage::is_empty")]
+    pub hourly: HourlyUsage,
+    /// What the conversation's threads used in the current hour; kept on the root thread only.
+    #[serde(default, skip_serializing_if = "HourlyUsage::is_empty")]
+    pub conversation_hourly: HourlyUsage,
+    /// Set when the thread reached an hourly limit: it runs no completion until a person writes
+    /// to it (or, for a child, its parent does).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub suspended: Option<Suspension>,
     /// Number of the thread's own history entries.
     pub history_len: u64,
     /// The newest summary in the thread's view (its own, or inherited at the fork), so the engine
@@ -296,6 +308,9 @@ impl ThreadRecord {
             subscriptions: Vec::new(),
             children: Vec::new(),
             usage: Usage::default(),
+            hourly: HourlyUsage::default(),
+            conversation_hourly: HourlyUsage::default(),
+            suspended: None,
             history_len: 0,
             latest_summary,
             last_prompt_tokens: 0,

@@ -99,6 +99,9 @@ pub struct ToolContext<'a> {
     /// What the conversation's threads share (the `memory` notes, running delegations): the
     /// root's own, or for a child the root's as the slice began plus the child's changes.
     pub conversation: &'a mut Conversation,
+    /// How many more threads the conversation may start this hour (its
+    /// `limits.conversation_threads_per_hour`); a tool that starts one refuses at 0.
+    pub threads_left: u32,
     /// Where fresh ids come from (never mint one at random: a seeded run must replay).
     pub ids: &'a mut dyn IdSource,
     pub(crate) effects: &'a mut Vec<Effect>,

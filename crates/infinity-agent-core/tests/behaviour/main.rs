@@ -14,6 +14,7 @@ mod dependencies;
 mod events;
 mod finish;
 mod idle;
+mod limits;
 mod loops;
 mod memory;
 mod parallel_calls;

@@ -131,6 +131,64 @@ impl Snapshot {
         })
     }
 
+    /// What the run exercised, counted from the threads' histories.
+    pub fn coverage(&self) -> BTreeMap<&'static str, usize> {
+        let mut seen: BTreeMap<&'static str, usize> = BTreeMap::new();
+        for (id, record) in &self.records {
+            let own = self
+                .views
+                .get(id)
+                .map_or(&[][..], |v| &v[v.len() - record.history_len as usize..]);
+            let mut note = |what: &'static str| *seen.entry(what).or_default() += 1;
+            note("threads");
+            if record.parent.is_some() {
+                note("child threads");
+            }
+            if record.delegated_by.is_some() {
+                note("delegated threads");
+            }
+            if record.status == ThreadStatus::Closed {
+                note("closed threads");
+            }
+            for entry in own {
+                match &entry.item {
+                    Item::Notice { text, .. } if text.starts_with("Stopped: ") => {
+                        note("suspensions")
+                    }
+                    Item::Notice { text, .. } if text.starts_with("Model error") => {
+                        note("model errors recorded")
+                    }
+                    Item::Summary { .. } => note("compactions"),
+                    Item::ToolResult { text, .. } if text.contains("as many threads this hour") => {
+                        note("thread starts refused")
+                    }
+                    Item::ToolResult { text, .. } if text.starts_with("Sleep interrupted") => {
+                        note("sleeps interrupted")
+                    }
+                    Item::ToolResult { text, .. }
+                        if text.starts_with("Authorization in progress") =>
+                    {
+                        note("authorization detours")
+                    }
+                    Item::ToolResult { text, .. } if text.contains("could not be delivered") => {
+                        note("undeliverable calls")
+                    }
+                    Item::ToolResult { text, .. }
+                        if text.starts_with("No result: the thread was closed") =>
+                    {
+                        note("calls cut by a close")
+                    }
+                    Item::Message { text, .. } if text.starts_with("[widget]") => {}
+                    Item::Assistant {
+                        synthetic: true, ..
+                    } => note("events injected"),
+                    _ => {}
+                }
+            }
+        }
+        seen
+    }
+
     /// Checks the invariants. `settled`: nothing is in flight any more (the end of a run).
     pub fn check(&self, net: &Net, settled: bool) -> Result<(), String> {
         if let Some(v) = net.violations.first() {

@@ -110,8 +110,12 @@ impl Sim {
         let mut alpha = AgentSpec::new("alpha", "You are alpha.", alpha_model.clone());
         alpha.internal_tools = InternalTools::builder().agent(true).build();
         let mut beta = AgentSpec::new("beta", "You are beta.", beta_model.clone());
+        // Tight hourly limits, so runs suspend threads, lift them and refuse spawns.
         beta.limits = Limits {
             max_completions_per_slice: 4,
+            completions_per_hour: 6,
+            conversation_completions_per_hour: 20,
+            conversation_threads_per_hour: 4,
             ..Limits::default()
         };
         let agents = [alpha, beta]
@@ -557,7 +561,7 @@ impl Sim {
         Err("the run did not settle within 20,000 steps".to_owned())
     }
 
-    async fn run(mut self, steps: u32) -> Result<Vec<String>, (String, Vec<String>)> {
+    async fn run(mut self, steps: u32) -> Result<Run, (String, Vec<String>)> {
         let result = self.run_steps(steps).await;
         if result.is_err() && env_u64("INFINITY_SIM_SEED").is_some() {
             println!(
@@ -568,7 +572,7 @@ impl Sim {
         result
     }
 
-    async fn run_steps(&mut self, steps: u32) -> Result<Vec<String>, (String, Vec<String>)> {
+    async fn run_steps(&mut self, steps: u32) -> Result<Run, (String, Vec<String>)> {
         let fail = |sim: &Sim, why: String| (why, sim.net.lock().trace.clone());
         self.user_message();
         for _ in 0..steps {
@@ -583,12 +587,47 @@ impl Sim {
         if let Err(why) = self.check(true).await {
             return Err(fail(self, why));
         }
-        Ok(self.net.lock().trace.clone())
+        let snapshot = invariants::Snapshot::load(&self.store)
+            .await
+            .map_err(|why| fail(self, why))?;
+        let net = self.net.lock();
+        let mut coverage = snapshot.coverage();
+        coverage.insert(
+            "crashes",
+            net.trace
+                .iter()
+                .filter(|l| l.contains("host crashed"))
+                .count(),
+        );
+        coverage.insert(
+            "conflicts",
+            net.trace
+                .iter()
+                .filter(|l| l.contains("version conflict"))
+                .count(),
+        );
+        coverage.insert(
+            "duplicates dropped",
+            net.dropped
+                .values()
+                .filter(|w| *w == "already processed")
+                .count(),
+        );
+        Ok(Run {
+            trace: net.trace.clone(),
+            coverage,
+        })
     }
 }
 
-/// Runs one seed to the end; the trace, or why it failed and the trace up to then.
-fn simulate(seed: u64) -> Result<Vec<String>, (String, Vec<String>)> {
+/// A run that kept every invariant: its trace, and what it exercised.
+struct Run {
+    trace: Vec<String>,
+    coverage: BTreeMap<&'static str, usize>,
+}
+
+/// Runs one seed to the end; the run, or why it failed and the trace up to then.
+fn simulate(seed: u64) -> Result<Run, (String, Vec<String>)> {
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_time()
         .start_paused(true)
@@ -618,25 +657,41 @@ fn every_seed_keeps_every_invariant() {
     let chunks: Vec<Vec<u64>> = (0..workers)
         .map(|w| seeds.iter().copied().skip(w).step_by(workers).collect())
         .collect();
-    let failures: Vec<(u64, String, Vec<String>)> = std::thread::scope(|scope| {
+    type Outcome = Result<BTreeMap<&'static str, usize>, (u64, String, Vec<String>)>;
+    let outcomes: Vec<Outcome> = std::thread::scope(|scope| {
         let handles: Vec<_> = chunks
             .into_iter()
             .map(|chunk| {
                 scope.spawn(move || {
+                    let mut total: BTreeMap<&'static str, usize> = BTreeMap::new();
                     for seed in chunk {
-                        if let Err((why, trace)) = simulate(seed) {
-                            return Some((seed, why, trace));
+                        match simulate(seed) {
+                            Ok(run) => {
+                                for (what, n) in run.coverage {
+                                    *total.entry(what).or_default() += n;
+                                }
+                            }
+                            Err((why, trace)) => return Err((seed, why, trace)),
                         }
                     }
-                    None
+                    Ok(total)
                 })
             })
             .collect();
-        handles
-            .into_iter()
-            .filter_map(|h| h.join().unwrap())
-            .collect()
+        handles.into_iter().map(|h| h.join().unwrap()).collect()
     });
+    let mut coverage: BTreeMap<&'static str, usize> = BTreeMap::new();
+    let mut failures = Vec::new();
+    for outcome in outcomes {
+        match outcome {
+            Ok(total) => {
+                for (what, n) in total {
+                    *coverage.entry(what).or_default() += n;
+                }
+            }
+            Err(failure) => failures.push(failure),
+        }
+    }
     if let Some((seed, why, trace)) = failures.into_iter().min_by_key(|f| f.0) {
         let tail: Vec<String> = trace.iter().rev().take(40).rev().cloned().collect();
         panic!(
@@ -646,14 +701,43 @@ fn every_seed_keeps_every_invariant() {
             tail.join("\n  ")
         );
     }
-    println!("{} seeds kept every invariant", seeds.len());
+    println!(
+        "{} seeds kept every invariant; they exercised {coverage:#?}",
+        seeds.len()
+    );
+    if seeds.len() >= 1000 {
+        // A path no run reaches is a gap the simulator would hide: a change that stops the model
+        // or the faults from reaching it must be noticed.
+        for path in [
+            "child threads",
+            "delegated threads",
+            "closed threads",
+            "suspensions",
+            "model errors recorded",
+            "compactions",
+            "thread starts refused",
+            "sleeps interrupted",
+            "authorization detours",
+            "undeliverable calls",
+            "calls cut by a close",
+            "events injected",
+            "crashes",
+            "conflicts",
+            "duplicates dropped",
+        ] {
+            assert!(
+                coverage.get(path).is_some_and(|n| *n > 0),
+                "no run exercised {path}: {coverage:#?}"
+            );
+        }
+    }
 }
 
 #[test]
 fn a_seed_replays_exactly() {
     for seed in [3, 17, 4242] {
-        let first = simulate(seed).map_err(|(why, _)| why);
-        let again = simulate(seed).map_err(|(why, _)| why);
+        let first = simulate(seed).map(|r| r.trace).map_err(|(why, _)| why);
+        let again = simulate(seed).map(|r| r.trace).map_err(|(why, _)| why);
         assert_eq!(first, again, "seed {seed} ran differently twice");
         assert!(
             first.as_ref().is_ok_and(|t| t.len() > 40),

@@ -73,6 +73,9 @@ impl Tool for AgentTool {
     }
 
     fn call(&self, args: &Value, ctx: &mut ToolContext<'_>) -> ToolOutcome {
+        if ctx.threads_left == 0 {
+            return ToolOutcome::error(crate::tools::builtin::threads::threads_exhausted());
+        }
         let running = &ctx.conversation.delegations;
         if running.len() >= MAX_RUNNING {
             let ids: Vec<&str> = running.iter().map(|d| d.thread_id.as_str()).collect();
