@@ -124,6 +124,24 @@ struct ThreadsArgs {
     store: PathBuf,
 }
 
+/// The exit status of a command line that cannot be understood (sysexits' EX_USAGE).
+const USAGE_ERROR: u8 = 64;
+
+/// An error and its causes, each said once: many errors already name their cause in their own
+/// message, and repeating it ("No such file or directory (os error 2): No such file or directory
+/// (os error 2)") only makes the message harder to read.
+fn report(err: &anyhow::Error) -> String {
+    let mut message = err.to_string();
+    for cause in err.chain().skip(1) {
+        let cause = cause.to_string();
+        if !message.contains(&cause) {
+            message.push_str(": ");
+            message.push_str(&cause);
+        }
+    }
+    render::printable(&message).into_owned()
+}
+
 fn main() -> std::process::ExitCode {
     tracing_subscriber::fmt()
         .with_writer(std::io::stderr)
@@ -132,7 +150,15 @@ fn main() -> std::process::ExitCode {
                 .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
         )
         .init();
-    let cli = Cli::parse();
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        // --help and --version print and succeed; a usage error exits 64 (EX_USAGE), apart from
+        // the codes `run` gives its outcomes (2 is its timeout).
+        Err(err) => {
+            let _ = err.print();
+            return std::process::ExitCode::from(if err.use_stderr() { USAGE_ERROR } else { 0 });
+        }
+    };
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -160,7 +186,7 @@ fn main() -> std::process::ExitCode {
     match result {
         Ok(code) => std::process::ExitCode::from(code),
         Err(err) => {
-            eprintln!("error: {err:#}");
+            eprintln!("error: {}", report(&err));
             std::process::ExitCode::FAILURE
         }
     }
@@ -243,23 +269,20 @@ async fn run(args: RunArgs) -> Result<u8> {
         Some(t) => ThreadId::new(t.as_str())?,
         None => ThreadId::generate(),
     };
-    if let Some(record) = system.record(&thread).await? {
-        if record.status == ThreadStatus::Closed {
-            bail!("thread {thread} is closed; it takes no more messages");
-        }
-    }
     let mut events = system.subscribe();
     let mut renderer = Renderer::new(args.json);
     let mut output = None;
     let mut show = |renderer: &mut Renderer, event: &infinity_agent_core::effect::OutputEvent| {
         if let OutputKind::Finished { status, result } = &event.kind {
             if event.thread_id == thread {
-                output = Some((*status, result.clone()));
+                output = Some((*status, result.clone(), event.at));
             }
         }
         renderer.show(event);
     };
-    system.send_user_message(&thread, args.message.as_str())?;
+    system
+        .post_user_message(&thread, args.message.as_str())
+        .await?;
     let deadline = tokio::time::Instant::now() + Duration::from_secs(args.timeout);
     // Idle is not done while the thread tree is owed tool results or subscription events:
     // those arrive through the callback receiver, so keep waiting for them until the deadline.
@@ -290,11 +313,11 @@ async fn run(args: RunArgs) -> Result<u8> {
     }
     print_usage(&system).await;
     // The thread's `finish` output comes last, and decides the exit status.
-    if let Some((status, result)) = &output {
+    if let Some((status, result, output_at)) = &output {
         if args.json {
             crate::out!(
                 "{}",
-                serde_json::json!({"type": "output", "thread_id": thread, "status": status, "result": result})
+                serde_json::json!({"type": "output", "thread_id": thread, "at": output_at, "status": status, "result": result})
             );
         } else {
             crate::out!("output: {}", serde_json::to_string_pretty(result)?);
@@ -339,7 +362,7 @@ async fn run(args: RunArgs) -> Result<u8> {
                 eprintln!("error: the run recorded {} error(s)", renderer.errors());
                 return Ok(1);
             }
-            Ok(match output.map(|(status, _)| status) {
+            Ok(match output.map(|(status, _, _)| status) {
                 Some(FinishStatus::Failed) => 1,
                 Some(FinishStatus::Cancelled) => 3,
                 Some(FinishStatus::Succeeded) | None => 0,
@@ -447,11 +470,17 @@ async fn chat(args: ChatArgs) -> Result<u8> {
                     "/threads" => print_threads(system.store().as_ref()).await?,
                     command if command.starts_with("/choose") || command.starts_with("/dismiss") => {
                         if let Err(err) = chat_choose(&system, &thread, command).await {
-                            eprintln!("error: {err:#}");
+                            eprintln!("error: {}", report(&err));
                         }
                     }
+                    command if command.starts_with('/') => eprintln!(
+                        "unknown command {command}: /threads, /choose [CALL] INDEX, /dismiss [CALL] \
+                         and /quit are known (a message that starts with / needs a space first)"
+                    ),
                     text => {
-                        system.send_user_message(&thread, text)?;
+                        if let Err(err) = system.post_user_message(&thread, text).await {
+                            eprintln!("error: {err}");
+                        }
                     }
                 }
             }

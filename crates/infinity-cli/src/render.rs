@@ -47,6 +47,33 @@ pub struct Renderer {
     streaming: Option<ThreadId>,
 }
 
+/// `text` safe to print on a terminal: control characters other than newline and tab (which
+/// could clear the screen, retitle the window, or hide what follows) and the Unicode controls
+/// that reorder text are shown in visible form (`^[` for escape, `<U+202E>`), never sent raw.
+/// A model, a tool server or a message may say anything.
+pub fn printable(text: &str) -> std::borrow::Cow<'_, str> {
+    let unsafe_char = |c: char| {
+        (c.is_control() && c != '\n' && c != '\t')
+            || matches!(c, '\u{200E}' | '\u{200F}' | '\u{202A}'..='\u{202E}' | '\u{2066}'..='\u{2069}')
+    };
+    if !text.chars().any(unsafe_char) {
+        return std::borrow::Cow::Borrowed(text);
+    }
+    let mut out = String::with_capacity(text.len() + 8);
+    for c in text.chars() {
+        match c {
+            c if !unsafe_char(c) => out.push(c),
+            '\u{7f}' => out.push_str("^?"),
+            c if (c as u32) < 0x20 => {
+                out.push('^');
+                out.push(char::from(b'@' + c as u8));
+            }
+            c => out.push_str(&format!("<U+{:04X}>", c as u32)),
+        }
+    }
+    std::borrow::Cow::Owned(out)
+}
+
 fn one_line(text: &str, max: usize) -> String {
     let flat = text.replace('\n', " ⏎ ");
     if flat.chars().count() <= max {
@@ -96,7 +123,7 @@ impl Renderer {
                     write_raw(&format!("{time} {indent}[{who}] assistant: "));
                     self.streaming = Some(who.clone());
                 }
-                write_raw(text);
+                write_raw(&printable(text));
                 return;
             }
             // Already shown as it streamed: end the line.
@@ -188,7 +215,7 @@ impl Renderer {
             }
             OutputKind::Error { text } => format!("ERROR: {text}"),
         };
-        crate::out!("{time} {indent}[{who}] {line}");
+        crate::out!("{time} {indent}[{who}] {}", printable(&line));
     }
 
     /// Ends a line of streamed text, if one is open.
@@ -234,5 +261,22 @@ pub fn kinds_of(item: &Item) -> Vec<OutputKind> {
         Item::Summary { text, covers } => vec![OutputKind::AssistantText {
             text: format!("(summary of the first {covers} entries) {text}"),
         }],
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::printable;
+
+    #[test]
+    fn control_sequences_are_shown_not_sent() {
+        // Clear the screen, retitle the window, ring the bell, reverse the text that follows.
+        let hostile = "hi\u{1b}[2J\u{1b}]0;pwned\u{7}\u{202e}txt.exe\u{9b}31m";
+        let shown = printable(hostile);
+        assert!(!shown.chars().any(|c| c.is_control()), "{shown:?}");
+        assert_eq!(shown, "hi^[[2J^[]0;pwned^G<U+202E>txt.exe<U+009B>31m");
+        // Newlines, tabs and ordinary text pass as they are, without copying.
+        let plain = "line one\n\tline two — ok";
+        assert!(matches!(printable(plain), std::borrow::Cow::Borrowed(_)));
     }
 }

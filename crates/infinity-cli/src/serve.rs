@@ -11,13 +11,18 @@
 //! | `POST /threads/{id}/messages` | `{"text": ...}`: a user message (creates the thread) |
 //! | `GET /threads/{id}/events` | Server-Sent Events: first the thread's current views and open questions, then its output events as they happen |
 //! | `POST /threads/{id}/choices/{call}` | `{"selected": N}` or `{"dismiss": true}`: answers a tool server's question |
+//!
+//! Every route but `/health` is guarded (see [`Guard`]): on a loopback address, requests must
+//! name the server itself in `Host` (no DNS rebinding) and come from its own origin if they carry
+//! an `Origin` (no other site's page); on any other address, a bearer token is required too.
 
 use std::convert::Infallible;
 use std::sync::Arc;
 
 use anyhow::{Context, Result};
-use axum::extract::{Path, State};
+use axum::extract::{Path, Request, State};
 use axum::http::StatusCode;
+use axum::middleware::Next;
 use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
@@ -25,7 +30,7 @@ use axum::{Json, Router};
 use clap::Args;
 use infinity_agent_core::effect::{OutputEvent, OutputKind};
 use infinity_agent_core::ids::ThreadId;
-use infinity_agent_core::runtime::AgentSystem;
+use infinity_agent_core::runtime::{AgentSystem, PostError};
 use infinity_agent_core::store::load_view;
 use serde::Deserialize;
 use serde_json::json;
@@ -42,6 +47,103 @@ pub struct ServeArgs {
     /// The port to listen on.
     #[arg(long, default_value_t = 8700)]
     port: u16,
+}
+
+/// The variable that holds the API's bearer token (otherwise one is made at start when the
+/// server listens beyond loopback, and printed).
+pub const TOKEN_VAR: &str = "INFINITY_SERVE_TOKEN";
+
+/// Who may use the API.
+#[derive(Debug, Clone, Default)]
+pub struct Guard {
+    /// A token every request must carry (`Authorization: Bearer T`, or `?access_token=T` for
+    /// `EventSource`, which cannot set headers).
+    pub token: Option<String>,
+    /// The `Host` values the server answers to (empty: any, when it listens beyond loopback).
+    pub hosts: Vec<String>,
+}
+
+impl Guard {
+    /// The guard for a server listening on `host:port`: on loopback, only its own host names;
+    /// beyond it, any host name but a token, from `INFINITY_SERVE_TOKEN` or made now. The token
+    /// from the variable is required on loopback too.
+    pub fn for_address(host: &str, port: u16, token_var: Option<String>) -> (Self, bool) {
+        let loopback = matches!(host, "127.0.0.1" | "localhost" | "::1" | "[::1]");
+        let made = token_var.is_none() && !loopback;
+        let token = token_var.or_else(|| made.then(|| uuid::Uuid::new_v4().simple().to_string()));
+        let hosts = if loopback {
+            ["127.0.0.1", "localhost", "[::1]"]
+                .iter()
+                .map(|h| format!("{h}:{port}"))
+                .collect()
+        } else {
+            Vec::new()
+        };
+        (Self { token, hosts }, made)
+    }
+}
+
+async fn guard(State(guard): State<Arc<Guard>>, request: Request, next: Next) -> Response {
+    if request.uri().path() == "/health" {
+        return next.run(request).await;
+    }
+    // Owned copies: the request (not `Sync`) must not stay borrowed across the await below.
+    let (host, origin, bearer, query) = {
+        let header = |name: axum::http::HeaderName| -> Option<String> {
+            request
+                .headers()
+                .get(name)
+                .and_then(|v| v.to_str().ok())
+                .map(str::to_owned)
+        };
+        let query = request.uri().query().and_then(|q| {
+            q.split('&')
+                .find_map(|kv| kv.strip_prefix("access_token="))
+                .map(str::to_owned)
+        });
+        (
+            header(axum::http::header::HOST).unwrap_or_default(),
+            header(axum::http::header::ORIGIN),
+            header(axum::http::header::AUTHORIZATION)
+                .and_then(|v| v.strip_prefix("Bearer ").map(str::to_owned)),
+            query,
+        )
+    };
+    if !guard.hosts.is_empty() && !guard.hosts.contains(&host) {
+        return error(
+            StatusCode::FORBIDDEN,
+            format!("this server answers to {} only", guard.hosts.join(", ")),
+        )
+        .into_response();
+    }
+    if let Some(origin) = origin {
+        let own = [format!("http://{host}"), format!("https://{host}")];
+        if !own.contains(&origin) {
+            return error(
+                StatusCode::FORBIDDEN,
+                format!(
+                    "requests from {origin} are not accepted (only from this server's own pages)"
+                ),
+            )
+            .into_response();
+        }
+    }
+    if let Some(token) = &guard.token {
+        let given = bearer.or(query);
+        if !given.is_some_and(|g| constant_time_eq(g.as_bytes(), token.as_bytes())) {
+            return error(
+                StatusCode::UNAUTHORIZED,
+                "a bearer token is required (Authorization: Bearer TOKEN)",
+            )
+            .into_response();
+        }
+    }
+    next.run(request).await
+}
+
+/// Compares without stopping at the first difference, so timing tells nothing of the token.
+fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
 }
 
 type Shared = Arc<AgentSystem>;
@@ -79,11 +181,22 @@ type Answer = Result<Response, ApiError>;
 
 pub async fn serve(args: ServeArgs) -> Result<u8> {
     let system = Arc::new(crate::build_system(&args.agent, crate::StoreAccess::FailFast).await?);
-    let app = router(system);
     let listener = tokio::net::TcpListener::bind((args.host.as_str(), args.port))
         .await
         .with_context(|| format!("cannot listen on {}:{}", args.host, args.port))?;
+    let port = listener.local_addr()?.port();
+    let from_env = std::env::var(TOKEN_VAR)
+        .ok()
+        .filter(|t| !t.trim().is_empty());
+    let (access, made) = Guard::for_address(&args.host, port, from_env);
     eprintln!("serving on http://{}", listener.local_addr()?);
+    if let (true, Some(token)) = (made, &access.token) {
+        eprintln!(
+            "token (this address is reachable beyond this machine; every request needs \
+             Authorization: Bearer TOKEN, or set {TOKEN_VAR}): {token}"
+        );
+    }
+    let app = router(system, access);
     axum::serve(listener, app)
         .with_graceful_shutdown(async {
             let _ = tokio::signal::ctrl_c().await;
@@ -92,7 +205,7 @@ pub async fn serve(args: ServeArgs) -> Result<u8> {
     Ok(0)
 }
 
-pub fn router(system: Shared) -> Router {
+pub fn router(system: Shared, access: Guard) -> Router {
     Router::new()
         .route("/health", get(|| async { "ok" }))
         .route(
@@ -106,6 +219,10 @@ pub fn router(system: Shared) -> Router {
         .route("/threads/{id}/events", get(events))
         .route("/threads/{id}/choices/{call}", post(choose))
         .with_state(system)
+        .layer(axum::middleware::from_fn_with_state(
+            Arc::new(access),
+            guard,
+        ))
 }
 
 async fn threads(State(system): State<Shared>) -> Answer {
@@ -148,13 +265,17 @@ async fn message(
     body: Result<Json<Message>, axum::extract::rejection::JsonRejection>,
 ) -> Answer {
     let id = thread_id(&id)?;
-    let Json(body) = body.map_err(|e| error(StatusCode::BAD_REQUEST, e.body_text()))?;
+    let Json(body) = body.map_err(|e| error(e.status(), e.body_text()))?;
     if body.text.trim().is_empty() {
         return Err(error(StatusCode::BAD_REQUEST, "`text` is empty"));
     }
     let input = system
-        .send_user_message(&id, body.text)
-        .map_err(|e| error(StatusCode::BAD_REQUEST, e))?;
+        .post_user_message(&id, body.text)
+        .await
+        .map_err(|e| match e {
+            PostError::Closed(_) => error(StatusCode::CONFLICT, e),
+            PostError::Store(_) => error(StatusCode::INTERNAL_SERVER_ERROR, e),
+        })?;
     Ok((
         StatusCode::ACCEPTED,
         Json(json!({"thread_id": id, "input_id": input})),
@@ -227,7 +348,7 @@ async fn choose(
     body: Result<Json<Choice>, axum::extract::rejection::JsonRejection>,
 ) -> Answer {
     let id = thread_id(&id)?;
-    let Json(body) = body.map_err(|e| error(StatusCode::BAD_REQUEST, e.body_text()))?;
+    let Json(body) = body.map_err(|e| error(e.status(), e.body_text()))?;
     if body.selected.is_none() && !body.dismiss {
         return Err(error(
             StatusCode::BAD_REQUEST,

@@ -333,3 +333,145 @@ async fn chat_answers_a_tool_servers_question_with_choose() {
     assert_eq!(picker.answers.lock().unwrap().len(), 1);
     assert_eq!(picker.answers.lock().unwrap()[0]["selected"], 1);
 }
+
+/// An agent that closes its thread on "bye" and answers anything else.
+fn closing_agent() -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("script.yaml"),
+        "rules:\n  - when: \"^bye$\"\n    reply:\n      tool_calls: [{name: close_thread, args: {thread_id: \"${thread_id}\"}}]\n  - reply: {text: \"ok\"}\n",
+    )
+    .unwrap();
+    std::fs::write(
+        dir.path().join("agent.yaml"),
+        "name: closer\nmodel: script:script.yaml\n",
+    )
+    .unwrap();
+    dir
+}
+
+fn start_serve(agent: &std::path::Path, extra: &[&str], stderr: Stdio) -> (Server, u16) {
+    let port = free_port();
+    let child = Command::new(env!("CARGO_BIN_EXE_infinity"))
+        .args(["serve", "--agent"])
+        .arg(agent)
+        .args(["--port", &port.to_string()])
+        .args(extra)
+        .env_remove("INFINITY_SERVE_TOKEN")
+        .stdout(Stdio::null())
+        .stderr(stderr)
+        .spawn()
+        .unwrap();
+    (Server(child), port)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn serve_refuses_what_it_must_and_says_why() {
+    let dir = closing_agent();
+    let (_server, port) = start_serve(&dir.path().join("agent.yaml"), &[], Stdio::null());
+    let api = format!("http://127.0.0.1:{port}");
+    until("the server to start", || async {
+        reqwest::get(format!("{api}/health")).await.is_ok()
+    })
+    .await;
+    let http = reqwest::Client::new();
+
+    // A closed thread takes no message: 409, not a silent 202.
+    let say = |text: &'static str| {
+        http.post(format!("{api}/threads/door/messages"))
+            .json(&json!({"text": text}))
+            .send()
+    };
+    assert_eq!(say("bye").await.unwrap().status(), 202);
+    until("the thread to close", || async {
+        get_json(&format!("{api}/threads/door")).await.1["status"] == "closed"
+    })
+    .await;
+    let refused = say("hello?").await.unwrap();
+    assert_eq!(refused.status(), 409);
+    let body: Value = refused.json().await.unwrap();
+    assert!(body["error"].as_str().unwrap().contains("closed"), "{body}");
+
+    // A body over the limit is 413.
+    let big = "x".repeat(3 * 1024 * 1024);
+    let too_big = http
+        .post(format!("{api}/threads/door2/messages"))
+        .json(&json!({"text": big}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(too_big.status(), 413);
+
+    // Another site's page, directly or by DNS rebinding, gets nothing.
+    let rebound = http
+        .get(format!("{api}/threads"))
+        .header("Host", format!("evil.example:{port}"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(rebound.status(), 403);
+    let cross_site = http
+        .post(format!("{api}/threads/door3/messages"))
+        .header("Origin", "http://evil.example")
+        .json(&json!({"text": "hi"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(cross_site.status(), 403);
+    let same_origin = http
+        .get(format!("{api}/threads"))
+        .header("Origin", format!("http://127.0.0.1:{port}"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(same_origin.status(), 200);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn beyond_loopback_serve_requires_the_token_it_prints() {
+    use std::io::BufRead;
+    let dir = closing_agent();
+    let (mut server, port) = start_serve(
+        &dir.path().join("agent.yaml"),
+        &["--host", "0.0.0.0"],
+        Stdio::piped(),
+    );
+    let stderr = server.0.stderr.take().unwrap();
+    let token = tokio::task::spawn_blocking(move || {
+        std::io::BufReader::new(stderr)
+            .lines()
+            .map_while(Result::ok)
+            .find_map(|l| l.rsplit_once("): ").map(|(_, t)| t.trim().to_owned()))
+    })
+    .await
+    .unwrap()
+    .expect("the token is printed");
+    let api = format!("http://127.0.0.1:{port}");
+    until("the server to start", || async {
+        reqwest::get(format!("{api}/health")).await.is_ok()
+    })
+    .await;
+    let http = reqwest::Client::new();
+    let without = http.get(format!("{api}/threads")).send().await.unwrap();
+    assert_eq!(without.status(), 401);
+    let wrong = http
+        .get(format!("{api}/threads"))
+        .bearer_auth("not-the-token")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(wrong.status(), 401);
+    let with = http
+        .get(format!("{api}/threads"))
+        .bearer_auth(&token)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(with.status(), 200);
+    let by_query = http
+        .get(format!("{api}/threads?access_token={token}"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(by_query.status(), 200);
+}

@@ -195,28 +195,53 @@ pub fn convert_history(request: &CompletionRequest<'_>) -> Result<Vec<Message>, 
         .collect()
 }
 
-fn classify<E: ProvideErrorMetadata + std::fmt::Debug>(err: SdkError<E>) -> ModelError {
-    let (code, message) = match err.as_service_error() {
-        Some(e) => (
-            e.code().unwrap_or("error").to_owned(),
-            e.message().unwrap_or("").to_owned(),
-        ),
-        None => ("transport".to_owned(), err.to_string()),
+fn classify<E: ProvideErrorMetadata + std::error::Error + 'static>(err: SdkError<E>) -> ModelError {
+    if let Some(e) = err.as_service_error() {
+        let code = e.code().unwrap_or("error").to_owned();
+        let why = format!("bedrock: {code}: {}", e.message().unwrap_or(""));
+        let retryable = matches!(
+            code.as_str(),
+            "ThrottlingException"
+                | "ServiceUnavailableException"
+                | "InternalServerException"
+                | "ModelNotReadyException"
+                | "ModelTimeoutException"
+        );
+        return if retryable {
+            ModelError::Retryable(why)
+        } else {
+            ModelError::Terminal(why)
+        };
+    }
+    // The causes, on one line: "dispatch failure" alone says nothing.
+    let mut causes = vec![err.to_string()];
+    let mut source = std::error::Error::source(&err);
+    while let Some(cause) = source {
+        let text = cause.to_string();
+        if !causes.iter().any(|c| c.contains(&text)) {
+            causes.push(text);
+        }
+        source = cause.source();
+    }
+    let chain = causes
+        .join(": ")
+        .split_whitespace()
+        .collect::<Vec<_>>()
+        .join(" ");
+    // A network that failed or timed out may recover; a request that could not be built or
+    // signed (no credentials, no region) will not, however often it is tried.
+    let network = match &err {
+        SdkError::TimeoutError(_) | SdkError::ResponseError(_) => true,
+        SdkError::DispatchFailure(d) => d.is_io() || d.is_timeout(),
+        _ => false,
     };
-    let why = format!("bedrock: {code}: {message}");
-    let retryable = matches!(
-        code.as_str(),
-        "ThrottlingException"
-            | "ServiceUnavailableException"
-            | "InternalServerException"
-            | "ModelNotReadyException"
-            | "ModelTimeoutException"
-            | "transport"
-    );
-    if retryable {
-        ModelError::Retryable(why)
+    if network {
+        ModelError::Retryable(format!("bedrock: {chain}"))
     } else {
-        ModelError::Terminal(why)
+        ModelError::Terminal(format!(
+            "bedrock: {chain} (check the AWS credentials and region: AWS_PROFILE or \
+             AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY, and AWS_REGION)"
+        ))
     }
 }
 

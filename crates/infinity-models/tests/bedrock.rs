@@ -231,3 +231,45 @@ async fn validation_errors_are_terminal_and_throttling_is_retryable() {
         other => panic!("{other:?}"),
     }
 }
+
+#[tokio::test]
+async fn missing_credentials_fail_at_once_and_say_so_and_a_dead_endpoint_is_retryable() {
+    // No credentials at all: the request cannot be signed, however often it is tried.
+    #[derive(Debug)]
+    struct None_;
+    impl aws_credential_types::provider::ProvideCredentials for None_ {
+        fn provide_credentials<'a>(
+            &'a self,
+        ) -> aws_credential_types::provider::future::ProvideCredentials<'a>
+        where
+            Self: 'a,
+        {
+            aws_credential_types::provider::future::ProvideCredentials::ready(Err(
+                aws_credential_types::provider::error::CredentialsError::not_loaded(
+                    "no credentials found in chain",
+                ),
+            ))
+        }
+    }
+    let config = aws_sdk_bedrockruntime::Config::builder()
+        .behavior_version(aws_sdk_bedrockruntime::config::BehaviorVersion::latest())
+        .region(aws_sdk_bedrockruntime::config::Region::new("us-east-1"))
+        .credentials_provider(None_)
+        .endpoint_url("http://127.0.0.1:9")
+        .retry_config(aws_sdk_bedrockruntime::config::retry::RetryConfig::disabled())
+        .build();
+    let unsigned = BedrockModel::new("m", aws_sdk_bedrockruntime::Client::from_conf(config));
+    match ask(&unsigned, &conversation()[..1]).await {
+        Err(ModelError::Terminal(why)) => assert!(
+            why.contains("no credentials found") && why.contains("AWS_REGION"),
+            "{why}"
+        ),
+        other => panic!("{other:?}"),
+    }
+    // Nothing listens there: the network may come back.
+    let dead = model("http://127.0.0.1:9").await;
+    match ask(&dead, &conversation()[..1]).await {
+        Err(ModelError::Retryable(why)) => assert!(why.starts_with("bedrock: "), "{why}"),
+        other => panic!("{other:?}"),
+    }
+}

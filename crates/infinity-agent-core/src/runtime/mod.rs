@@ -261,6 +261,17 @@ impl AgentSystemBuilder {
     }
 }
 
+/// Why a message was not sent.
+#[derive(Debug, thiserror::Error)]
+pub enum PostError {
+    /// The thread is closed; it takes no more messages.
+    #[error("thread {0} is closed; it takes no more messages")]
+    Closed(ThreadId),
+    /// The store could not be read.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
 /// How [`AgentSystem::wait_idle`] ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum WaitOutcome {
@@ -301,6 +312,24 @@ impl AgentSystem {
         thread_id: &ThreadId,
         text: impl Into<String>,
     ) -> Result<InputId, SendError> {
+        let input = Input::user_message(thread_id.clone(), text);
+        let id = input.id.clone();
+        self.inner.route(input);
+        Ok(id)
+    }
+
+    /// Sends a person's message to `thread_id` like [`AgentSystem::send_user_message`], but
+    /// refuses it when the thread is closed (a closed thread would drop it).
+    pub async fn post_user_message(
+        &self,
+        thread_id: &ThreadId,
+        text: impl Into<String>,
+    ) -> Result<InputId, PostError> {
+        if let Some(record) = self.inner.store.load_record(thread_id).await? {
+            if record.status == crate::state::ThreadStatus::Closed {
+                return Err(PostError::Closed(thread_id.clone()));
+            }
+        }
         let input = Input::user_message(thread_id.clone(), text);
         let id = input.id.clone();
         self.inner.route(input);

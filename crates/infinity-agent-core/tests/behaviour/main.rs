@@ -20,6 +20,7 @@ mod memory;
 mod parallel_calls;
 mod plan;
 mod restart;
+mod retries;
 mod skills;
 mod sleep;
 mod sleep_until;

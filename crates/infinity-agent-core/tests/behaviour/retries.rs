@@ -1,0 +1,63 @@
+//! A model that is briefly unavailable is asked again within the slice: nothing the slice
+//! showed is shown twice, and the answer comes once.
+
+use std::path::Path;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use infinity_agent_core::agent::AgentSpec;
+use infinity_agent_core::model::{Completion, CompletionRequest, ModelError, ModelProvider};
+use infinity_agent_core::runtime::AgentSystemBuilder;
+use infinity_agent_core::scripted::ScriptedModel;
+
+use crate::harness::{count, describe, tid};
+
+/// Unavailable for the first `failures` calls, then the script answers.
+#[derive(Debug)]
+struct Flaky {
+    inner: ScriptedModel,
+    failures: u32,
+    calls: AtomicU32,
+}
+
+#[async_trait]
+impl ModelProvider for Flaky {
+    fn name(&self) -> &str {
+        "flaky"
+    }
+
+    async fn complete(&self, request: CompletionRequest<'_>) -> Result<Completion, ModelError> {
+        if self.calls.fetch_add(1, Ordering::SeqCst) < self.failures {
+            return Err(ModelError::Retryable("overloaded".into()));
+        }
+        self.inner.complete(request).await
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_briefly_unavailable_model_shows_nothing_twice() {
+    let model = Arc::new(Flaky {
+        inner: ScriptedModel::parse("rules: [{reply: {text: hello}}]", Path::new("s.yaml"))
+            .unwrap(),
+        failures: 2,
+        calls: AtomicU32::new(0),
+    });
+    let system = AgentSystemBuilder::new()
+        .with_agent(AgentSpec::new("a", "", model.clone()))
+        .with_tokio_sleep_tools()
+        .build()
+        .await
+        .unwrap();
+    let mut events = system.subscribe();
+    system.send_user_message(&tid("main"), "hi").unwrap();
+    system.wait_idle(None).await;
+    let mut lines = Vec::new();
+    while let Ok(event) = events.try_recv() {
+        lines.push(describe(&event));
+    }
+    assert_eq!(model.calls.load(Ordering::SeqCst), 3);
+    assert_eq!(count(&lines, "user: hi"), 1, "{lines:#?}");
+    assert_eq!(count(&lines, "assistant: hello"), 1, "{lines:#?}");
+    assert_eq!(count(&lines, "ERROR"), 0, "{lines:#?}");
+}
