@@ -30,6 +30,8 @@ pub mod runtime;
 pub mod scripted;
 pub mod state;
 pub mod store;
+#[cfg(feature = "test-util")]
+pub mod testing;
 pub mod tools;
 
 /// The README's Rust examples, compiled as doc tests.

@@ -146,3 +146,37 @@ mod tests {
         assert!(err.to_string().contains("launch_rockets"), "{err}");
     }
 }
+
+#[cfg(test)]
+mod fuzz {
+    //! Input-queue bodies, damaged and arbitrary: parsed or refused with a reason, never a
+    //! panic; a body that parses is for the group it came in (or names no group).
+    #![allow(clippy::unwrap_used, clippy::panic)]
+
+    use super::*;
+    use infinity_agent_core::testing::{mutated, noise};
+    use proptest::prelude::*;
+
+    const BODIES: &[&str] = &[
+        r#"{"type":"user_message","thread_id":"t1","text":"hi","id":"m1"}"#,
+        r#"{"type":"timer_wake_up","thread_id":"t1","call_id":"c-1","id":"c-1-wake"}"#,
+        r#"{"type":"tool_result","thread_id":"t1","id":"r","call_id":"c","text":"x","subscription":true}"#,
+        r#"{"due":"2026-03-07T17:00:00Z","input":{"type":"user_message","thread_id":"t1","text":"hi","id":"m1"}}"#,
+    ];
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(
+            std::env::var("PROPTEST_CASES").ok().and_then(|v| v.parse().ok()).unwrap_or(2000)
+        ))]
+
+        #[test]
+        fn bodies(bytes in prop_oneof![mutated(BODIES), noise(300)], dedup in any::<bool>()) {
+            let body = String::from_utf8_lossy(&bytes);
+            match parse_input(&body, Some("t1"), dedup.then_some("dedup-1")) {
+                Ok(input) => prop_assert_eq!(input.thread_id.as_str(), "t1"),
+                Err(err) => prop_assert!(!err.to_string().is_empty()),
+            }
+            let _ = serde_json::from_str::<RelayEnvelope>(&body);
+        }
+    }
+}

@@ -13,6 +13,7 @@ use infinity_agent_core::effect::OutputEvent;
 use infinity_agent_core::host::InputSender;
 use infinity_agent_core::ids::{InputId, ThreadId};
 use infinity_agent_core::input::Input;
+use infinity_agent_core::state::ThreadStatus;
 use infinity_agent_core::store::{load_view, ThreadStore};
 use infinity_aws::config::Clients;
 use infinity_aws::queue::SqsInputSender;
@@ -40,6 +41,10 @@ pub struct SendArgs {
     /// The input id, the deduplication key (default: a new one).
     #[arg(long)]
     id: Option<String>,
+    /// The table (default: $INFINITY_TABLE). When it is known, a closed thread is refused here
+    /// rather than dropped by the deployment.
+    #[arg(long)]
+    table: Option<String>,
     /// The message.
     message: String,
 }
@@ -117,8 +122,7 @@ pub async fn choose(args: ChooseArgs) -> Result<u8> {
     let thread = ThreadId::new(args.thread.as_str())?;
     let (choice, selected) =
         infinity_aws::tool_servers::answer_choice(&store, &sender, &thread, &args.call, args.index)
-            .await
-            .map_err(anyhow::Error::msg)?;
+            .await?;
     crate::out!(
         "answered {} with {selected}: {}",
         choice.call_id,
@@ -162,6 +166,21 @@ pub async fn send(args: SendArgs) -> Result<u8> {
     )?;
     let clients = Clients::from_env_with_endpoint(args.endpoint.endpoint.as_deref()).await;
     let thread = ThreadId::new(args.thread.as_str())?;
+    // Sending needs only the queue; when the table is known too, a closed thread is refused
+    // here instead of dropped silently by the deployment.
+    if let Some(table) = args
+        .table
+        .or_else(|| std::env::var("INFINITY_TABLE").ok())
+        .filter(|t| !t.trim().is_empty())
+    {
+        let store =
+            DynamoThreadStore::new(clients.dynamodb.clone(), table, Duration::from_secs(86_400));
+        if let Some(record) = store.load_record(&thread).await? {
+            if record.status == ThreadStatus::Closed {
+                anyhow::bail!("thread {thread} is closed; it takes no more messages");
+            }
+        }
+    }
     let mut input = Input::user_message(thread.clone(), args.message);
     if let Some(id) = args.id {
         input.id = InputId::new(id)?;

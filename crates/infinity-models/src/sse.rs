@@ -99,3 +99,43 @@ mod tests {
         }
     }
 }
+
+#[cfg(test)]
+mod fuzz {
+    //! Streams cut anywhere and damaged: the parser never panics, and the same bytes give the
+    //! same events however they are split into chunks.
+    #![allow(clippy::unwrap_used)]
+
+    use super::*;
+    use infinity_agent_core::testing::{mutated, noise};
+    use proptest::prelude::*;
+
+    const STREAMS: &[&str] = &[
+        "event: message_start\ndata: {\"type\":\"message_start\"}\n\nevent: content_block_delta\ndata: {\"delta\":{\"text\":\"hi\"}}\n\n",
+        "data: {\"choices\":[{\"delta\":{\"content\":\"a\"}}]}\r\n\r\n: keep-alive\r\ndata: [DONE]\r\n\r\n",
+    ];
+
+    fn events(chunks: &[&[u8]]) -> Vec<SseEvent> {
+        let mut parser = SseParser::new();
+        let mut out = Vec::new();
+        for chunk in chunks {
+            out.extend(parser.push(chunk));
+        }
+        out.extend(parser.finish());
+        out
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(
+            std::env::var("PROPTEST_CASES").ok().and_then(|v| v.parse().ok()).unwrap_or(2000)
+        ))]
+
+        #[test]
+        fn streams(bytes in prop_oneof![mutated(STREAMS), noise(400)], cut in any::<usize>()) {
+            let cut = cut % (bytes.len() + 1);
+            let whole = events(&[&bytes]);
+            let split = events(&[&bytes[..cut], &bytes[cut..]]);
+            prop_assert_eq!(whole, split);
+        }
+    }
+}

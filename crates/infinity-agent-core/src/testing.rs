@@ -1,0 +1,91 @@
+//! Test utilities (feature `test-util`): inputs for fuzzing the parsers on the input path.
+//!
+//! [`mutated`] starts from valid samples and damages them the ways real input is damaged
+//! (truncated, a byte flipped, a structural character inserted or lost, a piece repeated or
+//! spliced from another sample), so a parser is exercised near its grammar rather than only on
+//! noise; [`noise`] is arbitrary bytes.
+
+use proptest::prelude::*;
+
+/// One change to a sample.
+#[derive(Debug, Clone)]
+enum Mutation {
+    Flip { at: usize, bits: u8 },
+    Insert { at: usize, byte: u8 },
+    Delete { at: usize, len: usize },
+    Repeat { at: usize, len: usize },
+    Truncate { at: usize },
+    Splice { at: usize, from: usize, len: usize },
+}
+
+/// Bytes that matter to the grammars we parse (JSON, YAML, lines, ids).
+const INTERESTING: &[u8] = b"\"{}[],:\\\n\r\t #-'|>&*!%@`\x00\xff\x7f";
+
+fn mutation() -> impl Strategy<Value = Mutation> {
+    let byte = prop_oneof![any::<u8>(), proptest::sample::select(INTERESTING)];
+    prop_oneof![
+        (any::<usize>(), 1u8..=255).prop_map(|(at, bits)| Mutation::Flip { at, bits }),
+        (any::<usize>(), byte).prop_map(|(at, byte)| Mutation::Insert { at, byte }),
+        (any::<usize>(), 1usize..16).prop_map(|(at, len)| Mutation::Delete { at, len }),
+        (any::<usize>(), 1usize..64).prop_map(|(at, len)| Mutation::Repeat { at, len }),
+        any::<usize>().prop_map(|at| Mutation::Truncate { at }),
+        (any::<usize>(), any::<usize>(), 1usize..64).prop_map(|(at, from, len)| Mutation::Splice {
+            at,
+            from,
+            len
+        }),
+    ]
+}
+
+fn apply(mut bytes: Vec<u8>, donor: &[u8], m: &Mutation) -> Vec<u8> {
+    let n = bytes.len();
+    let pos = |at: usize| if n == 0 { 0 } else { at % (n + 1) };
+    match *m {
+        Mutation::Flip { at, bits } if n > 0 => bytes[at % n] ^= bits,
+        Mutation::Flip { .. } => {}
+        Mutation::Insert { at, byte } => bytes.insert(pos(at), byte),
+        Mutation::Delete { at, len } => {
+            let start = pos(at);
+            let end = (start + len).min(n);
+            bytes.drain(start..end);
+        }
+        Mutation::Repeat { at, len } => {
+            let start = pos(at);
+            let end = (start + len).min(n);
+            let piece = bytes[start..end].to_vec();
+            bytes.splice(end..end, piece);
+        }
+        Mutation::Truncate { at } => bytes.truncate(pos(at)),
+        Mutation::Splice { at, from, len } if !donor.is_empty() => {
+            let start = from % donor.len();
+            let end = (start + len).min(donor.len());
+            let at = pos(at);
+            bytes.splice(at..at, donor[start..end].iter().copied());
+        }
+        Mutation::Splice { .. } => {}
+    }
+    bytes
+}
+
+/// Valid `samples`, each damaged by up to eight mutations (none, sometimes: the samples must
+/// parse too).
+pub fn mutated(samples: &'static [&'static str]) -> impl Strategy<Value = Vec<u8>> {
+    let count = samples.len().max(1);
+    (
+        0..count,
+        0..count,
+        proptest::collection::vec(mutation(), 0..8),
+    )
+        .prop_map(move |(which, donor, mutations)| {
+            let sample = samples.get(which).map_or(&[][..], |s| s.as_bytes());
+            let donor = samples.get(donor).map_or(&[][..], |s| s.as_bytes());
+            mutations
+                .iter()
+                .fold(sample.to_vec(), |bytes, m| apply(bytes, donor, m))
+        })
+}
+
+/// Arbitrary bytes, up to `max` of them.
+pub fn noise(max: usize) -> impl Strategy<Value = Vec<u8>> {
+    proptest::collection::vec(any::<u8>(), 0..max)
+}
