@@ -89,3 +89,99 @@ pub fn mutated(samples: &'static [&'static str]) -> impl Strategy<Value = Vec<u8
 pub fn noise(max: usize) -> impl Strategy<Value = Vec<u8>> {
     proptest::collection::vec(any::<u8>(), 0..max)
 }
+
+/// The test configuration: `default` cases, or `PROPTEST_CASES` when set (for longer runs).
+pub fn cases(default: u32) -> ProptestConfig {
+    ProptestConfig::with_cases(
+        std::env::var("PROPTEST_CASES")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(default),
+    )
+}
+
+/// A tool run elsewhere, as a tool server's would be: a call dispatches (with no server named,
+/// so a host's dispatcher decides where it goes) and its result arrives later as an input.
+#[derive(Debug)]
+pub struct DispatchedTool(pub &'static str);
+
+impl crate::tools::Tool for DispatchedTool {
+    fn spec(&self) -> crate::model::ToolSpec {
+        crate::model::ToolSpec::new(
+            self.0,
+            "A tool that runs elsewhere.",
+            serde_json::json!({
+                "type": "object",
+                "properties": {"q": {"type": "string"}},
+                "additionalProperties": false
+            }),
+        )
+    }
+
+    fn call(
+        &self,
+        args: &serde_json::Value,
+        ctx: &mut crate::tools::ToolContext<'_>,
+    ) -> crate::tools::ToolOutcome {
+        let invocation = crate::effect::ToolInvocation {
+            thread_id: ctx.record.id.clone(),
+            stack: ctx.record.stack.clone(),
+            call_id: ctx.call.id.clone(),
+            tool: self.0.to_owned(),
+            args: args.clone(),
+            server: None,
+        };
+        ctx.emit(crate::effect::Effect::Dispatch { invocation });
+        crate::tools::ToolOutcome::Dispatched
+    }
+}
+
+/// A host that died right after its commit: every effect fails, so all of them stay in the
+/// outbox (to test what a restart does with them).
+#[derive(Debug, Default)]
+pub struct DeadHost;
+
+fn died(input: &crate::input::Input) -> crate::host::SendError {
+    crate::host::SendError {
+        input_id: input.id.clone(),
+        thread_id: input.thread_id.clone(),
+        reason: "the host died".into(),
+    }
+}
+
+#[async_trait::async_trait]
+impl crate::host::EffectPerformer for DeadHost {
+    async fn send(
+        &self,
+        input: &crate::input::Input,
+        _: &crate::host::EffectRef,
+    ) -> Result<crate::host::Handoff, crate::host::SendError> {
+        Err(died(input))
+    }
+
+    async fn send_at(
+        &self,
+        input: &crate::input::Input,
+        _: jiff::Timestamp,
+        _: &crate::host::EffectRef,
+    ) -> Result<crate::host::Handoff, crate::host::SendError> {
+        Err(died(input))
+    }
+
+    async fn dispatch(
+        &self,
+        _: &crate::effect::ToolInvocation,
+    ) -> Result<(), crate::host::DispatchError> {
+        Err(crate::host::DispatchError::Refused("the host died".into()))
+    }
+
+    async fn output(
+        &self,
+        events: &[&crate::effect::OutputEvent],
+    ) -> Result<(), crate::host::OutputError> {
+        Err(crate::host::OutputError {
+            count: events.len(),
+            reason: "the host died".into(),
+        })
+    }
+}

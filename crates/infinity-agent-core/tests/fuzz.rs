@@ -13,7 +13,7 @@ use infinity_agent_core::history::HistoryEntry;
 use infinity_agent_core::input::Input;
 use infinity_agent_core::scripted::ScriptedModel;
 use infinity_agent_core::store::FileStore;
-use infinity_agent_core::testing::{mutated, noise};
+use infinity_agent_core::testing::{cases, mutated, noise};
 use proptest::prelude::*;
 
 const AGENT_FILES: &[&str] = &[
@@ -39,15 +39,6 @@ const ENTRIES: &[&str] = &[
     r#"{"seq":1,"at":"2026-03-07T17:00:00Z","item":{"type":"assistant","text":"x","tool_calls":[{"id":"c","name":"sleep","args":{"seconds":1}}],"synthetic":true}}"#,
     r#"{"seq":2,"at":"2026-03-07T17:00:00Z","item":{"type":"summary","text":"s","covers":4}}"#,
 ];
-
-fn cases(n: u32) -> ProptestConfig {
-    ProptestConfig::with_cases(
-        std::env::var("PROPTEST_CASES")
-            .ok()
-            .and_then(|v| v.parse().ok())
-            .unwrap_or(n),
-    )
-}
 
 proptest! {
     #![proptest_config(cases(1500))]

@@ -22,7 +22,7 @@ const LAYERS: &[&[&str]] = &[
     &["engine"],
     &["store"],
     &["host"],
-    &["runtime"],
+    &["runtime", "testing"],
 ];
 
 fn layer_of(module: &str) -> Option<usize> {

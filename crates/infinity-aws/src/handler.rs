@@ -9,12 +9,11 @@ use std::time::Duration;
 use async_trait::async_trait;
 use aws_lambda_events::event::sqs::{SqsBatchResponse, SqsEvent, SqsMessage};
 use infinity_agent_core::agent::{Agent, AgentFile};
-use infinity_agent_core::effect::{Notification, OutputEvent, OutputKind, ToolInvocation};
+use infinity_agent_core::effect::{OutputEvent, OutputKind};
 use infinity_agent_core::engine::SliceError;
 use infinity_agent_core::host::{
-    perform_effects, run_slice, DispatchError, EffectPerformer, EffectRef, Handoff, HostContext,
-    InputSender, ModelRetry, OutputError, PerformError, SendError, SliceFailure, Timers,
-    ToolDispatcher,
+    perform_effects, run_slice, EffectPerformer, EffectRef, Handoff, HostContext, InputSender,
+    ModelRetry, OutputError, PerformError, SendError, SliceFailure, Timers, ToolDispatcher,
 };
 use infinity_agent_core::ids::{RandomIds, ThreadId};
 use infinity_agent_core::input::Input;
@@ -356,18 +355,10 @@ impl EffectPerformer for AgentHandler {
         Ok(Handoff::Delivered)
     }
 
-    async fn dispatch(&self, invocation: &ToolInvocation) -> Result<(), DispatchError> {
-        match &self.tool_servers {
-            Some(client) => client.dispatch(invocation).await,
-            None => Err(DispatchError::NoServer(invocation.tool.clone())),
-        }
-    }
-
-    async fn notify(&self, notification: &Notification) {
-        match &self.tool_servers {
-            Some(client) => client.notify(notification).await,
-            None => tracing::debug!(?notification, "no tool servers to notify"),
-        }
+    fn tool_dispatcher(&self) -> Option<&dyn ToolDispatcher> {
+        self.tool_servers
+            .as_deref()
+            .map(|client| client as &dyn ToolDispatcher)
     }
 
     async fn output(&self, events: &[&OutputEvent]) -> Result<(), OutputError> {

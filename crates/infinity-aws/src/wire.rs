@@ -154,7 +154,7 @@ mod fuzz {
     #![allow(clippy::unwrap_used, clippy::panic)]
 
     use super::*;
-    use infinity_agent_core::testing::{mutated, noise};
+    use infinity_agent_core::testing::{cases, mutated, noise};
     use proptest::prelude::*;
 
     const BODIES: &[&str] = &[
@@ -165,9 +165,7 @@ mod fuzz {
     ];
 
     proptest! {
-        #![proptest_config(ProptestConfig::with_cases(
-            std::env::var("PROPTEST_CASES").ok().and_then(|v| v.parse().ok()).unwrap_or(2000)
-        ))]
+        #![proptest_config(cases(2000))]
 
         #[test]
         fn bodies(bytes in prop_oneof![mutated(BODIES), noise(300)], dedup in any::<bool>()) {

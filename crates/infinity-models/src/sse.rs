@@ -107,7 +107,7 @@ mod fuzz {
     #![allow(clippy::unwrap_used)]
 
     use super::*;
-    use infinity_agent_core::testing::{mutated, noise};
+    use infinity_agent_core::testing::{cases, mutated, noise};
     use proptest::prelude::*;
 
     const STREAMS: &[&str] = &[
@@ -126,9 +126,7 @@ mod fuzz {
     }
 
     proptest! {
-        #![proptest_config(ProptestConfig::with_cases(
-            std::env::var("PROPTEST_CASES").ok().and_then(|v| v.parse().ok()).unwrap_or(2000)
-        ))]
+        #![proptest_config(cases(2000))]
 
         #[test]
         fn streams(bytes in prop_oneof![mutated(STREAMS), noise(400)], cut in any::<usize>()) {

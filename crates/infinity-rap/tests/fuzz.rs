@@ -12,7 +12,7 @@ use async_trait::async_trait;
 use infinity_agent_core::host::{InputSender, SendError};
 use infinity_agent_core::ids::{InputId, ThreadId};
 use infinity_agent_core::input::Input;
-use infinity_agent_core::testing::{mutated, noise};
+use infinity_agent_core::testing::{cases, mutated, noise};
 use infinity_rap::receiver::{handle, Signature};
 use infinity_rap::signing::CallbackSigner;
 use infinity_rap::wire;
@@ -34,15 +34,6 @@ const MANIFESTS: &[&str] = &[
 const INVOCATIONS: &[&str] = &[
     r#"{"operation":"get_time","arguments":{"tz":"UTC"},"id":"c","call_id":null,"callback_url":"https://rt.example/cb","group_id":"t","thread_ancestors":["r"],"user_id":"u"}"#,
 ];
-
-fn cases(n: u32) -> ProptestConfig {
-    ProptestConfig::with_cases(
-        std::env::var("PROPTEST_CASES")
-            .ok()
-            .and_then(|v| v.parse().ok())
-            .unwrap_or(n),
-    )
-}
 
 #[derive(Default)]
 struct Queue(Mutex<Vec<Input>>);

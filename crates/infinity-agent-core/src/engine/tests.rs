@@ -11,16 +11,15 @@ use serde_json::{json, Value};
 
 use super::{DropReason, Slice, SliceError, SliceOutcome, SliceRequest, Step};
 use crate::agent::{Agent, Limits};
-use crate::effect::{Effect, OutputEvent, OutputKind, ToolInvocation};
+use crate::effect::{Effect, OutputEvent, OutputKind};
 use crate::history::{HistoryEntry, Item};
 use crate::ids::{CallId, InputId, SeededIds, ThreadId};
 use crate::input::{Input, InputBody};
 use crate::model::{
-    Completion, CompletionRequest, ModelError, ModelProvider, ModelToolCall, StopReason, ToolSpec,
-    Usage,
+    Completion, CompletionRequest, ModelError, ModelProvider, ModelToolCall, StopReason, Usage,
 };
 use crate::state::{PendingKind, ThreadRecord, ThreadStatus};
-use crate::tools::{Tool, ToolContext, ToolOutcome, ToolRegistry};
+use crate::tools::ToolRegistry;
 
 const NOW: &str = "2026-03-07T17:00:00Z";
 
@@ -47,36 +46,11 @@ impl ModelProvider for Canned {
     }
 }
 
-/// A tool that runs elsewhere: it dispatches.
-#[derive(Debug)]
-struct Lookup;
-
-impl Tool for Lookup {
-    fn spec(&self) -> ToolSpec {
-        ToolSpec::new(
-            "lookup",
-            "Looks something up elsewhere.",
-            json!({"type": "object", "properties": {"q": {"type": "string"}}, "required": ["q"]}),
-        )
-    }
-
-    fn call(&self, args: &Value, ctx: &mut ToolContext<'_>) -> ToolOutcome {
-        let invocation = ToolInvocation {
-            thread_id: ctx.record.id.clone(),
-            stack: ctx.record.stack.clone(),
-            call_id: ctx.call.id.clone(),
-            tool: "lookup".into(),
-            args: args.clone(),
-            server: None,
-        };
-        ctx.emit(Effect::Dispatch { invocation });
-        ToolOutcome::Dispatched
-    }
-}
-
 fn agents(limits: Limits, window: u32) -> HashMap<String, Arc<Agent>> {
     let mut tools = ToolRegistry::with_builtins();
-    tools.register(Arc::new(Lookup)).unwrap();
+    tools
+        .register(Arc::new(crate::testing::DispatchedTool("lookup")))
+        .unwrap();
     let mut agent = Agent::new("a", "Test agent.", Arc::new(Canned { window }), tools);
     agent.limits = limits;
     [("a".to_owned(), Arc::new(agent))].into()

@@ -4,7 +4,7 @@
 use async_trait::async_trait;
 use jiff::Timestamp;
 
-use super::{DispatchError, SendError};
+use super::{DispatchError, SendError, ToolDispatcher};
 use crate::effect::{Effect, Notification, OutputEvent, PendingEffect, ToolInvocation};
 use crate::ids::{EffectId, ThreadId};
 use crate::input::Input;
@@ -66,14 +66,30 @@ pub trait EffectPerformer: Send + Sync {
         from: &EffectRef,
     ) -> Result<Handoff, SendError>;
 
-    /// Invokes a tool server's tool; its result comes back later as a `tool_result` input.
-    async fn dispatch(&self, invocation: &ToolInvocation) -> Result<(), DispatchError>;
-
-    /// Tells tool servers about a closed thread or a cancelled call (best effort).
-    async fn notify(&self, notification: &Notification);
-
     /// Shows output events, in order.
     async fn output(&self, events: &[&OutputEvent]) -> Result<(), OutputError>;
+
+    /// The host's client for tool servers (`None`: it has none, and calls of tools that run
+    /// elsewhere get an error result).
+    fn tool_dispatcher(&self) -> Option<&dyn ToolDispatcher> {
+        None
+    }
+
+    /// Invokes a tool server's tool; its result comes back later as a `tool_result` input.
+    async fn dispatch(&self, invocation: &ToolInvocation) -> Result<(), DispatchError> {
+        match self.tool_dispatcher() {
+            Some(client) => client.dispatch(invocation).await,
+            None => Err(DispatchError::NoServer(invocation.tool.clone())),
+        }
+    }
+
+    /// Tells tool servers about a closed thread or a cancelled call (best effort).
+    async fn notify(&self, notification: &Notification) {
+        match self.tool_dispatcher() {
+            Some(client) => client.notify(notification).await,
+            None => tracing::debug!(?notification, "no tool servers to notify"),
+        }
+    }
 }
 
 /// Some of a thread's effects could not be performed; they stay in its outbox.

@@ -61,11 +61,11 @@ use timers::Deliver;
 pub use timers::TokioTimers;
 
 use crate::agent::{Agent, AgentSpec};
-use crate::effect::{Notification, OutputEvent, OutputKind, PendingEffect, ToolInvocation};
+use crate::effect::{OutputEvent, OutputKind, PendingEffect};
 use crate::history::HistoryEntry;
 use crate::host::{
-    perform_effects, run_slice, DispatchError, EffectPerformer, EffectRef, Handoff, HostContext,
-    InputSender, ModelRetry, OutputError, SendError, SliceFailure, Timers, ToolDispatcher,
+    perform_effects, run_slice, EffectPerformer, EffectRef, Handoff, HostContext, InputSender,
+    ModelRetry, OutputError, SendError, SliceFailure, Timers, ToolDispatcher,
 };
 use crate::ids::{EffectId, InputId, RandomIds, ThreadId};
 use crate::input::Input;
@@ -639,18 +639,8 @@ impl EffectPerformer for Inner {
         Ok(Handoff::AwaitsReceiver)
     }
 
-    async fn dispatch(&self, invocation: &ToolInvocation) -> Result<(), DispatchError> {
-        match &self.dispatcher {
-            Some(d) => d.dispatch(invocation).await,
-            None => Err(DispatchError::NoServer(invocation.tool.clone())),
-        }
-    }
-
-    async fn notify(&self, notification: &Notification) {
-        match &self.dispatcher {
-            Some(d) => d.notify(notification).await,
-            None => tracing::debug!(?notification, "no tool servers to notify"),
-        }
+    fn tool_dispatcher(&self) -> Option<&dyn ToolDispatcher> {
+        self.dispatcher.as_deref()
     }
 
     async fn output(&self, events: &[&OutputEvent]) -> Result<(), OutputError> {

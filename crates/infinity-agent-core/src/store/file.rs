@@ -176,6 +176,17 @@ fn write_at(path: &Path, at: u64, data: &[u8]) -> Result<u64, StoreError> {
     Ok(at + data.len() as u64)
 }
 
+/// Replaces `dir/state.json` with `bytes` atomically: a temporary file, fsync, rename, and
+/// fsync of the folder (the rename is the commit point).
+fn replace_state(dir: &Path, bytes: &[u8]) -> Result<(), StoreError> {
+    let tmp = dir.join("state.json.tmp");
+    let mut file = File::create(&tmp).map_err(|e| io_err(&tmp, e))?;
+    file.write_all(bytes).map_err(|e| io_err(&tmp, e))?;
+    file.sync_data().map_err(|e| io_err(&tmp, e))?;
+    fs::rename(&tmp, dir.join("state.json")).map_err(|e| io_err(&tmp, e))?;
+    sync_dir(dir)
+}
+
 /// Makes a rename or a new file in `dir` durable.
 fn sync_dir(dir: &Path) -> Result<(), StoreError> {
     File::open(dir)
@@ -456,7 +467,6 @@ impl FileStore {
             children_bytes: u64,
             outbox_bytes: u64,
         }
-        let tmp = dir.join("state.json.tmp");
         let bytes = serde_json::to_vec(&StateRef {
             format: FORMAT,
             record,
@@ -465,12 +475,8 @@ impl FileStore {
             children_bytes: lengths.children,
             outbox_bytes: lengths.outbox,
         })
-        .map_err(|e| corrupt(&tmp, e))?;
-        let mut file = File::create(&tmp).map_err(|e| io_err(&tmp, e))?;
-        file.write_all(&bytes).map_err(|e| io_err(&tmp, e))?;
-        file.sync_data().map_err(|e| io_err(&tmp, e))?;
-        fs::rename(&tmp, dir.join("state.json")).map_err(|e| io_err(&tmp, e))?;
-        sync_dir(dir)
+        .map_err(|e| corrupt(dir, e))?;
+        replace_state(dir, &bytes)
     }
 }
 
@@ -685,19 +691,14 @@ fn write_legacy_state(
         entries_bytes: u64,
         processed_bytes: u64,
     }
-    let tmp = dir.join("state.json.tmp");
     let bytes = serde_json::to_vec(&Legacy {
         record,
         outbox,
         entries_bytes: lengths.entries,
         processed_bytes: lengths.processed,
     })
-    .map_err(|e| corrupt(&tmp, e))?;
-    let mut file = File::create(&tmp).map_err(|e| io_err(&tmp, e))?;
-    file.write_all(&bytes).map_err(|e| io_err(&tmp, e))?;
-    file.sync_data().map_err(|e| io_err(&tmp, e))?;
-    fs::rename(&tmp, dir.join("state.json")).map_err(|e| io_err(&tmp, e))?;
-    sync_dir(dir)
+    .map_err(|e| corrupt(dir, e))?;
+    replace_state(dir, &bytes)
 }
 
 #[cfg(test)]

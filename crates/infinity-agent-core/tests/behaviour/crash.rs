@@ -5,57 +5,16 @@ use std::collections::HashMap;
 use std::path::Path;
 use std::sync::Arc;
 
-use async_trait::async_trait;
-use jiff::Timestamp;
-
 use crate::harness::{assert_in_order, start_time, tid, Setup};
 use infinity_agent_core::agent::Agent;
-use infinity_agent_core::effect::{Effect, Notification, OutputEvent, ToolInvocation};
-use infinity_agent_core::host::{
-    run_slice, DispatchError, EffectPerformer, EffectRef, Handoff, HostContext, ModelRetry,
-    OutputError, SendError,
-};
+use infinity_agent_core::effect::Effect;
+use infinity_agent_core::host::{run_slice, HostContext, ModelRetry};
 use infinity_agent_core::ids::SeededIds;
 use infinity_agent_core::input::Input;
 use infinity_agent_core::scripted::ScriptedModel;
 use infinity_agent_core::store::{FileStore, ThreadStore};
+use infinity_agent_core::testing::DeadHost;
 use infinity_agent_core::tools::ToolRegistry;
-
-/// A host that dies right after the commit: no effect is performed.
-struct Crashed;
-
-fn crashed(input: &Input) -> SendError {
-    SendError {
-        input_id: input.id.clone(),
-        thread_id: input.thread_id.clone(),
-        reason: "the process died".into(),
-    }
-}
-
-#[async_trait]
-impl EffectPerformer for Crashed {
-    async fn send(&self, input: &Input, _: &EffectRef) -> Result<Handoff, SendError> {
-        Err(crashed(input))
-    }
-    async fn send_at(
-        &self,
-        input: &Input,
-        _: Timestamp,
-        _: &EffectRef,
-    ) -> Result<Handoff, SendError> {
-        Err(crashed(input))
-    }
-    async fn dispatch(&self, _: &ToolInvocation) -> Result<(), DispatchError> {
-        Err(DispatchError::Refused("the process died".into()))
-    }
-    async fn notify(&self, _: &Notification) {}
-    async fn output(&self, events: &[&OutputEvent]) -> Result<(), OutputError> {
-        Err(OutputError {
-            count: events.len(),
-            reason: "the process died".into(),
-        })
-    }
-}
 
 const SCRIPT: &str = r#"
 rules:
@@ -87,7 +46,7 @@ async fn effects_committed_but_not_performed_are_performed_on_restart() {
         agents: &agents,
         default_agent: Some("tester"),
         discovery: None,
-        effects: &Crashed,
+        effects: &DeadHost,
         live: None,
         model_retry: ModelRetry::default(),
     };

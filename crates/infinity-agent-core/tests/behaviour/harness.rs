@@ -6,18 +6,17 @@ use std::sync::{Arc, Mutex};
 
 use async_trait::async_trait;
 use infinity_agent_core::agent::{AgentSpec, Limits};
-use infinity_agent_core::effect::{Effect, Notification, OutputEvent, OutputKind, ToolInvocation};
+use infinity_agent_core::effect::{Notification, OutputEvent, OutputKind, ToolInvocation};
 use infinity_agent_core::history::Item;
 use infinity_agent_core::host::{DispatchError, ToolDispatcher};
 use infinity_agent_core::ids::ThreadId;
 use infinity_agent_core::input::{Input, InputBody};
-use infinity_agent_core::model::ToolSpec;
 use infinity_agent_core::runtime::{AgentSystem, AgentSystemBuilder, WaitOutcome};
 use infinity_agent_core::scripted::ScriptedModel;
 use infinity_agent_core::store::ThreadStore;
-use infinity_agent_core::tools::{SetTitle, Tool, ToolContext, ToolOutcome};
+use infinity_agent_core::testing::DispatchedTool;
+use infinity_agent_core::tools::SetTitle;
 use jiff::Timestamp;
-use serde_json::{json, Value};
 use tokio::sync::mpsc::UnboundedReceiver;
 
 /// Where every test's clock starts: Saturday 2026-03-07 12:00 in New York, the day before the
@@ -51,37 +50,6 @@ impl ToolDispatcher for RecordingDispatcher {
             .lock()
             .unwrap()
             .push(notification.clone());
-    }
-}
-
-/// A tool run elsewhere (like a tool server's): it dispatches, and its result arrives later.
-#[derive(Debug)]
-pub struct ExternalTool(pub &'static str);
-
-impl Tool for ExternalTool {
-    fn spec(&self) -> ToolSpec {
-        ToolSpec {
-            name: self.0.to_owned(),
-            description: "A tool that runs elsewhere.".to_owned(),
-            input_schema: json!({
-                "type": "object",
-                "properties": {"q": {"type": "string"}},
-                "additionalProperties": false
-            }),
-        }
-    }
-
-    fn call(&self, args: &Value, ctx: &mut ToolContext<'_>) -> ToolOutcome {
-        let invocation = ToolInvocation {
-            thread_id: ctx.record.id.clone(),
-            stack: ctx.record.stack.clone(),
-            call_id: ctx.call.id.clone(),
-            tool: self.0.to_owned(),
-            args: args.clone(),
-            server: None,
-        };
-        ctx.emit(Effect::Dispatch { invocation });
-        ToolOutcome::Dispatched
     }
 }
 
@@ -124,9 +92,9 @@ impl Setup {
         let mut builder = AgentSystemBuilder::new()
             .with_agent(agent)
             .with_tool(Arc::new(SetTitle))
-            .with_tool(Arc::new(ExternalTool("lookup")))
-            .with_tool(Arc::new(ExternalTool("fetch")))
-            .with_tool(Arc::new(ExternalTool("watch")))
+            .with_tool(Arc::new(DispatchedTool("lookup")))
+            .with_tool(Arc::new(DispatchedTool("fetch")))
+            .with_tool(Arc::new(DispatchedTool("watch")))
             .with_tokio_sleep_tools()
             .with_clock_start(self.clock_start)
             .with_dispatcher(dispatcher.clone());

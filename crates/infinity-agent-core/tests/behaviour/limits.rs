@@ -22,14 +22,19 @@ rules:
   - reply: {text: "noted"}
 "#;
 
-#[tokio::test(start_paused = true)]
-async fn a_child_reporting_in_a_loop_is_stopped_and_everyone_sees_why() {
+/// The script with ten completions per thread and hour.
+async fn ten_an_hour() -> crate::harness::Harness {
     let mut setup = Setup::new(SCRIPT);
     setup.limits = Limits {
         completions_per_hour: 10,
         ..Limits::default()
     };
-    let mut h = setup.start().await;
+    setup.start().await
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_child_reporting_in_a_loop_is_stopped_and_everyone_sees_why() {
+    let mut h = ten_an_hour().await;
     h.say("main", "start").await;
     let child = h.children("main").pop().unwrap();
     let record = h.system.record(&tid(&child)).await.unwrap().unwrap();
@@ -65,12 +70,7 @@ async fn a_child_reporting_in_a_loop_is_stopped_and_everyone_sees_why() {
 
 #[tokio::test(start_paused = true)]
 async fn the_limits_hold_per_hour_on_the_clock() {
-    let mut setup = Setup::new(SCRIPT);
-    setup.limits = Limits {
-        completions_per_hour: 10,
-        ..Limits::default()
-    };
-    let mut h = setup.start().await;
+    let mut h = ten_an_hour().await;
     h.say("main", "start").await;
     let child = h.children("main").pop().unwrap();
     let before = h.system.record(&tid(&child)).await.unwrap().unwrap();

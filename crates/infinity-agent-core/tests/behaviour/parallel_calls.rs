@@ -95,7 +95,9 @@ async fn a_call_without_a_dispatcher_gets_an_error_result() {
     .unwrap();
     let system = AgentSystemBuilder::new()
         .with_agent(AgentSpec::new("a", "", Arc::new(model)))
-        .with_tool(Arc::new(crate::harness::ExternalTool("lookup")))
+        .with_tool(Arc::new(infinity_agent_core::testing::DispatchedTool(
+            "lookup",
+        )))
         .with_tokio_sleep_tools()
         .build()
         .await

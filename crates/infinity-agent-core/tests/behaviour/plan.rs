@@ -2,11 +2,12 @@
 
 use std::sync::Arc;
 
-use crate::harness::{assert_in_order, start, tid, ExternalTool, Setup};
+use crate::harness::{assert_in_order, start, tid, Setup};
 use infinity_agent_core::agent::AgentSpec;
 use infinity_agent_core::runtime::{AgentSystemBuilder, BuildError};
 use infinity_agent_core::scripted::ScriptedModel;
 use infinity_agent_core::state::StepStatus;
+use infinity_agent_core::testing::DispatchedTool;
 use infinity_agent_core::tools::internal::InternalTools;
 use infinity_agent_core::tools::RegistryError;
 
@@ -104,7 +105,7 @@ async fn an_application_tool_may_not_take_an_enabled_internal_tool_name() {
     );
     let clash = AgentSystemBuilder::new()
         .with_agent(AgentSpec::new("a", "", model.clone()))
-        .with_tool(Arc::new(ExternalTool("plan_create")))
+        .with_tool(Arc::new(DispatchedTool("plan_create")))
         .with_tokio_sleep_tools()
         .build()
         .await
@@ -125,7 +126,7 @@ async fn an_application_tool_may_not_take_an_enabled_internal_tool_name() {
     spec.internal_tools = InternalTools::builder().plan(false).build();
     AgentSystemBuilder::new()
         .with_agent(spec)
-        .with_tool(Arc::new(ExternalTool("plan_create")))
+        .with_tool(Arc::new(DispatchedTool("plan_create")))
         .with_tokio_sleep_tools()
         .build()
         .await

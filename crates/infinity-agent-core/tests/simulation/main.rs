@@ -22,16 +22,15 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use infinity_agent_core::agent::{Agent, AgentSpec, Limits};
-use infinity_agent_core::effect::{Effect, PendingEffect, ToolInvocation};
+use infinity_agent_core::effect::{Effect, PendingEffect};
 use infinity_agent_core::host::{perform_effects, run_slice, HostContext, ModelRetry};
 use infinity_agent_core::ids::{InputId, SeededIds, ThreadId};
 use infinity_agent_core::input::{Input, InputBody};
-use infinity_agent_core::model::ToolSpec;
 use infinity_agent_core::store::{MemoryStore, ThreadStore};
+use infinity_agent_core::testing::DispatchedTool;
 use infinity_agent_core::tools::internal::InternalTools;
-use infinity_agent_core::tools::{Tool, ToolContext, ToolOutcome};
+use infinity_agent_core::tools::Tool;
 use jiff::{SignedDuration, Timestamp};
-use serde_json::{json, Value};
 
 use model::{ModelFaults, SimModel};
 use rng::Rng;
@@ -39,34 +38,6 @@ use world::{server_input, Answer, Net, NetFaults, ServerSub, Shared, SimStore};
 
 /// Seeds `make test` runs.
 const DEFAULT_SEEDS: u64 = 3_000;
-
-/// A tool run by a tool server: it dispatches.
-#[derive(Debug)]
-struct Lookup;
-
-impl Tool for Lookup {
-    fn spec(&self) -> ToolSpec {
-        ToolSpec::new(
-            "lookup",
-            "Looks something up on a tool server.",
-            json!({"type": "object", "properties": {"q": {"type": "string"}}, "required": ["q"]}),
-        )
-    }
-
-    fn call(&self, args: &Value, ctx: &mut ToolContext<'_>) -> ToolOutcome {
-        ctx.emit(Effect::Dispatch {
-            invocation: ToolInvocation {
-                thread_id: ctx.record.id.clone(),
-                stack: ctx.record.stack.clone(),
-                call_id: ctx.call.id.clone(),
-                tool: "lookup".into(),
-                args: args.clone(),
-                server: None,
-            },
-        });
-        ToolOutcome::Dispatched
-    }
-}
 
 /// The faults of a run, drawn from its seed.
 fn faults(rng: &mut Rng) -> (NetFaults, ModelFaults) {
@@ -106,7 +77,7 @@ impl Sim {
         };
         let alpha_model = Arc::new(SimModel::new("alpha", rng.next(), 100_000, model_faults));
         let beta_model = Arc::new(SimModel::new("beta", rng.next(), 400, model_faults));
-        let lookup: Arc<dyn Tool> = Arc::new(Lookup);
+        let lookup: Arc<dyn Tool> = Arc::new(DispatchedTool("lookup"));
         let mut alpha = AgentSpec::new("alpha", "You are alpha.", alpha_model.clone());
         alpha.internal_tools = InternalTools::builder().agent(true).build();
         let mut beta = AgentSpec::new("beta", "You are beta.", beta_model.clone());

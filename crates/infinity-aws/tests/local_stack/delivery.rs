@@ -3,15 +3,11 @@
 
 use std::time::Duration;
 
-use async_trait::async_trait;
 use aws_lambda_events::event::sqs::{SqsEvent, SqsMessage};
-use infinity_agent_core::effect::{Notification, OutputEvent, ToolInvocation};
-use infinity_agent_core::host::{
-    run_slice, DispatchError, EffectPerformer, EffectRef, Handoff, HostContext, ModelRetry,
-    OutputError, SendError,
-};
+use infinity_agent_core::host::{run_slice, HostContext, ModelRetry};
 use infinity_agent_core::ids::RandomIds;
 use infinity_agent_core::input::Input;
+use infinity_agent_core::testing::DeadHost;
 
 use crate::harness::{stack, tid};
 
@@ -75,7 +71,7 @@ async fn a_slice_killed_after_its_commit_loses_nothing() {
         agents: &agents,
         default_agent: Some("tester"),
         discovery: None,
-        effects: &Died,
+        effects: &DeadHost,
         live: None,
         model_retry: ModelRetry::default(),
     };
@@ -119,42 +115,6 @@ async fn a_slice_killed_after_its_commit_loses_nothing() {
         1,
         "{history:#?}"
     );
-}
-
-/// A handler that dies right after its commit: no effect is performed.
-struct Died;
-
-fn died(input: &Input) -> SendError {
-    SendError {
-        input_id: input.id.clone(),
-        thread_id: input.thread_id.clone(),
-        reason: "the handler died".into(),
-    }
-}
-
-#[async_trait]
-impl EffectPerformer for Died {
-    async fn send(&self, input: &Input, _: &EffectRef) -> Result<Handoff, SendError> {
-        Err(died(input))
-    }
-    async fn send_at(
-        &self,
-        input: &Input,
-        _: jiff::Timestamp,
-        _: &EffectRef,
-    ) -> Result<Handoff, SendError> {
-        Err(died(input))
-    }
-    async fn dispatch(&self, _: &ToolInvocation) -> Result<(), DispatchError> {
-        Err(DispatchError::Refused("the handler died".into()))
-    }
-    async fn notify(&self, _: &Notification) {}
-    async fn output(&self, events: &[&OutputEvent]) -> Result<(), OutputError> {
-        Err(OutputError {
-            count: events.len(),
-            reason: "the handler died".into(),
-        })
-    }
 }
 
 fn event(inputs: &[&Input]) -> SqsEvent {
