@@ -42,7 +42,10 @@ fn imports() -> BTreeMap<String, BTreeSet<String>> {
                 continue;
             }
             // Test modules in files of their own (`engine/tests.rs`) may use the test utilities.
-            let name = path.file_name().and_then(|n| n.to_str()).unwrap_or_default();
+            let name = path
+                .file_name()
+                .and_then(|n| n.to_str())
+                .unwrap_or_default();
             if path.extension().and_then(|e| e.to_str()) != Some("rs") || name == "tests.rs" {
                 continue;
             }
