@@ -25,6 +25,9 @@ agent="$(cd "$(dirname "$agent")" && pwd)/$(basename "$agent")"
 echo "export INFINITY_AGENT_FILE=\"$agent\"" >> "$here/env.sh"
 
 (cd "$repo" && cargo build -q -p infinity-aws --bin infinity-local -p infinity-cli)
+# Where cargo put them (CARGO_TARGET_DIR, if set, or target/ in the repo).
+target_dir="${CARGO_TARGET_DIR:-$repo/target}"
+case "$target_dir" in /*) ;; *) target_dir="$repo/$target_dir" ;; esac
 mkdir -p "$here/run"
 if [[ -f "$here/run/runner.pid" ]] && kill -0 "$(cat "$here/run/runner.pid")" 2>/dev/null; then
     kill "$(cat "$here/run/runner.pid")" || true
@@ -34,8 +37,8 @@ fi
     # shellcheck disable=SC1091
     . "$here/env.sh"
     set +a
-    nohup "$repo/target/debug/infinity-local" >"$here/run/runner.log" 2>&1 &
+    nohup "$target_dir/debug/infinity-local" >"$here/run/runner.log" 2>&1 &
     echo $! >"$here/run/runner.pid"
 )
 echo "local stack is up: agent $agent; handlers log to infra/local/run/runner.log"
-echo "next: source infra/local/env.sh && target/debug/infinity send --thread demo \"hello\""
+echo "next: source infra/local/env.sh && $target_dir/debug/infinity send --thread demo \"hello\""

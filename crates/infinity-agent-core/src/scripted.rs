@@ -5,9 +5,12 @@
 //!   - when: "remind me"       # optional regex over the text the rule sees
 //!     reply:
 //!       text: "Okay."         # optional
-//!       tool_calls:           # optional; ids are generated
+//!       tool_calls:           # optional
 //!         - name: sleep
 //!           args: {seconds: 2}
+//!           id: toolu_1       # optional: the id a provider would give (the runtime mints its own)
+//!   - when: "think hard"
+//!     reply: {text: "Hmm.", delay_ms: 5000}  # optional: answer this slowly, like a busy model
 //!   - reply: {text: "Done."}  # a rule with no `when` always matches
 //! ```
 //!
@@ -82,6 +85,9 @@ struct Reply {
     text: Option<String>,
     #[serde(default)]
     tool_calls: Vec<ScriptedCall>,
+    /// How long the completion takes, in milliseconds.
+    #[serde(default)]
+    delay_ms: u64,
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -90,6 +96,9 @@ struct ScriptedCall {
     name: String,
     #[serde(default = "empty_object")]
     args: Value,
+    /// The provider's id for the call; lets a script play a provider that repeats ids.
+    #[serde(default)]
+    id: Option<String>,
 }
 
 fn empty_object() -> Value {
@@ -369,11 +378,14 @@ impl ModelProvider for ScriptedModel {
                 .tool_calls
                 .iter()
                 .map(|c| ModelToolCall {
-                    id: None,
+                    id: c.id.clone(),
                     name: c.name.clone(),
                     args: substitute_value(&c.args, &bindings),
                 })
                 .collect();
+            if rule.reply.delay_ms > 0 {
+                tokio::time::sleep(std::time::Duration::from_millis(rule.reply.delay_ms)).await;
+            }
             return Ok(Completion {
                 text: rule.reply.text.as_deref().map(|t| substitute(t, &bindings)),
                 stop_reason: if tool_calls.is_empty() {

@@ -143,6 +143,15 @@ pub enum HandlerError {
     /// Committed effects could not be performed (they stay in the outbox).
     #[error(transparent)]
     Effects(#[from] PerformError),
+    /// The thread runs an agent this deployment does not have: its input goes to the
+    /// dead-letter queue after the redrive count (kept, not lost), for an operator.
+    #[error("thread {thread_id} runs agent `{agent}`, which this deployment does not have; its input goes to the dead-letter queue")]
+    UnknownAgent {
+        /// The thread.
+        thread_id: ThreadId,
+        /// Its agent.
+        agent: String,
+    },
 }
 
 /// The agent Lambda: one slice per thread per batch.
@@ -310,9 +319,24 @@ impl AgentHandler {
         match run_slice(&host, thread_id, inputs, Timestamp::now(), &mut RandomIds).await {
             Ok(report) => Ok(report.effects?),
             Err(SliceFailure::Slice(SliceError::UnknownAgent { thread_id, agent })) => {
-                // Terminal: retrying cannot help. Logged and acknowledged.
-                tracing::error!(thread = %thread_id, %agent, "thread runs an agent this deployment does not have; input dropped");
-                Ok(())
+                // Retrying cannot help, and the input must not vanish: it is reported as failed,
+                // so the queue moves it to the dead-letter queue after the redrive count.
+                let err = HandlerError::UnknownAgent {
+                    thread_id: thread_id.clone(),
+                    agent,
+                };
+                tracing::error!(%err, "input refused");
+                let event = OutputEvent {
+                    thread_id,
+                    at: Timestamp::now(),
+                    kind: OutputKind::Error {
+                        text: err.to_string(),
+                    },
+                };
+                if let Err(e) = self.output(&[&event]).await {
+                    tracing::warn!(error = %e, "could not publish an error event");
+                }
+                Err(err)
             }
             Err(err) => {
                 if let SliceFailure::Slice(SliceError::Retryable(why)) = &err {

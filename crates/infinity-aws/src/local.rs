@@ -63,6 +63,9 @@ pub struct LocalRunner {
     pub duplicate_deliveries: bool,
     /// How many copies [`LocalRunner::duplicate_deliveries`] has sent.
     pub duplicates_sent: Arc<std::sync::atomic::AtomicUsize>,
+    /// How many batches of the input queue run at once (Lambda's event source runs several
+    /// invocations side by side; FIFO keeps each message group to one of them). Default 4.
+    pub concurrency: usize,
 }
 
 /// Marks the copy made by [`LocalRunner::duplicate_deliveries`], so it is not copied again.
@@ -80,15 +83,14 @@ impl LocalRunner {
             retry_after: Duration::from_secs(1),
             duplicate_deliveries: false,
             duplicates_sent: Arc::default(),
+            concurrency: 4,
         }
     }
 
     /// Polls both queues and pumps schedules until the process ends.
     pub async fn run(self) {
-        let agent = self.clone();
-        let relay = self.clone();
-        let pump = self.clone();
-        tokio::join!(
+        let agents = (0..self.concurrency.max(1)).map(|_| {
+            let agent = self.clone();
             async move {
                 loop {
                     if let Err(err) = agent.poll_agent_once(Duration::from_secs(1)).await {
@@ -96,7 +98,12 @@ impl LocalRunner {
                         tokio::time::sleep(Duration::from_secs(1)).await;
                     }
                 }
-            },
+            }
+        });
+        let relay = self.clone();
+        let pump = self.clone();
+        tokio::join!(
+            futures_util::future::join_all(agents),
             async move {
                 loop {
                     if let Err(err) = relay.poll_relay_once(Duration::from_secs(1)).await {
@@ -268,16 +275,28 @@ impl LocalRunner {
     /// Fires every schedule of the group whose `at()` time has come: sends its target input to
     /// the target queue and deletes the schedule. Returns how many fired.
     pub async fn pump_schedules_once(&self) -> Result<usize, LocalError> {
-        let list = self
-            .clients
-            .scheduler
-            .list_schedules()
-            .group_name(&self.config.schedule_group)
-            .send()
-            .await
-            .map_err(failed("list schedules"))?;
+        // Every page: a group may hold more schedules than one page lists, and the one due may
+        // be on any of them.
+        let mut summaries = Vec::new();
+        let mut next_token: Option<String> = None;
+        loop {
+            let page = self
+                .clients
+                .scheduler
+                .list_schedules()
+                .group_name(&self.config.schedule_group)
+                .set_next_token(next_token.take())
+                .send()
+                .await
+                .map_err(failed("list schedules"))?;
+            summaries.extend(page.schedules().iter().cloned());
+            match page.next_token() {
+                Some(token) if !token.is_empty() => next_token = Some(token.to_owned()),
+                _ => break,
+            }
+        }
         let mut fired = 0;
-        for summary in list.schedules() {
+        for summary in &summaries {
             let Some(name) = summary.name() else { continue };
             let schedule = self
                 .clients

@@ -7,6 +7,7 @@ use aws_lambda_events::event::sqs::{SqsEvent, SqsMessage};
 use infinity_agent_core::host::{run_slice, HostContext, ModelRetry};
 use infinity_agent_core::ids::RandomIds;
 use infinity_agent_core::input::Input;
+use infinity_agent_core::store::ThreadStore;
 use infinity_agent_core::testing::DeadHost;
 
 use crate::harness::{stack, tid};
@@ -198,9 +199,16 @@ async fn a_poison_message_reaches_the_dlq_while_other_threads_go_on() {
         || s.history_has("healthy", "assistant: ok"),
     )
     .await;
+    let found = dead_letter(&s).await;
+    assert_eq!(found.as_deref(), Some("this is not json"));
+    assert!(s.record("poison").await.is_none());
+}
+
+/// Runs rounds until a message reaches the input queue's dead-letter queue; its body.
+async fn dead_letter(s: &crate::harness::Stack) -> Option<String> {
     let dlq = s.queue_url("InputDLQ").await;
     let deadline = std::time::Instant::now() + Duration::from_secs(60);
-    let found = loop {
+    loop {
         let got = s
             .clients
             .sqs
@@ -211,16 +219,44 @@ async fn a_poison_message_reaches_the_dlq_while_other_threads_go_on() {
             .await
             .unwrap();
         if let Some(m) = got.messages().first() {
-            break m.body().map(str::to_owned);
+            return m.body().map(str::to_owned);
         }
         assert!(
             std::time::Instant::now() < deadline,
-            "the poison message never reached the DLQ"
+            "nothing reached the dead-letter queue"
         );
         s.round().await;
-    };
-    assert_eq!(found.as_deref(), Some("this is not json"));
-    assert!(s.record("poison").await.is_none());
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn input_for_an_agent_the_deployment_no_longer_has_is_kept_in_the_dlq() {
+    use infinity_agent_core::commit::Commit;
+    use infinity_agent_core::state::ThreadRecord;
+    let s = stack(SCRIPT).await;
+    // A thread started by an agent this deployment has since dropped.
+    let mut record = ThreadRecord::new(tid("orphan"), "retired", None, jiff::Timestamp::now());
+    record.version = 1;
+    s.store()
+        .commit(&Commit {
+            thread_id: tid("orphan"),
+            expected_version: None,
+            record,
+            new_entries: Vec::new(),
+            processed_inputs: Vec::new(),
+            effects: Vec::new(),
+        })
+        .await
+        .unwrap();
+    let input = s.say("orphan", "are you there?").await;
+    let body = dead_letter(&s).await.unwrap();
+    assert!(body.contains(input.id.as_str()), "{body}");
+    let record = s.record("orphan").await.unwrap();
+    assert_eq!(
+        (record.version, record.history_len),
+        (1, 0),
+        "nothing was applied"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -307,4 +343,64 @@ rules:
         1,
         "{child:#?}"
     );
+}
+
+/// Like Lambda's event source, the local runner works on several message groups at once: a
+/// thread whose model is slow does not hold up the others.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_slow_thread_does_not_hold_up_the_others() {
+    const SLOW: &str = r#"
+rules:
+  - when: "^think$"
+    reply: {text: "thought", delay_ms: 6000}
+  - reply: {text: "quick"}
+"#;
+    let s = stack(SLOW).await;
+    let runner = tokio::spawn(s.runner.clone().run());
+    s.say("slow", "think").await;
+    // Wait until the slow thread's message is taken (in flight, no longer visible).
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    loop {
+        let attributes = s
+            .clients
+            .sqs
+            .get_queue_attributes()
+            .queue_url(&s.config.input_queue_url)
+            .attribute_names(
+                aws_sdk_sqs::types::QueueAttributeName::ApproximateNumberOfMessagesNotVisible,
+            )
+            .send()
+            .await
+            .unwrap();
+        let in_flight = attributes
+            .attributes()
+            .and_then(|a| {
+                a.get(
+                    &aws_sdk_sqs::types::QueueAttributeName::ApproximateNumberOfMessagesNotVisible,
+                )
+            })
+            .is_some_and(|n| n != "0");
+        if in_flight {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the slow message was never taken"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    s.say("fast", "hello").await;
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while !s.history_has("fast", "assistant: quick").await {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the fast thread never answered"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(
+        !s.history_has("slow", "assistant: thought").await,
+        "the fast thread answered only after the slow one"
+    );
+    runner.abort();
 }

@@ -148,3 +148,116 @@ async fn a_message_interrupts_a_sleep() {
         .unwrap();
     assert_eq!(history[interrupted + 1], "message: wake up!");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_schedule_pump_reads_every_page() {
+    use infinity_agent_core::host::Timers;
+    use infinity_agent_core::input::Input;
+    let s = stack_with(
+        SCRIPT,
+        Options {
+            relay_threshold: 1,
+            schedule_early: 0,
+            ..Options::default()
+        },
+    )
+    .await;
+    let timers = infinity_aws::queue::AwsTimers::new(
+        s.clients.sqs.clone(),
+        s.clients.scheduler.clone(),
+        s.config.clone(),
+    );
+    // One due in two seconds, created first: the emulator lists newest first, so it ends up on
+    // the last page...
+    let soon = Input::user_message(crate::harness::tid("soon"), "now");
+    let due = jiff::Timestamp::now() + jiff::SignedDuration::from_secs(2);
+    timers.schedule(soon, due).await.unwrap();
+    // ...behind more schedules than one page lists (the emulator pages by 50), due tomorrow.
+    let tomorrow = jiff::Timestamp::now() + jiff::SignedDuration::from_hours(24);
+    for i in 0..110 {
+        let input = Input::user_message(crate::harness::tid(&format!("later-{i}")), "later");
+        timers.schedule(input, tomorrow).await.unwrap();
+    }
+    let mut pages = 0;
+    let mut token: Option<String> = None;
+    loop {
+        let page = s
+            .clients
+            .scheduler
+            .list_schedules()
+            .group_name(&s.config.schedule_group)
+            .set_next_token(token.take())
+            .send()
+            .await
+            .unwrap();
+        pages += 1;
+        match page.next_token() {
+            Some(t) => token = Some(t.to_owned()),
+            None => break,
+        }
+    }
+    assert!(pages > 1, "the group spans several pages ({pages})");
+    let wait =
+        due.duration_since(jiff::Timestamp::now()) + jiff::SignedDuration::from_millis(1_100);
+    tokio::time::sleep(Duration::try_from(wait).unwrap_or_default()).await;
+    assert_eq!(
+        s.runner.pump_schedules_once().await.unwrap(),
+        1,
+        "the due schedule fires wherever it is listed"
+    );
+    assert_eq!(
+        s.runner.pump_schedules_once().await.unwrap(),
+        0,
+        "and fires once"
+    );
+}
+
+/// A provider that gives every tool call the same id: each sleep still gets its own wake-up
+/// (the runtime mints call ids; input ids, deduplication ids and schedule names derive from
+/// those), within one thread and across threads.
+async fn wake_ups_with_repeated_provider_ids(options: Options) {
+    const REPEATING: &str = r#"
+rules:
+  - scope: all
+    when: "Slept until[\\s\\S]*Slept until"
+    reply: {text: "awake twice"}
+  - when: "^nap$|-> Slept until"
+    reply:
+      tool_calls: [{name: sleep, args: {seconds: 1}, id: toolu_same}]
+"#;
+    let s = stack_with(REPEATING, options).await;
+    s.say("first", "nap").await;
+    s.say("second", "nap").await;
+    s.run_until(
+        Duration::from_secs(60),
+        "both threads wake twice",
+        || async {
+            s.history_has("first", "assistant: awake twice").await
+                && s.history_has("second", "assistant: awake twice").await
+        },
+    )
+    .await;
+    for thread in ["first", "second"] {
+        let history = s.history(thread).await;
+        let woken = history
+            .iter()
+            .filter(|l| l.starts_with("result sleep: Slept until"))
+            .count();
+        assert_eq!(woken, 2, "{thread}: {history:#?}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn repeated_provider_call_ids_lose_no_relayed_wake_up() {
+    wake_ups_with_repeated_provider_ids(Options::default()).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn repeated_provider_call_ids_lose_no_scheduled_wake_up() {
+    wake_ups_with_repeated_provider_ids(Options {
+        relay_threshold: 0,
+        schedule_early: 0,
+        ..Options::default()
+    })
+    .await;
+}
