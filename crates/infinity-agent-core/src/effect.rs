@@ -18,6 +18,17 @@ pub struct PendingEffect {
 }
 
 impl Effect {
+    /// The `effect` tag: `send`, `send_at`, `dispatch`, `notify` or `output`.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Effect::Send { .. } => "send",
+            Effect::SendAt { .. } => "send_at",
+            Effect::Dispatch { .. } => "dispatch",
+            Effect::Notify { .. } => "notify",
+            Effect::Output { .. } => "output",
+        }
+    }
+
     /// An output event for `thread_id` at `at`.
     pub fn output(thread_id: &ThreadId, at: Timestamp, kind: OutputKind) -> Self {
         Effect::Output {
@@ -139,6 +150,29 @@ pub struct OutputEvent {
     /// What.
     #[serde(flatten)]
     pub kind: OutputKind,
+}
+
+impl OutputEvent {
+    /// The event as JSON of at most `max_bytes` (a queue's message limit): whole when it fits;
+    /// otherwise its longest texts are cut, each ending in a note of how much was left out and
+    /// where to read all of it (`infinity thread show`, since the history keeps everything), and
+    /// the event carries `"truncated": true`.
+    pub fn to_json_within(&self, max_bytes: usize) -> Result<String, serde_json::Error> {
+        let whole = serde_json::to_string(self)?;
+        if whole.len() <= max_bytes {
+            return Ok(whole);
+        }
+        let mut value = serde_json::to_value(self)?;
+        if let Some(map) = value.as_object_mut() {
+            map.insert("truncated".into(), serde_json::Value::Bool(true));
+        }
+        let thread = self.thread_id.clone();
+        let note = move |left_out: usize| {
+            format!(" [… {left_out} more bytes; `infinity thread show {thread}` has all of it]")
+        };
+        crate::json::shrink(&mut value, max_bytes, &note);
+        serde_json::to_string(&value)
+    }
 }
 
 /// The kinds of output event. Tagged with `type`.
@@ -270,6 +304,62 @@ impl OutputKind {
             OutputKind::Finished { .. } => "finished",
             OutputKind::Widget { .. } => "widget",
             OutputKind::Error { .. } => "error",
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_event_too_big_for_a_message_is_cut_to_fit_and_says_where_the_rest_is() {
+        let thread = ThreadId::new("t1").unwrap();
+        let event = OutputEvent {
+            thread_id: thread.clone(),
+            at: Timestamp::UNIX_EPOCH,
+            kind: OutputKind::AssistantText {
+                text: "word ".repeat(10_000),
+            },
+        };
+        let whole = event.to_json_within(100_000).unwrap();
+        assert_eq!(
+            whole,
+            serde_json::to_string(&event).unwrap(),
+            "fits: untouched"
+        );
+        let cut = event.to_json_within(2_000).unwrap();
+        assert!(cut.len() <= 2_000, "{}", cut.len());
+        let value: serde_json::Value = serde_json::from_str(&cut).unwrap();
+        assert_eq!(value["truncated"], true);
+        let back: OutputEvent = serde_json::from_str(&cut).unwrap();
+        assert_eq!(back.thread_id, thread);
+        let OutputKind::AssistantText { text } = back.kind else {
+            panic!("{back:?}");
+        };
+        assert!(text.starts_with("word word"));
+        assert!(
+            text.ends_with("more bytes; `infinity thread show t1` has all of it]"),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn an_effect_kind_is_its_tag() {
+        let thread = ThreadId::new("t1").unwrap();
+        let effects = [
+            Effect::Send {
+                input: Input::user_message(thread.clone(), "hi"),
+            },
+            Effect::SendAt {
+                input: Input::user_message(thread.clone(), "hi"),
+                due: Timestamp::UNIX_EPOCH,
+            },
+            Effect::output(&thread, Timestamp::UNIX_EPOCH, OutputKind::ThreadClosed {}),
+        ];
+        for effect in effects {
+            let tag = serde_json::to_value(&effect).unwrap()["effect"].clone();
+            assert_eq!(tag, effect.kind());
         }
     }
 }

@@ -194,6 +194,10 @@ pub enum InputBody {
         /// The parent's `close_thread` call, answered once the thread has closed.
         call_id: CallId,
     },
+    /// Tells the thread nothing: it makes the host run the thread now, which performs what its
+    /// outbox holds first (`infinity thread outbox --retry` sends one after putting effects
+    /// back).
+    Nudge {},
 }
 
 impl InputBody {
@@ -236,6 +240,7 @@ impl InputBody {
             InputBody::ViewUpdate { .. } => "view_update",
             InputBody::DelegationUpdate { .. } => "delegation_update",
             InputBody::CloseRequest { .. } => "close_request",
+            InputBody::Nudge {} => "nudge",
             InputBody::MemoryWrite { .. } => "memory_write",
             InputBody::WidgetAction { .. } => "widget_action",
             InputBody::ConversationUsage { .. } => "conversation_usage",

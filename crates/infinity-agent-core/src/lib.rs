@@ -3,9 +3,9 @@
 //!
 //! The modules are layered; a lower one never imports a higher one:
 //!
-//! - the data at the bottom: [`ids`], [`history`], [`model`] (the model interface and its
-//!   types), [`state`] (the thread record and everything it embeds), [`input`], [`effect`],
-//!   [`commit`];
+//! - the data at the bottom: [`ids`] and [`json`] (values cut to a size), [`history`],
+//!   [`model`] (the model interface and its types), [`state`] (the thread record and everything
+//!   it embeds), [`input`], [`effect`], [`commit`];
 //! - [`tools`]: the [`tools::Tool`] trait, the registry, the built-in and internal tools, and
 //!   tool servers' tools;
 //! - [`agent`] (agents and agent files) and [`scripted`] (the scripted model);
@@ -25,6 +25,7 @@ pub mod history;
 pub mod host;
 pub mod ids;
 pub mod input;
+pub mod json;
 pub mod model;
 pub mod runtime;
 pub mod scripted;

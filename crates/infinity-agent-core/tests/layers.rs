@@ -9,7 +9,7 @@ use std::path::Path;
 
 /// The top-level modules, bottom first.
 const LAYERS: &[&[&str]] = &[
-    &["ids"],
+    &["ids", "json"],
     &["history"],
     &["model"],
     &["state"],

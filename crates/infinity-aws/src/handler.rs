@@ -17,7 +17,7 @@ use infinity_agent_core::host::{
 };
 use infinity_agent_core::ids::{RandomIds, ThreadId};
 use infinity_agent_core::input::Input;
-use infinity_agent_core::store::StoreError;
+use infinity_agent_core::store::{StoreError, ThreadStore};
 use infinity_agent_core::tools::{SetTitle, Tool};
 use jiff::Timestamp;
 use tokio::task::JoinSet;
@@ -25,7 +25,7 @@ use tokio::task::JoinSet;
 use crate::config::{AwsConfig, Clients};
 use crate::queue::{AwsTimers, OutputQueue, SqsInputSender};
 use crate::store::DynamoThreadStore;
-use crate::wire::{parse_input, RelayEnvelope, WireError};
+use crate::wire::{parse_input, Carried, RelayEnvelope, WireError};
 
 /// Why the agent could not be set up (at init: the function fails to start, loudly).
 #[derive(Debug, thiserror::Error)]
@@ -170,8 +170,16 @@ pub struct AgentHandler {
 /// One message of a batch, parsed.
 struct Message {
     message_id: String,
-    input: Result<Input, WireError>,
+    /// How many times SQS has delivered it (1 the first time).
+    receive_count: u32,
+    input: Result<Carried, WireError>,
 }
+
+/// How many times a committed effect is tried (once per delivery of the thread's messages)
+/// before it is set aside as failed, so the thread goes on without it. Below the input queue's
+/// redrive count (5), so the message whose slice made the effect, which is in the history
+/// already, never reaches the dead-letter queue because of it.
+pub const EFFECT_ATTEMPTS: u32 = 3;
 
 fn attribute<'a>(message: &'a SqsMessage, name: &str) -> Option<&'a str> {
     message.attributes.get(name).map(String::as_str)
@@ -194,13 +202,15 @@ impl AgentHandler {
             config.dedup_ttl,
         );
         Self {
-            store,
-            sender: SqsInputSender::new(clients.sqs.clone(), config.input_queue_url.clone()),
+            sender: SqsInputSender::new(clients.sqs.clone(), config.input_queue_url.clone())
+                .with_stash(store.clone()),
             timers: AwsTimers::new(
                 clients.sqs.clone(),
                 clients.scheduler.clone(),
                 config.clone(),
-            ),
+            )
+            .with_stash(store.clone()),
+            store,
             output: config
                 .output_queue_url
                 .as_ref()
@@ -226,6 +236,11 @@ impl AgentHandler {
         &self.store
     }
 
+    /// The agent of this name, if the deployment has it.
+    pub fn agent(&self, name: &str) -> Option<Arc<Agent>> {
+        self.agents.get(name).cloned()
+    }
+
     /// Handles one SQS batch. Messages are grouped by thread (`MessageGroupId`) in order; each
     /// thread's messages run as one slice, threads run concurrently. A failing message and every
     /// later message of its thread are reported as batch item failures (FIFO semantics); other
@@ -242,9 +257,16 @@ impl AgentHandler {
             );
             let key = group
                 .map(str::to_owned)
-                .or_else(|| input.as_ref().ok().map(|i| i.thread_id.to_string()))
+                .or_else(|| input.as_ref().ok().map(|i| i.thread_id().to_string()))
                 .unwrap_or_else(|| message_id.clone());
-            let message = Message { message_id, input };
+            let receive_count = attribute(&record, "ApproximateReceiveCount")
+                .and_then(|n| n.parse().ok())
+                .unwrap_or(1);
+            let message = Message {
+                message_id,
+                receive_count,
+                input,
+            };
             match groups.iter_mut().find(|(k, _)| *k == key) {
                 Some((_, messages)) => messages.push(message),
                 None => groups.push((key, vec![message])),
@@ -271,38 +293,124 @@ impl AgentHandler {
 
     /// Runs one thread's messages; returns the ids of the messages to report as failed.
     async fn handle_thread(&self, messages: Vec<Message>) -> Vec<String> {
-        let bad = messages.iter().position(|m| m.input.is_err());
-        let (good, rest) = messages.split_at(bad.unwrap_or(messages.len()));
+        let all = || messages.iter().map(|m| m.message_id.clone()).collect();
+        let mut inputs: Vec<Input> = Vec::new();
         let mut failed: Vec<String> = Vec::new();
-        if let Some(first_bad) = rest.first() {
-            if let Err(err) = &first_bad.input {
-                tracing::error!(message_id = %first_bad.message_id, error = %err, "malformed input message; it will reach the dead-letter queue after the redrive count");
+        for (i, message) in messages.iter().enumerate() {
+            let input = match &message.input {
+                Ok(Carried::Input(input)) => Ok(Some(input.clone())),
+                Ok(Carried::StoredInput(stored)) => match self.resolve(stored).await {
+                    Ok(found) => found,
+                    // The table is unavailable: the whole batch of the thread again, later.
+                    Err(err) => {
+                        tracing::warn!(thread = %stored.thread_id, %err, "cannot read a stored input; the thread's messages will be redelivered");
+                        return all();
+                    }
+                },
+                Err(err) => Err(err.clone()),
+            };
+            match input {
+                Ok(Some(input)) => inputs.push(input),
+                Ok(None) => {} // a copy of an input already processed
+                Err(err) => {
+                    // Terminal: this message reaches the DLQ after the redrive count; FIFO
+                    // holds the later ones of its thread behind it, so they are reported too.
+                    tracing::error!(message_id = %message.message_id, error = %err, "unusable input message; it will reach the dead-letter queue after the redrive count");
+                    failed.extend(messages[i..].iter().map(|m| m.message_id.clone()));
+                    break;
+                }
             }
-            failed.extend(rest.iter().map(|m| m.message_id.clone()));
         }
-        let inputs: Vec<Input> = good
-            .iter()
-            .filter_map(|m| m.input.as_ref().ok().cloned())
-            .collect();
         let Some(thread_id) = inputs.first().map(|i| i.thread_id.clone()) else {
             return failed;
         };
-        if let Err(err) = self.run(&thread_id, inputs).await {
+        let attempt = messages.iter().map(|m| m.receive_count).max().unwrap_or(1);
+        if let Err(err) = self.run(&thread_id, inputs, attempt).await {
             tracing::warn!(thread = %thread_id, %err, "slice not finished; its messages will be redelivered");
             // Report the whole thread's batch: FIFO redelivers it, in order.
-            failed = messages.iter().map(|m| m.message_id.clone()).collect();
+            failed = all();
         }
         failed
     }
 
+    /// The input a message refers to: `Ok(None)` when the table no longer has it because it was
+    /// processed (this message is a copy), an error when it was never processed.
+    async fn resolve(
+        &self,
+        stored: &crate::wire::StoredInput,
+    ) -> Result<Result<Option<Input>, WireError>, StoreError> {
+        if let Some(input) = self.store.stashed_input(stored).await? {
+            return Ok(Ok(Some(input)));
+        }
+        let processed = self
+            .store
+            .processed(&stored.thread_id, std::slice::from_ref(&stored.id))
+            .await?;
+        if processed.contains(&stored.id) {
+            return Ok(Ok(None));
+        }
+        Ok(Err(WireError::StoredInputMissing {
+            thread_id: stored.thread_id.clone(),
+            id: stored.id.clone(),
+        }))
+    }
+
+    /// After effects failed: on an early attempt, an error (SQS delivers the thread's messages
+    /// again, and the outbox is tried again first). On the last, the effects still in the outbox
+    /// are set aside as failed, each reported as an ERROR and an `error` event, and the thread
+    /// goes on: an effect that can never be performed must not stop its thread, and the input
+    /// that made it is in the history already.
+    async fn retry_or_set_aside(
+        &self,
+        thread_id: &ThreadId,
+        err: PerformError,
+        attempt: u32,
+    ) -> Result<(), HandlerError> {
+        if attempt < EFFECT_ATTEMPTS || !matches!(err, PerformError::Effects { .. }) {
+            return Err(err.into());
+        }
+        let reason = err.to_string();
+        let set_aside = self
+            .store
+            .set_aside_outbox(thread_id, &reason, attempt)
+            .await?;
+        for failed in &set_aside {
+            tracing::error!(thread = %thread_id, effect = %failed.effect.id, kind = failed.effect.effect.kind(), attempts = attempt, %reason, "effect set aside after its attempts; `infinity thread outbox {thread_id}` retries or drops it");
+        }
+        if !set_aside.is_empty() {
+            let event = OutputEvent {
+                thread_id: thread_id.clone(),
+                at: Timestamp::now(),
+                kind: OutputKind::Error {
+                    text: format!(
+                        "{} effect(s) of this thread failed {attempt} times and were set aside ({reason}); `infinity thread outbox {thread_id}` shows, retries or drops them",
+                        set_aside.len()
+                    ),
+                },
+            };
+            if let Err(e) = self.output(&[&event]).await {
+                tracing::warn!(thread = %thread_id, error = %e, "could not publish an error event");
+            }
+        }
+        Ok(())
+    }
+
     /// Performs what an earlier slice left in the outbox, then runs a slice through the shared
     /// driver (which commits and performs its effects).
-    async fn run(&self, thread_id: &ThreadId, inputs: Vec<Input>) -> Result<(), HandlerError> {
+    /// `attempt`: how many times SQS has delivered these messages (see [`EFFECT_ATTEMPTS`]).
+    async fn run(
+        &self,
+        thread_id: &ThreadId,
+        inputs: Vec<Input>,
+        attempt: u32,
+    ) -> Result<(), HandlerError> {
         // A crash after an earlier commit leaves its effects here; perform them first.
         let leftover = self.store.thread_outbox(thread_id).await?;
         if !leftover.is_empty() {
             tracing::info!(thread = %thread_id, effects = leftover.len(), "performing effects left by an earlier slice");
-            perform_effects(self, &self.store, thread_id, &leftover, None).await?;
+            if let Err(err) = perform_effects(self, &self.store, thread_id, &leftover, None).await {
+                self.retry_or_set_aside(thread_id, err, attempt).await?;
+            }
         }
         let host = HostContext {
             store: &self.store,
@@ -317,7 +425,10 @@ impl AgentHandler {
             model_retry: LAMBDA_MODEL_RETRY,
         };
         match run_slice(&host, thread_id, inputs, Timestamp::now(), &mut RandomIds).await {
-            Ok(report) => Ok(report.effects?),
+            Ok(report) => match report.effects {
+                Ok(()) => Ok(()),
+                Err(err) => self.retry_or_set_aside(thread_id, err, attempt).await,
+            },
             Err(SliceFailure::Slice(SliceError::UnknownAgent { thread_id, agent })) => {
                 // Retrying cannot help, and the input must not vanish: it is reported as failed,
                 // so the queue moves it to the dead-letter queue after the redrive count.
@@ -400,14 +511,20 @@ pub struct RelayHandler {
 }
 
 impl RelayHandler {
-    /// A relay with these timers.
+    /// A relay with these timers. An input that fit the relay queue but not the input queue
+    /// (their limits may differ) is stored in the table on the way.
     pub fn new(clients: &Clients, config: &AwsConfig) -> Self {
         Self {
             timers: AwsTimers::new(
                 clients.sqs.clone(),
                 clients.scheduler.clone(),
                 config.clone(),
-            ),
+            )
+            .with_stash(DynamoThreadStore::new(
+                clients.dynamodb.clone(),
+                config.table.clone(),
+                config.dedup_ttl,
+            )),
         }
     }
 
@@ -442,7 +559,7 @@ impl RelayHandler {
                 let secs = left.as_secs_f64().ceil() as u64;
                 self.timers.relay(envelope, Duration::from_secs(secs)).await
             }
-            _ => self.timers.deliver_now(&envelope.input).await,
+            _ => self.timers.deliver_now(&envelope.carried).await,
         }
     }
 }

@@ -14,7 +14,63 @@ use infinity_agent_core::input::Input;
 use jiff::Timestamp;
 
 use crate::config::AwsConfig;
-use crate::wire::RelayEnvelope;
+use crate::store::DynamoThreadStore;
+use crate::wire::{Carried, RelayEnvelope};
+
+/// Room kept in a message for what SQS counts besides the body (message attributes).
+const MESSAGE_MARGIN: usize = 1_024;
+/// The message size assumed when a queue's own limit cannot be read: SQS's old limit, which
+/// every queue allows.
+const ASSUMED_QUEUE_LIMIT: usize = 262_144;
+/// The largest schedule target input sent to EventBridge Scheduler; a bigger input is stored.
+pub const SCHEDULE_INPUT_LIMIT: usize = 8_192;
+
+/// A queue's largest message, read once from its `MaximumMessageSize` attribute (a queue made
+/// before SQS raised its limit to 1 MiB may still be at 256 KiB).
+#[derive(Debug, Clone)]
+struct QueueLimit {
+    queue_url: String,
+    bytes: std::sync::Arc<tokio::sync::OnceCell<usize>>,
+}
+
+impl QueueLimit {
+    fn new(queue_url: &str) -> Self {
+        Self {
+            queue_url: queue_url.to_owned(),
+            bytes: std::sync::Arc::default(),
+        }
+    }
+
+    /// The most body bytes a message to this queue may have.
+    async fn body_bytes(&self, sqs: &aws_sdk_sqs::Client) -> usize {
+        let limit = *self
+            .bytes
+            .get_or_init(|| async {
+                let read = sqs
+                    .get_queue_attributes()
+                    .queue_url(&self.queue_url)
+                    .attribute_names(aws_sdk_sqs::types::QueueAttributeName::MaximumMessageSize)
+                    .send()
+                    .await;
+                let size = read.as_ref().ok().and_then(|out| {
+                    out.attributes()?
+                        .get(&aws_sdk_sqs::types::QueueAttributeName::MaximumMessageSize)?
+                        .parse::<usize>()
+                        .ok()
+                });
+                match (size, read) {
+                    (Some(size), _) => size,
+                    (None, Err(err)) => {
+                        tracing::warn!(queue = %self.queue_url, error = %detail(&err), "cannot read the queue's message size limit; assuming {ASSUMED_QUEUE_LIMIT} bytes");
+                        ASSUMED_QUEUE_LIMIT
+                    }
+                    (None, Ok(_)) => ASSUMED_QUEUE_LIMIT,
+                }
+            })
+            .await;
+        limit.saturating_sub(MESSAGE_MARGIN)
+    }
+}
 
 fn send_error(input: &Input, reason: impl std::fmt::Display) -> SendError {
     SendError {
@@ -39,20 +95,88 @@ fn detail<E: aws_sdk_sqs::error::ProvideErrorMetadata + std::fmt::Debug>(
 
 /// [`InputSender`] on the SQS FIFO input queue: `MessageGroupId` = thread id,
 /// `MessageDeduplicationId` = input id, body = the input as JSON (which carries its id, so
-/// content-based deduplication, which Scheduler targets need, never merges two inputs).
+/// content-based deduplication, which Scheduler targets need, never merges two inputs). An input
+/// too big for the queue's messages is stored in the table, and the message carries a reference
+/// ([`SqsInputSender::with_stash`]; without a table such an input is refused).
 #[derive(Debug, Clone)]
 pub struct SqsInputSender {
     sqs: aws_sdk_sqs::Client,
     queue_url: String,
+    limit: QueueLimit,
+    stash: Option<DynamoThreadStore>,
 }
 
 impl SqsInputSender {
     /// A sender to the queue at `queue_url`.
     pub fn new(sqs: aws_sdk_sqs::Client, queue_url: impl Into<String>) -> Self {
+        let queue_url = queue_url.into();
         Self {
             sqs,
-            queue_url: queue_url.into(),
+            limit: QueueLimit::new(&queue_url),
+            queue_url,
+            stash: None,
         }
+    }
+
+    /// A sender to a deployment's input queue that stores inputs too big for a message in its
+    /// table: what every function of the stack uses.
+    pub fn for_deployment(clients: &crate::config::Clients, config: &AwsConfig) -> Self {
+        Self::new(clients.sqs.clone(), config.input_queue_url.clone()).with_stash(
+            DynamoThreadStore::new(
+                clients.dynamodb.clone(),
+                config.table.clone(),
+                config.dedup_ttl,
+            ),
+        )
+    }
+
+    /// The same sender, storing inputs too big for a message in `store`'s table.
+    pub fn with_stash(mut self, store: DynamoThreadStore) -> Self {
+        self.stash = Some(store);
+        self
+    }
+
+    /// What a message of at most `limit` bytes carries for `input`: the input itself when its
+    /// JSON fits, otherwise a reference to it, stored in the table.
+    pub async fn carry(&self, input: &Input, limit: usize) -> Result<Carried, SendError> {
+        let len = serde_json::to_string(input)
+            .map_err(|e| send_error(input, e))?
+            .len();
+        if len <= limit {
+            return Ok(Carried::Input(input.clone()));
+        }
+        let Some(store) = &self.stash else {
+            return Err(send_error(
+                input,
+                format!("the input is {len} bytes, more than a message holds ({limit}), and there is no table to store it in (pass --table or set INFINITY_TABLE)"),
+            ));
+        };
+        let stored = store
+            .stash_input(input)
+            .await
+            .map_err(|e| send_error(input, format!("storing the {len}-byte input: {e}")))?;
+        tracing::info!(thread = %input.thread_id, input = %input.id, bytes = len, "input stored in the table; its message carries a reference");
+        Ok(Carried::StoredInput(stored))
+    }
+
+    /// Sends what a message carries to the input queue.
+    pub async fn send_carried(&self, carried: &Carried) -> Result<(), SendError> {
+        let failed = |reason: String| SendError {
+            input_id: carried.input_id().clone(),
+            thread_id: carried.thread_id().clone(),
+            reason,
+        };
+        let body = carried.body().map_err(|e| failed(e.to_string()))?;
+        self.sqs
+            .send_message()
+            .queue_url(&self.queue_url)
+            .message_group_id(carried.thread_id().as_str())
+            .message_deduplication_id(carried.input_id().as_str())
+            .message_body(body)
+            .send()
+            .await
+            .map_err(|e| failed(detail(&e)))?;
+        Ok(())
     }
 }
 
@@ -64,17 +188,15 @@ impl InputSender for SqsInputSender {
         group_id: &ThreadId,
         dedup_id: &InputId,
     ) -> Result<(), SendError> {
-        let body = serde_json::to_string(message).map_err(|e| send_error(message, e))?;
-        self.sqs
-            .send_message()
-            .queue_url(&self.queue_url)
-            .message_group_id(group_id.as_str())
-            .message_deduplication_id(dedup_id.as_str())
-            .message_body(body)
-            .send()
-            .await
-            .map_err(|e| send_error(message, detail(&e)))?;
-        Ok(())
+        if group_id != &message.thread_id || dedup_id != &message.id {
+            return Err(send_error(
+                message,
+                format!("the input queue groups by thread and deduplicates by input id; asked for group {group_id} and deduplication id {dedup_id}"),
+            ));
+        }
+        let limit = self.limit.body_bytes(&self.sqs).await;
+        let carried = self.carry(message, limit).await?;
+        self.send_carried(&carried).await
     }
 }
 
@@ -101,6 +223,7 @@ pub struct AwsTimers {
     sqs: aws_sdk_sqs::Client,
     scheduler: aws_sdk_scheduler::Client,
     input: SqsInputSender,
+    relay_limit: QueueLimit,
     config: AwsConfig,
 }
 
@@ -113,15 +236,27 @@ impl AwsTimers {
     ) -> Self {
         Self {
             input: SqsInputSender::new(sqs.clone(), config.input_queue_url.clone()),
+            relay_limit: QueueLimit::new(&config.relay_queue_url),
             sqs,
             scheduler,
             config,
         }
     }
 
+    /// The same timers, storing inputs too big for a message or a schedule in `store`'s table.
+    pub fn with_stash(mut self, store: DynamoThreadStore) -> Self {
+        self.input = self.input.with_stash(store);
+        self
+    }
+
     /// Puts an envelope on the relay queue, delayed by `delay` (at most 900 s).
     pub async fn relay(&self, envelope: &RelayEnvelope, delay: Duration) -> Result<(), SendError> {
-        let body = serde_json::to_string(envelope).map_err(|e| send_error(&envelope.input, e))?;
+        let failed = |reason: String| SendError {
+            input_id: envelope.carried.input_id().clone(),
+            thread_id: envelope.carried.thread_id().clone(),
+            reason,
+        };
+        let body = serde_json::to_string(envelope).map_err(|e| failed(e.to_string()))?;
         let seconds = delay.as_secs().min(900) as i32;
         self.sqs
             .send_message()
@@ -130,40 +265,49 @@ impl AwsTimers {
             .message_body(body)
             .send()
             .await
-            .map_err(|e| send_error(&envelope.input, detail(&e)))?;
+            .map_err(|e| failed(detail(&e)))?;
         Ok(())
     }
 
-    /// Forwards an input that is due now to the input queue.
-    pub async fn deliver_now(&self, input: &Input) -> Result<(), SendError> {
-        self.input
-            .send_to_input_queue(input, &input.thread_id, &input.id)
-            .await
+    /// Forwards an input (or its reference) that is due now to the input queue.
+    pub async fn deliver_now(&self, carried: &Carried) -> Result<(), SendError> {
+        match carried {
+            Carried::Input(input) => {
+                self.input
+                    .send_to_input_queue(input, &input.thread_id, &input.id)
+                    .await
+            }
+            Carried::StoredInput(_) => self.input.send_carried(carried).await,
+        }
     }
 
     async fn create_schedule(&self, envelope: &RelayEnvelope) -> Result<(), SendError> {
-        let input = &envelope.input;
+        let failed = |reason: String| SendError {
+            input_id: envelope.carried.input_id().clone(),
+            thread_id: envelope.carried.thread_id().clone(),
+            reason,
+        };
         let early = jiff::SignedDuration::try_from(self.config.schedule_early).unwrap_or_default();
         let fire = envelope
             .due
             .checked_sub(early)
-            .map_err(|e| send_error(input, e))?;
+            .map_err(|e| failed(e.to_string()))?;
         let expression = format!("at({})", fire.strftime("%Y-%m-%dT%H:%M:%S"));
-        let body = serde_json::to_string(envelope).map_err(|e| send_error(input, e))?;
+        let body = serde_json::to_string(envelope).map_err(|e| failed(e.to_string()))?;
         let target = Target::builder()
             .arn(&self.config.relay_queue_arn)
             .role_arn(&self.config.scheduler_role_arn)
             .input(body)
             .build()
-            .map_err(|e| send_error(input, e))?;
+            .map_err(|e| failed(e.to_string()))?;
         let window = FlexibleTimeWindow::builder()
             .mode(FlexibleTimeWindowMode::Off)
             .build()
-            .map_err(|e| send_error(input, e))?;
+            .map_err(|e| failed(e.to_string()))?;
         let result = self
             .scheduler
             .create_schedule()
-            .name(schedule_name(&input.id))
+            .name(schedule_name(envelope.carried.input_id()))
             .group_name(&self.config.schedule_group)
             .schedule_expression(expression)
             .schedule_expression_timezone("UTC")
@@ -187,7 +331,7 @@ impl AwsTimers {
                     Some(e) => format!("{e:?}"),
                     None => err.to_string(),
                 };
-                Err(send_error(input, why))
+                Err(failed(why))
             }
         }
     }
@@ -196,15 +340,26 @@ impl AwsTimers {
 #[async_trait]
 impl Timers for AwsTimers {
     async fn schedule(&self, input: Input, due: Timestamp) -> Result<(), SendError> {
+        /// Room for the envelope around the input (`{"due": ..., "input": ...}`).
+        const ENVELOPE: usize = 100;
         let ahead = due.duration_since(Timestamp::now());
         let Ok(delay) = Duration::try_from(ahead) else {
-            return self.deliver_now(&input).await; // already due
+            // Already due.
+            return self
+                .input
+                .send_to_input_queue(&input, &input.thread_id, &input.id)
+                .await;
         };
-        let envelope = RelayEnvelope { due, input };
         if delay <= self.config.relay_threshold {
-            self.relay(&envelope, delay).await
+            let limit = self.relay_limit.body_bytes(&self.sqs).await;
+            let carried = self.input.carry(&input, limit - ENVELOPE).await?;
+            self.relay(&RelayEnvelope { due, carried }, delay).await
         } else {
-            self.create_schedule(&envelope).await
+            let carried = self
+                .input
+                .carry(&input, SCHEDULE_INPUT_LIMIT - ENVELOPE)
+                .await?;
+            self.create_schedule(&RelayEnvelope { due, carried }).await
         }
     }
 }
@@ -214,29 +369,36 @@ impl Timers for AwsTimers {
 pub struct OutputQueue {
     sqs: aws_sdk_sqs::Client,
     queue_url: String,
+    limit: QueueLimit,
 }
 
 impl OutputQueue {
     /// A publisher to the queue at `queue_url`.
     pub fn new(sqs: aws_sdk_sqs::Client, queue_url: impl Into<String>) -> Self {
+        let queue_url = queue_url.into();
         Self {
             sqs,
-            queue_url: queue_url.into(),
+            limit: QueueLimit::new(&queue_url),
+            queue_url,
         }
     }
 
-    /// Sends events in order, up to ten per request (and under SQS's 256 KB per batch).
+    /// Sends events in order, up to ten per request and within the queue's message size (which
+    /// also bounds a batch). An event larger than a message goes out truncated, saying where the
+    /// whole of it is (see [`OutputEvent::to_json_within`]).
     pub async fn publish(&self, events: &[&OutputEvent]) -> Result<(), OutputError> {
-        const MAX_BATCH_BYTES: usize = 250_000;
         let failed = |reason: String| OutputError {
             count: events.len(),
             reason,
         };
+        let max_bytes = self.limit.body_bytes(&self.sqs).await;
         let mut batch: Vec<aws_sdk_sqs::types::SendMessageBatchRequestEntry> = Vec::new();
         let mut size = 0;
         for (i, event) in events.iter().enumerate() {
-            let body = serde_json::to_string(event).map_err(|e| failed(e.to_string()))?;
-            if batch.len() == 10 || (size + body.len() > MAX_BATCH_BYTES && !batch.is_empty()) {
+            let body = event
+                .to_json_within(max_bytes)
+                .map_err(|e| failed(e.to_string()))?;
+            if batch.len() == 10 || (size + body.len() > max_bytes && !batch.is_empty()) {
                 self.send_batch(std::mem::take(&mut batch))
                     .await
                     .map_err(failed)?;

@@ -7,7 +7,10 @@
 //! | `R` | the record (JSON in `body`) and its version `v`, checked on every commit |
 //! | `E#<seq, 20 digits>` | one history entry (JSON in `body`) |
 //! | `O#<version, 20 digits>` | the effects of the commit that made that version, until performed |
+//! | `O#retry#<time>#<n>` | an effect an operator put back (`infinity thread outbox --retry`) |
+//! | `F#<time>#<n>` | an effect set aside after its attempts failed, for an operator |
 //! | `P#<input id>` | a processed-input marker, expiring through the table's `ttl` |
+//! | `I#<input id>` | an input too big for a message, stored for it (expires after [`STASH_TTL`]) |
 //! | `X#<blob id>#<part>` | a part of a value too big for one item (written before the commit) |
 //!
 //! A commit is one `TransactWriteItems`: the record (conditioned on the version the slice read),
@@ -16,25 +19,44 @@
 //! [`INLINE_LIMIT`] is stored as parts under a fresh blob id before the transaction and referenced
 //! from its item, so no item reaches the 400 KB limit and a thread has no size ceiling. Bytes and
 //! requests per commit depend on what the slice wrote, never on the history's length.
+//!
+//! **Parts live and die with what owns them.** They are written with a `ttl` a day ahead, so the
+//! parts of a commit that never happened (a conflict, a crash) expire; the commit's transaction
+//! removes that `ttl` from the parts it adopts, and deletes the parts of the record version it
+//! replaces. Deleting an outbox item (its effects performed, or set aside) deletes its parts.
+//! Entries are never deleted, nor their parts. A stored input's parts expire with it.
 
 use std::collections::{HashMap, HashSet};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use async_trait::async_trait;
 use aws_sdk_dynamodb::error::ProvideErrorMetadata;
-use aws_sdk_dynamodb::types::{AttributeValue, KeysAndAttributes, Put, TransactWriteItem};
+use aws_sdk_dynamodb::types::{
+    AttributeValue, Delete, DeleteRequest, KeysAndAttributes, Put, ReturnValue, TransactWriteItem,
+    Update, WriteRequest,
+};
 use aws_sdk_dynamodb::Client;
 use infinity_agent_core::commit::Commit;
 use infinity_agent_core::effect::PendingEffect;
 use infinity_agent_core::history::HistoryEntry;
 use infinity_agent_core::ids::{EffectId, InputId, ThreadId};
+use infinity_agent_core::input::Input;
 use infinity_agent_core::state::ThreadRecord;
 use infinity_agent_core::store::{StoreError, ThreadStore};
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 
+use crate::wire::StoredInput;
+
 /// Values whose JSON is longer than this are split into parts.
 pub const INLINE_LIMIT: usize = 300_000;
+/// How long a stored input (and its parts) stays: longer than a message can wait in the input
+/// queue (4 days) or its dead-letter queue (14 days), so a redriven message still finds it.
+pub const STASH_TTL: std::time::Duration = std::time::Duration::from_secs(15 * 86_400);
+/// How long parts written for a commit wait to be adopted by it before they expire.
+const PENDING_PARTS_TTL: std::time::Duration = std::time::Duration::from_secs(86_400);
+/// DynamoDB's limit on requests in one `BatchWriteItem`.
+const MAX_BATCH_WRITE: usize = 25;
 /// The most inline bytes one transaction carries (DynamoDB allows 4 MB).
 const TRANSACTION_BUDGET: usize = 3_000_000;
 /// DynamoDB's limit on items in one transaction.
@@ -77,12 +99,48 @@ struct Blob {
     parts_id: Option<String>,
 }
 
+/// The parts an item refers to: `X#<id>#00000` and on, `count` of them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Parts {
+    id: String,
+    count: usize,
+}
+
+impl Parts {
+    /// The parts an item refers to, if it refers to any.
+    fn of(item: &HashMap<String, AttributeValue>) -> Option<Self> {
+        let Some(AttributeValue::S(id)) = item.get("parts_id") else {
+            return None;
+        };
+        let count = match item.get("parts") {
+            Some(AttributeValue::N(n)) => n.parse().ok()?,
+            _ => return None,
+        };
+        Some(Self {
+            id: id.clone(),
+            count,
+        })
+    }
+
+    fn sort_keys(&self) -> impl Iterator<Item = String> + '_ {
+        (0..self.count).map(|n| format!("X#{}#{n:05}", self.id))
+    }
+}
+
 impl Blob {
     fn new<T: Serialize>(value: &T, what: &str) -> Result<Self, StoreError> {
         let json = serde_json::to_string(value).map_err(|e| corrupt(what, e))?;
         Ok(Self {
             json,
             parts_id: None,
+        })
+    }
+
+    /// The parts this value was split into, once written.
+    fn parts(&self) -> Option<Parts> {
+        self.parts_id.as_ref().map(|id| Parts {
+            id: id.clone(),
+            count: split(&self.json).len(),
         })
     }
 
@@ -133,6 +191,31 @@ pub struct DynamoThreadStore {
     client: Client,
     table: Arc<str>,
     dedup_ttl: std::time::Duration,
+    /// The parts of each split record this store read, by thread: `(version, parts)`. A commit over
+    /// that version deletes those parts in its transaction. (A slice always reads the record it
+    /// replaces through the same store, so the commit knows what the record it replaces owns
+    /// without reading it again.)
+    record_parts: Arc<Mutex<RecordParts>>,
+}
+
+/// Per thread, the version of the record a store read and the parts it had.
+type RecordParts = HashMap<ThreadId, (u64, Option<Parts>)>;
+
+/// At most this many threads' record parts are remembered between a read and a commit.
+const RECORD_PARTS_REMEMBERED: usize = 10_000;
+
+/// An effect set aside after its attempts failed (`F#<time>#<n>`), until an operator retries
+/// or drops it (`infinity thread outbox`).
+#[derive(Debug, Clone, PartialEq, Serialize, serde::Deserialize)]
+pub struct FailedEffect {
+    /// The effect, as it was in the outbox.
+    pub effect: PendingEffect,
+    /// Why its last attempt failed.
+    pub reason: String,
+    /// How many times it was tried.
+    pub attempts: u32,
+    /// When it was set aside.
+    pub failed_at: jiff::Timestamp,
 }
 
 impl DynamoThreadStore {
@@ -142,6 +225,35 @@ impl DynamoThreadStore {
             client,
             table: table.into(),
             dedup_ttl,
+            record_parts: Arc::default(),
+        }
+    }
+
+    fn remember_record_parts(&self, thread_id: &ThreadId, version: u64, parts: Option<Parts>) {
+        let mut known = self
+            .record_parts
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if parts.is_none() {
+            known.remove(thread_id);
+            return;
+        }
+        if known.len() >= RECORD_PARTS_REMEMBERED {
+            // Slices that read and never committed; forgetting costs at most a leak of parts.
+            known.clear();
+        }
+        known.insert(thread_id.clone(), (version, parts));
+    }
+
+    /// The parts of the record at `version`, if this store read that version.
+    fn take_record_parts(&self, thread_id: &ThreadId, version: u64) -> Option<Parts> {
+        let mut known = self
+            .record_parts
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        match known.remove(thread_id) {
+            Some((v, parts)) if v == version => parts,
+            _ => None,
         }
     }
 
@@ -170,8 +282,14 @@ impl DynamoThreadStore {
         serde_json::from_str(&json).map_err(|e| corrupt(what, e))
     }
 
-    /// Writes the parts of the blobs that are too big to sit inline, under fresh ids.
-    async fn write_parts(&self, pk: &str, blobs: &mut [&mut Blob]) -> Result<(), StoreError> {
+    /// Writes the parts of the blobs that are too big to sit inline, under fresh ids, expiring at
+    /// `ttl` (seconds since the epoch) unless something adopts them first.
+    async fn write_parts(
+        &self,
+        pk: &str,
+        blobs: &mut [&mut Blob],
+        ttl: Option<i64>,
+    ) -> Result<(), StoreError> {
         let mut inline: usize = blobs.iter().map(|b| b.inline_len()).sum();
         let mut order: Vec<usize> = (0..blobs.len()).collect();
         order.sort_by_key(|&i| std::cmp::Reverse(blobs[i].json.len()));
@@ -183,12 +301,18 @@ impl DynamoThreadStore {
             inline -= blob.json.len();
             let id = infinity_agent_core::ids::EffectId::generate().to_string();
             for (n, part) in split(&blob.json).iter().enumerate() {
+                let mut item = HashMap::from([
+                    ("pk".to_owned(), AttributeValue::S(pk.to_owned())),
+                    ("sk".to_owned(), AttributeValue::S(format!("X#{id}#{n:05}"))),
+                    ("d".to_owned(), AttributeValue::S((*part).to_owned())),
+                ]);
+                if let Some(ttl) = ttl {
+                    item.insert("ttl".to_owned(), AttributeValue::N(ttl.to_string()));
+                }
                 self.client
                     .put_item()
                     .table_name(&*self.table)
-                    .item("pk", AttributeValue::S(pk.to_owned()))
-                    .item("sk", AttributeValue::S(format!("X#{id}#{n:05}")))
-                    .item("d", AttributeValue::S((*part).to_owned()))
+                    .set_item(Some(item))
                     .send()
                     .await
                     .map_err(|e| sdk_error("writing value parts", e))?;
@@ -228,10 +352,56 @@ impl DynamoThreadStore {
         }
     }
 
-    async fn outbox_items(
-        &self,
-        thread_id: &ThreadId,
-    ) -> Result<Vec<(String, Vec<PendingEffect>)>, StoreError> {
+    /// Deletes parts (after what owned them is gone).
+    async fn delete_parts(&self, pk: &str, parts: &Parts) -> Result<(), StoreError> {
+        let keys: Vec<String> = parts.sort_keys().collect();
+        for chunk in keys.chunks(MAX_BATCH_WRITE) {
+            let mut requests: Vec<WriteRequest> = Vec::with_capacity(chunk.len());
+            for sk in chunk {
+                let delete = DeleteRequest::builder()
+                    .key("pk", AttributeValue::S(pk.to_owned()))
+                    .key("sk", AttributeValue::S(sk.clone()))
+                    .build()
+                    .map_err(|e| unavailable("building a delete", e))?;
+                requests.push(WriteRequest::builder().delete_request(delete).build());
+            }
+            while !requests.is_empty() {
+                let out = self
+                    .client
+                    .batch_write_item()
+                    .request_items(&*self.table, std::mem::take(&mut requests))
+                    .send()
+                    .await
+                    .map_err(|e| sdk_error("deleting value parts", e))?;
+                requests = out
+                    .unprocessed_items()
+                    .and_then(|u| u.get(&*self.table))
+                    .cloned()
+                    .unwrap_or_default();
+            }
+        }
+        Ok(())
+    }
+
+    /// Deletes one item and the parts it referred to.
+    async fn delete_with_parts(&self, pk: &str, sk: &str, what: &str) -> Result<(), StoreError> {
+        let out = self
+            .client
+            .delete_item()
+            .table_name(&*self.table)
+            .key("pk", AttributeValue::S(pk.to_owned()))
+            .key("sk", AttributeValue::S(sk.to_owned()))
+            .return_values(ReturnValue::AllOld)
+            .send()
+            .await
+            .map_err(|e| sdk_error(what, e))?;
+        if let Some(parts) = out.attributes().and_then(Parts::of) {
+            self.delete_parts(pk, &parts).await?;
+        }
+        Ok(())
+    }
+
+    async fn outbox_items(&self, thread_id: &ThreadId) -> Result<Vec<OutboxItem>, StoreError> {
         let pk = pk(thread_id);
         let mut out = Vec::new();
         for item in self.query_all(&pk, "O#", "O#~").await? {
@@ -239,23 +409,25 @@ impl DynamoThreadStore {
                 continue;
             };
             let effects: Vec<PendingEffect> = self.read_body(&pk, &item, "outbox").await?;
-            out.push((sk.clone(), effects));
+            out.push(OutboxItem {
+                sk: sk.clone(),
+                parts: Parts::of(&item),
+                effects,
+            });
         }
         Ok(out)
     }
 
-    /// Deletes the outbox item of the commit that made `version` (all its effects performed):
-    /// one request, where [`ThreadStore::complete_effects`] first has to find the item.
+    /// Deletes the outbox item of the commit that made `version` (all its effects performed),
+    /// and its parts: one request when it has none, where [`ThreadStore::complete_effects`]
+    /// first has to find the item.
     pub async fn clear_outbox(&self, thread_id: &ThreadId, version: u64) -> Result<(), StoreError> {
-        self.client
-            .delete_item()
-            .table_name(&*self.table)
-            .key("pk", AttributeValue::S(pk(thread_id)))
-            .key("sk", AttributeValue::S(format!("O#{version:020}")))
-            .send()
-            .await
-            .map_err(|e| sdk_error("clearing the outbox", e))?;
-        Ok(())
+        self.delete_with_parts(
+            &pk(thread_id),
+            &format!("O#{version:020}"),
+            "clearing the outbox",
+        )
+        .await
     }
 
     /// The effects still in one thread's outbox (performed at the start of every slice, so a
@@ -268,9 +440,234 @@ impl DynamoThreadStore {
             .outbox_items(thread_id)
             .await?
             .into_iter()
-            .flat_map(|(_, effects)| effects)
+            .flat_map(|item| item.effects)
             .collect())
     }
+
+    /// Stores an input too big for a message, for [`STASH_TTL`]; the message carries the
+    /// returned reference. Storing the same input again is harmless.
+    pub async fn stash_input(&self, input: &Input) -> Result<StoredInput, StoreError> {
+        let pk = pk(&input.thread_id);
+        let expires = now_epoch() + STASH_TTL.as_secs() as i64;
+        let mut blob = Blob::new(input, "stored input")?;
+        if blob.json.len() > INLINE_LIMIT {
+            self.write_parts(&pk, &mut [&mut blob], Some(expires))
+                .await?;
+        }
+        let mut item = HashMap::from([
+            ("pk".to_owned(), AttributeValue::S(pk)),
+            (
+                "sk".to_owned(),
+                AttributeValue::S(format!("I#{}", input.id)),
+            ),
+            ("ttl".to_owned(), AttributeValue::N(expires.to_string())),
+        ]);
+        blob.attributes(&mut item);
+        self.client
+            .put_item()
+            .table_name(&*self.table)
+            .set_item(Some(item))
+            .send()
+            .await
+            .map_err(|e| sdk_error("storing a big input", e))?;
+        Ok(StoredInput {
+            thread_id: input.thread_id.clone(),
+            id: input.id.clone(),
+        })
+    }
+
+    /// A stored input, if the table still has it.
+    pub async fn stashed_input(&self, stored: &StoredInput) -> Result<Option<Input>, StoreError> {
+        let pk = pk(&stored.thread_id);
+        let out = self
+            .client
+            .get_item()
+            .table_name(&*self.table)
+            .key("pk", AttributeValue::S(pk.clone()))
+            .key("sk", AttributeValue::S(format!("I#{}", stored.id)))
+            .consistent_read(true)
+            .send()
+            .await
+            .map_err(|e| sdk_error("reading a stored input", e))?;
+        let Some(item) = out.item() else {
+            return Ok(None);
+        };
+        let input: Input = self.read_body(&pk, item, "stored input").await?;
+        if input.id != stored.id || input.thread_id != stored.thread_id {
+            return Err(corrupt(
+                "stored input",
+                format!(
+                    "I#{} of thread {} holds input {} of thread {}",
+                    stored.id, stored.thread_id, input.id, input.thread_id
+                ),
+            ));
+        }
+        Ok(Some(input))
+    }
+
+    /// Moves everything left in a thread's outbox to its failed effects (`F#<time>#<n>`, in
+    /// the order they were in), after `attempts` failed attempts, the last for `reason`; returns
+    /// what was set aside. The thread then goes on without them; an operator retries or drops
+    /// them.
+    pub async fn set_aside_outbox(
+        &self,
+        thread_id: &ThreadId,
+        reason: &str,
+        attempts: u32,
+    ) -> Result<Vec<FailedEffect>, StoreError> {
+        let pk = pk(thread_id);
+        let now = jiff::Timestamp::now();
+        let mut set_aside = Vec::new();
+        for item in self.outbox_items(thread_id).await? {
+            for effect in item.effects {
+                let failed = FailedEffect {
+                    effect,
+                    reason: reason.to_owned(),
+                    attempts,
+                    failed_at: now,
+                };
+                let sk = format!(
+                    "F#{:020}#{:05}",
+                    now.as_microsecond().max(0),
+                    set_aside.len()
+                );
+                self.put_value(&pk, &sk, &failed, "setting an effect aside")
+                    .await?;
+                set_aside.push(failed);
+            }
+            // Kept as a failed effect first: a crash here leaves it in both places, and
+            // receivers deduplicate what is performed twice.
+            self.delete_with_parts(&pk, &item.sk, "setting the outbox aside")
+                .await?;
+        }
+        Ok(set_aside)
+    }
+
+    /// Puts one value under `sk`, split into parts (kept for good) when it is big.
+    async fn put_value<T: Serialize>(
+        &self,
+        pk: &str,
+        sk: &str,
+        value: &T,
+        what: &str,
+    ) -> Result<(), StoreError> {
+        let mut blob = Blob::new(value, what)?;
+        if blob.json.len() > INLINE_LIMIT {
+            self.write_parts(pk, &mut [&mut blob], None).await?;
+        }
+        let mut item = HashMap::from([
+            ("pk".to_owned(), AttributeValue::S(pk.to_owned())),
+            ("sk".to_owned(), AttributeValue::S(sk.to_owned())),
+        ]);
+        blob.attributes(&mut item);
+        self.client
+            .put_item()
+            .table_name(&*self.table)
+            .set_item(Some(item))
+            .send()
+            .await
+            .map_err(|e| sdk_error(what, e))?;
+        Ok(())
+    }
+
+    /// A thread's failed effects with their sort keys, in the order they were set aside.
+    async fn failed_items(
+        &self,
+        thread_id: &ThreadId,
+    ) -> Result<Vec<(String, FailedEffect)>, StoreError> {
+        let pk = pk(thread_id);
+        let mut out = Vec::new();
+        for item in self.query_all(&pk, "F#", "F#~").await? {
+            let Some(AttributeValue::S(sk)) = item.get("sk") else {
+                continue;
+            };
+            out.push((
+                sk.clone(),
+                self.read_body(&pk, &item, "failed effect").await?,
+            ));
+        }
+        Ok(out)
+    }
+
+    /// A thread's failed effects, in the order they were set aside.
+    pub async fn failed_effects(
+        &self,
+        thread_id: &ThreadId,
+    ) -> Result<Vec<FailedEffect>, StoreError> {
+        Ok(self
+            .failed_items(thread_id)
+            .await?
+            .into_iter()
+            .map(|(_, failed)| failed)
+            .collect())
+    }
+
+    /// Puts failed effects back into the thread's outbox (`O#retry#...`, in their order), to be
+    /// performed before the thread's next slice. Returns how many it found.
+    pub async fn retry_failed(
+        &self,
+        thread_id: &ThreadId,
+        effect_ids: &[EffectId],
+    ) -> Result<usize, StoreError> {
+        let pk = pk(thread_id);
+        let mut moved = 0;
+        for (sk, failed) in self.failed_items(thread_id).await? {
+            if !effect_ids.contains(&failed.effect.id) {
+                continue;
+            }
+            let retry_sk = format!("O#retry#{}", sk.trim_start_matches("F#"));
+            self.put_value(
+                &pk,
+                &retry_sk,
+                &vec![failed.effect],
+                "putting an effect back",
+            )
+            .await?;
+            self.delete_with_parts(&pk, &sk, "putting an effect back")
+                .await?;
+            moved += 1;
+        }
+        Ok(moved)
+    }
+
+    /// Deletes failed effects for good. Returns how many it found.
+    pub async fn drop_failed(
+        &self,
+        thread_id: &ThreadId,
+        effect_ids: &[EffectId],
+    ) -> Result<usize, StoreError> {
+        let pk = pk(thread_id);
+        let mut dropped = 0;
+        for (sk, failed) in self.failed_items(thread_id).await? {
+            if effect_ids.contains(&failed.effect.id) {
+                self.delete_with_parts(&pk, &sk, "dropping an effect")
+                    .await?;
+                dropped += 1;
+            }
+        }
+        Ok(dropped)
+    }
+}
+
+/// One outbox item: its sort key, its parts, its effects.
+struct OutboxItem {
+    sk: String,
+    parts: Option<Parts>,
+    effects: Vec<PendingEffect>,
+}
+
+/// The transaction write that makes a part written for a commit permanent: its `ttl` removed,
+/// on the condition that it is still there.
+fn adopt(table: &str, pk: &str, sk: String) -> Result<Update, StoreError> {
+    Update::builder()
+        .table_name(table)
+        .key("pk", AttributeValue::S(pk.to_owned()))
+        .key("sk", AttributeValue::S(sk))
+        .update_expression("REMOVE #ttl")
+        .condition_expression("attribute_exists(d)")
+        .expression_attribute_names("#ttl", "ttl")
+        .build()
+        .map_err(|e| unavailable("building a write", e))
 }
 
 fn now_epoch() -> i64 {
@@ -291,10 +688,12 @@ impl ThreadStore for DynamoThreadStore {
             .send()
             .await
             .map_err(|e| sdk_error("reading the thread record", e))?;
-        match out.item() {
-            None => Ok(None),
-            Some(item) => Ok(Some(self.read_body(&pk, item, "thread record").await?)),
-        }
+        let Some(item) = out.item() else {
+            return Ok(None);
+        };
+        let record: ThreadRecord = self.read_body(&pk, item, "thread record").await?;
+        self.remember_record_parts(thread_id, record.version, Parts::of(item));
+        Ok(Some(record))
     }
 
     async fn load_entries(
@@ -404,14 +803,29 @@ impl ThreadStore for DynamoThreadStore {
                 commit.thread_id
             )));
         }
+        let replaced_parts = commit
+            .expected_version
+            .and_then(|v| self.take_record_parts(&commit.thread_id, v));
         {
             let mut blobs: Vec<&mut Blob> = vec![&mut record];
             blobs.extend(entries.iter_mut());
             if let Some(o) = outbox.as_mut() {
                 blobs.push(o);
             }
-            self.write_parts(&pk, &mut blobs).await?;
+            // Parts wait a day for this commit to adopt them, then expire.
+            let pending = now_epoch() + PENDING_PARTS_TTL.as_secs() as i64;
+            self.write_parts(&pk, &mut blobs, Some(pending)).await?;
         }
+        let adopted: Vec<Parts> = std::iter::once(&record)
+            .chain(&entries)
+            .chain(&outbox)
+            .filter_map(Blob::parts)
+            .collect();
+        let part_writes: usize = adopted.iter().map(|p| p.count).sum::<usize>()
+            + replaced_parts.as_ref().map_or(0, |p| p.count);
+        // Adopting parts and deleting the replaced record's takes an item each in the
+        // transaction; in the rare commit where that does not fit, they are done right after it.
+        let parts_in_transaction = items + part_writes <= MAX_TRANSACTION_ITEMS;
 
         let put = |item: HashMap<String, AttributeValue>| {
             Put::builder()
@@ -467,6 +881,23 @@ impl ThreadStore for DynamoThreadStore {
             item.insert("ttl".into(), AttributeValue::N(expires.to_string()));
             writes.push(TransactWriteItem::builder().put(put(item)?).build());
         }
+        if parts_in_transaction {
+            for sk in adopted.iter().flat_map(Parts::sort_keys) {
+                writes.push(
+                    TransactWriteItem::builder()
+                        .update(adopt(&self.table, &pk, sk)?)
+                        .build(),
+                );
+            }
+            for sk in replaced_parts.iter().flat_map(Parts::sort_keys) {
+                let delete = Delete::builder()
+                    .table_name(&*self.table)
+                    .set_key(Some(key(sk)))
+                    .build()
+                    .map_err(|e| unavailable("building a delete", e))?;
+                writes.push(TransactWriteItem::builder().delete(delete).build());
+            }
+        }
         match self
             .client
             .transact_write_items()
@@ -474,7 +905,26 @@ impl ThreadStore for DynamoThreadStore {
             .send()
             .await
         {
-            Ok(_) => Ok(()),
+            Ok(_) => {
+                if !parts_in_transaction {
+                    for sk in adopted.iter().flat_map(Parts::sort_keys) {
+                        self.client
+                            .update_item()
+                            .table_name(&*self.table)
+                            .key("pk", AttributeValue::S(pk.clone()))
+                            .key("sk", AttributeValue::S(sk))
+                            .update_expression("REMOVE #ttl")
+                            .expression_attribute_names("#ttl", "ttl")
+                            .send()
+                            .await
+                            .map_err(|e| sdk_error("adopting value parts", e))?;
+                    }
+                    if let Some(parts) = &replaced_parts {
+                        self.delete_parts(&pk, parts).await?;
+                    }
+                }
+                Ok(())
+            }
             Err(err) => {
                 let conflict = err
                     .as_service_error()
@@ -512,39 +962,39 @@ impl ThreadStore for DynamoThreadStore {
         effect_ids: &[EffectId],
     ) -> Result<(), StoreError> {
         let pk = pk(thread_id);
-        for (sk, effects) in self.outbox_items(thread_id).await? {
-            let left: Vec<PendingEffect> = effects
+        for item in self.outbox_items(thread_id).await? {
+            let left: Vec<PendingEffect> = item
+                .effects
                 .iter()
                 .filter(|e| !effect_ids.contains(&e.id))
                 .cloned()
                 .collect();
-            if left.len() == effects.len() {
+            if left.len() == item.effects.len() {
                 continue;
             }
             if left.is_empty() {
-                self.client
-                    .delete_item()
-                    .table_name(&*self.table)
-                    .key("pk", AttributeValue::S(pk.clone()))
-                    .key("sk", AttributeValue::S(sk))
-                    .send()
-                    .await
-                    .map_err(|e| sdk_error("clearing the outbox", e))?;
-            } else {
-                let mut blob = Blob::new(&left, "outbox")?;
-                self.write_parts(&pk, &mut [&mut blob]).await?;
-                let mut item = HashMap::from([
-                    ("pk".to_owned(), AttributeValue::S(pk.clone())),
-                    ("sk".to_owned(), AttributeValue::S(sk)),
-                ]);
-                blob.attributes(&mut item);
-                self.client
-                    .put_item()
-                    .table_name(&*self.table)
-                    .set_item(Some(item))
-                    .send()
-                    .await
-                    .map_err(|e| sdk_error("updating the outbox", e))?;
+                self.delete_with_parts(&pk, &item.sk, "clearing the outbox")
+                    .await?;
+                continue;
+            }
+            let mut blob = Blob::new(&left, "outbox")?;
+            if blob.json.len() > INLINE_LIMIT {
+                self.write_parts(&pk, &mut [&mut blob], None).await?;
+            }
+            let mut replacement = HashMap::from([
+                ("pk".to_owned(), AttributeValue::S(pk.clone())),
+                ("sk".to_owned(), AttributeValue::S(item.sk)),
+            ]);
+            blob.attributes(&mut replacement);
+            self.client
+                .put_item()
+                .table_name(&*self.table)
+                .set_item(Some(replacement))
+                .send()
+                .await
+                .map_err(|e| sdk_error("updating the outbox", e))?;
+            if let Some(parts) = &item.parts {
+                self.delete_parts(&pk, parts).await?;
             }
         }
         Ok(())

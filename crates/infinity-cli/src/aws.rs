@@ -1,5 +1,5 @@
-//! Commands that talk to a deployed (or local) AWS stack: `send`, `thread show`, `tail`,
-//! `choose`.
+//! Commands that talk to a deployed (or local) AWS stack: `send`, `thread show`,
+//! `thread outbox`, `tail`, `choose`.
 //!
 //! Queue URLs and the table come from flags or from the `INFINITY_*` variables that
 //! `infra/local/env.sh` (local stack) exports; endpoints from `--endpoint` or the standard
@@ -59,6 +59,30 @@ pub struct ShowArgs {
     #[arg(long)]
     table: Option<String>,
     /// Print the record and the history as JSON.
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct OutboxArgs {
+    #[command(flatten)]
+    endpoint: Endpoint,
+    /// The thread.
+    thread: String,
+    /// Put this failed effect (its id, or `all`) back into the outbox and nudge the thread, so
+    /// the deployment performs it before the thread's next slice. Repeatable.
+    #[arg(long, value_name = "EFFECT")]
+    retry: Vec<String>,
+    /// Delete this failed effect (its id, or `all`) for good. Repeatable.
+    #[arg(long, value_name = "EFFECT", conflicts_with = "retry")]
+    drop: Vec<String>,
+    /// The table (default: $INFINITY_TABLE).
+    #[arg(long)]
+    table: Option<String>,
+    /// The input queue, for the nudge after --retry (default: $INFINITY_INPUT_QUEUE_URL).
+    #[arg(long)]
+    queue_url: Option<String>,
+    /// Print the effects as JSON.
     #[arg(long)]
     json: bool,
 }
@@ -167,7 +191,9 @@ pub async fn send(args: SendArgs) -> Result<u8> {
     let clients = Clients::from_env_with_endpoint(args.endpoint.endpoint.as_deref()).await;
     let thread = ThreadId::new(args.thread.as_str())?;
     // Sending needs only the queue; when the table is known too, a closed thread is refused
-    // here instead of dropped silently by the deployment.
+    // here instead of dropped silently by the deployment, and a message too big for the queue
+    // is stored in the table for the deployment to read.
+    let mut sender = SqsInputSender::new(clients.sqs.clone(), queue_url);
     if let Some(table) = args
         .table
         .or_else(|| std::env::var("INFINITY_TABLE").ok())
@@ -180,12 +206,13 @@ pub async fn send(args: SendArgs) -> Result<u8> {
                 anyhow::bail!("thread {thread} is closed; it takes no more messages");
             }
         }
+        sender = sender.with_stash(store);
     }
     let mut input = Input::user_message(thread.clone(), args.message);
     if let Some(id) = args.id {
         input.id = InputId::new(id)?;
     }
-    SqsInputSender::new(clients.sqs, queue_url)
+    sender
         .send_to_input_queue(&input, &thread, &input.id)
         .await?;
     crate::out!("sent {} to thread {thread}", input.id);
@@ -283,6 +310,14 @@ pub async fn show(args: ShowArgs) -> Result<u8> {
             crate::out!("  tool server problem: {problem}");
         }
     }
+    let failed = store.failed_effects(&record.id).await?;
+    if !failed.is_empty() {
+        crate::out!(
+            "  {} effect(s) failed and were set aside: `infinity thread outbox {}`",
+            failed.len(),
+            record.id
+        );
+    }
     crate::out!(
         "history ({} entries, {} inherited):",
         view.len(),
@@ -296,6 +331,116 @@ pub async fn show(args: ShowArgs) -> Result<u8> {
                 at: entry.at,
                 kind,
             });
+        }
+    }
+    Ok(0)
+}
+
+/// The ids `--retry`/`--drop` name among the failed effects (`all`: every one); an id that is
+/// not among them is an error naming it.
+fn chosen_effects(
+    asked: &[String],
+    failed: &[infinity_aws::store::FailedEffect],
+) -> Result<Vec<infinity_agent_core::ids::EffectId>> {
+    if asked.iter().any(|a| a == "all") {
+        return Ok(failed.iter().map(|f| f.effect.id.clone()).collect());
+    }
+    asked
+        .iter()
+        .map(|a| {
+            failed
+                .iter()
+                .find(|f| f.effect.id.as_str() == a)
+                .map(|f| f.effect.id.clone())
+                .ok_or_else(|| {
+                    anyhow!(
+                        "no failed effect {a} on this thread (see `infinity thread outbox THREAD`)"
+                    )
+                })
+        })
+        .collect()
+}
+
+/// One line about an effect: its id, kind and what it carries.
+fn describe_effect(effect: &infinity_agent_core::effect::PendingEffect) -> String {
+    use infinity_agent_core::effect::Effect;
+    let what = match &effect.effect {
+        Effect::Send { input } => format!("{} to thread {}", input.body.kind(), input.thread_id),
+        Effect::SendAt { input, due } => {
+            format!(
+                "{} to thread {} at {due}",
+                input.body.kind(),
+                input.thread_id
+            )
+        }
+        Effect::Dispatch { invocation } => {
+            format!("call {} of {}", invocation.call_id, invocation.tool)
+        }
+        Effect::Notify { .. } => "a notice to tool servers".to_owned(),
+        Effect::Output { event } => format!("{} event", event.kind.kind()),
+    };
+    format!("{} {} ({what})", effect.id, effect.effect.kind())
+}
+
+pub async fn outbox(args: OutboxArgs) -> Result<u8> {
+    let table = setting(args.table, "INFINITY_TABLE", "table")?;
+    let clients = Clients::from_env_with_endpoint(args.endpoint.endpoint.as_deref()).await;
+    let (store, thread, _) = load_thread(&clients, table, &args.thread).await?;
+    let failed = store.failed_effects(&thread).await?;
+    if !args.drop.is_empty() {
+        let ids = chosen_effects(&args.drop, &failed)?;
+        let dropped = store.drop_failed(&thread, &ids).await?;
+        crate::out!("dropped {dropped} failed effect(s) of thread {thread}");
+        return Ok(0);
+    }
+    if !args.retry.is_empty() {
+        let ids = chosen_effects(&args.retry, &failed)?;
+        let queue_url = setting(
+            args.queue_url,
+            "INFINITY_INPUT_QUEUE_URL",
+            "input queue URL",
+        )?;
+        let moved = store.retry_failed(&thread, &ids).await?;
+        // The deployment performs a thread's outbox when the thread next runs: make it run.
+        let nudge = Input {
+            id: InputId::generate(),
+            thread_id: thread.clone(),
+            body: infinity_agent_core::input::InputBody::Nudge {},
+        };
+        SqsInputSender::new(clients.sqs, queue_url)
+            .send_to_input_queue(&nudge, &thread, &nudge.id)
+            .await?;
+        crate::out!(
+            "put {moved} effect(s) back into thread {thread}'s outbox and nudged it; `infinity thread outbox {thread}` shows what is left"
+        );
+        return Ok(0);
+    }
+    let pending = store.thread_outbox(&thread).await?;
+    if args.json {
+        let out = serde_json::json!({ "pending": pending, "failed": failed });
+        crate::out!("{}", serde_json::to_string_pretty(&out)?);
+        return Ok(0);
+    }
+    if pending.is_empty() && failed.is_empty() {
+        crate::out!("thread {thread}: the outbox is empty and no effect has failed");
+        return Ok(0);
+    }
+    if !pending.is_empty() {
+        crate::out!("pending (performed when the thread next runs):");
+        for effect in &pending {
+            crate::out!("  {}", describe_effect(effect));
+        }
+    }
+    if !failed.is_empty() {
+        crate::out!("failed (set aside; --retry EFFECT|all puts them back, --drop EFFECT|all deletes them):");
+        for f in &failed {
+            crate::out!(
+                "  {} — {} attempts, set aside {}: {}",
+                describe_effect(&f.effect),
+                f.attempts,
+                f.failed_at,
+                crate::render::printable(&f.reason)
+            );
         }
     }
     Ok(0)

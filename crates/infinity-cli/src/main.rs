@@ -70,6 +70,9 @@ enum ToolsCommand {
 enum ThreadCommand {
     /// Show a thread's record and history from the DynamoDB table.
     Show(aws::ShowArgs),
+    /// Show the effects a thread still has to perform and those set aside after failing; put
+    /// failed ones back (--retry) or drop them (--drop).
+    Outbox(aws::OutboxArgs),
 }
 
 #[derive(Debug, Args)]
@@ -177,6 +180,7 @@ fn main() -> std::process::ExitCode {
             Command::Serve(args) => serve::serve(args).await,
             Command::Send(args) => aws::send(args).await,
             Command::Thread(ThreadCommand::Show(args)) => aws::show(args).await,
+            Command::Thread(ThreadCommand::Outbox(args)) => aws::outbox(args).await,
             Command::Tail(args) => aws::tail(args).await,
             Command::Choose(args) => aws::choose(args).await,
             Command::McpBridge(args) => infinity_mcp_bridge::run(args).await.map(|()| 0),

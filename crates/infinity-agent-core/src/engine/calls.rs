@@ -275,7 +275,7 @@ impl Draft<'_> {
         self.record.pending_calls.push(PendingCall {
             call_id: call.id.clone(),
             tool: call.name.clone(),
-            args: call.args.clone(),
+            args: crate::state::args_preview(&call.args),
             kind,
             issued_at: self.now,
             moved_on: false,

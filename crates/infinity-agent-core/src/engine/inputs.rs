@@ -121,6 +121,7 @@ impl Draft<'_> {
             } => self.delegation_update(delegation, running),
             InputBody::CloseRequest { call_id } => self.close_request(call_id),
             InputBody::ConversationUsage { usage } => self.conversation_usage(usage),
+            InputBody::Nudge {} => Ok(()),
         }
     }
 

@@ -51,7 +51,7 @@ pub struct ParentLink {
     pub call_id: CallId,
     /// The tool name of that call.
     pub tool: String,
-    /// The arguments of that call.
+    /// The arguments of that call (a preview, see [`args_preview`]).
     pub args: serde_json::Value,
     /// How many entries of the parent's *view* (its inherited history plus its own) this thread
     /// inherits. The child's view is the parent's view truncated here, followed by its own entries.
@@ -71,6 +71,21 @@ pub struct SummaryRef {
     pub covers: u64,
 }
 
+/// The most bytes of a call's arguments the record keeps (in a pending call, a child's link, a
+/// subscription); the history has them whole.
+pub const ARGS_PREVIEW_BYTES: usize = 1_000;
+
+/// A call's arguments as the record keeps them: whole when small, otherwise cut to
+/// [`ARGS_PREVIEW_BYTES`] with a note. The record is rewritten on every commit, so it must not
+/// grow with what the model writes; the history entry of the call keeps the arguments whole.
+pub fn args_preview(args: &serde_json::Value) -> serde_json::Value {
+    let mut preview = args.clone();
+    crate::json::shrink(&mut preview, ARGS_PREVIEW_BYTES, &|left_out| {
+        format!(" [… {left_out} more bytes, in the call itself]")
+    });
+    preview
+}
+
 /// How a pending call is waited for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -88,7 +103,7 @@ pub struct PendingCall {
     pub call_id: CallId,
     /// The tool's name.
     pub tool: String,
-    /// The call's arguments.
+    /// The call's arguments (a preview, see [`args_preview`]).
     pub args: serde_json::Value,
     /// How it is waited for.
     pub kind: PendingKind,
@@ -119,7 +134,7 @@ pub struct Subscription {
     pub call_id: CallId,
     /// The tool's name.
     pub tool: String,
-    /// The call's arguments.
+    /// The call's arguments (a preview, see [`args_preview`]).
     pub args: serde_json::Value,
 }
 
@@ -132,7 +147,7 @@ pub struct ChildLink {
     pub call_id: CallId,
     /// The tool name of that call.
     pub tool: String,
-    /// The arguments of that call.
+    /// The arguments of that call (a preview, see [`args_preview`]).
     pub args: serde_json::Value,
     /// True once the child reported that it shut down.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
@@ -356,4 +371,22 @@ impl ThreadRecord {
 
 fn is_zero(n: &u32) -> bool {
     *n == 0
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn small_arguments_are_kept_whole_and_big_ones_as_a_preview() {
+        let small = json!({"instructions": "do it", "child_of": ["root"]});
+        assert_eq!(args_preview(&small), small);
+        let big = json!({"instructions": "x".repeat(500_000), "child_of": ["root"]});
+        let preview = args_preview(&big);
+        assert!(crate::json::json_len(&preview) <= ARGS_PREVIEW_BYTES);
+        assert_eq!(preview["child_of"], json!(["root"]));
+        let text = preview["instructions"].as_str().unwrap();
+        assert!(text.starts_with("xxx") && text.ends_with("more bytes, in the call itself]"));
+    }
 }

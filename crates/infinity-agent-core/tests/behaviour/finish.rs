@@ -91,3 +91,31 @@ async fn with_finish_off_only_children_are_offered_it() {
     let record = h.system.record(&tid(&child)).await.unwrap().unwrap();
     assert_eq!(record.output.unwrap().result, json!({"answer": 1}));
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_result_too_big_for_the_record_goes_back_to_the_model() {
+    const BIG: &str = r#"
+rules:
+  - when: "^huge ([\\s\\S]*)$"
+    reply:
+      tool_calls: [{name: finish, args: {status: succeeded, result: "$1"}}]
+  - when: "finish records at most"
+    reply:
+      text: "Shorter, then."
+      tool_calls: [{name: finish, args: {status: succeeded, result: "the gist"}}]
+  - reply: {text: "anything else?"}
+"#;
+    let mut h = Setup::new(BIG).start().await;
+    let bulk = "b".repeat(infinity_agent_core::tools::internal::MAX_FINISH_RESULT_BYTES);
+    h.say("main", &format!("huge {bulk}")).await;
+    assert_in_order(
+        &h.lines("main"),
+        &[
+            "error finish: Error: the result is 100002 bytes of JSON; finish records at most 100000.",
+            "assistant: Shorter, then.",
+            "result finish: Finished: succeeded.",
+        ],
+    );
+    let record = h.system.record(&tid("main")).await.unwrap().unwrap();
+    assert_eq!(record.output.unwrap().result, json!("the gist"));
+}

@@ -219,6 +219,9 @@ impl Snapshot {
     }
 }
 
+/// The most of a call's arguments a record may copy (its preview and the note on what was cut).
+const ARGS_COPY_LIMIT: usize = infinity_agent_core::state::ARGS_PREVIEW_BYTES + 200;
+
 fn check_thread(
     net: &Net,
     in_flight: &InFlight<'_>,
@@ -229,6 +232,32 @@ fn check_thread(
     settled: bool,
 ) -> Result<(), String> {
     let t = &record.id;
+
+    // The record is rewritten on every commit: it must not grow with what the model writes
+    // (the history keeps that). Where it copies a call's arguments, it keeps a preview; a
+    // `finish` result has its own bound. (Inputs held back while a call is pending wait in
+    // `deferred` whole, until the call's result lets them into the history.)
+    let copies = record
+        .pending_calls
+        .iter()
+        .map(|p| (&p.call_id, &p.args))
+        .chain(record.children.iter().map(|c| (&c.call_id, &c.args)))
+        .chain(record.subscriptions.iter().map(|s| (&s.call_id, &s.args)))
+        .chain(record.parent.iter().map(|p| (&p.call_id, &p.args)));
+    for (call, args) in copies {
+        let size = infinity_agent_core::json::json_len(args);
+        if size > ARGS_COPY_LIMIT {
+            return Err(format!(
+                "{t}: the record keeps {size} bytes of call {call}'s arguments"
+            ));
+        }
+    }
+    if let Some(output) = &record.output {
+        let result = infinity_agent_core::json::json_len(&output.result);
+        if result > infinity_agent_core::tools::internal::MAX_FINISH_RESULT_BYTES {
+            return Err(format!("{t}: finish recorded a result of {result} bytes"));
+        }
+    }
 
     // Every call answered at most once, after it, and before the conversation goes on.
     let mut calls: BTreeMap<&CallId, usize> = BTreeMap::new();

@@ -129,6 +129,16 @@ impl Sim {
         let ids: Vec<&str> = batch.iter().map(|i| i.id.as_str()).collect();
         let line = format!("slice {thread} [{}]", ids.join(" "));
         self.trace(line);
+        let ok = self.flush_leftover(thread).await && self.run_one(thread, batch.clone()).await;
+        if !ok {
+            self.requeue(thread, batch);
+        }
+        self.restart_if_crashed().await;
+    }
+
+    /// Performs what earlier slices of `thread` left in the outbox, as every delivery to the
+    /// thread does before its slice; false when that failed (the delivery fails with it).
+    async fn flush_leftover(&self, thread: &ThreadId) -> bool {
         let leftover: Vec<PendingEffect> = self
             .store
             .inner
@@ -139,15 +149,10 @@ impl Sim {
             .filter(|(t, _)| t == thread)
             .map(|(_, e)| e)
             .collect();
-        let flushed = leftover.is_empty()
+        leftover.is_empty()
             || perform_effects(&self.net, &self.store, thread, &leftover, None)
                 .await
-                .is_ok();
-        let ok = flushed && self.run_one(thread, batch.clone()).await;
-        if !ok {
-            self.requeue(thread, batch);
-        }
-        self.restart_if_crashed().await;
+                .is_ok()
     }
 
     /// Runs one slice; false when the queue must deliver the batch again.
@@ -309,6 +314,13 @@ impl Sim {
             a.len(),
             b.len()
         ));
+        // Each delivery performs the thread's leftover outbox first; the first to do it stands
+        // for both.
+        if !self.flush_leftover(&thread).await {
+            self.requeue(&thread, b);
+            self.restart_if_crashed().await;
+            return true;
+        }
         let (ok_a, ok_b) = tokio::join!(
             self.run_one(&thread, a.clone()),
             self.run_one(&thread, b.clone())
@@ -577,6 +589,7 @@ impl Sim {
                 .filter(|l| l.contains("version conflict"))
                 .count(),
         );
+        coverage.insert("outputs truncated", net.outputs_truncated);
         coverage.insert(
             "duplicates dropped",
             net.dropped
@@ -695,6 +708,7 @@ fn every_seed_keeps_every_invariant() {
             "crashes",
             "conflicts",
             "duplicates dropped",
+            "outputs truncated",
         ] {
             assert!(
                 coverage.get(path).is_some_and(|n| *n > 0),

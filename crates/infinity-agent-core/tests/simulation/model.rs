@@ -60,6 +60,16 @@ fn call(name: &str, args: Value, id: Option<String>) -> ModelToolCall {
     }
 }
 
+/// Makes the first string argument `bytes` longer (arguments without one stay as they are).
+fn inflate(args: &mut Value, bytes: usize) {
+    if let Some(Value::String(s)) = args
+        .as_object_mut()
+        .and_then(|m| m.values_mut().find(|v| v.is_string()))
+    {
+        s.push_str(&" and more".repeat(bytes / 9));
+    }
+}
+
 /// Children this thread spawned, from the results of its `spawn_thread` calls.
 fn spawned(request: &CompletionRequest<'_>) -> Vec<String> {
     request
@@ -100,8 +110,14 @@ impl ModelProvider for SimModel {
         if roll < faults.retryable + faults.terminal {
             return Err(ModelError::Terminal("simulated bad request".to_owned()));
         }
+        // Now and then something far bigger than a queue's message: a long text, a call with
+        // long arguments.
+        let big = (rng.below(40) == 0).then(|| 12_000 + rng.below(48_000) as usize);
         let text = |t: &str| Completion {
-            text: Some(t.to_owned()),
+            text: Some(match big {
+                Some(bytes) => format!("{t} {}", "long text ".repeat(bytes / 10)),
+                None => t.to_owned(),
+            }),
             tool_calls: Vec::new(),
             stop_reason: StopReason::EndTurn,
             usage,
@@ -187,6 +203,9 @@ impl ModelProvider for SimModel {
                 id(0),
             )),
             _ => return Ok(text("Nothing to add.")),
+        }
+        if let (Some(bytes), Some(first)) = (big, calls.first_mut()) {
+            inflate(&mut first.args, bytes);
         }
         Ok(Completion {
             text: None,

@@ -100,8 +100,14 @@ pub struct Net {
     pub violations: Vec<String>,
     pub trace: Vec<String>,
     pub outputs: usize,
+    /// Output events cut to fit [`OUTPUT_LIMIT`].
+    pub outputs_truncated: usize,
     pub notifications: usize,
 }
+
+/// The largest output event the simulated transport carries (a queue's message limit, scaled
+/// down with the simulation's payloads).
+pub const OUTPUT_LIMIT: usize = 8 * 1024;
 
 impl Net {
     pub fn new(seed: u64, start: Timestamp, faults: NetFaults) -> Self {
@@ -121,6 +127,7 @@ impl Net {
             violations: Vec::new(),
             trace: Vec::new(),
             outputs: 0,
+            outputs_truncated: 0,
             notifications: 0,
         }
     }
@@ -272,6 +279,27 @@ impl EffectPerformer for Shared {
                 count: events.len(),
                 reason: "the host crashed".into(),
             });
+        }
+        // Through a transport with a message limit, as the AWS host's output queue is.
+        for event in events {
+            let json = event.to_json_within(OUTPUT_LIMIT).unwrap();
+            let truncated = json.contains("\"truncated\":true");
+            let fits = json.len() <= OUTPUT_LIMIT;
+            let readable = !truncated
+                || serde_json::from_str::<OutputEvent>(&json).is_ok_and(|e| {
+                    e.thread_id == event.thread_id && e.kind.kind() == event.kind.kind()
+                });
+            if !fits || !readable {
+                net.violations.push(format!(
+                    "a {} event of {} came out as {} bytes (limit {OUTPUT_LIMIT}), readable: {readable}",
+                    event.kind.kind(),
+                    event.thread_id,
+                    json.len()
+                ));
+            }
+            if truncated {
+                net.outputs_truncated += 1;
+            }
         }
         net.outputs += events.len();
         Ok(())

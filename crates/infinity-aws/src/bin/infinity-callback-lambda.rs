@@ -20,7 +20,8 @@ async fn main() -> Result<(), Error> {
     let clients = Clients::from_env().await;
     // Checking a URL needs only the secret, not the function's own URL.
     let signer = CallbackSigner::new(callback_secret_from_env().await?, "")?;
-    let sender = SqsInputSender::new(clients.sqs.clone(), config.input_queue_url.clone());
+    // A tool's result may be bigger than a message: it is then stored in the table.
+    let sender = SqsInputSender::for_deployment(&clients, &config);
     let handler = Arc::new(CallbackHandler::new(signer, sender));
     lambda_runtime::run(service_fn(
         move |event: LambdaEvent<LambdaFunctionUrlRequest>| {

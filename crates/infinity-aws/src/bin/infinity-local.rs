@@ -62,10 +62,7 @@ async fn serve_callbacks(
     let secret = infinity_aws::tool_servers::callback_secret_from_env().await?;
     let handler = infinity_aws::tool_servers::CallbackHandler::new(
         infinity_rap::signing::CallbackSigner::new(secret, &url)?,
-        infinity_aws::queue::SqsInputSender::new(
-            clients.sqs.clone(),
-            config.input_queue_url.clone(),
-        ),
+        infinity_aws::queue::SqsInputSender::for_deployment(clients, config),
     );
     let listener = tokio::net::TcpListener::bind(("127.0.0.1", port)).await?;
     tracing::info!(%url, "serving tool server callbacks");

@@ -92,6 +92,9 @@ pub struct Options {
     pub schedule_early: u64,
     /// Base URLs of tool servers for the agent file.
     pub tool_servers: Vec<String>,
+    /// Point the handler's output queue at a queue that does not exist, so every output event
+    /// fails to publish.
+    pub broken_output: bool,
 }
 
 impl Default for Options {
@@ -100,6 +103,7 @@ impl Default for Options {
             relay_threshold: 900,
             schedule_early: 60,
             tool_servers: Vec::new(),
+            broken_output: false,
         }
     }
 }
@@ -160,7 +164,13 @@ pub async fn stack_with(script: &str, options: Options) -> Stack {
     let agent = build_agent(&AgentFile::load(&agent_path).unwrap())
         .await
         .unwrap();
-    let sender = SqsInputSender::new(clients.sqs.clone(), config.input_queue_url.clone());
+    // Like `infinity send` with the table known: an input too big for a message is stored.
+    let sender = SqsInputSender::new(clients.sqs.clone(), config.input_queue_url.clone())
+        .with_stash(DynamoThreadStore::new(
+            clients.dynamodb.clone(),
+            config.table.clone(),
+            config.dedup_ttl,
+        ));
     // The callback function's handler, served over HTTP as `infinity-local` does.
     let (callback_url, client) = if agent.tool_servers.is_empty() {
         (None, None)
@@ -176,7 +186,16 @@ pub async fn stack_with(script: &str, options: Options) -> Stack {
             .unwrap();
         (Some(url), Some(Arc::new(client)))
     };
-    let handler = Arc::new(AgentHandler::new(&clients, &config, agent).with_tool_servers(client));
+    let mut handler_config = config.clone();
+    if options.broken_output {
+        let url = config
+            .output_queue_url
+            .clone()
+            .expect("the stack has an output queue");
+        handler_config.output_queue_url = Some(format!("{url}-gone"));
+    }
+    let handler =
+        Arc::new(AgentHandler::new(&clients, &handler_config, agent).with_tool_servers(client));
     let mut runner = LocalRunner::new(clients.clone(), config.clone(), Arc::clone(&handler));
     runner.retry_after = Duration::from_secs(0);
     Stack {
@@ -267,6 +286,82 @@ impl Stack {
             .await
             .iter()
             .any(|l| l.contains(needle))
+    }
+
+    /// The thread's value parts (`X#` items): how many are kept for good, and how many expire
+    /// (carry a `ttl`).
+    pub async fn parts(&self, thread: &str) -> (usize, usize) {
+        use aws_sdk_dynamodb::types::AttributeValue;
+        let (mut kept, mut expiring) = (0, 0);
+        let mut start = None;
+        loop {
+            let page = self
+                .clients
+                .dynamodb
+                .query()
+                .table_name(&self.config.table)
+                .key_condition_expression("pk = :pk AND begins_with(sk, :x)")
+                .expression_attribute_values(":pk", AttributeValue::S(format!("T#{thread}")))
+                .expression_attribute_values(":x", AttributeValue::S("X#".into()))
+                .consistent_read(true)
+                .set_exclusive_start_key(start)
+                .send()
+                .await
+                .unwrap();
+            for item in page.items() {
+                if item.contains_key("ttl") {
+                    expiring += 1;
+                } else {
+                    kept += 1;
+                }
+            }
+            start = page.last_evaluated_key().cloned();
+            if start.is_none() {
+                return (kept, expiring);
+            }
+        }
+    }
+
+    /// Every message on the output queue now (consumed), as JSON.
+    pub async fn drain_output(&self) -> Vec<serde_json::Value> {
+        let url = self
+            .config
+            .output_queue_url
+            .clone()
+            .expect("an output queue");
+        let mut out = Vec::new();
+        loop {
+            let got = self
+                .clients
+                .sqs
+                .receive_message()
+                .queue_url(&url)
+                .max_number_of_messages(10)
+                .wait_time_seconds(0)
+                .send()
+                .await
+                .unwrap();
+            if got.messages().is_empty() {
+                return out;
+            }
+            for m in got.messages() {
+                let body = m.body().unwrap_or_default();
+                assert!(
+                    body.len() <= 1_048_576,
+                    "an output message of {} bytes",
+                    body.len()
+                );
+                out.push(serde_json::from_str(body).unwrap());
+                self.clients
+                    .sqs
+                    .delete_message()
+                    .queue_url(&url)
+                    .receipt_handle(m.receipt_handle().unwrap())
+                    .send()
+                    .await
+                    .unwrap();
+            }
+        }
     }
 
     pub async fn queue_url(&self, logical: &str) -> String {

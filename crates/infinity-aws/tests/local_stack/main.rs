@@ -6,6 +6,7 @@
 mod harness;
 
 mod delivery;
+mod oversize;
 mod store;
 mod threads;
 mod timers;

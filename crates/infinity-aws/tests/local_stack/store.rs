@@ -139,3 +139,44 @@ async fn a_stale_commit_is_a_conflict_and_changes_nothing() {
         1
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_big_record_replaced_again_and_again_keeps_one_set_of_parts() {
+    let s = stack("rules:\n  - reply: {text: ok}\n").await;
+    let store = s.store();
+    // A record over the inline limit (a memory full of notes would do the same).
+    let mut record = ThreadRecord::new(tid("fat"), "tester", None, Timestamp::UNIX_EPOCH);
+    record.title = Some("t".repeat(700_000));
+    let first = commit(&record, None, Vec::new(), Vec::new());
+    store.commit(&first).await.unwrap();
+    let per_record = s.parts("fat").await;
+    assert_eq!(per_record, (3, 0), "700 KB in three parts, adopted");
+    for round in 0..3 {
+        let current = store.load_record(&tid("fat")).await.unwrap().unwrap();
+        let mut next = current.clone();
+        next.title = Some(format!("{round}").repeat(700_000));
+        let c = commit(&next, Some(current.version), Vec::new(), Vec::new());
+        store.commit(&c).await.unwrap();
+        assert_eq!(
+            s.parts("fat").await,
+            per_record,
+            "after commit {round}: the replaced record's parts are gone"
+        );
+        let loaded = store.load_record(&tid("fat")).await.unwrap().unwrap();
+        assert_eq!(loaded.title, next.title);
+    }
+    // A commit that loses the race adopts nothing: its parts expire.
+    let current = store.load_record(&tid("fat")).await.unwrap().unwrap();
+    let mut stale = current.clone();
+    stale.title = Some("s".repeat(700_000));
+    let c = commit(&stale, Some(current.version - 1), Vec::new(), Vec::new());
+    assert!(matches!(
+        store.commit(&c).await,
+        Err(StoreError::Conflict { .. })
+    ));
+    assert_eq!(s.parts("fat").await, (3, 3));
+    assert_eq!(
+        store.load_record(&tid("fat")).await.unwrap().unwrap().title,
+        current.title
+    );
+}

@@ -11,7 +11,7 @@ use crate::history::{HistoryView, Item, ToolCall};
 use crate::ids::{CallId, IdSource, InputId, ThreadId};
 use crate::input::{Input, InputBody};
 use crate::model::ToolSpec;
-use crate::state::{ChildLink, ParentLink, ThreadRecord, ThreadStatus};
+use crate::state::{args_preview, ChildLink, ParentLink, ThreadRecord, ThreadStatus};
 use crate::tools::{Tool, ToolContext, ToolOutcome};
 
 /// Calls of the newest assistant turn in `view` that have no result yet.
@@ -119,7 +119,7 @@ pub(crate) fn spawn_child(
         thread_id: record.id.clone(),
         call_id: origin.call_id.clone(),
         tool: origin.tool.to_owned(),
-        args: origin.args.clone(),
+        args: args_preview(origin.args),
         fork_at: fork_at as u64,
         summary: record.latest_summary,
     };
@@ -127,7 +127,7 @@ pub(crate) fn spawn_child(
         thread_id: child_id.clone(),
         call_id: origin.call_id.clone(),
         tool: origin.tool.to_owned(),
-        args: origin.args.clone(),
+        args: args_preview(origin.args),
         closed: false,
     });
     effects.push(Effect::Send {

@@ -13,6 +13,10 @@ use crate::model::ToolSpec;
 use crate::state::{FinishStatus, ThreadOutput, ThreadRecord};
 use crate::tools::{Tool, ToolContext, ToolOutcome};
 
+/// The largest result `finish` records, in bytes of JSON: the record keeps it and is rewritten
+/// on every commit, so bulk belongs in the reply, memory or an artifact.
+pub const MAX_RESULT_BYTES: usize = 100_000;
+
 pub(super) struct Finish {
     for_root: bool,
     schema: Option<(Value, jsonschema::Validator)>,
@@ -81,6 +85,14 @@ impl Tool for Finish {
             return ToolOutcome::error("Error: status must be succeeded, failed or cancelled.");
         };
         let result = args["result"].clone();
+        let size = crate::json::json_len(&result);
+        if size > MAX_RESULT_BYTES {
+            return ToolOutcome::error(format!(
+                "Error: the result is {size} bytes of JSON; finish records at most \
+                 {MAX_RESULT_BYTES}. Put the bulk in your reply and finish with a shorter result \
+                 (a summary, or where the full result is)."
+            ));
+        }
         if status == FinishStatus::Succeeded {
             if let Some((_, validator)) = &self.schema {
                 let problems = crate::tools::schema_problems(validator, &result);

@@ -20,6 +20,7 @@ use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
+pub use finish::MAX_RESULT_BYTES as MAX_FINISH_RESULT_BYTES;
 pub use skills::Skill;
 pub use widget::{render_text as render_widget, WIDGET_SCHEMA};
 
