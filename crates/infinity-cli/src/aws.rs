@@ -46,7 +46,12 @@ pub struct SendArgs {
     #[arg(long)]
     table: Option<String>,
     /// The message.
-    message: String,
+    #[arg(required_unless_present = "file")]
+    message: Option<String>,
+    /// Read the message from this file instead (`-`: standard input), for one longer than a
+    /// command line holds.
+    #[arg(long, conflicts_with = "message", value_name = "FILE")]
+    file: Option<std::path::PathBuf>,
 }
 
 #[derive(Debug, Args)]
@@ -208,7 +213,19 @@ pub async fn send(args: SendArgs) -> Result<u8> {
         }
         sender = sender.with_stash(store);
     }
-    let mut input = Input::user_message(thread.clone(), args.message);
+    let message = match (args.message, args.file) {
+        (Some(message), _) => message,
+        (None, Some(path)) if path.as_os_str() == "-" => {
+            let mut text = String::new();
+            std::io::Read::read_to_string(&mut std::io::stdin(), &mut text)
+                .context("reading the message from standard input")?;
+            text
+        }
+        (None, Some(path)) => std::fs::read_to_string(&path)
+            .with_context(|| format!("reading the message from {}", path.display()))?,
+        (None, None) => anyhow::bail!("give the message, or --file FILE"),
+    };
+    let mut input = Input::user_message(thread.clone(), message);
     if let Some(id) = args.id {
         input.id = InputId::new(id)?;
     }
@@ -484,7 +501,17 @@ pub async fn tail(args: TailArgs) -> Result<u8> {
                         .as_deref()
                         .is_none_or(|t| t == event.thread_id.as_str())
                     {
-                        renderer.show(&event);
+                        if args.json {
+                            // As published, with what the event type does not carry (a
+                            // `truncated` flag).
+                            match serde_json::from_str::<serde_json::Value>(m.body().unwrap_or(""))
+                            {
+                                Ok(value) => crate::out!("{value}"),
+                                Err(_) => renderer.show(&event),
+                            }
+                        } else {
+                            renderer.show(&event);
+                        }
                     }
                 }
                 Err(err) => eprintln!("skipping an unreadable output message: {err}"),
