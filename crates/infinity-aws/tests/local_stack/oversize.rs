@@ -293,3 +293,43 @@ async fn an_effect_that_never_goes_through_is_set_aside_and_the_thread_goes_on()
         .is_empty());
     assert_eq!(s.history("stuck").await.len(), 4, "the nudge added nothing");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_queue_still_at_the_old_256_kib_limit_gets_references_for_bigger_inputs() {
+    let s = stack(&script()).await;
+    s.clients
+        .sqs
+        .set_queue_attributes()
+        .queue_url(&s.config.input_queue_url)
+        .attributes(
+            aws_sdk_sqs::types::QueueAttributeName::MaximumMessageSize,
+            "262144",
+        )
+        .send()
+        .await
+        .unwrap();
+    // 256 KiB of text: more than the queue takes once the rest of the input is around it.
+    let input = s.say("old", &"y".repeat(262_144)).await;
+    s.run_until(Duration::from_secs(60), "the answer", || {
+        s.history_has("old", "assistant: ok")
+    })
+    .await;
+    let stored = s
+        .clients
+        .dynamodb
+        .get_item()
+        .table_name(&s.config.table)
+        .key(
+            "pk",
+            aws_sdk_dynamodb::types::AttributeValue::S("T#old".into()),
+        )
+        .key(
+            "sk",
+            aws_sdk_dynamodb::types::AttributeValue::S(format!("I#{}", input.id)),
+        )
+        .send()
+        .await
+        .unwrap();
+    assert!(stored.item().is_some(), "the input went by reference");
+    dlq_is_empty(&s).await;
+}
