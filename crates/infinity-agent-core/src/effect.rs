@@ -214,6 +214,10 @@ pub enum OutputKind {
         text: String,
         /// True for errors.
         is_error: bool,
+        /// How the tool asks people to see the result (RAP `display_as`: `text`, `diff` and
+        /// `image` segments, best first); the model gets `text`.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        display_as: Vec<serde_json::Value>,
     },
     /// A child thread was spawned.
     ThreadSpawned {
@@ -277,6 +281,11 @@ pub enum OutputKind {
         /// The new title.
         title: String,
     },
+    /// A person interrupted the thread; its calls in flight were cancelled.
+    Interrupted {
+        /// How many calls were cancelled.
+        calls: u32,
+    },
     /// The thread ran into an error (recorded in its history too).
     Error {
         /// What went wrong.
@@ -295,6 +304,7 @@ impl OutputKind {
             OutputKind::ToolResult { .. } => "tool_result",
             OutputKind::ThreadSpawned { .. } => "thread_spawned",
             OutputKind::ThreadClosed {} => "thread_closed",
+            OutputKind::Interrupted { .. } => "interrupted",
             OutputKind::Sleeping { .. } => "sleeping",
             OutputKind::TitleChanged { .. } => "title_changed",
             OutputKind::PlanUpdated { .. } => "plan_updated",

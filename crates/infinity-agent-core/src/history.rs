@@ -9,6 +9,10 @@ use crate::ids::{CallId, InputId, ThreadId};
 /// reports, associative subscription events) into a conversation. Models may not call it.
 pub const INJECTED_TOOL: &str = "receive_event__injected";
 
+/// The text of the notice an interruption leaves in a thread's history (`interrupt` input); the
+/// model is not asked to answer past it.
+pub const INTERRUPTED_NOTICE: &str = "Interrupted by the user.";
+
 /// A timestamp as shown to models and people: to the second, in UTC.
 pub fn show_time(t: Timestamp) -> String {
     t.round(jiff::Unit::Second).unwrap_or(t).to_string()
@@ -111,6 +115,10 @@ pub enum Item {
         /// Images that came with the result (a tool server's multimodal content).
         #[serde(default, skip_serializing_if = "Vec::is_empty")]
         images: Vec<Image>,
+        /// How people should see the result (RAP `display_as` segments, best first). Never
+        /// shown to the model.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        display_as: Vec<serde_json::Value>,
     },
     /// A summary of the earlier conversation, made when the prompt outgrew the model's context
     /// (compaction). Models see it, then the entries from `covers` on; the entries it covers stay
@@ -148,6 +156,7 @@ impl Item {
             text: text.into(),
             is_error: false,
             images: Vec::new(),
+            display_as: Vec::new(),
         }
     }
 
@@ -159,6 +168,7 @@ impl Item {
             text: text.into(),
             is_error: true,
             images: Vec::new(),
+            display_as: Vec::new(),
         }
     }
 

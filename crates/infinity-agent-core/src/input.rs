@@ -63,6 +63,9 @@ pub enum InputBody {
         /// Images that came with the result.
         #[serde(default, skip_serializing_if = "Vec::is_empty")]
         images: Vec<crate::history::Image>,
+        /// How people should see the result (RAP `display_as`), best segment first.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        display_as: Vec<serde_json::Value>,
     },
     /// An event of an active subscription.
     SubscriptionEvent {
@@ -198,6 +201,18 @@ pub enum InputBody {
     /// outbox holds first (`infinity thread outbox --retry` sends one after putting effects
     /// back).
     Nudge {},
+    /// A person interrupts the thread: the calls in flight are cancelled (each gets an
+    /// "interrupted" result; tool servers get `/cancel_tool_call`; later results are dropped)
+    /// and the model is not asked to go on until the next message.
+    Interrupt {},
+    /// A dispatched call reached its tool server's deadline (`deadline` in the agent file): it
+    /// gets an error result unless its result came first.
+    CallDeadline {
+        /// The call.
+        call_id: CallId,
+        /// The deadline as the agent file gives it (e.g. `2h`), for the error text.
+        after: String,
+    },
 }
 
 impl InputBody {
@@ -209,6 +224,7 @@ impl InputBody {
             is_error: false,
             subscription: false,
             images: Vec::new(),
+            display_as: Vec::new(),
         }
     }
 
@@ -220,6 +236,7 @@ impl InputBody {
             is_error: true,
             subscription: false,
             images: Vec::new(),
+            display_as: Vec::new(),
         }
     }
 
@@ -241,6 +258,8 @@ impl InputBody {
             InputBody::DelegationUpdate { .. } => "delegation_update",
             InputBody::CloseRequest { .. } => "close_request",
             InputBody::Nudge {} => "nudge",
+            InputBody::Interrupt {} => "interrupt",
+            InputBody::CallDeadline { .. } => "call_deadline",
             InputBody::MemoryWrite { .. } => "memory_write",
             InputBody::WidgetAction { .. } => "widget_action",
             InputBody::ConversationUsage { .. } => "conversation_usage",

@@ -495,6 +495,7 @@ rules:
                 text: "Child thread spawned with ID: t-1".into(),
                 is_error: false,
                 images: Vec::new(),
+                display_as: Vec::new(),
             }),
         ];
         assert_eq!(

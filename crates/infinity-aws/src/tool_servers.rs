@@ -287,12 +287,17 @@ impl CallbackHandler {
                             exp: request.query_string_parameters.get("exp").cloned(),
                             sig: request.query_string_parameters.get("sig").cloned(),
                         };
+                        let key = request
+                            .headers
+                            .get(receiver::IDEMPOTENCY_KEY_HEADER)
+                            .and_then(|v| v.to_str().ok());
                         receiver::handle(
                             &self.signer,
                             &self.sender,
                             thread,
                             call,
                             &signature,
+                            key,
                             &body,
                             jiff::Timestamp::now().as_second(),
                         )

@@ -12,7 +12,7 @@ use clap::Args;
 use infinity_agent_core::effect::OutputEvent;
 use infinity_agent_core::host::InputSender;
 use infinity_agent_core::ids::{InputId, ThreadId};
-use infinity_agent_core::input::Input;
+use infinity_agent_core::input::{Input, InputBody};
 use infinity_agent_core::state::ThreadStatus;
 use infinity_agent_core::store::{load_view, ThreadStore};
 use infinity_aws::config::Clients;
@@ -52,6 +52,20 @@ pub struct SendArgs {
     /// command line holds.
     #[arg(long, conflicts_with = "message", value_name = "FILE")]
     file: Option<std::path::PathBuf>,
+}
+
+#[derive(Debug, Args)]
+pub struct InterruptArgs {
+    #[command(flatten)]
+    endpoint: Endpoint,
+    /// The thread.
+    thread: String,
+    /// The input queue (default: $INFINITY_INPUT_QUEUE_URL).
+    #[arg(long)]
+    queue_url: Option<String>,
+    /// The table (default: $INFINITY_TABLE), to refuse an unknown or closed thread.
+    #[arg(long)]
+    table: Option<String>,
 }
 
 #[derive(Debug, Args)]
@@ -233,6 +247,32 @@ pub async fn send(args: SendArgs) -> Result<u8> {
         .send_to_input_queue(&input, &thread, &input.id)
         .await?;
     crate::out!("sent {} to thread {thread}", input.id);
+    Ok(0)
+}
+
+/// `infinity interrupt THREAD`: queues an `interrupt` input; the deployment cancels the thread's
+/// calls in flight.
+pub async fn interrupt(args: InterruptArgs) -> Result<u8> {
+    let queue_url = setting(
+        args.queue_url,
+        "INFINITY_INPUT_QUEUE_URL",
+        "input queue URL",
+    )?;
+    let table = setting(args.table, "INFINITY_TABLE", "table")?;
+    let clients = Clients::from_env_with_endpoint(args.endpoint.endpoint.as_deref()).await;
+    let (_, thread, record) = load_thread(&clients, table, &args.thread).await?;
+    if record.status == ThreadStatus::Closed {
+        anyhow::bail!("thread {thread} is closed; there is nothing to interrupt");
+    }
+    let input = Input::new(thread.clone(), InputBody::Interrupt {});
+    SqsInputSender::new(clients.sqs.clone(), queue_url)
+        .send_to_input_queue(&input, &thread, &input.id)
+        .await?;
+    let calls = record.pending_calls.len();
+    crate::out!(
+        "sent interrupt {} to thread {thread} ({calls} call(s) in flight)",
+        input.id
+    );
     Ok(0)
 }
 

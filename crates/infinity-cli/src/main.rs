@@ -1,6 +1,7 @@
 //! `infinity`: run and chat with agents on the embedded runtime.
 
 mod aws;
+mod display;
 mod render;
 mod serve;
 mod tool_servers;
@@ -49,6 +50,8 @@ enum Command {
     Tail(aws::TailArgs),
     /// Answer a tool server's question on a thread of an AWS (or local) stack.
     Choose(aws::ChooseArgs),
+    /// Interrupt a thread of an AWS (or local) stack: cancel its calls in flight.
+    Interrupt(aws::InterruptArgs),
     /// Serve an MCP server's tools as a RAP tool server.
     McpBridge(infinity_mcp_bridge::BridgeArgs),
     /// Describe tools.
@@ -107,6 +110,10 @@ struct RunArgs {
     /// Give up after this many seconds.
     #[arg(long, default_value_t = 300)]
     timeout: u64,
+    /// With tool servers: once nothing is running or owed, keep taking their callbacks (a view
+    /// update after a result) for this many seconds before exiting.
+    #[arg(long, default_value_t = 2.0)]
+    grace: f64,
     /// The message.
     message: String,
 }
@@ -183,6 +190,7 @@ fn main() -> std::process::ExitCode {
             Command::Thread(ThreadCommand::Outbox(args)) => aws::outbox(args).await,
             Command::Tail(args) => aws::tail(args).await,
             Command::Choose(args) => aws::choose(args).await,
+            Command::Interrupt(args) => aws::interrupt(args).await,
             Command::McpBridge(args) => infinity_mcp_bridge::run(args).await.map(|()| 0),
             Command::Tools(ToolsCommand::Internal { json }) => tools_internal(json),
         }
@@ -206,6 +214,14 @@ pub(crate) enum StoreAccess {
 }
 
 pub(crate) async fn build_system(args: &AgentArgs, access: StoreAccess) -> Result<AgentSystem> {
+    Ok(build_system_with_receiver(args, access).await?.0)
+}
+
+/// [`build_system`], and whether it receives tool servers' callbacks.
+async fn build_system_with_receiver(
+    args: &AgentArgs,
+    access: StoreAccess,
+) -> Result<(AgentSystem, bool)> {
     let mut file = AgentFile::load(&args.agent)?;
     // MCP servers in `tool_servers:` are reached through bridges this process starts.
     tool_servers::start_mcp_bridges(&mut file).await?;
@@ -261,14 +277,19 @@ pub(crate) async fn build_system(args: &AgentArgs, access: StoreAccess) -> Resul
     let (builder, receiver) =
         tool_servers::prepare(&file, args.store.as_deref(), &options, builder).await?;
     let system = builder.build().await?;
+    let receives = receiver.is_some();
     if let Some(receiver) = receiver {
         receiver.serve(&system);
     }
-    Ok(system)
+    Ok((system, receives))
 }
 
 async fn run(args: RunArgs) -> Result<u8> {
-    let system = build_system(&args.agent, StoreAccess::Wait).await?;
+    let (system, receives) = build_system_with_receiver(&args.agent, StoreAccess::Wait).await?;
+    if !(0.0..=600.0).contains(&args.grace) {
+        eprintln!("error: --grace must be between 0 and 600 seconds");
+        return Ok(USAGE_ERROR);
+    }
     let thread = match &args.thread {
         Some(t) => ThreadId::new(t.as_str())?,
         None => ThreadId::generate(),
@@ -288,6 +309,8 @@ async fn run(args: RunArgs) -> Result<u8> {
         .post_user_message(&thread, args.message.as_str())
         .await?;
     let deadline = tokio::time::Instant::now() + Duration::from_secs(args.timeout);
+    let mut graced = !receives;
+    let mut answered = std::collections::HashSet::new();
     // Idle is not done while the thread tree is owed tool results or subscription events:
     // those arrive through the callback receiver, so keep waiting for them until the deadline.
     let (outcome, owed) = loop {
@@ -303,7 +326,46 @@ async fn run(args: RunArgs) -> Result<u8> {
             break (outcome, Owed::default());
         };
         let owed = owed(&system, &thread).await;
-        if owed.is_empty() || tokio::time::Instant::now() >= deadline {
+        // Nobody can answer a tool's question under `run`: it gets its default now, so the
+        // call can go on.
+        let mut answered_now = false;
+        for (thread_id, choice) in &owed.questions {
+            if !answered.insert(choice.call_id.clone()) {
+                continue; // tried once; a failure was reported
+            }
+            match infinity_rap::client::answer_choice(thread_id, choice, None).await {
+                Ok((selected, input)) => {
+                    answered_now = true;
+                    eprintln!(
+                        "note: answered the question of call {} with its default, {selected}) {} \
+                         (nobody can answer under `infinity run`; use `infinity chat` to choose)",
+                        choice.call_id, choice.choices[selected]
+                    );
+                    system.send(input);
+                }
+                Err(err) => eprintln!(
+                    "warning: the question of call {} could not be answered: {err}",
+                    choice.call_id
+                ),
+            }
+        }
+        if answered_now {
+            continue;
+        }
+        let now = tokio::time::Instant::now();
+        if owed.is_empty() && !graced && now < deadline {
+            // A tool server may still send a callback that belongs to what it just finished.
+            graced = true;
+            let until = deadline.min(now + Duration::from_secs_f64(args.grace));
+            loop {
+                tokio::select! {
+                    Some(event) = events.recv() => show(&mut renderer, &event),
+                    _ = tokio::time::sleep_until(until) => break,
+                }
+            }
+            continue;
+        }
+        if owed.is_empty() || now >= deadline {
             break (outcome, owed);
         }
         tokio::select! {
@@ -382,6 +444,8 @@ struct Owed {
     calls: Vec<String>,
     /// Active subscriptions, the same way.
     subscriptions: Vec<String>,
+    /// Tools' questions nobody has answered yet.
+    questions: Vec<(ThreadId, infinity_agent_core::state::OpenChoice)>,
 }
 
 impl Owed {
@@ -410,6 +474,12 @@ async fn owed(system: &AgentSystem, root: &ThreadId) -> Owed {
                 ));
             }
         }
+        owed.questions.extend(
+            record
+                .open_choices
+                .iter()
+                .map(|c| (record.id.clone(), c.clone())),
+        );
         for sub in &record.subscriptions {
             owed.subscriptions.push(format!(
                 "call {} ({}) in thread {id}",
@@ -461,7 +531,7 @@ async fn chat(args: ChatArgs) -> Result<u8> {
     if args.agent.store.is_some() {
         print_threads(system.store().as_ref()).await?;
     }
-    eprintln!("Talking to thread {thread}. /threads lists threads, /choose [CALL] INDEX or /dismiss [CALL] answers a tool's question, /quit or Ctrl-C leaves (state is kept with --store).");
+    eprintln!("Talking to thread {thread}. /threads lists threads, /choose [CALL] INDEX or /dismiss [CALL] answers a tool's question, /interrupt cancels the calls in flight, /quit or Ctrl-C leaves (state is kept with --store).");
     let mut lines = tokio::io::BufReader::new(tokio::io::stdin()).lines();
     loop {
         tokio::select! {
@@ -472,14 +542,20 @@ async fn chat(args: ChatArgs) -> Result<u8> {
                     "" => continue,
                     "/quit" | "/exit" => break,
                     "/threads" => print_threads(system.store().as_ref()).await?,
+                    "/interrupt" => {
+                        if let Err(err) = system.interrupt(&thread).await {
+                            eprintln!("error: {err}");
+                        }
+                    }
                     command if command.starts_with("/choose") || command.starts_with("/dismiss") => {
                         if let Err(err) = chat_choose(&system, &thread, command).await {
                             eprintln!("error: {}", report(&err));
                         }
                     }
                     command if command.starts_with('/') => eprintln!(
-                        "unknown command {command}: /threads, /choose [CALL] INDEX, /dismiss [CALL] \
-                         and /quit are known (a message that starts with / needs a space first)"
+                        "unknown command {command}: /threads, /choose [CALL] INDEX, /dismiss [CALL], \
+                         /interrupt and /quit are known (a message that starts with / needs a \
+                         space first)"
                     ),
                     text => {
                         if let Err(err) = system.post_user_message(&thread, text).await {

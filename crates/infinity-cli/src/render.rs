@@ -3,7 +3,7 @@
 use std::collections::HashMap;
 
 use infinity_agent_core::effect::{OutputEvent, OutputKind};
-use infinity_agent_core::history::Item;
+use infinity_agent_core::history::{Item, INTERRUPTED_NOTICE};
 use infinity_agent_core::ids::ThreadId;
 pub use infinity_agent_core::tools::clip;
 
@@ -74,7 +74,7 @@ pub fn printable(text: &str) -> std::borrow::Cow<'_, str> {
     std::borrow::Cow::Owned(out)
 }
 
-fn one_line(text: &str, max: usize) -> String {
+pub(crate) fn one_line(text: &str, max: usize) -> String {
     let flat = text.replace('\n', " ⏎ ");
     if flat.chars().count() <= max {
         flat
@@ -140,15 +140,24 @@ impl Renderer {
             }
             OutputKind::ToolCall { name, args, .. } => format!("-> {name} {args}"),
             OutputKind::ToolResult {
+                call_id,
                 name,
                 text,
                 is_error,
-                ..
-            } => format!(
-                "<- {name}{}: {}",
-                if *is_error { " (error)" } else { "" },
-                one_line(text, 160)
-            ),
+                display_as,
+            } => {
+                let shown = crate::display::render(
+                    &event.thread_id,
+                    call_id,
+                    display_as,
+                    11 + indent.len(),
+                )
+                .unwrap_or_else(|| one_line(text, 160));
+                format!(
+                    "<- {name}{}: {shown}",
+                    if *is_error { " (error)" } else { "" }
+                )
+            }
             OutputKind::ThreadSpawned { child_id } => format!("spawned child thread {child_id}"),
             OutputKind::ThreadClosed {} => "thread closed".to_owned(),
             OutputKind::Sleeping { until, .. } => match until {
@@ -213,6 +222,11 @@ impl Renderer {
                     )
                 }
             }
+            OutputKind::Interrupted { calls } => match calls {
+                0 => "interrupted (no call was in flight)".to_owned(),
+                1 => "interrupted: 1 call cancelled".to_owned(),
+                n => format!("interrupted: {n} calls cancelled"),
+            },
             OutputKind::Error { text } => format!("ERROR: {text}"),
         };
         crate::out!("{time} {indent}[{who}] {}", printable(&line));
@@ -250,13 +264,19 @@ pub fn kinds_of(item: &Item) -> Vec<OutputKind> {
             name,
             text,
             is_error,
+            display_as,
             ..
         } => vec![OutputKind::ToolResult {
             call_id: call_id.clone(),
             name: name.clone(),
             text: text.clone(),
             is_error: *is_error,
+            display_as: display_as.clone(),
         }],
+        Item::Notice {
+            text,
+            is_error: false,
+        } if text == INTERRUPTED_NOTICE => vec![OutputKind::Interrupted { calls: 0 }],
         Item::Notice { text, .. } => vec![OutputKind::Error { text: text.clone() }],
         Item::Summary { text, covers } => vec![OutputKind::AssistantText {
             text: format!("(summary of the first {covers} entries) {text}"),

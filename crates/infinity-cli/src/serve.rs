@@ -218,6 +218,7 @@ pub fn router(system: Shared, access: Guard) -> Router {
         .route("/threads/{id}/messages", post(message))
         .route("/threads/{id}/events", get(events))
         .route("/threads/{id}/choices/{call}", post(choose))
+        .route("/threads/{id}/interrupt", post(interrupt))
         .with_state(system)
         .layer(axum::middleware::from_fn_with_state(
             Arc::new(access),
@@ -272,10 +273,26 @@ async fn message(
     let input = system
         .post_user_message(&id, body.text)
         .await
-        .map_err(|e| match e {
-            PostError::Closed(_) => error(StatusCode::CONFLICT, e),
-            PostError::Store(_) => error(StatusCode::INTERNAL_SERVER_ERROR, e),
-        })?;
+        .map_err(post_error)?;
+    Ok((
+        StatusCode::ACCEPTED,
+        Json(json!({"thread_id": id, "input_id": input})),
+    )
+        .into_response())
+}
+
+fn post_error(e: PostError) -> ApiError {
+    match e {
+        PostError::Closed(_) => error(StatusCode::CONFLICT, e),
+        PostError::Unknown(_) => error(StatusCode::NOT_FOUND, e),
+        PostError::Store(_) => error(StatusCode::INTERNAL_SERVER_ERROR, e),
+    }
+}
+
+/// `POST /threads/{id}/interrupt`: cancels the thread's calls in flight (202).
+async fn interrupt(State(system): State<Shared>, Path(id): Path<String>) -> Answer {
+    let id = thread_id(&id)?;
+    let input = system.interrupt(&id).await.map_err(post_error)?;
     Ok((
         StatusCode::ACCEPTED,
         Json(json!({"thread_id": id, "input_id": input})),

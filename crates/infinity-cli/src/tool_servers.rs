@@ -87,6 +87,7 @@ pub async fn start_mcp_bridges(file: &mut AgentFile) -> Result<()> {
         *entry = ToolServerEntry::Rap(ToolServerConfig {
             url,
             auth: Default::default(),
+            deadline: None,
         });
     }
     Ok(())

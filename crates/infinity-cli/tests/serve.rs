@@ -392,6 +392,17 @@ async fn serve_refuses_what_it_must_and_says_why() {
     let body: Value = refused.json().await.unwrap();
     assert!(body["error"].as_str().unwrap().contains("closed"), "{body}");
 
+    // Interrupting: a closed thread is 409, an unknown one 404.
+    let interrupt = |thread: &'static str| {
+        http.post(format!("{api}/threads/{thread}/interrupt"))
+            .send()
+    };
+    assert_eq!(interrupt("door").await.unwrap().status(), 409);
+    let unknown = interrupt("nobody").await.unwrap();
+    assert_eq!(unknown.status(), 404);
+    let body: Value = unknown.json().await.unwrap();
+    assert_eq!(body["error"], "no thread nobody");
+
     // A body over the limit is 413.
     let big = "x".repeat(3 * 1024 * 1024);
     let too_big = http

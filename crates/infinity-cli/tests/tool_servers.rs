@@ -237,3 +237,59 @@ rules:
         .collect();
     assert_eq!(texts, ["the sum is 5"], "{events:#?}");
 }
+
+/// `ask` asks the user to pick a colour, answers with what was picked (shown to people as a
+/// diff), and updates its view a moment after the result.
+fn asking_server() -> ToolServer {
+    ToolServer::new("asker", "Asks things").tool(
+        tool_definition(
+            "ask",
+            "Asks the user to pick a colour",
+            json!({"type": "object"}),
+        ),
+        |call: infinity_rap::kit::Call| async move {
+            let picked = call
+                .user_choice("Which colour?", ["red", "blue"], 1)
+                .await?;
+            let colour = ["red", "blue"][picked];
+            call.result_displayed(
+                format!("picked {colour}"),
+                vec![
+                    infinity_rap::wire::DisplaySegment::Diff(infinity_rap::wire::DiffContent {
+                        path: "colour.txt".into(),
+                        patch: format!(
+                            "--- colour.txt\n+++ colour.txt\n@@ -1 +1 @@\n-none\n+{colour}"
+                        ),
+                    }),
+                    infinity_rap::wire::DisplaySegment::Text(format!("picked {colour}")),
+                ],
+            )
+            .await?;
+            tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+            let mut content = serde_json::Map::new();
+            content.insert("colour".into(), json!(colour));
+            call.view_update("palette", content).await
+        },
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn run_answers_a_question_with_its_default_and_takes_late_callbacks() {
+    let server = LocalServer::start(asking_server()).await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let script = "rules:\n  - when: '^pick$'\n    reply: {tool_calls: [{name: ask, args: {}}]}\n  - reply: {text: 'done'}\n";
+    let agent = agent(dir.path(), &[server.base_url()], script);
+    let (out, events) = run(agent, "30", "pick").await;
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    // Nobody can answer under `run`: the default goes, and the user is told.
+    assert!(stderr.contains("with its default, 1) blue"), "{stderr}");
+    let results = of(&events, "tool_result");
+    assert_eq!(results.len(), 1, "{events:#?}");
+    assert_eq!(results[0]["text"], "picked blue");
+    assert_eq!(results[0]["display_as"][0]["type"], "diff");
+    // The view update came after the result and the model's answer, and was still taken.
+    let views = of(&events, "view_updated");
+    assert_eq!(views.len(), 1, "{events:#?}");
+    assert_eq!(views[0]["content"]["colour"], "blue");
+}

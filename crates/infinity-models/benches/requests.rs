@@ -44,6 +44,7 @@ fn thread(n: usize) -> Vec<Arc<HistoryEntry>> {
                 text: format!("Slept {i} seconds."),
                 is_error: false,
                 images: Vec::new(),
+                display_as: Vec::new(),
             },
             Item::Assistant {
                 text: Some(format!("Step {i} is done.")),

@@ -122,6 +122,7 @@ fn conversation() -> Vec<Arc<HistoryEntry>> {
             text: "not found".into(),
             is_error: true,
             images: Vec::new(),
+            display_as: Vec::new(),
         }),
     ]
 }

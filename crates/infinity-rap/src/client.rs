@@ -1,20 +1,25 @@
 //! The runtime's side of RAP over HTTP: discovery of toolsets, invocations with retries, and
-//! the `/close_thread` and `/cancel_tool_call` notifications. [`RapClient`] implements the
-//! core's [`ToolDiscovery`] and [`ToolDispatcher`], so any host plugs it in.
+//! the `/close_thread` and `/cancel_tool_call` notifications, signed (see [`crate::signing`]).
+//! [`RapClient`] implements the core's [`ToolDiscovery`] and [`ToolDispatcher`], so any host
+//! plugs it in.
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
+use axum::body::Bytes;
 use infinity_agent_core::effect::{Notification, ToolInvocation};
 use infinity_agent_core::host::{DispatchError, ToolDispatcher};
 use infinity_agent_core::model::ToolSpec;
 use infinity_agent_core::tools::remote::{
     Discovered, DiscoveryError, ToolDiscovery, ToolServerConfig,
 };
+use serde::Serialize;
 
 use crate::retry::{is_retryable, with_backoff, Attempt};
-use crate::signing::CallbackSigner;
+use crate::signing::{
+    CallbackSigner, NotificationKey, NOTIFICATION_KEY_PARAM, NOTIFICATION_SIGNATURE_HEADER,
+};
 use crate::wire::{self, Invocation, Nullable};
 
 /// How long fetching a manifest may take: a new session waits for it.
@@ -266,12 +271,33 @@ impl RapClient {
     /// nothing waits on the servers but this effect; it is awaited (not left in the
     /// background) so that a process about to exit, or a Lambda about to freeze, still
     /// delivers it.
-    async fn broadcast(&self, path: &'static str, body: serde_json::Value) {
+    ///
+    /// The body is serialized once, and each server gets those exact bytes signed with its own
+    /// notification key for the thread (`X-Infinity-Signature`, see [`crate::signing`]).
+    async fn broadcast(&self, path: &'static str, thread_id: &str, notice: &impl Serialize) {
+        let body = match serde_json::to_vec(notice) {
+            Ok(body) => Bytes::from(body),
+            Err(error) => {
+                tracing::error!(%error, path, "could not serialize a notification");
+                return;
+            }
+        };
+        let now = jiff::Timestamp::now().as_second();
         let sends = self.servers.iter().map(|server| {
             let url = format!("{}{path}", server.base_url);
-            let body = &body;
+            let mut request = self
+                .http
+                .post(&url)
+                .header(reqwest::header::CONTENT_TYPE, "application/json")
+                .body(body.clone());
+            let key = self.signer.notification_key(thread_id, &server.base_url);
+            match NotificationKey::parse(&key) {
+                Ok(key) => {
+                    request = request.header(NOTIFICATION_SIGNATURE_HEADER, key.sign(&body, now));
+                }
+                Err(error) => tracing::error!(%error, %url, "notification sent unsigned"),
+            }
             async move {
-                let request = self.http.post(&url).json(body);
                 match self.send(request, &server.base_url, NOTIFY_TIMEOUT).await {
                     Ok(r) if r.status().is_success() => {}
                     Ok(r) => {
@@ -314,15 +340,20 @@ impl ToolDispatcher for RapClient {
             .take(invocation.stack.len().saturating_sub(1))
             .map(|t| t.to_string())
             .collect();
+        // The callback URL also hands the server the key of this thread's notifications to it.
         let body = Invocation {
             operation: invocation.tool.clone(),
             arguments: invocation.args.as_object().cloned().unwrap_or_default(),
             id: invocation.call_id.to_string(),
             call_id: Nullable::Absent,
-            callback_url: self.signer.url_for(
-                thread,
-                invocation.call_id.as_str(),
-                jiff::Timestamp::now().as_second(),
+            callback_url: format!(
+                "{}&{NOTIFICATION_KEY_PARAM}={}",
+                self.signer.url_for(
+                    thread,
+                    invocation.call_id.as_str(),
+                    jiff::Timestamp::now().as_second(),
+                ),
+                self.signer.notification_key(thread, &target.base_url),
             ),
             group_id: thread.to_owned(),
             thread_ancestors: if ancestors.is_empty() {
@@ -364,20 +395,21 @@ impl ToolDispatcher for RapClient {
     async fn notify(&self, notification: &Notification) {
         match notification {
             Notification::CloseThread { thread_id } => {
-                self.broadcast(
-                    wire::CLOSE_THREAD_PATH,
-                    serde_json::json!({"thread_id": thread_id}),
-                )
-                .await
+                let notice = wire::CloseThread {
+                    thread_id: thread_id.to_string(),
+                };
+                self.broadcast(wire::CLOSE_THREAD_PATH, thread_id.as_str(), &notice)
+                    .await
             }
             Notification::CancelToolCall {
                 thread_id, call_id, ..
             } => {
-                self.broadcast(
-                    wire::CANCEL_TOOL_CALL_PATH,
-                    serde_json::json!({"thread_id": thread_id, "tool_call_id": call_id}),
-                )
-                .await
+                let notice = wire::CancelToolCall {
+                    thread_id: thread_id.to_string(),
+                    tool_call_id: call_id.to_string(),
+                };
+                self.broadcast(wire::CANCEL_TOOL_CALL_PATH, thread_id.as_str(), &notice)
+                    .await
             }
         }
     }

@@ -10,18 +10,28 @@
 //!   handing it a [`Call`]. An unknown operation or unreadable arguments still get 200, then an
 //!   error `tool_result`; a body that is no invocation at all (no `id`, `group_id` or usable
 //!   `callback_url` to answer to) gets 400 with a plain-text reason;
-//! - delivers the [`Call`]'s callbacks to the `callback_url`, retrying connection errors, 5xx
-//!   and 429 with exponential backoff ([`RetryPolicy`]), never other 4xx;
+//! - delivers the [`Call`]'s callbacks to the `callback_url`, retrying connection errors and
+//!   5xx with exponential backoff ([`RetryPolicy`]), never a 4xx (429 included);
 //! - makes sure every call ends with a callback: a handler that returns (or panics) without
 //!   sending a `tool_result` gets an error one sent in its name;
-//! - handles `POST /cancel_tool_call` and `POST /close_thread` (always 200): the matching calls
-//!   see [`Call::cancelled`] resolve and can send nothing more;
+//! - handles `POST /cancel_tool_call` and `POST /close_thread` (200): the matching calls see
+//!   [`Call::cancelled`] resolve and can send nothing more;
+//! - checks those notifications are the runtime's: when an invocation's `callback_url` carries
+//!   a notification key (`nk`, as Infinity's runtime sends; one that is not 64 hex digits gets
+//!   the invocation a 400), the kit keeps it for the thread while the thread has calls here, and
+//!   a notification about that thread must carry a valid `X-Infinity-Signature` whose time is
+//!   within 300 s of the kit's clock, or it gets 401 with the reason and changes nothing (see
+//!   [`crate::signing`]). Notifications about other threads are taken as they come;
+//! - serves the `response_url` of the questions a handler asks with [`Call::user_choice`]
+//!   (`POST /user_choice/{token}`, a random token per question);
 //! - answers `POST /tool_call_status` with `{"alive": true}` while a call's handler runs and
 //!   still owes a result or subscription events, `false` otherwise (also for unknown calls).
 //!
 //! Calls live in memory: a restarted server forgets them, and the runtime learns it from
-//! `/tool_call_status`. Requests are not authenticated by the kit; add a layer (or a proxy) in
-//! front of the router when the network is not trusted.
+//! `/tool_call_status`. The kit does not authenticate invocations (nor status checks): add a
+//! layer (or a proxy) in front of the router when the network is not trusted, the same that
+//! the runtime's `tool_servers` auth settings satisfy (a bearer token, SigV4). Signed
+//! notifications are only as trustworthy as the invocations that brought their keys.
 //!
 //! ```no_run
 //! use infinity_rap::kit::{tool_definition, Call, CallbackError, ToolServer};
@@ -52,6 +62,7 @@
 //! [`testing`] has a callback sink and an in-process server, to test tools over real HTTP.
 
 mod call;
+mod choice;
 mod delivery;
 mod routes;
 pub mod testing;
@@ -67,6 +78,7 @@ pub use crate::retry::RetryPolicy;
 pub use call::{Call, CallbackError};
 
 use crate::wire::{Manifest, ToolDefinition, WireError};
+use choice::Questions;
 use delivery::{Delivery, ATTEMPT_TIMEOUT};
 use routes::{BoxedHandler, Server};
 
@@ -195,7 +207,7 @@ impl ToolServer {
     }
 
     /// The router serving the protocol for a server reachable at `public_url` (its base URL,
-    /// where runtimes find `/.well-known/rap-toolset`).
+    /// where runtimes find `/.well-known/rap-toolset`, and answer questions).
     ///
     /// Serve it with `axum::serve(listener, router)`; mount it under a prefix with
     /// [`axum::Router::nest`] when `public_url` has a path.
@@ -213,7 +225,12 @@ impl ToolServer {
             .into_iter()
             .map(|(tool, handler)| (tool.name, handler))
             .collect();
-        let server = Server::new(manifest, handlers, Delivery::new(client, self.retry));
+        let server = Server::new(
+            manifest,
+            handlers,
+            Delivery::new(client, self.retry),
+            Questions::new(public_url),
+        );
         Ok(server.into_router())
     }
 }

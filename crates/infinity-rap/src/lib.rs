@@ -11,7 +11,9 @@
 //!
 //! - [`client::RapClient`]: the runtime's side (discovery, invocations with retries,
 //!   notifications); it implements the core's `ToolDiscovery` and `ToolDispatcher`.
-//! - [`signing::CallbackSigner`]: callback URLs signed for one thread and call, with an expiry.
+//! - [`signing::CallbackSigner`]: callback URLs signed for one thread and call, with an expiry,
+//!   and the keys that sign the runtime's notifications to each tool server
+//!   ([`signing::NotificationKey`]).
 //! - [`receiver`]: the axum router (and the plain [`receiver::handle`] function a Lambda uses)
 //!   that checks callbacks and queues them as inputs.
 //! - [`kit`] (feature `kit`, on by default): write RAP tool servers in Rust.

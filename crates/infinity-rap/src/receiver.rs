@@ -17,7 +17,7 @@ use std::sync::Arc;
 
 use axum::body::Bytes;
 use axum::extract::{DefaultBodyLimit, Path, Query, State};
-use axum::http::StatusCode;
+use axum::http::{HeaderMap, StatusCode};
 use axum::routing::post;
 use axum::Router;
 use infinity_agent_core::history::Image;
@@ -59,13 +59,20 @@ impl Reply {
     }
 }
 
-/// Checks one callback and queues its input. `thread` and `call` are the URL's path segments.
+/// The header a tool may send to name one delivery of a callback, so that its retries of that
+/// delivery are recognised (`event_id` in the body does the same).
+pub const IDEMPOTENCY_KEY_HEADER: &str = "idempotency-key";
+
+/// Checks one callback and queues its input. `thread` and `call` are the URL's path segments;
+/// `idempotency_key` is the request's `Idempotency-Key` header, if any.
+#[allow(clippy::too_many_arguments)]
 pub async fn handle(
     signer: &CallbackSigner,
     queue: &dyn InputSender,
     thread: &str,
     call: &str,
     signature: &Signature,
+    idempotency_key: Option<&str>,
     body: &[u8],
     now_unix: i64,
 ) -> Reply {
@@ -89,7 +96,7 @@ pub async fn handle(
         Ok(c) => c,
         Err(e) => {
             tracing::warn!(%thread, %call, error = %e, "malformed callback");
-            return Reply::new(400, e.to_string());
+            return refuse(queue, thread, call, body, &e.to_string()).await;
         }
     };
     if callback.group_id() != thread {
@@ -109,7 +116,8 @@ pub async fn handle(
             );
         }
     }
-    let input = match to_input(callback, thread, call, body) {
+    let delivery = Delivery::of(idempotency_key, body);
+    let input = match to_input(callback, thread, call, &delivery) {
         Ok(input) => input,
         Err(why) => return Reply::new(400, why.to_string()),
     };
@@ -128,17 +136,103 @@ pub async fn handle(
     }
 }
 
+/// A callback the receiver cannot take (400). The tool will not send it again (4xx is final),
+/// so a call that would have waited for it would wait for ever: when the callback was meant to
+/// answer or hold its call (a `tool_result`, `oauth` or `user_choice`, or a body too broken to
+/// tell), the call gets an error result saying what was wrong. The thread drops that result if
+/// the call is no longer pending.
+async fn refuse(
+    queue: &dyn InputSender,
+    thread: &str,
+    call: &str,
+    body: &[u8],
+    why: &str,
+) -> Reply {
+    let kind = serde_json::from_slice::<serde_json::Value>(body)
+        .ok()
+        .and_then(|v| v.get("type").and_then(|t| t.as_str()).map(str::to_owned));
+    if matches!(
+        kind.as_deref(),
+        Some("subscription_event") | Some("view_update")
+    ) {
+        return Reply::new(400, why);
+    }
+    let (Ok(thread_id), Ok(call_id)) = (ThreadId::new(thread), CallId::new(call)) else {
+        return Reply::new(400, why);
+    };
+    let input = Input {
+        id: InputId::derived(call, "refused"),
+        thread_id: thread_id.clone(),
+        body: InputBody::tool_error(
+            call_id,
+            format!(
+                "Error: the tool server sent a callback the runtime cannot accept, so this call \
+                 has no result: {why}"
+            ),
+        ),
+    };
+    match queue
+        .send_to_input_queue(&input, &thread_id, &input.id)
+        .await
+    {
+        Ok(()) => Reply::new(
+            400,
+            format!("{why} (the call was given an error result saying so)"),
+        ),
+        Err(e) => {
+            tracing::error!(%thread, %call, error = %e, "error result for a refused callback could not be queued");
+            Reply::new(503, "the input queue is unavailable; retry later")
+        }
+    }
+}
+
+/// What names one delivery of a callback: the tool's own key (`Idempotency-Key` header, or
+/// `event_id` in the body), or else a fresh one (every delivery is a new event).
+#[derive(Debug, Clone)]
+pub struct Delivery<'a> {
+    key: String,
+    body: &'a [u8],
+}
+
+impl<'a> Delivery<'a> {
+    /// The delivery of `body`, with the request's `Idempotency-Key` header if it had one.
+    pub fn of(idempotency_key: Option<&str>, body: &'a [u8]) -> Self {
+        let from_body = || {
+            serde_json::from_slice::<serde_json::Value>(body)
+                .ok()
+                .and_then(|v| match v.get("event_id") {
+                    Some(serde_json::Value::String(s)) => Some(s.clone()),
+                    Some(n @ serde_json::Value::Number(_)) => Some(n.to_string()),
+                    _ => None,
+                })
+        };
+        let key = match idempotency_key
+            .map(str::to_owned)
+            .filter(|k| !k.is_empty())
+            .or_else(from_body)
+        {
+            // Hashed: a key may hold anything; ids hold letters, digits, `_` and `-`.
+            Some(key) => format!("k{}", hex::encode(&Sha256::digest(key)[..10])),
+            None => InputId::generate().as_str().to_owned(),
+        };
+        Delivery { key, body }
+    }
+}
+
 fn digest(body: &[u8]) -> String {
     hex::encode(&Sha256::digest(body)[..8])
 }
 
-/// The input a valid callback becomes. Ids are derived from the call (and, for messages that
-/// may come many times, from the body), so a delivered duplicate is dropped by the thread.
+/// The input a valid callback becomes. A result, an `oauth` and a `user_choice` take ids derived
+/// from the call (a question, from the call and its body), so a repeated one is dropped by the
+/// thread; subscription events and view
+/// updates take the id of their `delivery`, so two identical events are two events while the
+/// retries of one delivery (same key) count once.
 pub fn to_input(
     callback: Callback,
     thread: &str,
     call: &str,
-    body: &[u8],
+    delivery: &Delivery<'_>,
 ) -> Result<Input, infinity_agent_core::ids::IdError> {
     let thread_id = ThreadId::new(thread)?;
     let call_id = CallId::new(call)?;
@@ -163,6 +257,12 @@ pub fn to_input(
             };
             // RAP has no error flag: by convention an error result's text starts "Error:".
             let is_error = text.trim_start().starts_with("Error:");
+            let display_as = result
+                .display_as
+                .unwrap_or_default()
+                .iter()
+                .filter_map(|segment| serde_json::to_value(segment).ok())
+                .collect();
             (
                 InputId::derived(call, "result"),
                 InputBody::ToolResult {
@@ -171,11 +271,12 @@ pub fn to_input(
                     is_error,
                     subscription: result.subscription.unwrap_or(false),
                     images,
+                    display_as,
                 },
             )
         }
         Callback::SubscriptionEvent(event) => (
-            InputId::derived(call, &format!("event-{}", digest(body))),
+            InputId::derived(call, &format!("event-{}", delivery.key)),
             InputBody::SubscriptionEvent {
                 call_id,
                 associative: event.is_associative(),
@@ -191,7 +292,7 @@ pub fn to_input(
             },
         ),
         Callback::UserChoice(request) => (
-            InputId::derived(call, &format!("choice-{}", digest(body))),
+            InputId::derived(call, &format!("choice-{}", digest(delivery.body))),
             InputBody::UserChoiceRequest {
                 call_id,
                 prompt: request.prompt,
@@ -201,7 +302,7 @@ pub fn to_input(
             },
         ),
         Callback::ViewUpdate(update) => (
-            InputId::derived(thread, &format!("view-{}", digest(body))),
+            InputId::derived(thread, &format!("view-{}", delivery.key)),
             InputBody::ViewUpdate {
                 view_type: update.view_type,
                 content: update.content,
@@ -232,14 +333,19 @@ async fn receive(
     State(shared): State<Arc<Shared>>,
     Path((thread, call)): Path<(String, String)>,
     Query(signature): Query<Signature>,
+    headers: HeaderMap,
     body: Bytes,
 ) -> (StatusCode, String) {
+    let key = headers
+        .get(IDEMPOTENCY_KEY_HEADER)
+        .and_then(|v| v.to_str().ok());
     let reply = handle(
         &shared.signer,
         shared.queue.as_ref(),
         &thread,
         &call,
         &signature,
+        key,
         &body,
         jiff::Timestamp::now().as_second(),
     )

@@ -1,6 +1,6 @@
 //! Retrying HTTP requests, for both sides of RAP: the runtime's invocations and the kit's
 //! callback deliveries follow one rule for which answers are worth another attempt (connection
-//! errors, timeouts, 5xx, 429; never another 4xx) and one backoff schedule.
+//! errors, timeouts, 5xx; never a 4xx, 429 included) and one backoff schedule.
 
 use std::future::Future;
 use std::time::Duration;
@@ -31,9 +31,12 @@ impl Default for RetryPolicy {
     }
 }
 
-/// True for the answers after which the same request may well succeed later.
+/// True for the answers after which the same request may well succeed later: 5xx.
+///
+/// A 4xx is final, 429 too: the spec forbids a runtime to retry a 4xx, and the kit follows the
+/// same rule for its callbacks, so both sides agree on what a refusal means.
 pub fn is_retryable(status: StatusCode) -> bool {
-    status.is_server_error() || status == StatusCode::TOO_MANY_REQUESTS
+    status.is_server_error()
 }
 
 /// What one attempt came to.
@@ -83,14 +86,14 @@ mod tests {
     use super::*;
 
     #[test]
-    fn only_server_errors_and_throttling_are_retried() {
-        for retried in [500, 502, 503, 504, 429] {
+    fn only_server_errors_are_retried() {
+        for retried in [500, 502, 503, 504] {
             assert!(
                 is_retryable(StatusCode::from_u16(retried).unwrap()),
                 "{retried}"
             );
         }
-        for final_answer in [400, 401, 403, 404, 409, 410, 422, 301] {
+        for final_answer in [400, 401, 403, 404, 409, 410, 422, 429, 301] {
             assert!(
                 !is_retryable(StatusCode::from_u16(final_answer).unwrap()),
                 "{final_answer}"

@@ -866,7 +866,6 @@ mod rejections {
                     "id",
                     "prompt",
                     "choices",
-                    "default",
                     "response_url",
                 ],
             ),
@@ -877,6 +876,16 @@ mod rejections {
                 let error = parse_callback(&without(example, field)).unwrap_err();
                 assert_names_missing(&error, field);
             }
+        }
+    }
+
+    #[test]
+    fn a_user_choice_without_default_defaults_to_the_first_choice() {
+        // As the reference runtime reads it; refusing it would leave the call waiting, since a
+        // tool does not resend a callback answered with 4xx.
+        match parse_callback(&without(USER_CHOICE, "default")).unwrap() {
+            Callback::UserChoice(choice) => assert_eq!(choice.default_choice, 0),
+            other => panic!("{other:?}"),
         }
     }
 

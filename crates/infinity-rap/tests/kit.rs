@@ -9,7 +9,10 @@ use std::time::Duration;
 use axum::http::StatusCode;
 use infinity_rap::kit::testing::{invocation, CallbackSink, LocalServer};
 use infinity_rap::kit::{tool_definition, Call, CallbackError, ToolServer};
-use infinity_rap::wire::{parse_manifest, Callback, ContentItem, SubscriptionEvent, ToolResult};
+use infinity_rap::wire::{
+    parse_manifest, Callback, ContentItem, DiffContent, DisplaySegment, ImageData,
+    SubscriptionEvent, ToolResult, UserChoiceRequest,
+};
 use serde_json::{json, Value};
 use tokio::sync::{mpsc, Notify};
 
@@ -235,12 +238,12 @@ async fn a_body_that_cannot_be_answered_is_refused() {
 }
 
 #[tokio::test]
-async fn a_callback_answered_with_500_or_429_is_retried() {
+async fn a_callback_answered_with_5xx_is_retried() {
     let (delivered, mut deliveries) = mpsc::unbounded_channel();
     let server = LocalServer::start(echo_server(delivered)).await.unwrap();
     let sink = CallbackSink::start().await.unwrap();
     sink.answer_next(StatusCode::INTERNAL_SERVER_ERROR);
-    sink.answer_next(StatusCode::TOO_MANY_REQUESTS);
+    sink.answer_next(StatusCode::SERVICE_UNAVAILABLE);
 
     let body = invocation(
         "echo",
@@ -261,30 +264,34 @@ async fn a_callback_answered_with_500_or_429_is_retried() {
 }
 
 #[tokio::test]
-async fn a_callback_answered_with_400_is_not_retried() {
-    let (delivered, mut deliveries) = mpsc::unbounded_channel();
-    let server = LocalServer::start(echo_server(delivered)).await.unwrap();
-    let sink = CallbackSink::start().await.unwrap();
-    sink.answer_next(StatusCode::BAD_REQUEST);
+async fn a_callback_answered_with_400_or_429_is_not_retried() {
+    // 429 too: the spec forbids retrying any 4xx.
+    for refusal in [StatusCode::BAD_REQUEST, StatusCode::TOO_MANY_REQUESTS] {
+        let (delivered, mut deliveries) = mpsc::unbounded_channel();
+        let server = LocalServer::start(echo_server(delivered)).await.unwrap();
+        let sink = CallbackSink::start().await.unwrap();
+        sink.answer_next(refusal);
 
-    let body = invocation(
-        "echo",
-        json!({"text": "hi"}),
-        "thread_1",
-        "call_1",
-        sink.url(),
-    );
-    assert_eq!(server.invoke(&body).await.unwrap(), StatusCode::OK);
+        let body = invocation(
+            "echo",
+            json!({"text": "hi"}),
+            "thread_1",
+            "call_1",
+            sink.url(),
+        );
+        assert_eq!(server.invoke(&body).await.unwrap(), StatusCode::OK);
 
-    let outcome = next(&mut deliveries).await;
-    assert!(
-        matches!(outcome, Err(CallbackError::Rejected { status: 400, .. })),
-        "{outcome:?}"
-    );
-    // Longer than the first backoff delay (200 ms): a retry would have come by now.
-    tokio::time::sleep(QUIET * 2).await;
-    assert_eq!(sink.requests(), 1);
-    assert!(sink.accepted().is_empty());
+        let outcome = next(&mut deliveries).await;
+        let refused_with = |status| status == refusal.as_u16();
+        assert!(
+            matches!(outcome, Err(CallbackError::Rejected { status, .. }) if refused_with(status)),
+            "{refusal}: {outcome:?}"
+        );
+        // Longer than the first backoff delay (200 ms): a retry would have come by now.
+        tokio::time::sleep(QUIET * 2).await;
+        assert_eq!(sink.requests(), 1, "{refusal}");
+        assert!(sink.accepted().is_empty(), "{refusal}");
+    }
 }
 
 #[tokio::test]
@@ -503,4 +510,175 @@ async fn notifications_are_always_acknowledged() {
     let url = format!("{}/tool_call_status", server.base_url());
     let response = client.post(url).body("{}").send().await.unwrap();
     assert_eq!(response.status(), StatusCode::BAD_REQUEST);
+}
+
+#[tokio::test]
+async fn a_result_carries_its_display_segments() {
+    let display = vec![
+        DisplaySegment::Diff(DiffContent {
+            path: "src/main.rs".to_owned(),
+            patch: "--- src/main.rs\n+++ src/main.rs\n@@ -1 +1,2 @@\n fn main() {\n+    run();\n"
+                .to_owned(),
+        }),
+        DisplaySegment::Image(ImageData {
+            data: "iVBORw0KGgo=".to_owned(),
+            media_type: "image/png".to_owned(),
+        }),
+        DisplaySegment::Text("edit_file src/main.rs: 1 insertion".to_owned()),
+    ];
+    let sent = display.clone();
+    let server = ToolServer::new("edit-tools", "Edits files").tool(
+        tool_definition("edit", "Edits a file", any_object()),
+        move |call: Call| {
+            let display = sent.clone();
+            async move {
+                call.result_displayed("Replaced text in src/main.rs", display)
+                    .await
+            }
+        },
+    );
+    let server = LocalServer::start(server).await.unwrap();
+    let sink = CallbackSink::start().await.unwrap();
+    let body = invocation("edit", json!({}), "thread_1", "call_1", sink.url());
+
+    assert_eq!(server.invoke(&body).await.unwrap(), StatusCode::OK);
+
+    let callbacks = sink.wait_for(1, PATIENCE).await;
+    let result = tool_result(&callbacks[0]);
+    assert_eq!(result.text.as_deref(), Some("Replaced text in src/main.rs"));
+    assert_eq!(result.display_as.as_ref(), Some(&display));
+    assert_eq!(result.content, None);
+}
+
+/// `deploy` asks where to deploy (first, a question with no choices, which the kit refuses),
+/// reports the outcome of each question, and answers with the pick.
+fn asking_server(outcomes: Reports<Result<usize, CallbackError>>) -> ToolServer {
+    const ZONES: [&str; 3] = ["eu-west-1", "us-east-1", "nowhere"];
+    ToolServer::new("deploy-tools", "Deploys after asking").tool(
+        tool_definition("deploy", "Deploys where the user says", any_object()),
+        move |call: Call| {
+            let outcomes = outcomes.clone();
+            async move {
+                let empty = call.user_choice("Deploy where?", Vec::<String>::new(), 0);
+                outcomes.send(empty.await).unwrap();
+                match call.user_choice("Deploy where?", ZONES, 2).await {
+                    Ok(picked) => {
+                        outcomes.send(Ok(picked)).unwrap();
+                        call.result_text(format!("deployed to {}", ZONES[picked]))
+                            .await
+                    }
+                    Err(error) => {
+                        outcomes.send(Err(error)).unwrap();
+                        Ok(())
+                    }
+                }
+            }
+        },
+    )
+}
+
+/// POSTs `body` to `url`: the answer's status and text.
+async fn post_json(url: &str, body: &Value) -> (StatusCode, String) {
+    let response = reqwest::Client::new()
+        .post(url)
+        .json(body)
+        .send()
+        .await
+        .unwrap();
+    (response.status(), response.text().await.unwrap())
+}
+
+fn user_choice(callback: &Callback) -> &UserChoiceRequest {
+    match callback {
+        Callback::UserChoice(question) => question,
+        other => panic!("expected a user_choice, got {other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn a_user_choice_is_answered_at_the_kits_response_url() {
+    let (outcome, mut outcomes) = mpsc::unbounded_channel();
+    let server = LocalServer::start(asking_server(outcome)).await.unwrap();
+    let sink = CallbackSink::start().await.unwrap();
+    let mut body = invocation("deploy", json!({}), "thread_1", "call_1", sink.url());
+    body["call_id"] = json!("model_call_7");
+
+    assert_eq!(server.invoke(&body).await.unwrap(), StatusCode::OK);
+
+    let refused = next(&mut outcomes).await;
+    assert!(
+        matches!(refused, Err(CallbackError::Invalid(_))),
+        "{refused:?}"
+    );
+    let callbacks = sink.wait_for(1, PATIENCE).await;
+    assert_eq!(callbacks.len(), 1, "only the valid question: {callbacks:?}");
+    let question = user_choice(&callbacks[0]);
+    assert_eq!(
+        (question.group_id.as_str(), question.id.as_str()),
+        ("thread_1", "call_1")
+    );
+    assert_eq!(question.call_id.as_deref(), Some("model_call_7"));
+    assert_eq!(question.prompt, "Deploy where?");
+    assert_eq!(question.choices, ["eu-west-1", "us-east-1", "nowhere"]);
+    assert_eq!(question.default_choice, 2);
+    let prefix = format!("{}/user_choice/", server.base_url());
+    assert!(
+        question.response_url.starts_with(&prefix),
+        "{}",
+        question.response_url
+    );
+    assert!(server.tool_call_status("thread_1", "call_1").await.unwrap());
+
+    // Wrong answers are refused with a reason, and leave the question open.
+    let url = question.response_url.as_str();
+    let (status, why) = post_json(url, &json!({"id": "call_9", "selected": 0})).await;
+    assert_eq!(status, StatusCode::BAD_REQUEST);
+    assert!(why.contains("call_9"), "{why}");
+    let (status, why) = post_json(url, &json!({"id": "call_1", "selected": 3})).await;
+    assert_eq!(status, StatusCode::BAD_REQUEST);
+    assert!(why.contains("0 to 2"), "{why}");
+    let (status, why) = post_json(url, &json!({"id": "call_1"})).await;
+    assert_eq!(status, StatusCode::BAD_REQUEST);
+    assert!(why.contains("selected"), "{why}");
+    let guessed = format!("{prefix}00000000000000000000000000000000");
+    let (status, _) = post_json(&guessed, &json!({"id": "call_1", "selected": 0})).await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+
+    let (status, _) = post_json(url, &json!({"id": "call_1", "selected": 1})).await;
+    assert_eq!(status, StatusCode::OK);
+
+    assert_eq!(next(&mut outcomes).await.unwrap(), 1);
+    let callbacks = sink.wait_for(2, PATIENCE).await;
+    assert_eq!(
+        tool_result(&callbacks[1]).text.as_deref(),
+        Some("deployed to us-east-1")
+    );
+    // An answer counts once.
+    let (status, _) = post_json(url, &json!({"id": "call_1", "selected": 0})).await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+}
+
+#[tokio::test]
+async fn a_cancelled_call_stops_waiting_for_its_answer() {
+    let (outcome, mut outcomes) = mpsc::unbounded_channel();
+    let server = LocalServer::start(asking_server(outcome)).await.unwrap();
+    let sink = CallbackSink::start().await.unwrap();
+    let body = invocation("deploy", json!({}), "thread_1", "call_1", sink.url());
+    assert_eq!(server.invoke(&body).await.unwrap(), StatusCode::OK);
+    next(&mut outcomes).await.unwrap_err();
+    let callbacks = sink.wait_for(1, PATIENCE).await;
+    let url = user_choice(&callbacks[0]).response_url.clone();
+
+    let status = server.cancel_tool_call("thread_1", "call_1").await.unwrap();
+    assert_eq!(status, StatusCode::OK);
+
+    let outcome = next(&mut outcomes).await;
+    assert!(
+        matches!(outcome, Err(CallbackError::Cancelled)),
+        "{outcome:?}"
+    );
+    let (status, _) = post_json(&url, &json!({"id": "call_1", "selected": 0})).await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+    tokio::time::sleep(QUIET).await;
+    assert_eq!(sink.requests(), 1, "nothing after the cancellation");
 }

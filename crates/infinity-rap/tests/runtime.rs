@@ -1,6 +1,7 @@
 //! The runtime's side of RAP over real HTTP, on the embedded runtime: discovery, invocation
-//! with retries (500 then 200; 400 not retried), the signed callback receiver (forged, altered,
-//! expired and replayed callbacks), and the oauth, user_choice and view_update callbacks.
+//! with retries (500 then 200; 400 and 429 not retried), the signed callback receiver (forged,
+//! altered, expired and replayed callbacks), and the oauth, user_choice and view_update
+//! callbacks.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // test code: a failed step should stop the test
 
@@ -38,6 +39,11 @@ struct Fake {
     base: Mutex<String>,
     /// The `Authorization` header of every request, manifest and invocations alike.
     authorization: Mutex<Vec<Option<String>>>,
+    /// The bodies of `/cancel_tool_call` notifications.
+    cancels: Mutex<Vec<Value>>,
+    /// Set once an invocation with `q: fast` arrived; one with `q: slow` is not acknowledged
+    /// before that (so invocations sent one at a time would never get past it).
+    fast_arrived: tokio::sync::Notify,
 }
 
 fn note_auth(fake: &Fake, headers: &axum::http::HeaderMap) {
@@ -70,6 +76,17 @@ async fn invoke(
 ) -> StatusCode {
     note_auth(&fake, &headers);
     fake.attempts.fetch_add(1, Ordering::SeqCst);
+    match body["arguments"]["q"].as_str() {
+        Some("fast") => fake.fast_arrived.notify_one(),
+        Some("slow") => {
+            let waited =
+                tokio::time::timeout(Duration::from_secs(10), fake.fast_arrived.notified()).await;
+            if waited.is_err() {
+                return StatusCode::SERVICE_UNAVAILABLE;
+            }
+        }
+        _ => {}
+    }
     let status = {
         let mut answers = fake.answers.lock().unwrap();
         if answers.len() > 1 {
@@ -94,7 +111,15 @@ async fn start_fake(answers: &[u16]) -> Arc<Fake> {
     let app = Router::new()
         .route("/.well-known/rap-toolset", get(manifest))
         .route("/invoke", post(invoke))
-        .route("/cancel_tool_call", post(|| async { StatusCode::OK }))
+        .route(
+            "/cancel_tool_call",
+            post(
+                |State(fake): State<Arc<Fake>>, Json(body): Json<Value>| async move {
+                    fake.cancels.lock().unwrap().push(body);
+                    StatusCode::OK
+                },
+            ),
+        )
         .route("/close_thread", post(|| async { StatusCode::OK }))
         .with_state(Arc::clone(&fake));
     tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
@@ -114,6 +139,9 @@ rules:
   - when: "^look it up$"
     reply:
       tool_calls: [{name: lookup, args: {q: "answer"}}]
+  - when: "^two at once$"
+    reply:
+      tool_calls: [{name: lookup, args: {q: "slow"}}, {name: lookup, args: {q: "fast"}}]
   - reply: {text: "noted"}
 "#;
 
@@ -123,13 +151,22 @@ async fn start(fake: &Fake) -> Runtime {
 
 /// `auth` is YAML for the server's `auth` settings (empty for none).
 async fn start_with(fake: &Fake, auth: &str) -> Runtime {
+    if auth.is_empty() {
+        start_with_config(fake, "").await
+    } else {
+        start_with_config(fake, &format!("auth: {auth}")).await
+    }
+}
+
+/// `config` is YAML for the server entry's settings besides its `url` (empty for none).
+async fn start_with_config(fake: &Fake, config: &str) -> Runtime {
     let model = ScriptedModel::parse(SCRIPT, Path::new("test.script.yaml")).unwrap();
     let mut agent = AgentSpec::new("looker", "You look things up.", Arc::new(model));
     let base = fake.base.lock().unwrap().clone();
-    let server: ToolServerConfig = if auth.is_empty() {
+    let server: ToolServerConfig = if config.is_empty() {
         serde_yaml_ng::from_str(&base).unwrap()
     } else {
-        serde_yaml_ng::from_str(&format!("{{url: '{base}', auth: {auth}}}")).unwrap()
+        serde_yaml_ng::from_str(&format!("{{url: '{base}', {config}}}")).unwrap()
     };
     agent.tool_servers = vec![server.clone()];
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
@@ -243,12 +280,6 @@ async fn a_server_error_is_retried_and_the_signed_callback_delivers_the_result()
         json!({"type": "tool_result", "group_id": "main", "id": "call-other", "text": "x"});
     let (status, why) = rt.post(&url, &wrong_call).await;
     assert_eq!((status, why.contains("call-other")), (403, true), "{why}");
-    // Malformed: the reason names the missing field.
-    let (status, why) = rt
-        .post(&url, &json!({"type": "tool_result", "group_id": "main"}))
-        .await;
-    assert_eq!(status, 400);
-    assert!(why.contains("id"), "{why}");
     rt.settle().await;
     assert!(
         rt.results().is_empty(),
@@ -275,19 +306,22 @@ async fn a_server_error_is_retried_and_the_signed_callback_delivers_the_result()
 
 #[tokio::test]
 async fn a_refused_invocation_is_not_retried_and_becomes_an_error_result() {
-    let fake = start_fake(&[400]).await;
-    let mut rt = start(&fake).await;
-    rt.system
-        .send_user_message(&thread(), "look it up")
-        .unwrap();
-    rt.settle().await;
-    assert_eq!(fake.attempts.load(Ordering::SeqCst), 1);
-    let results = rt.results();
-    assert_eq!(results.len(), 1, "{results:?}");
-    assert!(
-        results[0].1 && results[0].0.contains("HTTP 400"),
-        "{results:?}"
-    );
+    // 429 too: the spec forbids retrying any 4xx.
+    for refusal in [400, 429] {
+        let fake = start_fake(&[refusal]).await;
+        let mut rt = start(&fake).await;
+        rt.system
+            .send_user_message(&thread(), "look it up")
+            .unwrap();
+        rt.settle().await;
+        assert_eq!(fake.attempts.load(Ordering::SeqCst), 1, "{refusal}");
+        let results = rt.results();
+        assert_eq!(results.len(), 1, "{results:?}");
+        assert!(
+            results[0].1 && results[0].0.contains(&format!("HTTP {refusal}")),
+            "{results:?}"
+        );
+    }
 }
 
 #[tokio::test]
@@ -308,15 +342,10 @@ async fn oauth_user_choice_and_view_update_reach_the_thread() {
     rt.settle().await;
     assert!(rt.log.iter().any(|e| matches!(&e.kind,
         OutputKind::AuthorizationRequested { auth_url, .. } if auth_url.contains("auth.example.com"))));
-    // The model was told, and went on.
-    assert!(rt
-        .results()
-        .iter()
-        .any(|(t, _)| t.starts_with("Authorization in progress")));
-    assert!(rt
-        .log
-        .iter()
-        .any(|e| matches!(&e.kind, OutputKind::AssistantText { text } if text == "noted")));
+    // The detour is the tool's business: the call stays pending and the model is not asked.
+    assert!(rt.results().is_empty(), "{:?}", rt.results());
+    let record = rt.system.record(&thread()).await.unwrap().unwrap();
+    assert!(record.pending_calls[0].authorizing);
 
     let choice = json!({"type": "user_choice", "group_id": "main", "id": id,
                         "prompt": "Which one?", "choices": ["left", "right"], "default": 1,
@@ -331,14 +360,246 @@ async fn oauth_user_choice_and_view_update_reach_the_thread() {
     assert_eq!(record.open_choices[0].choices, ["left", "right"]);
     assert_eq!(record.views["diff"]["patch"], "+1");
 
-    // The real result comes after authorization: injected as an event, the choice closed.
-    let result = json!({"type": "tool_result", "group_id": "main", "id": id, "text": "found it"});
+    // The tool's result is the call's own result; the choice is closed.
+    let result = json!({"type": "tool_result", "group_id": "main", "id": id, "text": "found it",
+                        "display_as": [{"type": "diff", "content": {"path": "a.rs", "patch": "+x"}},
+                                       {"type": "text", "content": "found"}]});
     assert_eq!(rt.post(&url, &result).await.0, 200);
     rt.settle().await;
     let record = rt.system.record(&thread()).await.unwrap().unwrap();
     assert!(record.open_choices.is_empty());
     assert!(record.pending_calls.is_empty());
-    assert!(rt.results().iter().any(|(t, _)| t.contains("found it")));
+    assert_eq!(rt.results(), [("found it".to_owned(), false)]);
+    // People see what `display_as` asks for; the model got the text.
+    let shown = rt.log.iter().find_map(|e| match &e.kind {
+        OutputKind::ToolResult { display_as, .. } => Some(display_as.clone()),
+        _ => None,
+    });
+    assert_eq!(
+        shown.unwrap(),
+        [
+            json!({"type": "diff", "content": {"path": "a.rs", "patch": "+x"}}),
+            json!({"type": "text", "content": "found"})
+        ]
+    );
+    let history = rt.system.view(&thread()).await.unwrap();
+    assert!(history.iter().any(|e| matches!(&e.item,
+        infinity_agent_core::history::Item::ToolResult { text, display_as, .. } if text == "found it" && display_as.len() == 2)));
+}
+
+#[tokio::test]
+async fn a_callback_the_runtime_refuses_gives_its_call_an_error_result() {
+    let cases = [
+        // Neither text nor content.
+        (
+            json!({"type": "tool_result", "group_id": "main", "id": "ID"}),
+            "neither",
+        ),
+        // An authorization link that is not https.
+        (
+            json!({"type": "oauth", "group_id": "main", "id": "ID",
+                   "auth_url": "http://auth.example.com/authorize"}),
+            "https",
+        ),
+        // Not a callback at all.
+        (
+            json!({"type": "tool_progress", "group_id": "main"}),
+            "tool_progress",
+        ),
+    ];
+    for (body, says) in cases {
+        let fake = start_fake(&[200]).await;
+        let mut rt = start(&fake).await;
+        rt.system
+            .send_user_message(&thread(), "look it up")
+            .unwrap();
+        rt.settle().await;
+        let invocation = fake.invocations.lock().unwrap()[0].clone();
+        let url = invocation["callback_url"].as_str().unwrap().to_owned();
+        let id = invocation["id"].as_str().unwrap().to_owned();
+        let body: Value =
+            serde_json::from_str(&body.to_string().replace("\"ID\"", &format!("\"{id}\"")))
+                .unwrap();
+        let (status, why) = rt.post(&url, &body).await;
+        assert_eq!(status, 400, "{why}");
+        assert!(why.contains(says) && why.contains("error result"), "{why}");
+        rt.settle().await;
+        // The call does not wait for ever: it has an error result naming the problem, and the
+        // model went on.
+        let results = rt.results();
+        assert_eq!(results.len(), 1, "{results:?}");
+        assert!(results[0].1 && results[0].0.contains(says), "{results:?}");
+        assert!(rt
+            .system
+            .record(&thread())
+            .await
+            .unwrap()
+            .unwrap()
+            .pending_calls
+            .is_empty());
+        assert!(rt
+            .log
+            .iter()
+            .any(|e| matches!(&e.kind, OutputKind::AssistantText { text } if text == "noted")));
+    }
+}
+
+#[tokio::test]
+async fn identical_events_are_distinct_and_a_keyed_retry_counts_once() {
+    let fake = start_fake(&[200]).await;
+    let mut rt = start(&fake).await;
+    rt.system
+        .send_user_message(&thread(), "look it up")
+        .unwrap();
+    rt.settle().await;
+    let invocation = fake.invocations.lock().unwrap()[0].clone();
+    let url = invocation["callback_url"].as_str().unwrap().to_owned();
+    let id = invocation["id"].as_str().unwrap().to_owned();
+    let subscribed = json!({"type": "tool_result", "group_id": "main", "id": id,
+                            "text": "watching", "subscription": true});
+    assert_eq!(rt.post(&url, &subscribed).await.0, 200);
+    rt.settle().await;
+    let event = |text: &str| {
+        json!({"type": "subscription_event", "group_id": "main", "tool_call_id": id,
+               "text": text, "associative": true})
+    };
+    // The same body twice: a price that is unchanged twice is two events.
+    for _ in 0..2 {
+        assert_eq!(rt.post(&url, &event("price unchanged")).await.0, 200);
+        rt.settle().await;
+    }
+    // A retry of one delivery, named by the header or by `event_id`: one event.
+    for _ in 0..2 {
+        let r = rt
+            .http
+            .post(&url)
+            .header("Idempotency-Key", "delivery-7")
+            .json(&event("price up"))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status().as_u16(), 200);
+        rt.settle().await;
+    }
+    let mut with_id = event("price down");
+    with_id["event_id"] = json!("evt-9");
+    for _ in 0..2 {
+        assert_eq!(rt.post(&url, &with_id).await.0, 200);
+        rt.settle().await;
+    }
+    let count = |text: &str| rt.results().iter().filter(|(t, _)| t == text).count();
+    assert_eq!(count("price unchanged"), 2);
+    assert_eq!(count("price up"), 1);
+    assert_eq!(count("price down"), 1);
+
+    // A view that returns to an earlier state is shown again.
+    for patch in ["+1", "+2", "+1"] {
+        let view = json!({"type": "view_update", "group_id": "main", "view_type": "diff",
+                          "content": {"patch": patch}});
+        assert_eq!(rt.post(&url, &view).await.0, 200);
+        rt.settle().await;
+    }
+    let shown: Vec<Value> = rt
+        .log
+        .iter()
+        .filter_map(|e| match &e.kind {
+            OutputKind::ViewUpdated { content, .. } => Some(content["patch"].clone()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(shown, ["+1", "+2", "+1"]);
+}
+
+#[tokio::test]
+async fn a_turns_invocations_go_out_together() {
+    // `slow` is acknowledged only once `fast` has arrived: sent one after the other, `slow`
+    // would hold `fast` back and fail after its retries.
+    let fake = start_fake(&[200]).await;
+    let mut rt = start(&fake).await;
+    rt.system
+        .send_user_message(&thread(), "two at once")
+        .unwrap();
+    rt.settle().await;
+    let invoked: Vec<Value> = fake
+        .invocations
+        .lock()
+        .unwrap()
+        .iter()
+        .map(|i| i["arguments"]["q"].clone())
+        .collect();
+    assert_eq!(invoked.len(), 2, "{invoked:?}");
+    assert!(
+        rt.results().is_empty(),
+        "no call failed: {:?}",
+        rt.results()
+    );
+}
+
+#[tokio::test]
+async fn an_interrupt_cancels_the_call_and_drops_its_late_result() {
+    let fake = start_fake(&[200]).await;
+    let mut rt = start(&fake).await;
+    rt.system
+        .send_user_message(&thread(), "look it up")
+        .unwrap();
+    rt.settle().await;
+    let invocation = fake.invocations.lock().unwrap()[0].clone();
+    let url = invocation["callback_url"].as_str().unwrap().to_owned();
+    let id = invocation["id"].as_str().unwrap().to_owned();
+    rt.system.interrupt(&thread()).await.unwrap();
+    rt.settle().await;
+    assert_eq!(
+        fake.cancels.lock().unwrap().clone(),
+        [json!({"thread_id": "main", "tool_call_id": id})]
+    );
+    let results = rt.results();
+    assert!(
+        results.len() == 1 && results[0].1 && results[0].0.starts_with("Interrupted by the user"),
+        "{results:?}"
+    );
+    // The tool answers anyway: accepted by the receiver, dropped by the thread.
+    let late = json!({"type": "tool_result", "group_id": "main", "id": id, "text": "too late"});
+    assert_eq!(rt.post(&url, &late).await.0, 200);
+    rt.settle().await;
+    assert_eq!(rt.results().len(), 1, "{:?}", rt.results());
+    assert!(!rt
+        .log
+        .iter()
+        .any(|e| matches!(&e.kind, OutputKind::AssistantText { .. })));
+    // An unknown thread cannot be interrupted.
+    let error = rt
+        .system
+        .interrupt(&ThreadId::new("nobody").unwrap())
+        .await
+        .unwrap_err();
+    assert_eq!(error.to_string(), "no thread nobody");
+}
+
+#[tokio::test]
+async fn a_call_past_its_servers_deadline_gets_an_error_result_and_a_cancel() {
+    let fake = start_fake(&[200]).await;
+    let mut rt = start_with_config(&fake, "deadline: 1s").await;
+    rt.system
+        .send_user_message(&thread(), "look it up")
+        .unwrap();
+    let started = std::time::Instant::now();
+    // (Settling waits for the deadline's timer too.)
+    rt.settle().await;
+    assert!(started.elapsed() >= Duration::from_millis(900));
+    let results = rt.results();
+    assert!(
+        results.len() == 1
+            && results[0].1
+            && results[0]
+                .0
+                .contains("no result from the tool server within 1s"),
+        "{results:?}"
+    );
+    assert_eq!(fake.cancels.lock().unwrap().len(), 1);
+    assert!(rt
+        .log
+        .iter()
+        .any(|e| matches!(&e.kind, OutputKind::AssistantText { text } if text == "noted")));
 }
 
 #[tokio::test]

@@ -46,7 +46,7 @@ impl Draft<'_> {
             ));
             return None;
         }
-        self.move_on_passive();
+        self.move_on();
         if !self.compacted && self.over_compaction_threshold() {
             self.compacted = true;
             if let Some(prompt) = self.summary_prompt() {
@@ -99,6 +99,10 @@ impl Draft<'_> {
                 } => return true,
                 Item::Assistant { .. } => return saw_result && !live_pending,
                 Item::ToolResult { .. } => saw_result = true,
+                Item::Notice {
+                    text,
+                    is_error: false,
+                } if text == crate::history::INTERRUPTED_NOTICE => return false,
                 Item::Notice { .. } | Item::Summary { .. } => {}
             }
         }
@@ -195,6 +199,7 @@ impl Draft<'_> {
                                     text,
                                     is_error,
                                     images,
+                                    display_as,
                                     ..
                                 },
                             ..
@@ -205,6 +210,7 @@ impl Draft<'_> {
                     text,
                     is_error,
                     images,
+                    display_as,
                 }),
                 _ => self.append(Item::tool_error(
                     pending.call_id,
@@ -280,6 +286,7 @@ impl Draft<'_> {
             issued_at: self.now,
             moved_on: false,
             due,
+            authorizing: false,
         });
     }
 

@@ -2,15 +2,17 @@
 
 use serde_json::json;
 
-use crate::effect::{Effect, OutputKind};
-use crate::history::{show_time, HistoryView, Image, Item, MessageSource, ToolCall, INJECTED_TOOL};
+use crate::effect::{Effect, Notification, OutputKind};
+use crate::history::{
+    show_time, HistoryView, Item, MessageSource, ToolCall, INJECTED_TOOL, INTERRUPTED_NOTICE,
+};
 use crate::ids::{CallId, InputId, ThreadId};
 use crate::input::{Input, InputBody};
 use crate::state::{memory_write, Delegation, MemoryError, OpenChoice, PendingKind, Subscription};
 use crate::tools::builtin::threads::{close_now, spawn_child, ChildOrigin};
 use crate::tools::internal::delegation::{self, NotRunning};
 
-use super::timeline::Draft;
+use super::timeline::{CallResult, Draft};
 
 /// Why an input was dropped. Dropping is not an error: the input is marked processed and
 /// changes nothing.
@@ -77,7 +79,17 @@ impl Draft<'_> {
                 is_error,
                 subscription,
                 images,
-            } => self.tool_result(call_id, text, is_error, subscription, images),
+                display_as,
+            } => self.tool_result(
+                call_id,
+                subscription,
+                CallResult {
+                    text,
+                    is_error,
+                    images,
+                    display_as,
+                },
+            ),
             InputBody::TimerWakeUp { call_id } => self.timer_wake_up(call_id),
             InputBody::SubscriptionEvent {
                 call_id,
@@ -122,6 +134,8 @@ impl Draft<'_> {
             InputBody::CloseRequest { call_id } => self.close_request(call_id),
             InputBody::ConversationUsage { usage } => self.conversation_usage(usage),
             InputBody::Nudge {} => Ok(()),
+            InputBody::Interrupt {} => self.interrupt(),
+            InputBody::CallDeadline { call_id, after } => self.call_deadline(call_id, after),
         }
     }
 
@@ -152,26 +166,19 @@ impl Draft<'_> {
         Ok(())
     }
 
-    fn tool_result(
-        &mut self,
-        call_id: CallId,
-        text: String,
-        is_error: bool,
-        subscription: bool,
-        images: Vec<Image>,
-    ) -> Applied {
+    fn tool_result(&mut self, call_id: CallId, subscription: bool, result: CallResult) -> Applied {
         let Some(pending) = self.take_pending(&call_id) else {
             return Err(DropReason::NoPendingCall(call_id));
         };
         self.record.open_choices.retain(|c| c.call_id != call_id);
-        if subscription && !is_error {
+        if subscription && !result.is_error {
             self.record.subscriptions.push(Subscription {
                 call_id: pending.call_id.clone(),
                 tool: pending.tool.clone(),
                 args: pending.args.clone(),
             });
         }
-        self.resolve(pending, text, is_error, images);
+        self.resolve(pending, result);
         Ok(())
     }
 
@@ -185,7 +192,7 @@ impl Draft<'_> {
         } else {
             format!("Slept until {due}; woke at {}.", show_time(self.now))
         };
-        self.resolve(pending, text, false, Vec::new());
+        self.resolve(pending, CallResult::text(text));
         Ok(())
     }
 
@@ -345,6 +352,10 @@ impl Draft<'_> {
         Ok(())
     }
 
+    /// The tool needs the user's authorization first (RAP `oauth`): the user gets the link; the
+    /// call stays pending and the model is not told (the detour is the tool's business; its
+    /// result, when it comes, is the call's own result). Should the conversation move on
+    /// meanwhile, the call's stand-in result says what it waits for.
     fn tool_authorization(&mut self, call_id: CallId, auth_url: String) -> Applied {
         let Some(pending) = self
             .record
@@ -354,24 +365,77 @@ impl Draft<'_> {
         else {
             return Err(DropReason::NoPendingCall(call_id));
         };
-        let first = !pending.moved_on;
-        pending.moved_on = true;
-        let (tool, call) = (pending.tool.clone(), pending.call_id.clone());
-        self.output(OutputKind::AuthorizationRequested {
-            call_id: call.clone(),
-            auth_url,
-        });
-        if first {
-            // The call stays pending; the conversation may go on meanwhile.
-            self.append(Item::tool_result(
-                call,
-                tool,
-                "Authorization in progress: the user was asked to authorize this tool. Its \
-                 result will arrive as an event once they have.",
-            ));
-            self.flush_deferred();
-        }
+        pending.authorizing = true;
+        self.output(OutputKind::AuthorizationRequested { call_id, auth_url });
         Ok(())
+    }
+
+    /// A person interrupts the thread: every call in flight is cancelled. Each gets an
+    /// "interrupted" result (calls the conversation had moved on from already have a stand-in
+    /// and get nothing more), tool servers are told (`/cancel_tool_call`), delegated threads are
+    /// closed, open questions are withdrawn, and results that arrive later are dropped. The
+    /// model is not asked to answer: the thread waits for the person's next message.
+    fn interrupt(&mut self) -> Applied {
+        let pending = std::mem::take(&mut self.record.pending_calls);
+        self.record.open_choices.clear();
+        let cancelled = pending.len();
+        for call in pending {
+            self.cancel_call(&call);
+            if !call.moved_on {
+                self.append(Item::tool_error(
+                    call.call_id,
+                    call.tool,
+                    "Interrupted by the user before a result arrived; the call was cancelled.",
+                ));
+            }
+        }
+        self.output(OutputKind::Interrupted {
+            calls: cancelled as u32,
+        });
+        // The notice, not the slice, ends the turn: a message later in the same batch is
+        // answered.
+        self.append(Item::Notice {
+            text: INTERRUPTED_NOTICE.to_owned(),
+            is_error: false,
+        });
+        Ok(())
+    }
+
+    /// A dispatched call reached the deadline its tool server has in the agent file: it gets an
+    /// error result and the server is told to cancel it; a result that comes later is dropped.
+    fn call_deadline(&mut self, call_id: CallId, after: String) -> Applied {
+        let Some(pending) = self.take_pending(&call_id) else {
+            return Err(DropReason::NoPendingCall(call_id));
+        };
+        self.record.open_choices.retain(|c| c.call_id != call_id);
+        self.cancel_call(&pending);
+        let text = format!(
+            "Error: no result from the tool server within {after} (the deadline its agent file \
+             sets); the call was cancelled. You may try again or tell the user."
+        );
+        self.resolve(pending, CallResult::error(text));
+        Ok(())
+    }
+
+    /// Tells whoever runs a pending call that it is cancelled: a delegated thread is closed,
+    /// tool servers get `/cancel_tool_call` (for any call a dispatcher performs); the built-in
+    /// tools' waits and timers need nothing (their inputs are dropped once the call is no longer
+    /// pending).
+    fn cancel_call(&mut self, call: &crate::state::PendingCall) {
+        if call.kind != PendingKind::Dispatched {
+            return;
+        }
+        if call.tool == delegation::TOOL {
+            delegation::close_delegated(&self.record.id, &call.call_id, &mut self.effects);
+        } else if !crate::tools::BUILTIN_TOOL_NAMES.contains(&call.tool.as_str()) {
+            self.effects.push(Effect::Notify {
+                notification: Notification::CancelToolCall {
+                    thread_id: self.record.id.clone(),
+                    call_id: call.call_id.clone(),
+                    tool: call.tool.clone(),
+                },
+            });
+        }
     }
 
     fn user_choice_request(&mut self, choice: OpenChoice) -> Applied {

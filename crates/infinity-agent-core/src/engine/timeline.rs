@@ -1,6 +1,6 @@
 //! The thread as a slice changes it ([`Draft`]), and its timeline: appending entries and showing
-//! them, holding input back while dispatched calls are pending, standing in for sleeps the
-//! conversation moved on from, and injecting late results and events.
+//! them, standing in for the calls the conversation moved on from, and injecting late results
+//! and events.
 
 use std::sync::Arc;
 
@@ -13,8 +13,34 @@ use crate::effect::{Effect, OutputEvent, OutputKind};
 use crate::history::{show_time, HistoryEntry, HistoryView, Image, Item, ToolCall, INJECTED_TOOL};
 use crate::ids::{CallId, IdSource, InputId};
 use crate::model::ToolSpec;
-use crate::state::{Conversation, Deferred, PendingCall, PendingKind, ThreadRecord};
+use crate::state::{Conversation, PendingCall, PendingKind, ThreadRecord};
 use crate::tools::ToolRegistry;
+
+/// What a pending call's result carries.
+#[derive(Debug, Default)]
+pub(super) struct CallResult {
+    pub(super) text: String,
+    pub(super) is_error: bool,
+    pub(super) images: Vec<Image>,
+    pub(super) display_as: Vec<serde_json::Value>,
+}
+
+impl CallResult {
+    pub(super) fn text(text: String) -> Self {
+        Self {
+            text,
+            ..Self::default()
+        }
+    }
+
+    pub(super) fn error(text: String) -> Self {
+        Self {
+            text,
+            is_error: true,
+            ..Self::default()
+        }
+    }
+}
 
 /// The thread as the slice changes it: the record, the entries appended so far, the effects to
 /// commit, and the slice's bookkeeping.
@@ -125,12 +151,14 @@ impl Draft<'_> {
                 name,
                 text,
                 is_error,
+                display_as,
                 ..
             } => self.output(OutputKind::ToolResult {
                 call_id: call_id.clone(),
                 name: name.clone(),
                 text: text.clone(),
                 is_error: *is_error,
+                display_as: display_as.clone(),
             }),
             Item::Notice { text, is_error } => {
                 if *is_error {
@@ -192,30 +220,25 @@ impl Draft<'_> {
         ]
     }
 
-    /// Appends entries that call for an answer, or holds them while dispatched calls are pending
-    /// (so a tool call is always directly followed by its result).
+    /// Appends entries that call for an answer. Calls still pending get a stand-in result first
+    /// (the conversation moves on without them; their results arrive later as events), so a
+    /// tool call is always directly followed by its result and new input is never held back
+    /// behind a call that may take hours.
     pub(super) fn actionable(&mut self, items: Vec<Item>) {
-        if self.record.has_dispatched_pending() {
-            let input_id = match &self.current_input {
-                Some(id) => id.clone(),
-                None => self.ids.input_id(),
-            };
-            self.record.deferred.push(Deferred { input_id, items });
-            return;
-        }
+        self.move_on();
         self.flush_deferred();
-        self.move_on_passive();
         for item in items {
             self.append(item);
         }
     }
 
-    /// Appends what was held back, once no dispatched call is pending.
+    /// Appends inputs an older version held back while dispatched calls were pending (records
+    /// written before new input moved the conversation on), once none is.
     pub(super) fn flush_deferred(&mut self) {
         if self.record.deferred.is_empty() || self.record.has_dispatched_pending() {
             return;
         }
-        self.move_on_passive();
+        self.move_on();
         let current = self.current_input.take();
         for deferred in std::mem::take(&mut self.record.deferred) {
             self.current_input = Some(deferred.input_id);
@@ -226,26 +249,36 @@ impl Draft<'_> {
         self.current_input = current;
     }
 
-    /// The conversation moves on without the results of pending sleeps: each gets a stand-in
-    /// result now; its real result, if one comes, is injected later.
-    pub(super) fn move_on_passive(&mut self) {
+    /// The conversation moves on without the results of pending calls: each gets a stand-in
+    /// result now; its real result, if one comes, is injected later as an event.
+    pub(super) fn move_on(&mut self) {
         let mut placeholders = Vec::new();
         self.record.pending_calls.retain_mut(|p| {
-            if p.kind != PendingKind::Passive || p.moved_on {
+            if p.moved_on {
                 return true;
             }
-            let text = match p.due {
-                Some(due) => format!(
+            let text = match (p.kind, p.due) {
+                (PendingKind::Passive, Some(due)) => format!(
                     "Sleep interrupted: new input arrived before {}. The sleep's own result \
                      will arrive as an event when it ends.",
                     show_time(due)
                 ),
-                None => "Woke up: new input arrived.".to_owned(),
+                (PendingKind::Passive, None) => "Woke up: new input arrived.".to_owned(),
+                (PendingKind::Dispatched, _) if p.authorizing => {
+                    "Still waiting: the user was asked to authorize this tool and has not yet. \
+                     New input arrived meanwhile; the call's result will arrive as an event."
+                        .to_owned()
+                }
+                (PendingKind::Dispatched, _) => {
+                    "Still running: new input arrived before this call's result. Its result \
+                     will arrive as an event when the tool sends it."
+                        .to_owned()
+                }
             };
             placeholders.push(Item::tool_result(p.call_id.clone(), p.tool.clone(), text));
             p.moved_on = true;
             // A wait with no timer has no result to come: forget it.
-            p.due.is_some()
+            p.kind == PendingKind::Dispatched || p.due.is_some()
         });
         for item in placeholders {
             self.append(item);
@@ -263,18 +296,24 @@ impl Draft<'_> {
     }
 
     /// A result for a pending call: appended in place, or injected if the conversation moved on.
-    pub(super) fn resolve(
-        &mut self,
-        pending: PendingCall,
-        text: String,
-        is_error: bool,
-        images: Vec<Image>,
-    ) {
+    pub(super) fn resolve(&mut self, pending: PendingCall, result: CallResult) {
+        let CallResult {
+            text,
+            is_error,
+            images,
+            display_as,
+        } = result;
         if pending.moved_on {
             let mut items =
                 self.injected_pair(&pending.tool, &pending.call_id, &pending.args, text, "late");
-            if let Some(Item::ToolResult { images: slot, .. }) = items.last_mut() {
+            if let Some(Item::ToolResult {
+                images: slot,
+                display_as: shown,
+                ..
+            }) = items.last_mut()
+            {
                 *slot = images;
+                *shown = display_as;
             }
             self.actionable(items);
         } else {
@@ -284,6 +323,7 @@ impl Draft<'_> {
                 text,
                 is_error,
                 images,
+                display_as,
             });
             self.flush_deferred();
         }

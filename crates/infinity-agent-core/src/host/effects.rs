@@ -111,7 +111,8 @@ pub enum PerformError {
     Store(#[from] StoreError),
 }
 
-/// Performs a thread's outbox effects in order, then marks done the ones that are. Output
+/// Performs a thread's outbox effects, then marks done the ones that are: tool invocations all at
+/// once, the others in order alongside them. Output
 /// events go out together in one call. A call that cannot be delivered to its tool server gets
 /// an error result instead (so the thread never waits for a result that cannot come).
 /// `commit_version`: the version of the commit all of `effects` came from, when they are that
@@ -138,34 +139,58 @@ pub async fn perform_effects(
     } else {
         performer.output(&outputs).await
     };
-    for PendingEffect { id, effect } in effects {
-        let from = EffectRef {
-            thread_id: thread_id.clone(),
-            effect_id: id.clone(),
+    let from = |id: &EffectId| EffectRef {
+        thread_id: thread_id.clone(),
+        effect_id: id.clone(),
+    };
+    // Invocations go out all at once, each with its own retries: a tool server slow to
+    // acknowledge delays no other call, nor the rest of the outbox.
+    let dispatches = effects.iter().filter_map(|PendingEffect { id, effect }| {
+        let Effect::Dispatch { invocation } = effect else {
+            return None;
         };
-        let result: Result<Handoff, EffectFailure> = match effect {
-            Effect::Output { .. } => match &outputs_shown {
-                Ok(()) => Ok(Handoff::Delivered),
-                Err(err) => Err(err.clone().into()),
-            },
-            Effect::Send { input } => performer.send(input, &from).await.map_err(Into::into),
-            Effect::SendAt { input, due } => performer
-                .send_at(input, *due, &from)
-                .await
-                .map_err(Into::into),
-            Effect::Dispatch { invocation } => match performer.dispatch(invocation).await {
+        let from = from(id);
+        Some(async move {
+            let result = match performer.dispatch(invocation).await {
                 Ok(()) => Ok(Handoff::Delivered),
                 Err(why) => {
                     tracing::warn!(thread = %thread_id, call = %invocation.call_id, %why, "call not delivered; it gets an error result");
                     let input = invocation.undeliverable(&why.to_string());
                     performer.send(&input, &from).await.map_err(Into::into)
                 }
-            },
-            Effect::Notify { notification } => {
-                performer.notify(notification).await;
-                Ok(Handoff::Delivered)
-            }
-        };
+            };
+            (id, result)
+        })
+    });
+    // The rest in order (inputs to one queue keep their order).
+    let in_order = async {
+        let mut results = Vec::new();
+        for PendingEffect { id, effect } in effects {
+            let result: Result<Handoff, EffectFailure> = match effect {
+                Effect::Dispatch { .. } => continue,
+                Effect::Output { .. } => match &outputs_shown {
+                    Ok(()) => Ok(Handoff::Delivered),
+                    Err(err) => Err(err.clone().into()),
+                },
+                Effect::Send { input } => {
+                    performer.send(input, &from(id)).await.map_err(Into::into)
+                }
+                Effect::SendAt { input, due } => performer
+                    .send_at(input, *due, &from(id))
+                    .await
+                    .map_err(Into::into),
+                Effect::Notify { notification } => {
+                    performer.notify(notification).await;
+                    Ok(Handoff::Delivered)
+                }
+            };
+            results.push((id, result));
+        }
+        results
+    };
+    let (dispatched, performed) =
+        futures_util::future::join(futures_util::future::join_all(dispatches), in_order).await;
+    for (id, result) in dispatched.into_iter().chain(performed) {
         match result {
             Ok(Handoff::Delivered) => done.push(id.clone()),
             Ok(Handoff::AwaitsReceiver) => {}

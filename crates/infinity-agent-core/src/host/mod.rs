@@ -23,7 +23,7 @@ use crate::input::{Input, InputBody};
 use crate::model::{ModelError, ModelProvider};
 use crate::state::Conversation;
 use crate::store::{load_view, load_view_prefix, StoreError, ThreadStore};
-use crate::tools::remote::{assemble, Discovered, DiscoveryError, ToolDiscovery};
+use crate::tools::remote::{apply_deadlines, assemble, Discovered, DiscoveryError, ToolDiscovery};
 
 /// Why an input could not be handed to the queue or the timers.
 #[derive(Debug, Clone, thiserror::Error)]
@@ -200,7 +200,9 @@ pub async fn run_slice(
                         })
                         .collect(),
                 };
-                Some(assemble(&agent.tools, discovered))
+                let mut toolset = assemble(&agent.tools, discovered);
+                apply_deadlines(&mut toolset, &agent.tool_servers);
+                Some(toolset)
             }
             _ => None,
         },

@@ -267,6 +267,9 @@ pub enum PostError {
     /// The thread is closed; it takes no more messages.
     #[error("thread {0} is closed; it takes no more messages")]
     Closed(ThreadId),
+    /// No thread has this id.
+    #[error("no thread {0}")]
+    Unknown(ThreadId),
     /// The store could not be read.
     #[error(transparent)]
     Store(#[from] StoreError),
@@ -331,6 +334,23 @@ impl AgentSystem {
             }
         }
         let input = Input::user_message(thread_id.clone(), text);
+        let id = input.id.clone();
+        self.inner.route(input);
+        Ok(id)
+    }
+
+    /// Interrupts `thread_id`: its calls in flight are cancelled (each gets an "interrupted"
+    /// result, tool servers get `/cancel_tool_call`, later results are dropped) and the model is
+    /// not asked to go on until the next message. Refused for an unknown or closed thread.
+    pub async fn interrupt(&self, thread_id: &ThreadId) -> Result<InputId, PostError> {
+        match self.inner.store.load_record(thread_id).await? {
+            None => return Err(PostError::Unknown(thread_id.clone())),
+            Some(record) if record.status == crate::state::ThreadStatus::Closed => {
+                return Err(PostError::Closed(thread_id.clone()))
+            }
+            Some(_) => {}
+        }
+        let input = Input::new(thread_id.clone(), crate::input::InputBody::Interrupt {});
         let id = input.id.clone();
         self.inner.route(input);
         Ok(id)

@@ -25,7 +25,7 @@ pub use memory::{
 };
 pub use output::{FinishStatus, ThreadOutput};
 pub use plan::{Plan, PlanStep, StepStatus};
-pub use toolset::{RemoteTool, Toolset};
+pub use toolset::{Deadline, RemoteTool, Toolset};
 
 /// The current schema version of [`ThreadRecord`]. Bumped on an incompatible change, with a
 /// migration in [`ThreadRecord`]'s loader.
@@ -90,7 +90,9 @@ pub fn args_preview(args: &serde_json::Value) -> serde_json::Value {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum PendingKind {
-    /// The result comes back through the input queue; the next completion waits for it.
+    /// The result comes back through the input queue; the next completion waits for it, unless
+    /// new input arrives first (the call then gets a stand-in result and its real result comes
+    /// as an event).
     Dispatched,
     /// A sleep: holds nothing back. New input wakes the thread; the result is appended later.
     Passive,
@@ -116,6 +118,10 @@ pub struct PendingCall {
     /// For timers: when the result is due.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub due: Option<Timestamp>,
+    /// True once the tool server asked the user to authorize it (RAP `oauth`): the call stays
+    /// pending, invisibly to the model, until the tool sends its result.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub authorizing: bool,
 }
 
 /// Entries held back while dispatched calls are pending (see [`ThreadRecord::deferred`]).
@@ -246,8 +252,9 @@ pub struct ThreadRecord {
     /// Calls without results.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub pending_calls: Vec<PendingCall>,
-    /// Inputs held back while dispatched calls are pending, in arrival order. They are appended
-    /// once every dispatched call has its result, so a tool call is always followed by its result.
+    /// Inputs an older version held back while dispatched calls were pending, in arrival order;
+    /// appended at the next input. New input no longer waits: pending calls get stand-in
+    /// results instead.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub deferred: Vec<Deferred>,
     /// Active subscriptions.

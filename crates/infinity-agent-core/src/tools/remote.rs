@@ -20,8 +20,10 @@ use serde::{Deserialize, Serialize};
 use super::{Tool, ToolContext, ToolOutcome, ToolRegistry, BUILTIN_TOOL_NAMES};
 use crate::effect::{Effect, RemoteTarget, ToolInvocation};
 use crate::history::INJECTED_TOOL;
+use crate::ids::InputId;
+use crate::input::{Input, InputBody};
 use crate::model::ToolSpec;
-use crate::state::{RemoteTool, Toolset};
+use crate::state::{Deadline, RemoteTool, Toolset};
 
 /// How requests to a tool server are authenticated.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -46,6 +48,10 @@ pub struct ToolServerConfig {
     /// How to authenticate to it.
     #[serde(default, skip_serializing_if = "is_default")]
     pub auth: ToolServerAuth,
+    /// How long a call of its tools may wait for a result; then it gets an error result and
+    /// the server is told to cancel it. None: calls wait as long as it takes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub deadline: Option<Deadline>,
 }
 
 fn is_default(auth: &ToolServerAuth) -> bool {
@@ -60,6 +66,8 @@ impl<'de> Deserialize<'de> for ToolServerConfig {
             url: String,
             #[serde(default)]
             auth: ToolServerAuth,
+            #[serde(default)]
+            deadline: Option<Deadline>,
         }
         #[derive(Deserialize)]
         #[serde(untagged)]
@@ -67,13 +75,25 @@ impl<'de> Deserialize<'de> for ToolServerConfig {
             Url(String),
             Full(Full),
         }
-        let (url, auth) = match Either::deserialize(deserializer).map_err(|_| {
-            serde::de::Error::custom(
-                "a tool server is a base URL, or {url, auth: {bearer_env | bearer_ssm | sigv4}}",
-            )
-        })? {
-            Either::Url(url) => (url, ToolServerAuth::default()),
-            Either::Full(Full { url, auth }) => (url, auth),
+        let value = serde_json::Value::deserialize(deserializer)?;
+        let (url, auth, deadline) = match Either::deserialize(&value) {
+            Ok(Either::Url(url)) => (url, ToolServerAuth::default(), None),
+            Ok(Either::Full(Full {
+                url,
+                auth,
+                deadline,
+            })) => (url, auth, deadline),
+            Err(_) => {
+                // Say what is wrong with an object that is almost right (a bad deadline).
+                let detail = match Full::deserialize(&value) {
+                    Err(e) if value.is_object() => format!(": {e}"),
+                    _ => String::new(),
+                };
+                return Err(serde::de::Error::custom(format!(
+                    "a tool server is a base URL, or {{url, auth?: {{bearer_env | bearer_ssm | \
+                     sigv4}}, deadline?}}{detail}"
+                )));
+            }
         };
         let url = url.trim_end_matches('/').to_owned();
         if !(url.starts_with("http://") || url.starts_with("https://")) || url.len() < 10 {
@@ -95,7 +115,11 @@ impl<'de> Deserialize<'de> for ToolServerConfig {
                 "tool server `{url}`: choose one of bearer_env, bearer_ssm and sigv4"
             )));
         }
-        Ok(Self { url, auth })
+        Ok(Self {
+            url,
+            auth,
+            deadline,
+        })
     }
 }
 
@@ -201,6 +225,16 @@ pub trait ToolDiscovery: Send + Sync + std::fmt::Debug {
     async fn discover(&self, servers: &[ToolServerConfig]) -> Vec<Discovered>;
 }
 
+/// Gives each tool the deadline its server has in `servers` (the agent file's `tool_servers`).
+pub fn apply_deadlines(toolset: &mut Toolset, servers: &[ToolServerConfig]) {
+    for tool in &mut toolset.tools {
+        tool.deadline = servers
+            .iter()
+            .find(|s| s.url == tool.server)
+            .and_then(|s| s.deadline.clone());
+    }
+}
+
 /// The toolset of a new session from what discovery found, by the loading rules: a server that
 /// failed contributes nothing; a name offered by two servers loads from neither; a name the
 /// agent already has (built-in, an internal tool it has on, its own tool) or the reserved
@@ -273,6 +307,7 @@ pub fn assemble(agent_tools: &ToolRegistry, discovered: Vec<Discovered>) -> Tool
                     server: d.server.clone(),
                     endpoint: endpoint.clone(),
                     spec,
+                    deadline: None,
                 }),
             }
         }
@@ -304,6 +339,24 @@ impl Tool for ServerTool {
             }),
         };
         ctx.emit(Effect::Dispatch { invocation });
+        if let Some(deadline) = &self.tool.deadline {
+            let due = ctx
+                .now
+                .checked_add(jiff::SignedDuration::from_secs(deadline.seconds() as i64));
+            if let Ok(due) = due {
+                ctx.emit(Effect::SendAt {
+                    input: Input {
+                        id: InputId::derived(ctx.call.id.as_str(), "deadline"),
+                        thread_id: ctx.record.id.clone(),
+                        body: InputBody::CallDeadline {
+                            call_id: ctx.call.id.clone(),
+                            after: deadline.as_str().to_owned(),
+                        },
+                    },
+                    due,
+                });
+            }
+        }
         ToolOutcome::Dispatched
     }
 }

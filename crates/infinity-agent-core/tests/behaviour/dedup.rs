@@ -56,6 +56,7 @@ async fn a_result_for_an_unknown_call_is_dropped() {
             is_error: false,
             subscription: false,
             images: Vec::new(),
+            display_as: Vec::new(),
         },
     )
     .await;

@@ -49,6 +49,7 @@ async fn subscribe(h: &mut Harness) -> CallId {
             is_error: false,
             subscription: true,
             images: Vec::new(),
+            display_as: Vec::new(),
         },
     )
     .await;

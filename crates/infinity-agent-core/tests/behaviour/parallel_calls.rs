@@ -1,11 +1,14 @@
 //! Several dispatched calls in one completion: all go out at once; the next completion runs
-//! when every one of them has a result; input arriving meanwhile is held, not lost.
+//! when every one of them has a result; a message arriving meanwhile is answered at once, the
+//! calls' results arriving later as events.
 
 use crate::harness::{assert_in_order, count, start, tid};
 use infinity_agent_core::input::InputBody;
 
 const SCRIPT: &str = r#"
 rules:
+  - when: "still there\\?"
+    reply: {text: "Yes; the lookup is still running."}
   - when: "^look$"
     reply:
       text: "Looking up two things."
@@ -18,6 +21,9 @@ rules:
     reply: {text: "Got $1 and $2."}
   - when: "fetch \\{\"q\":\"b\"\\} -> (.*)\\n(?:[\\s\\S]*\\n)?lookup \\{\"q\":\"a\"\\} -> (.*)"
     reply: {text: "Got $2 and $1 (out of order)."}
+  - scope: newest
+    when: "-> (A)$"
+    reply: {text: "The lookup came back: $1."}
 "#;
 
 #[tokio::test(start_paused = true)]
@@ -42,15 +48,11 @@ async fn parallel_calls_wait_for_every_result() {
             is_error: false,
             subscription: false,
             images: Vec::new(),
+            display_as: Vec::new(),
         },
     )
     .await;
     assert_eq!(count(&h.lines("main"), "assistant:"), 1);
-    // A user message while a call is pending: held back, not lost, no completion.
-    h.say("main", "still there?").await;
-    assert_eq!(count(&h.lines("main"), "assistant:"), 1);
-    let record = h.system.record(&tid("main")).await.unwrap().unwrap();
-    assert_eq!(record.deferred.len(), 1);
 
     h.send(
         "main",
@@ -60,12 +62,13 @@ async fn parallel_calls_wait_for_every_result() {
             is_error: false,
             subscription: false,
             images: Vec::new(),
+            display_as: Vec::new(),
         },
     )
     .await;
     let lines = h.lines("main");
     assert_eq!(count(&lines, "assistant:"), 2, "{lines:#?}");
-    // The model sees both results (in arrival order) and then the held message.
+    // The model sees both results, in arrival order.
     let history = h.history("main").await;
     assert_in_order(
         &history,
@@ -74,8 +77,55 @@ async fn parallel_calls_wait_for_every_result() {
             "result set_title",
             "result fetch: B",
             "result lookup: A",
-            "message: still there?",
             "assistant: Got A and B (out of order).",
+        ],
+    );
+    let record = h.system.record(&tid("main")).await.unwrap().unwrap();
+    assert!(record.pending_calls.is_empty());
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_message_is_answered_while_calls_run_and_their_results_come_as_events() {
+    let mut h = start(SCRIPT).await;
+    h.say("main", "look").await;
+    let calls = h.dispatcher.invocations.lock().unwrap().clone();
+    h.send(
+        "main",
+        InputBody::ToolResult {
+            call_id: calls[1].call_id.clone(),
+            text: "B".into(),
+            is_error: false,
+            subscription: false,
+            images: Vec::new(),
+            display_as: Vec::new(),
+        },
+    )
+    .await;
+    // A message while `lookup` runs: answered now, not held behind the call.
+    h.say("main", "still there?").await;
+    let lines = h.lines("main");
+    assert!(
+        lines
+            .iter()
+            .any(|l| l.contains("Yes; the lookup is still running.")),
+        "{lines:#?}"
+    );
+    // The late result arrives as an event, and is answered.
+    h.send(
+        "main",
+        InputBody::tool_result(calls[0].call_id.clone(), "A"),
+    )
+    .await;
+    let history = h.history("main").await;
+    assert_in_order(
+        &history,
+        &[
+            "result fetch: B",
+            "result lookup: Still running: new input arrived",
+            "message: still there?",
+            "assistant: Yes; the lookup is still running.",
+            "result receive_event__injected: A",
+            "assistant: The lookup came back: A.",
         ],
     );
     let record = h.system.record(&tid("main")).await.unwrap().unwrap();
@@ -133,6 +183,7 @@ async fn images_in_a_result_are_kept_with_it() {
                 is_error: false,
                 subscription: false,
                 images: vec![image.clone()],
+                display_as: Vec::new(),
             },
         )
         .await;

@@ -122,6 +122,7 @@ async fn a_session_discovers_once_and_dispatches_to_the_server() {
             is_error: false,
             subscription: false,
             images: Vec::new(),
+            display_as: Vec::new(),
         },
     )
     .await;

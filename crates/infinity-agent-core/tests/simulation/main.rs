@@ -469,15 +469,29 @@ impl Sim {
             let roots: Vec<&ThreadId> = self.roots.keys().collect();
             roots[self.rng.below(roots.len() as u64) as usize].clone()
         };
+        // Now and then the person interrupts instead (cancelling the calls in flight).
+        let interrupt = self.rng.chance(150);
         let input = Input {
-            id: InputId::new(format!("user{}", self.messages)).unwrap(),
+            id: InputId::new(format!(
+                "{}{}",
+                if interrupt { "interrupt" } else { "user" },
+                self.messages
+            ))
+            .unwrap(),
             thread_id: thread.clone(),
-            body: InputBody::UserMessage {
-                text: format!("request {}", self.messages),
+            body: if interrupt {
+                InputBody::Interrupt {}
+            } else {
+                InputBody::UserMessage {
+                    text: format!("request {}", self.messages),
+                }
             },
         };
         let mut net = self.net.lock();
-        net.trace.push(format!("user writes to {thread}"));
+        net.trace.push(format!(
+            "user {} {thread}",
+            if interrupt { "interrupts" } else { "writes to" }
+        ));
         net.deliver(input);
         true
     }
@@ -590,6 +604,7 @@ impl Sim {
                 .count(),
         );
         coverage.insert("outputs truncated", net.outputs_truncated);
+        coverage.insert("authorization detours", net.authorizations_shown);
         coverage.insert(
             "duplicates dropped",
             net.dropped
@@ -701,7 +716,9 @@ fn every_seed_keeps_every_invariant() {
             "compactions",
             "thread starts refused",
             "sleeps interrupted",
+            "calls still running at a message",
             "authorization detours",
+            "interruptions",
             "undeliverable calls",
             "calls cut by a close",
             "events injected",

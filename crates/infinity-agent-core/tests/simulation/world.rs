@@ -7,7 +7,9 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 use async_trait::async_trait;
 use infinity_agent_core::commit::Commit;
-use infinity_agent_core::effect::{Notification, OutputEvent, PendingEffect, ToolInvocation};
+use infinity_agent_core::effect::{
+    Notification, OutputEvent, OutputKind, PendingEffect, ToolInvocation,
+};
 use infinity_agent_core::history::HistoryEntry;
 use infinity_agent_core::host::{
     DispatchError, EffectPerformer, EffectRef, Handoff, OutputError, SendError,
@@ -102,6 +104,8 @@ pub struct Net {
     pub outputs: usize,
     /// Output events cut to fit [`OUTPUT_LIMIT`].
     pub outputs_truncated: usize,
+    /// Authorization links shown to the user.
+    pub authorizations_shown: usize,
     pub notifications: usize,
 }
 
@@ -128,6 +132,7 @@ impl Net {
             trace: Vec::new(),
             outputs: 0,
             outputs_truncated: 0,
+            authorizations_shown: 0,
             notifications: 0,
         }
     }
@@ -299,6 +304,9 @@ impl EffectPerformer for Shared {
             }
             if truncated {
                 net.outputs_truncated += 1;
+            }
+            if matches!(event.kind, OutputKind::AuthorizationRequested { .. }) {
+                net.authorizations_shown += 1;
             }
         }
         net.outputs += events.len();

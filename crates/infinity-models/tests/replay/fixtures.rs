@@ -157,6 +157,7 @@ pub fn tool_result(call_id: &str, name: &str, text: &str, is_error: bool) -> Ite
         text: text.into(),
         is_error,
         images: Vec::new(),
+        display_as: Vec::new(),
     }
 }
 

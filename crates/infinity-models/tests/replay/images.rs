@@ -23,6 +23,7 @@ fn with_image() -> Conversation {
                 media_type: "image/png".into(),
                 data: "iVBORw0KGgo=".into(),
             }],
+            display_as: Vec::new(),
         },
     ])
 }

@@ -6,10 +6,11 @@ use serde::de::DeserializeOwned;
 use serde_json::{Map, Value};
 use tokio::sync::watch;
 
+use super::choice::Questions;
 use super::delivery::Delivery;
 use crate::wire::{
-    Callback, ContentItem, Invocation, OAuthRequest, SubscriptionEvent, ToolResult, ViewUpdate,
-    WireError,
+    Callback, ContentItem, DisplaySegment, Invocation, OAuthRequest, SubscriptionEvent, ToolResult,
+    UserChoiceRequest, ViewUpdate, WireError,
 };
 
 /// Why a callback was not delivered.
@@ -27,12 +28,12 @@ pub enum CallbackError {
         /// What rule the callback broke.
         reason: &'static str,
     },
-    /// The callback breaks a rule of the spec (an `oauth` whose `auth_url` is not HTTPS).
-    /// Terminal.
+    /// The callback breaks a rule of the spec (an `oauth` whose `auth_url` is not HTTPS, a
+    /// `user_choice` without choices or whose default is not one of them). Terminal.
     #[error(transparent)]
     Invalid(#[from] WireError),
-    /// The runtime answered with a status that says retrying will not help (a 4xx other than
-    /// 429: unknown thread, expired callback URL). Terminal.
+    /// The runtime answered with a status that says retrying will not help (a 4xx, 429
+    /// included: unknown thread, expired callback URL, too many requests). Terminal.
     #[error("the runtime rejected the callback with HTTP {status}: {body}")]
     Rejected {
         /// The HTTP status.
@@ -47,8 +48,8 @@ pub enum CallbackError {
         /// What was wrong.
         reason: String,
     },
-    /// Every attempt failed in a way a retry might have fixed (no connection, timeout, 5xx,
-    /// 429) and the [`super::RetryPolicy`] ran out. Sending again later may work.
+    /// Every attempt failed in a way a retry might have fixed (no connection, timeout, 5xx)
+    /// and the [`super::RetryPolicy`] ran out. Sending again later may work.
     #[error("the runtime was unreachable after {attempts} attempts: {last_error}")]
     Unreachable {
         /// How many attempts were made.
@@ -75,7 +76,7 @@ impl CallbackError {
 /// Callbacks are POSTed to the invocation's `callback_url`, each method returning once the
 /// runtime accepted it or delivery failed for good (see [`super::RetryPolicy`]). They follow the
 /// protocol's order, which the kit enforces with [`CallbackError::OutOfSequence`]: one
-/// `tool_result` per call; `oauth` before it; subscription events only after
+/// `tool_result` per call; `oauth` and `user_choice` before it; subscription events only after
 /// [`Call::subscribed`] and none after a final one. Once the call is cancelled nothing is sent
 /// any more ([`CallbackError::Cancelled`]).
 #[derive(Debug)]
@@ -91,6 +92,7 @@ pub(crate) struct CallLink {
     cancelled: watch::Sender<bool>,
     progress: Mutex<Progress>,
     delivery: Arc<Delivery>,
+    questions: Arc<Questions>,
 }
 
 /// How far the call has come.
@@ -115,6 +117,7 @@ enum Step {
     Result { subscription: bool },
     Event { is_final: bool },
     OAuth,
+    UserChoice,
     ViewUpdate,
 }
 
@@ -172,26 +175,63 @@ impl Call {
 
     /// Completes the call with a text result.
     pub async fn result_text(&self, text: impl Into<String>) -> Result<(), CallbackError> {
-        self.link.send_result(Some(text.into()), None, false).await
+        self.link
+            .send_result(Some(text.into()), None, Vec::new(), false)
+            .await
+    }
+
+    /// Completes the call with a text result for the model, and `display_as`: what people see
+    /// instead, in order of preference (a runtime shows the first segment it can render, so end
+    /// with a short [`DisplaySegment::Text`]). The model always gets `text`.
+    ///
+    /// ```no_run
+    /// # use infinity_rap::kit::{Call, CallbackError};
+    /// # async fn edited(call: Call) -> Result<(), CallbackError> {
+    /// use infinity_rap::wire::{DiffContent, DisplaySegment};
+    ///
+    /// let diff = DiffContent {
+    ///     path: "src/main.rs".to_owned(),
+    ///     patch: "--- src/main.rs\n+++ src/main.rs\n@@ -1 +1,2 @@\n fn main() {\n+    run();\n"
+    ///         .to_owned(),
+    /// };
+    /// let display = vec![
+    ///     DisplaySegment::Diff(diff),
+    ///     DisplaySegment::Text("edit_file src/main.rs: 1 insertion".to_owned()),
+    /// ];
+    /// call.result_displayed("Replaced text in src/main.rs", display).await
+    /// # }
+    /// ```
+    pub async fn result_displayed(
+        &self,
+        text: impl Into<String>,
+        display_as: Vec<DisplaySegment>,
+    ) -> Result<(), CallbackError> {
+        self.link
+            .send_result(Some(text.into()), None, display_as, false)
+            .await
     }
 
     /// Completes the call with an error result: `text`, prefixed with `Error: ` unless it
     /// already starts so (the spec's convention; there is no separate error message).
     pub async fn result_error(&self, text: impl Into<String>) -> Result<(), CallbackError> {
         self.link
-            .send_result(Some(error_text(text.into())), None, false)
+            .send_result(Some(error_text(text.into())), None, Vec::new(), false)
             .await
     }
 
     /// Completes the call with text and image items; lead with a text item, as the spec asks.
     pub async fn result_content(&self, content: Vec<ContentItem>) -> Result<(), CallbackError> {
-        self.link.send_result(None, Some(content), false).await
+        self.link
+            .send_result(None, Some(content), Vec::new(), false)
+            .await
     }
 
     /// Answers the call with a result that starts a subscription (`subscription: true`), after
     /// which [`Call::event`] may send events until a final one or a cancellation.
     pub async fn subscribed(&self, text: impl Into<String>) -> Result<(), CallbackError> {
-        self.link.send_result(Some(text.into()), None, true).await
+        self.link
+            .send_result(Some(text.into()), None, Vec::new(), true)
+            .await
     }
 
     /// Sends one subscription event; `text` should be JSON. `associative` puts it into the
@@ -227,6 +267,40 @@ impl Call {
         self.link.send(Step::OAuth, Callback::OAuth(request)).await
     }
 
+    /// Asks the user to pick one of `choices` (at least one), and waits for the pick: its index,
+    /// or `default` when the user dismisses the question. The call stays pending: a
+    /// `tool_result` must follow, as for [`Call::oauth`].
+    ///
+    /// The runtime POSTs the answer to a `response_url` the kit serves
+    /// (`{public_url}/user_choice/{token}`, a random token per question), so the server must be
+    /// reachable from the runtime at the public URL given to [`super::ToolServer::router`]. The
+    /// wait has no time limit (people take their time); it ends with
+    /// [`CallbackError::Cancelled`] when the call is cancelled, and a handler that wants a limit
+    /// wraps it in [`tokio::time::timeout`]. Once the wait ends, its URL answers 404.
+    ///
+    /// ```no_run
+    /// # use infinity_rap::kit::{Call, CallbackError};
+    /// # async fn deploy(call: Call) -> Result<(), CallbackError> {
+    /// let picked = call
+    ///     .user_choice("Deploy to production?", ["Yes", "No"], 1)
+    ///     .await?;
+    /// if picked == 0 {
+    ///     call.result_text("Deployed").await
+    /// } else {
+    ///     call.result_error("the user declined the deployment").await
+    /// }
+    /// # }
+    /// ```
+    pub async fn user_choice(
+        &self,
+        prompt: impl Into<String>,
+        choices: impl IntoIterator<Item = impl Into<String>>,
+        default: usize,
+    ) -> Result<usize, CallbackError> {
+        let choices = choices.into_iter().map(Into::into).collect();
+        self.link.ask(prompt.into(), choices, default).await
+    }
+
     /// Replaces the content of the thread's view `view_type` (e.g. `diff`); `{}` clears it.
     /// Allowed at any point while the handler runs, also after the result.
     pub async fn view_update(
@@ -257,12 +331,17 @@ impl Call {
 }
 
 impl CallLink {
-    pub(crate) fn new(invocation: Invocation, delivery: Arc<Delivery>) -> Self {
+    pub(crate) fn new(
+        invocation: Invocation,
+        delivery: Arc<Delivery>,
+        questions: Arc<Questions>,
+    ) -> Self {
         CallLink {
             invocation,
             cancelled: watch::Sender::new(false),
             progress: Mutex::new(Progress::default()),
             delivery,
+            questions,
         }
     }
 
@@ -315,7 +394,7 @@ impl CallLink {
                     self.invocation.operation
                 )
             });
-            let result = self.tool_result(Some(error_text(text)), None, false);
+            let result = self.tool_result(Some(error_text(text)), None, Vec::new(), false);
             if let Err(error) = self.deliver(Callback::ToolResult(result)).await {
                 tracing::warn!(%error, "could not send the error result of an unanswered call");
             }
@@ -332,17 +411,20 @@ impl CallLink {
         &self,
         text: Option<String>,
         content: Option<Vec<ContentItem>>,
+        display_as: Vec<DisplaySegment>,
         subscription: bool,
     ) -> Result<(), CallbackError> {
-        let result = self.tool_result(text, content, subscription);
+        let result = self.tool_result(text, content, display_as, subscription);
         self.send(Step::Result { subscription }, Callback::ToolResult(result))
             .await
     }
 
+    /// A `tool_result` of this call; no `display_as` at all when there are no segments.
     fn tool_result(
         &self,
         text: Option<String>,
         content: Option<Vec<ContentItem>>,
+        display_as: Vec<DisplaySegment>,
         subscription: bool,
     ) -> ToolResult {
         ToolResult {
@@ -351,8 +433,36 @@ impl CallLink {
             call_id: self.invocation.call_id.clone(),
             text,
             content,
-            display_as: None,
+            display_as: (!display_as.is_empty()).then_some(display_as),
             subscription: subscription.then_some(true),
+        }
+    }
+
+    /// Sends a `user_choice` whose `response_url` the kit serves, then waits for its answer or
+    /// the call's cancellation. The question is withdrawn however the wait ends.
+    async fn ask(
+        &self,
+        prompt: String,
+        choices: Vec<String>,
+        default: usize,
+    ) -> Result<usize, CallbackError> {
+        let (response_url, mut pending) = self.questions.ask(&self.invocation.id, choices.len());
+        let request = UserChoiceRequest {
+            group_id: self.invocation.group_id.clone(),
+            id: self.invocation.id.clone(),
+            call_id: self.invocation.call_id.clone(),
+            prompt,
+            choices,
+            default_choice: default,
+            response_url,
+        };
+        request.validate()?;
+        self.send(Step::UserChoice, Callback::UserChoice(request))
+            .await?;
+        tokio::select! {
+            () = self.cancelled() => Err(CallbackError::Cancelled),
+            // The question closes without an answer only when withdrawn, which `pending` does.
+            answer = pending.answer() => answer.ok_or(CallbackError::Cancelled),
         }
     }
 
@@ -400,9 +510,11 @@ impl CallLink {
                 }
                 progress.final_event_sent = is_final;
             }
-            Step::OAuth => {
+            Step::OAuth | Step::UserChoice => {
                 if progress.result_sent {
-                    return out_of_sequence("oauth must come before the call's tool_result");
+                    return out_of_sequence(
+                        "oauth and user_choice must come before the call's tool_result",
+                    );
                 }
             }
             Step::ViewUpdate => {}
@@ -452,7 +564,8 @@ mod tests {
             user_id: Nullable::Absent,
         };
         let delivery = Delivery::new(reqwest::Client::new(), RetryPolicy::default());
-        CallLink::new(invocation, Arc::new(delivery))
+        let questions = Questions::new("http://127.0.0.1:9");
+        CallLink::new(invocation, Arc::new(delivery), Arc::new(questions))
     }
 
     fn out_of_sequence(outcome: Result<(), CallbackError>) -> bool {
@@ -464,8 +577,10 @@ mod tests {
         let link = link();
         assert!(out_of_sequence(link.claim(Step::Event { is_final: false })));
         assert!(link.claim(Step::OAuth).is_ok());
+        assert!(link.claim(Step::UserChoice).is_ok());
         assert!(link.claim(Step::Result { subscription: true }).is_ok());
         assert!(out_of_sequence(link.claim(Step::OAuth)));
+        assert!(out_of_sequence(link.claim(Step::UserChoice)));
         assert!(out_of_sequence(link.claim(Step::Result {
             subscription: false
         })));

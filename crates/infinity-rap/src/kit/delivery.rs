@@ -25,7 +25,7 @@ impl Delivery {
     }
 
     /// POSTs `callback` as JSON to `url` until it is accepted (2xx), rejected (a non-2xx other
-    /// than 5xx and 429), or the attempts run out.
+    /// than 5xx), or the attempts run out.
     pub(crate) async fn deliver(
         &self,
         url: &str,

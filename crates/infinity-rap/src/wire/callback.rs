@@ -206,8 +206,9 @@ pub struct UserChoiceRequest {
     pub prompt: String,
     /// The options' labels; at least one.
     pub choices: Vec<String>,
-    /// The index into `choices` sent when the user dismisses the prompt (`default` on the wire).
-    #[serde(rename = "default")]
+    /// The index into `choices` sent when the user dismisses the prompt (`default` on the wire;
+    /// the first option when absent, as the reference runtime takes it).
+    #[serde(rename = "default", default)]
     pub default_choice: usize,
     /// Where the runtime POSTs the [`UserChoiceResponse`]; an endpoint of the tool.
     pub response_url: String,

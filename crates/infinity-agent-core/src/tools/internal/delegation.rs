@@ -26,6 +26,9 @@ pub const MAX_DEPTH: u32 = 3;
 /// Delegations of one conversation that may run at once.
 pub const MAX_RUNNING: usize = 2;
 
+/// The name of the tool that delegates.
+pub(crate) const TOOL: &str = "agent";
+
 /// The thread an `agent` call of `caller` runs in. Derived, so a retried slice names the same
 /// thread.
 pub fn delegated_thread_id(caller: &ThreadId, call_id: &CallId) -> ThreadId {
@@ -38,7 +41,7 @@ pub(super) struct AgentTool;
 impl Tool for AgentTool {
     fn spec(&self) -> ToolSpec {
         ToolSpec {
-            name: "agent".to_owned(),
+            name: TOOL.to_owned(),
             description: format!(
                 "Delegate a side task to a copy of yourself: same instructions and tools, but a \
                  fresh context that holds none of this conversation, so put everything it needs \
@@ -251,17 +254,24 @@ pub(crate) fn on_close(record: &mut ThreadRecord, report: Option<&str>, effects:
     let open: Vec<CallId> = record
         .pending_calls
         .iter()
-        .filter(|p| p.tool == "agent")
+        .filter(|p| p.tool == TOOL)
         .map(|p| p.call_id.clone())
         .collect();
     for call_id in open {
-        let target = delegated_thread_id(&record.id, &call_id);
-        effects.push(Effect::Send {
-            input: Input {
-                id: InputId::derived(target.as_str(), "close"),
-                thread_id: target,
-                body: InputBody::CloseRequest { call_id },
-            },
-        });
+        close_delegated(&record.id, &call_id, effects);
     }
+}
+
+/// Closes the thread that `caller`'s `agent` call `call_id` delegated to.
+pub(crate) fn close_delegated(caller: &ThreadId, call_id: &CallId, effects: &mut Vec<Effect>) {
+    let target = delegated_thread_id(caller, call_id);
+    effects.push(Effect::Send {
+        input: Input {
+            id: InputId::derived(target.as_str(), "close"),
+            thread_id: target,
+            body: InputBody::CloseRequest {
+                call_id: call_id.clone(),
+            },
+        },
+    });
 }
