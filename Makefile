@@ -5,15 +5,20 @@ MESSAGE ?= Plan the launch party
 AGENT ?= examples/demo/agent.yaml
 VENV := .venv/bin
 AWS_CHECK_ENV := AWS_DEFAULT_REGION=us-east-1 AWS_ACCESS_KEY_ID=test AWS_SECRET_ACCESS_KEY=test SAM_CLI_TELEMETRY=0
+# The local emulator: moto (with DynamoDB Local) or localstack. `make local-up EMULATOR=localstack`.
+EMULATOR ?= $(or $(INFINITY_EMULATOR),moto)
+# A deployed stack's name, for `make smoke`.
+STACK ?=
 
-.PHONY: bench-aws bench-models help demo test fmt-check lint template-check tools unit build build-local bench deploy local-up local-down clean
+.PHONY: bench-aws bench-models help demo test fmt-check lint template-check tools unit unit-localstack build build-local bench deploy smoke local-up local-down clean
 
 help:
 	@echo "make demo        run the offline demo agent on the embedded runtime"
-	@echo "make test        everything CI runs: fmt, clippy -D warnings, template checks, all tests (incl. doc tests and the local AWS stack)"
+	@echo "make test        everything CI runs: fmt, clippy -D warnings, template checks, all tests (incl. doc tests and the local AWS stack, on moto + DynamoDB Local and again on LocalStack)"
 	@echo "make build       cargo lambda build --release --arm64 (the Lambda binaries)"
 	@echo "make deploy      sam build + sam deploy --guided (AGENT=path/to/agent.yaml)"
-	@echo "make local-up    emulators + queues/table + the real handlers in the background (AGENT=...)"
+	@echo "make smoke       send a message through a deployed stack and wait for the reply (STACK=...)"
+	@echo "make local-up    emulators + queues/table + the real handlers in the background (AGENT=..., EMULATOR=moto|localstack)"
 	@echo "make local-down  stop all of it"
 	@echo "make bench       core benchmarks (docs/benchmarks.md)"
 
@@ -24,7 +29,7 @@ demo:
 	elif [ -n "$$OPENAI_API_KEY" ]; then model="--model openai:gpt-4.1"; fi; \
 	$(CARGO) run -q -p infinity-cli -- run --agent examples/demo/agent.yaml $$model "$(MESSAGE)"
 
-test: fmt-check lint tools template-check unit
+test: fmt-check lint tools template-check unit unit-localstack
 
 fmt-check:
 	$(CARGO) fmt --all -- --check
@@ -44,6 +49,11 @@ template-check: tools
 unit:
 	$(CARGO) test --workspace
 
+# The local-stack tests again, on LocalStack in host mode (installed and started by the harness).
+unit-localstack:
+	INFINITY_EMULATOR=localstack $(CARGO) test -p infinity-aws --test local_stack; \
+	status=$$?; INFINITY_EMULATOR=localstack bash infra/local/emulators.sh stop >/dev/null; exit $$status
+
 build:
 	@command -v cargo-lambda >/dev/null || { echo "make build needs cargo-lambda: cargo install cargo-lambda (and zig for cross-compiling to arm64)"; exit 1; }
 	$(CARGO) lambda build --release --arm64 -p infinity-aws --bin infinity-agent-lambda --bin infinity-relay-lambda --bin infinity-callback-lambda
@@ -53,8 +63,14 @@ deploy: tools
 	$(VENV)/sam build --template template.yaml
 	$(VENV)/sam deploy --guided --parameter-overrides "AgentYaml=$$(cat $(AGENT))"
 
+# After `make deploy`: a message through the deployed stack, and its reply (needs AWS credentials).
+smoke:
+	@test -n "$(STACK)" || { echo "make smoke STACK=<the stack name you deployed>"; exit 1; }
+	$(CARGO) build -q -p infinity-cli
+	$(VENV)/python infra/smoke_deployed.py --stack "$(STACK)"
+
 local-up:
-	bash infra/local/up.sh "$(AGENT)"
+	INFINITY_EMULATOR=$(EMULATOR) bash infra/local/up.sh "$(AGENT)"
 
 local-down:
 	bash infra/local/down.sh

@@ -31,7 +31,8 @@ from botocore.exceptions import ClientError
 
 REPO = Path(__file__).resolve().parents[2]
 REGION = "us-east-1"
-ACCOUNT = "123456789012"  # moto's default account
+# The emulator's default account: moto's, or LocalStack's.
+ACCOUNT = "000000000000" if os.environ.get("INFINITY_EMULATOR") == "localstack" else "123456789012"
 CREDENTIALS = {"aws_access_key_id": "test", "aws_secret_access_key": "test"}
 
 # The variables the Rust code reads (see template.yaml). The local environment sets all but these:
@@ -400,6 +401,9 @@ def main() -> None:
     )
     args = parser.parse_args()
 
+    if not args.endpoint and os.environ.get("INFINITY_EMULATOR") == "localstack":
+        port = os.environ.get("INFINITY_LOCAL_LOCALSTACK_PORT", "4567")
+        args.endpoint = f"http://127.0.0.1:{port}"
     if args.endpoint:
         endpoints = dict.fromkeys(("dynamodb", "sqs", "scheduler"), args.endpoint)
         env = {"AWS_ENDPOINT_URL": args.endpoint}

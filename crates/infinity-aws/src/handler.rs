@@ -551,15 +551,24 @@ impl RelayHandler {
         response
     }
 
+    /// A wake-up is never delivered before it is due: more than a second ahead, it goes round
+    /// the relay queue again (SQS delays are whole seconds, and an emulator's may end a little
+    /// early); a second or less ahead, the handler waits that long and delivers it. The messages
+    /// of a batch are forwarded one after the other, so the waits of one batch add up to about a
+    /// second at most.
     async fn forward(&self, envelope: &RelayEnvelope) -> Result<(), SendError> {
         let ahead = envelope.due.duration_since(Timestamp::now());
         match Duration::try_from(ahead) {
-            // Due (or within half a second of it): deliver now.
-            Ok(left) if left > Duration::from_millis(500) => {
+            Ok(left) if left > Duration::from_secs(1) => {
                 let secs = left.as_secs_f64().ceil() as u64;
                 self.timers.relay(envelope, Duration::from_secs(secs)).await
             }
-            _ => self.timers.deliver_now(&envelope.carried).await,
+            Ok(left) => {
+                tokio::time::sleep(left).await;
+                self.timers.deliver_now(&envelope.carried).await
+            }
+            // Past due.
+            Err(_) => self.timers.deliver_now(&envelope.carried).await,
         }
     }
 }

@@ -222,10 +222,11 @@ impl Renderer {
                     )
                 }
             }
+            // (A stored history has the notice only, not the count: 0 there says nothing.)
             OutputKind::Interrupted { calls } => match calls {
-                0 => "interrupted (no call was in flight)".to_owned(),
-                1 => "interrupted: 1 call cancelled".to_owned(),
-                n => format!("interrupted: {n} calls cancelled"),
+                0 => "interrupted by the user".to_owned(),
+                1 => "interrupted by the user: 1 call cancelled".to_owned(),
+                n => format!("interrupted by the user: {n} calls cancelled"),
             },
             OutputKind::Error { text } => format!("ERROR: {text}"),
         };

@@ -1,4 +1,5 @@
-//! Starts the local emulators (moto server and DynamoDB Local, through `infra/local/`), creates a
+//! Starts the local emulators (moto server and DynamoDB Local, or LocalStack with
+//! `INFINITY_EMULATOR=localstack`, through `infra/local/`), creates a
 //! fresh set of queues and a table for each test from `template.yaml`, and drives the real
 //! handlers through [`LocalRunner`] until a condition holds.
 

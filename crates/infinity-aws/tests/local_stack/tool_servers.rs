@@ -191,3 +191,151 @@ async fn a_question_is_answered_on_the_stack_like_infinity_choose_does() {
     let record = s.record("ask").await.unwrap();
     assert!(record.open_choices.is_empty() && record.pending_calls.is_empty());
 }
+
+/// A tool server whose `slow_lookup` acknowledges and never answers; it records each call's
+/// callback URL and every `/cancel_tool_call` with its signature header.
+async fn slow_server() -> (
+    String,
+    std::sync::Arc<std::sync::Mutex<Vec<String>>>,
+    std::sync::Arc<std::sync::Mutex<Vec<(Option<String>, serde_json::Value)>>>,
+) {
+    use axum::extract::State;
+    use axum::http::HeaderMap;
+    use axum::routing::{get, post};
+    use axum::Json;
+    use serde_json::Value;
+    use std::sync::{Arc, Mutex};
+    type Cancels = Arc<Mutex<Vec<(Option<String>, Value)>>>;
+    let callbacks: Arc<Mutex<Vec<String>>> = Arc::default();
+    let cancels: Cancels = Arc::default();
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let base = format!("http://{}", listener.local_addr().unwrap());
+    let manifest = json!({"name": "slow", "endpoint": format!("{base}/invoke"), "tools": [
+        {"name": "slow_lookup", "description": "Takes hours.", "inputSchema": {"type": "object"}}]});
+    let app = axum::Router::new()
+        .route(
+            "/.well-known/rap-toolset",
+            get(move || async move { Json(manifest) }),
+        )
+        .route(
+            "/invoke",
+            post(
+                |State((callbacks, _)): State<(Arc<Mutex<Vec<String>>>, Cancels)>,
+                 Json(body): Json<Value>| async move {
+                    let url = body["callback_url"].as_str().unwrap().to_owned();
+                    callbacks.lock().unwrap().push(url);
+                    "ok"
+                },
+            ),
+        )
+        .route(
+            "/cancel_tool_call",
+            post(
+                |State((_, cancels)): State<(Arc<Mutex<Vec<String>>>, Cancels)>,
+                 headers: HeaderMap,
+                 Json(body): Json<Value>| async move {
+                    let signature = headers
+                        .get("x-infinity-signature")
+                        .and_then(|v| v.to_str().ok())
+                        .map(str::to_owned);
+                    cancels.lock().unwrap().push((signature, body));
+                    "ok"
+                },
+            ),
+        )
+        .route("/close_thread", post(|| async { "ok" }))
+        .with_state((Arc::clone(&callbacks), Arc::clone(&cancels)));
+    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+    (base, callbacks, cancels)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn on_the_stack_a_message_passes_a_slow_call_and_an_interrupt_cancels_it() {
+    let (base, callbacks, cancels) = slow_server().await;
+    let s = stack_with(
+        "rules:\n  - when: \"^look$\"\n    reply:\n      tool_calls: [{name: slow_lookup, args: {}}]\n  - when: \"hello\"\n    reply: {text: \"still looking\"}\n  - reply: {text: \"ok\"}\n",
+        Options {
+            tool_servers: vec![base],
+            ..Options::default()
+        },
+    )
+    .await;
+    s.say("slow", "look").await;
+    s.run_until(Duration::from_secs(60), "the call", || async {
+        !callbacks.lock().unwrap().is_empty()
+    })
+    .await;
+    // A message while the call runs is answered, not held behind it.
+    s.say("slow", "hello?").await;
+    s.run_until(Duration::from_secs(60), "the answer", || async {
+        s.history_has("slow", "assistant: still looking").await
+    })
+    .await;
+    assert!(s.history_has("slow", "Still running").await);
+
+    // `infinity interrupt`: the call is cancelled, the server told (signed).
+    s.send(&infinity_agent_core::input::Input::new(
+        crate::harness::tid("slow"),
+        infinity_agent_core::input::InputBody::Interrupt {},
+    ))
+    .await;
+    s.run_until(Duration::from_secs(60), "the cancellation", || async {
+        !cancels.lock().unwrap().is_empty()
+    })
+    .await;
+    let (signature, body) = cancels.lock().unwrap()[0].clone();
+    assert!(signature.is_some_and(|s| s.starts_with("t=") && s.contains(",v1=")));
+    assert_eq!(body["thread_id"], "slow");
+    assert!(s.record("slow").await.unwrap().pending_calls.is_empty());
+    assert!(s.history_has("slow", "Interrupted by the user.").await);
+
+    // The tool answers anyway, through the callback function: accepted, and dropped.
+    let url = callbacks.lock().unwrap()[0].clone();
+    let id = url
+        .split('?')
+        .next()
+        .unwrap()
+        .rsplit('/')
+        .next()
+        .unwrap()
+        .to_owned();
+    let late = reqwest::Client::new()
+        .post(&url)
+        .json(&json!({"type": "tool_result", "group_id": "slow", "id": id, "text": "too late"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(late.status().as_u16(), 200);
+    for _ in 0..3 {
+        s.round().await;
+    }
+    assert!(!s.history_has("slow", "too late").await);
+
+    // A new call, and a callback the function refuses: the call gets an error result.
+    s.say("slow", "look").await;
+    s.run_until(Duration::from_secs(60), "the second call", || async {
+        callbacks.lock().unwrap().len() == 2
+    })
+    .await;
+    let url = callbacks.lock().unwrap()[1].clone();
+    let id = url
+        .split('?')
+        .next()
+        .unwrap()
+        .rsplit('/')
+        .next()
+        .unwrap()
+        .to_owned();
+    let refused = reqwest::Client::new()
+        .post(&url)
+        .json(&json!({"type": "tool_result", "group_id": "slow", "id": id}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(refused.status().as_u16(), 400);
+    s.run_until(Duration::from_secs(60), "the error result", || async {
+        s.history_has("slow", "cannot accept").await
+    })
+    .await;
+    assert!(s.record("slow").await.unwrap().pending_calls.is_empty());
+}
