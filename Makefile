@@ -10,7 +10,7 @@ EMULATOR ?= $(or $(INFINITY_EMULATOR),moto)
 # A deployed stack's name, for `make smoke`.
 STACK ?=
 
-.PHONY: bench-aws bench-models help demo test fmt-check lint template-check tools unit unit-localstack build build-local bench deploy smoke local-up local-down clean
+.PHONY: package-check bench-aws bench-models help demo test fmt-check lint template-check tools unit unit-localstack build build-local bench deploy smoke local-up local-down clean
 
 help:
 	@echo "make demo        run the offline demo agent on the embedded runtime"
@@ -29,13 +29,19 @@ demo:
 	elif [ -n "$$OPENAI_API_KEY" ]; then model="--model openai:gpt-4.1"; fi; \
 	$(CARGO) run -q -p infinity-cli -- run --agent examples/demo/agent.yaml $$model "$(MESSAGE)"
 
-test: fmt-check lint tools template-check unit unit-localstack
+test: fmt-check lint package-check tools template-check unit unit-localstack
 
 fmt-check:
 	$(CARGO) fmt --all -- --check
 
 lint:
 	$(CARGO) clippy --workspace --all-targets -- -D warnings
+
+# Every library crate packages (metadata, readme, versions on path dependencies) and its docs
+# build without warnings. `--no-verify` keeps it quick; a full `cargo package` also builds each.
+package-check:
+	$(CARGO) package --workspace --exclude custom-tool-example --exclude rap-example-servers --no-verify --allow-dirty --quiet
+	RUSTDOCFLAGS="-D warnings" $(CARGO) doc --workspace --no-deps --quiet
 
 # The Python venv (cfn-lint, SAM CLI, moto) and DynamoDB Local; idempotent and quick once done.
 tools:

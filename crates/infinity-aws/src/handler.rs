@@ -62,6 +62,15 @@ pub struct SsmError {
 /// Loads the deployment's agent from `INFINITY_AGENT_YAML` (content; relative paths resolve
 /// against `INFINITY_AGENT_DIR`, default the working folder) or `INFINITY_AGENT_FILE` (a path).
 pub async fn agent_from_env() -> Result<Arc<Agent>, SetupError> {
+    agent_from_env_with(&[], &infinity_models::CustomProviders::new()).await
+}
+
+/// [`agent_from_env`] with the application's own tools (beside the built-in ones and
+/// `set_title`) and model providers; see [`crate::lambda::AgentLambda`].
+pub async fn agent_from_env_with(
+    tools: &[Arc<dyn Tool>],
+    providers: &infinity_models::CustomProviders,
+) -> Result<Arc<Agent>, SetupError> {
     let file = match (
         std::env::var("INFINITY_AGENT_YAML")
             .ok()
@@ -77,7 +86,7 @@ pub async fn agent_from_env() -> Result<Arc<Agent>, SetupError> {
         (None, Some(path)) => AgentFile::load(&PathBuf::from(path))?,
         (None, None) => return Err(SetupError::NoAgent),
     };
-    build_agent(&file).await
+    build_agent_with(&file, tools, providers).await
 }
 
 /// The model API key from the SSM parameter named by `INFINITY_MODEL_KEY_PARAMETER` (a
@@ -124,11 +133,23 @@ pub async fn read_ssm_parameter(name: &str) -> Result<String, SsmError> {
 /// model (the key from SSM when `INFINITY_MODEL_KEY_PARAMETER` names one), its skills, the
 /// built-in and internal tools, and `set_title`.
 pub async fn build_agent(file: &AgentFile) -> Result<Arc<Agent>, SetupError> {
-    let key = model_key_from_ssm().await.map_err(SetupError::ModelKey)?;
-    let options = infinity_models::LoadOptions { model: None, key };
+    build_agent_with(file, &[], &infinity_models::CustomProviders::new()).await
+}
+
+/// [`build_agent`] with the application's own tools and model providers.
+pub async fn build_agent_with(
+    file: &AgentFile,
+    tools: &[Arc<dyn Tool>],
+    providers: &infinity_models::CustomProviders,
+) -> Result<Arc<Agent>, SetupError> {
+    let mut options = infinity_models::LoadOptions::default().with_providers(providers.clone());
+    if let Some(key) = model_key_from_ssm().await.map_err(SetupError::ModelKey)? {
+        options = options.with_key(key);
+    }
     let spec = infinity_models::load_agent(file, options).await?;
-    let set_title: Arc<dyn Tool> = Arc::new(SetTitle);
-    Ok(Arc::new(Agent::from_spec(spec, &[set_title])?))
+    let mut all: Vec<Arc<dyn Tool>> = vec![Arc::new(SetTitle)];
+    all.extend(tools.iter().cloned());
+    Ok(Arc::new(Agent::from_spec(spec, &all)?))
 }
 
 /// Why a thread's messages could not be handled; SQS delivers them again.

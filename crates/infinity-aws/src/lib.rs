@@ -12,6 +12,7 @@
 
 pub mod config;
 pub mod handler;
+pub mod lambda;
 pub mod local;
 pub mod queue;
 pub mod store;

@@ -226,10 +226,10 @@ async fn build_system_with_receiver(
     // MCP servers in `tool_servers:` are reached through bridges this process starts.
     tool_servers::start_mcp_bridges(&mut file).await?;
     let spec = args.model.clone().unwrap_or_else(|| file.model.clone());
-    let options = infinity_models::LoadOptions {
-        model: args.model.clone(),
-        key: None,
-    };
+    let mut options = infinity_models::LoadOptions::default();
+    if let Some(model) = &args.model {
+        options = options.with_model(model);
+    }
     let agent = infinity_models::load_agent(&file, options).await?;
     if spec.starts_with("script:") {
         let keys: Vec<&str> = ["ANTHROPIC_API_KEY", "OPENAI_API_KEY"]

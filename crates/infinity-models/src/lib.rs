@@ -36,6 +36,9 @@ pub enum ResolveError {
     /// The provider needs a key that is not set.
     #[error("{0}")]
     MissingKey(&'static str),
+    /// An application's own provider refused the model.
+    #[error("{0}")]
+    Custom(String),
 }
 
 /// Why an agent could not be loaded.
@@ -61,12 +64,103 @@ pub enum LoadAgentError {
 
 /// How to load an agent file beyond what it says.
 #[derive(Debug, Clone, Default)]
+#[non_exhaustive]
 pub struct LoadOptions {
     /// A model spec that replaces the file's (`--model`); relative script paths in it start
     /// from the working folder instead of the file's.
     pub model: Option<String>,
     /// The provider's API key, when it does not come from the environment (SSM on Lambda).
     pub key: Option<String>,
+    /// Model providers of the application's own, by the `PROVIDER` of `PROVIDER:MODEL`.
+    pub providers: CustomProviders,
+}
+
+impl LoadOptions {
+    /// The same options with this model spec instead of the file's.
+    pub fn with_model(mut self, model: impl Into<String>) -> Self {
+        self.model = Some(model.into());
+        self
+    }
+
+    /// The same options with this API key for the file's provider.
+    pub fn with_key(mut self, key: impl Into<String>) -> Self {
+        self.key = Some(key.into());
+        self
+    }
+
+    /// The same options with the application's own providers.
+    pub fn with_providers(mut self, providers: CustomProviders) -> Self {
+        self.providers = providers;
+        self
+    }
+}
+
+/// Builds a model provider of the application's own from the `MODEL` part of `PROVIDER:MODEL`;
+/// an `Err` is a reason the agent file's author can act on.
+pub type ProviderFactory =
+    Arc<dyn Fn(&str) -> Result<Arc<dyn ModelProvider>, String> + Send + Sync>;
+
+/// Model providers an application adds to the built-in ones, each under a provider name an agent
+/// file's `model:` may use (`mycorp:large`). A name of a built-in provider is refused when
+/// added, so an agent file means the same model on every host.
+///
+/// ```
+/// use std::sync::Arc;
+/// use infinity_agent_core::scripted::ScriptedModel;
+/// use infinity_models::CustomProviders;
+///
+/// let providers = CustomProviders::new()
+///     .with("canned", Arc::new(|model: &str| {
+///         let script = format!("rules:\n  - reply: {{text: \"{model} says hi\"}}\n");
+///         ScriptedModel::parse(&script, std::path::Path::new("canned.yaml"))
+///             .map(|m| Arc::new(m) as _)
+///             .map_err(|e| e.to_string())
+///     }))
+///     .unwrap();
+/// assert!(providers.get("canned").is_some());
+/// assert!(CustomProviders::new().with("openai", Arc::new(|_: &str| Err("no".into()))).is_err());
+/// ```
+#[derive(Clone, Default)]
+pub struct CustomProviders {
+    factories: std::collections::BTreeMap<String, ProviderFactory>,
+}
+
+/// The provider names the runtime itself knows; an application may not take them.
+pub const BUILTIN_PROVIDERS: [&str; 4] = ["anthropic", "openai", "bedrock", "script"];
+
+impl CustomProviders {
+    /// No providers of the application's own.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Adds `factory` under `name`; `Err` when the name is a built-in provider's, empty, or
+    /// holds a `:`.
+    pub fn with(mut self, name: &str, factory: ProviderFactory) -> Result<Self, String> {
+        if BUILTIN_PROVIDERS.contains(&name) {
+            return Err(format!(
+                "`{name}` is a built-in model provider; give yours another name"
+            ));
+        }
+        if name.is_empty() || name.contains(':') {
+            return Err(format!(
+                "`{name}` is not a provider name (non-empty, no `:`)"
+            ));
+        }
+        self.factories.insert(name.to_owned(), factory);
+        Ok(self)
+    }
+
+    /// The factory added under `name`.
+    pub fn get(&self, name: &str) -> Option<&ProviderFactory> {
+        self.factories.get(name)
+    }
+}
+
+impl std::fmt::Debug for CustomProviders {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_set().entries(self.factories.keys()).finish()
+    }
 }
 
 /// Loads an agent from its file: resolves the model (or `options.model`), fetches the skills
@@ -94,9 +188,14 @@ pub async fn load_agent(
             reason: e.to_string(),
         })
     })?;
-    let model = resolve_model_with_key(&parsed, &base, options.key)
-        .await
-        .map_err(model_error)?;
+    let model = match options.providers.get(&parsed.provider) {
+        Some(factory) => {
+            factory(&parsed.model).map_err(|why| model_error(ResolveError::Custom(why)))?
+        }
+        None => resolve_model_with_key(&parsed, &base, options.key)
+            .await
+            .map_err(model_error)?,
+    };
     let fetched = fetch::fetch_skills(file).await?;
     Ok(AgentSpec::from_file(file, model, &fetched)?)
 }

@@ -128,6 +128,26 @@ impl ToolContext<'_> {
             .push(Effect::output(&self.record.id, self.now, kind));
     }
 
+    /// Arranges this call's timer, for a passive tool (one that returns
+    /// [`ToolOutcome::Passive`] with `due: Some(due)`): the host delivers a `timer_wake_up`
+    /// input for the call at `due`, on whichever host runs the thread (a tokio timer embedded;
+    /// the relay queue or EventBridge Scheduler on AWS), and the user sees the thread sleeping.
+    /// The input's id comes from the call, so a replayed slice arranges the same timer.
+    pub fn wake_at(&mut self, due: Timestamp) {
+        let input = Input {
+            id: InputId::derived(self.call.id.as_str(), "wake"),
+            thread_id: self.record.id.clone(),
+            body: InputBody::TimerWakeUp {
+                call_id: self.call.id.clone(),
+            },
+        };
+        self.effects.push(Effect::SendAt { input, due });
+        self.output(OutputKind::Sleeping {
+            call_id: self.call.id.clone(),
+            until: Some(due),
+        });
+    }
+
     /// Sends this call's result back to this thread through the input queue.
     pub fn send_own_result(&mut self, text: impl Into<String>) {
         let input = Input {

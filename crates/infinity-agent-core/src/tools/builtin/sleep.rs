@@ -5,10 +5,8 @@ use jiff::{civil::DateTime, tz::TimeZone, SignedDuration, Timestamp};
 use serde_json::{json, Value};
 
 use super::str_arg;
-use crate::effect::{Effect, OutputKind};
+use crate::effect::OutputKind;
 use crate::history::show_time;
-use crate::ids::InputId;
-use crate::input::{Input, InputBody};
 use crate::model::ToolSpec;
 use crate::tools::{Tool, ToolContext, ToolOutcome};
 
@@ -16,18 +14,7 @@ use crate::tools::{Tool, ToolContext, ToolOutcome};
 const MAX_SLEEP_SECONDS: u64 = 10 * 366 * 24 * 3600;
 
 fn schedule_wake(ctx: &mut ToolContext<'_>, due: Timestamp) {
-    let input = Input {
-        id: InputId::derived(ctx.call.id.as_str(), "wake"),
-        thread_id: ctx.record.id.clone(),
-        body: InputBody::TimerWakeUp {
-            call_id: ctx.call.id.clone(),
-        },
-    };
-    ctx.emit(Effect::SendAt { input, due });
-    ctx.output(OutputKind::Sleeping {
-        call_id: ctx.call.id.clone(),
-        until: Some(due),
-    });
+    ctx.wake_at(due);
 }
 
 #[derive(Debug)]
