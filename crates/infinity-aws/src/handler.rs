@@ -29,6 +29,7 @@ use crate::wire::{parse_input, Carried, RelayEnvelope, WireError};
 
 /// Why the agent could not be set up (at init: the function fails to start, loudly).
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum SetupError {
     /// Neither `INFINITY_AGENT_YAML` nor `INFINITY_AGENT_FILE` is set.
     #[error(
@@ -154,6 +155,7 @@ pub async fn build_agent_with(
 
 /// Why a thread's messages could not be handled; SQS delivers them again.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum HandlerError {
     /// The store could not be read.
     #[error(transparent)]

@@ -285,7 +285,7 @@ fn post_error(e: PostError) -> ApiError {
     match e {
         PostError::Closed(_) => error(StatusCode::CONFLICT, e),
         PostError::Unknown(_) => error(StatusCode::NOT_FOUND, e),
-        PostError::Store(_) => error(StatusCode::INTERNAL_SERVER_ERROR, e),
+        _ => error(StatusCode::INTERNAL_SERVER_ERROR, e),
     }
 }
 

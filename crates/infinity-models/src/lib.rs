@@ -29,6 +29,7 @@ use infinity_agent_core::model::ModelProvider;
 
 /// Why a model spec could not be turned into a model.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum ResolveError {
     /// The core could not build it (a script that does not load, an unknown provider).
     #[error(transparent)]
@@ -43,6 +44,7 @@ pub enum ResolveError {
 
 /// Why an agent could not be loaded.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum LoadAgentError {
     /// The agent file is invalid.
     #[error(transparent)]

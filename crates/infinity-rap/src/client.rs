@@ -100,6 +100,7 @@ pub struct RapClient {
 
 /// Why a client could not be configured.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum ClientConfigError {
     /// `bearer_env` names a variable that is not set.
     #[error("tool server {url}: auth.bearer_env names {var}, which is not set")]
@@ -417,6 +418,7 @@ impl ToolDispatcher for RapClient {
 
 /// Why a user's choice could not be answered.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum ChoiceError {
     /// The thread has no such open question.
     #[error("thread {thread} has no open question{}{}", call.as_deref().map(|c| format!(" for call {c}")).unwrap_or_default(), if open.is_empty() { String::new() } else { format!(" (open: {})", open.join(", ")) })]

@@ -20,6 +20,7 @@ use crate::state::ThreadRecord;
 
 /// Why a store operation failed.
 #[derive(Debug, Clone, thiserror::Error)]
+#[non_exhaustive]
 pub enum StoreError {
     /// Another writer committed first; reload and run the slice again.
     #[error("thread {thread_id}: version conflict (expected {expected:?}, found {found:?}); another slice committed first")]

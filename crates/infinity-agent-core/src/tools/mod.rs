@@ -159,7 +159,43 @@ impl ToolContext<'_> {
     }
 }
 
-/// A tool an agent can call.
+/// A tool an agent can call. Give it to [`crate::runtime::AgentSystemBuilder::with_tool`] (and
+/// to the AWS host's `AgentLambda::with_tool`): the same value runs on both hosts.
+///
+/// ```
+/// use infinity_agent_core::model::ToolSpec;
+/// use infinity_agent_core::tools::{Tool, ToolContext, ToolOutcome};
+/// use serde_json::{json, Value};
+///
+/// /// Adds two numbers: synchronous, so the model gets the result in the same slice.
+/// #[derive(Debug)]
+/// struct Add;
+///
+/// impl Tool for Add {
+///     fn spec(&self) -> ToolSpec {
+///         ToolSpec::new(
+///             "add",
+///             "Adds `a` and `b`.",
+///             json!({"type": "object",
+///                    "properties": {"a": {"type": "number"}, "b": {"type": "number"}},
+///                    "required": ["a", "b"]}),
+///         )
+///     }
+///
+///     fn call(&self, args: &Value, _: &mut ToolContext<'_>) -> ToolOutcome {
+///         // The registry checked `args` against the schema before this runs.
+///         let sum = args["a"].as_f64().unwrap_or(0.0) + args["b"].as_f64().unwrap_or(0.0);
+///         ToolOutcome::ok(sum.to_string())
+///     }
+/// }
+///
+/// assert_eq!(Add.spec().name, "add");
+/// ```
+///
+/// A passive tool arranges its timer with [`ToolContext::wake_at`] and returns
+/// [`ToolOutcome::Passive`]; a dispatched one emits effects ([`ToolContext::emit`]) and returns
+/// [`ToolOutcome::Dispatched`]. Never read the clock or draw random numbers in `call`: use
+/// `ctx.now` and `ctx.ids`, so a slice run again after a crash does the same thing.
 pub trait Tool: Send + Sync + fmt::Debug {
     /// Name, description and argument schema.
     fn spec(&self) -> ToolSpec;
