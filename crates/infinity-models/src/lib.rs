@@ -167,6 +167,29 @@ impl std::fmt::Debug for CustomProviders {
 
 /// Loads an agent from its file: resolves the model (or `options.model`), fetches the skills
 /// that load from a url, and reads the rest. Every host loads agents through this.
+///
+/// ```
+/// use infinity_agent_core::agent::AgentFile;
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// let dir = tempfile::tempdir()?;
+/// std::fs::write(dir.path().join("hi.script.yaml"), "rules:\n  - reply: {text: hi}\n")?;
+/// let path = dir.path().join("agent.yaml");
+/// std::fs::write(&path, "name: greeter\nmodel: script:hi.script.yaml\nsystem: You greet.\n")?;
+///
+/// let file = AgentFile::load(&path)?;
+/// let agent = infinity_models::load_agent(&file, Default::default()).await?;
+/// assert_eq!(agent.name, "greeter");
+/// assert!(agent.model.name().ends_with("hi.script.yaml"));
+///
+/// // A model the file cannot have is an error naming the agent and the model.
+/// let bad = AgentFile::parse("name: x\nmodel: nosuch:model\n", &path)?;
+/// let error = infinity_models::load_agent(&bad, Default::default()).await.unwrap_err();
+/// assert!(error.to_string().contains("nosuch:model"), "{error}");
+/// # Ok(())
+/// # }
+/// ```
 pub async fn load_agent(
     file: &AgentFile,
     options: LoadOptions,

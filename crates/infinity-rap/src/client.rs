@@ -87,7 +87,31 @@ struct Server {
     auth: Option<Arc<dyn Authorizer>>,
 }
 
-/// Talks RAP to the configured tool servers.
+/// Talks RAP to the configured tool servers. Give it to the embedded runtime as discovery and
+/// dispatcher, and serve [`crate::receiver::router`] with the same signer for the callbacks
+/// (docs/rust-api.md, "Tool servers on both hosts").
+///
+/// ```
+/// use std::sync::Arc;
+///
+/// use infinity_agent_core::runtime::AgentSystemBuilder;
+/// use infinity_agent_core::tools::remote::ToolServerConfig;
+/// use infinity_rap::client::RapClient;
+/// use infinity_rap::signing::CallbackSigner;
+///
+/// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// // Callback URLs under the receiver's public URL, signed with a secret of 32+ bytes.
+/// let signer = CallbackSigner::new(b"a secret of thirty-two bytes or more".to_vec(), "http://127.0.0.1:8790")?;
+/// let servers: Vec<ToolServerConfig> =
+///     serde_yaml_ng::from_str("- http://127.0.0.1:8701\n- {url: 'http://127.0.0.1:8702', deadline: 2h}\n")?;
+/// let client = Arc::new(RapClient::new(signer).with_configured(&servers)?);
+/// let builder = AgentSystemBuilder::new()
+///     .with_discovery(client.clone())
+///     .with_dispatcher(client);
+/// # let _ = builder;
+/// # Ok(())
+/// # }
+/// ```
 #[derive(Debug, Clone)]
 pub struct RapClient {
     http: reqwest::Client,

@@ -107,6 +107,27 @@ struct Inner {
 }
 
 /// A [`ThreadStore`] in a folder. See the module docs for the layout and the commit protocol.
+///
+/// Threads, histories, outboxes and processed-input markers survive a restart; one process holds
+/// a folder at a time (a second `open` is an error naming the holder).
+///
+/// ```
+/// use std::sync::Arc;
+///
+/// use infinity_agent_core::runtime::AgentSystemBuilder;
+/// use infinity_agent_core::store::FileStore;
+///
+/// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// let dir = tempfile::tempdir()?;
+/// let store = FileStore::open(dir.path())?;
+/// // A second process (or a second open) on the same folder is refused, naming the holder.
+/// let again = FileStore::open(dir.path()).unwrap_err();
+/// assert!(again.to_string().contains("is in use by"), "{again}");
+/// let builder = AgentSystemBuilder::new().with_store(Arc::new(store));
+/// # let _ = builder;
+/// # Ok(())
+/// # }
+/// ```
 #[derive(Debug, Clone)]
 pub struct FileStore {
     root: PathBuf,
