@@ -210,6 +210,19 @@ macro_rules! string_id {
 
 string_id!(
     /// A thread's id. On the RAP wire it is called `group_id`; on SQS it is the `MessageGroupId`.
+    ///
+    /// Ids are checked when made: letters, digits, `_` and `-`, so they fit every place they go
+    /// (a DynamoDB key, a queue's group, a URL path).
+    ///
+    /// ```
+    /// use infinity_agent_core::ids::ThreadId;
+    ///
+    /// let thread = ThreadId::new("support-42").unwrap();
+    /// assert_eq!(thread.as_str(), "support-42");
+    /// let error = ThreadId::new("a/b").unwrap_err();
+    /// assert!(error.to_string().contains("a/b"), "{error}");
+    /// assert!(ThreadId::generate().as_str().starts_with("t-"));
+    /// ```
     ThreadId,
     "thread id",
     "t-"

@@ -186,6 +186,26 @@ fn split(s: &str) -> Vec<&str> {
 }
 
 /// A [`ThreadStore`] on one DynamoDB table. See the module docs for the layout.
+///
+/// The agent Lambda makes its own; an embedded process can keep its threads here too (one
+/// process driving a thread at a time):
+///
+/// ```no_run
+/// use std::sync::Arc;
+/// use std::time::Duration;
+///
+/// use infinity_agent_core::runtime::AgentSystemBuilder;
+/// use infinity_aws::config::Clients;
+/// use infinity_aws::store::DynamoThreadStore;
+///
+/// # async fn run() {
+/// let clients = Clients::from_env().await;
+/// // Processed-input markers are kept 30 days (duplicates older than that are not expected).
+/// let store = DynamoThreadStore::new(clients.dynamodb, "infinity-threads", Duration::from_secs(30 * 86_400));
+/// let builder = AgentSystemBuilder::new().with_store(Arc::new(store));
+/// # let _ = builder;
+/// # }
+/// ```
 #[derive(Debug, Clone)]
 pub struct DynamoThreadStore {
     client: Client,
