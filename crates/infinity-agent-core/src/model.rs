@@ -98,7 +98,61 @@ pub enum ModelError {
     Terminal(String),
 }
 
-/// A language model (or a script standing in for one).
+/// A language model (or a script standing in for one). Implement it to bring a provider of your
+/// own; with an agent file, register it with `infinity_models::CustomProviders`.
+///
+/// ```
+/// use std::sync::Arc;
+///
+/// use async_trait::async_trait;
+/// use infinity_agent_core::agent::AgentSpec;
+/// use infinity_agent_core::history::Item;
+/// use infinity_agent_core::ids::ThreadId;
+/// use infinity_agent_core::model::{
+///     Completion, CompletionRequest, ModelError, ModelProvider, StopReason, Usage,
+/// };
+/// use infinity_agent_core::runtime::AgentSystemBuilder;
+///
+/// /// Repeats the last message (a real provider calls its API here).
+/// #[derive(Debug)]
+/// struct Echo;
+///
+/// #[async_trait]
+/// impl ModelProvider for Echo {
+///     fn name(&self) -> &str {
+///         "echo"
+///     }
+///
+///     async fn complete(&self, request: CompletionRequest<'_>) -> Result<Completion, ModelError> {
+///         let last = request.history.iter().rev().find_map(|entry| match &entry.item {
+///             Item::Message { text, .. } => Some(text.clone()),
+///             _ => None,
+///         });
+///         Ok(Completion {
+///             text: last,
+///             tool_calls: Vec::new(),
+///             stop_reason: StopReason::EndTurn,
+///             usage: Usage::default(),
+///         })
+///     }
+/// }
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// let system = AgentSystemBuilder::new()
+///     .with_agent(AgentSpec::new("parrot", "Repeat.", Arc::new(Echo)))
+///     .with_tokio_sleep_tools()
+///     .build()
+///     .await?;
+/// let thread = ThreadId::new("p")?;
+/// system.post_user_message(&thread, "polly").await?;
+/// system.wait_idle(None).await;
+/// let history = system.view(&thread).await?;
+/// assert!(matches!(&history.last().unwrap().item,
+///     Item::Assistant { text: Some(text), .. } if text == "polly"));
+/// # Ok(())
+/// # }
+/// ```
 #[async_trait]
 pub trait ModelProvider: Send + Sync + std::fmt::Debug {
     /// A name for logs, e.g. `script:demo.yaml` or `anthropic:claude-sonnet-4-5`.
