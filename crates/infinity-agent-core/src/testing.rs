@@ -185,3 +185,34 @@ impl crate::host::EffectPerformer for DeadHost {
         })
     }
 }
+
+/// An input queue that keeps what it is sent, for tests of code that queues inputs (a callback
+/// receiver, a forwarder).
+#[derive(Debug, Default)]
+pub struct RecordingQueue(std::sync::Mutex<Vec<crate::input::Input>>);
+
+impl RecordingQueue {
+    /// What was sent so far, in order.
+    pub fn inputs(&self) -> Vec<crate::input::Input> {
+        self.0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone()
+    }
+}
+
+#[async_trait::async_trait]
+impl crate::host::InputSender for RecordingQueue {
+    async fn send_to_input_queue(
+        &self,
+        message: &crate::input::Input,
+        _group_id: &crate::ids::ThreadId,
+        _dedup_id: &crate::ids::InputId,
+    ) -> Result<(), crate::host::SendError> {
+        self.0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .push(message.clone());
+        Ok(())
+    }
+}

@@ -32,21 +32,21 @@ use std::sync::{Arc, Mutex};
 use async_trait::async_trait;
 use aws_sdk_dynamodb::error::ProvideErrorMetadata;
 use aws_sdk_dynamodb::types::{
-    AttributeValue, Delete, DeleteRequest, KeysAndAttributes, Put, ReturnValue, TransactWriteItem,
-    Update, WriteRequest,
+    AttributeValue, Delete, KeysAndAttributes, Put, TransactWriteItem, Update,
 };
 use aws_sdk_dynamodb::Client;
 use infinity_agent_core::commit::Commit;
 use infinity_agent_core::effect::PendingEffect;
 use infinity_agent_core::history::HistoryEntry;
 use infinity_agent_core::ids::{EffectId, InputId, ThreadId};
-use infinity_agent_core::input::Input;
 use infinity_agent_core::state::ThreadRecord;
 use infinity_agent_core::store::{StoreError, ThreadStore};
-use serde::de::DeserializeOwned;
 use serde::Serialize;
 
-use crate::wire::StoredInput;
+mod aside;
+mod blob;
+
+use blob::{Blob, Parts};
 
 /// Values whose JSON is longer than this are split into parts.
 pub const INLINE_LIMIT: usize = 300_000;
@@ -91,98 +91,6 @@ fn sdk_error<E: ProvideErrorMetadata + std::fmt::Debug>(
 
 fn corrupt(what: &str, err: impl std::fmt::Display) -> StoreError {
     StoreError::Corrupt(format!("{what}: {err}"))
-}
-
-/// A JSON value on its way into an item: inline, or split into parts.
-struct Blob {
-    json: String,
-    parts_id: Option<String>,
-}
-
-/// The parts an item refers to: `X#<id>#00000` and on, `count` of them.
-#[derive(Debug, Clone, PartialEq, Eq)]
-struct Parts {
-    id: String,
-    count: usize,
-}
-
-impl Parts {
-    /// The parts an item refers to, if it refers to any.
-    fn of(item: &HashMap<String, AttributeValue>) -> Option<Self> {
-        let Some(AttributeValue::S(id)) = item.get("parts_id") else {
-            return None;
-        };
-        let count = match item.get("parts") {
-            Some(AttributeValue::N(n)) => n.parse().ok()?,
-            _ => return None,
-        };
-        Some(Self {
-            id: id.clone(),
-            count,
-        })
-    }
-
-    fn sort_keys(&self) -> impl Iterator<Item = String> + '_ {
-        (0..self.count).map(|n| format!("X#{}#{n:05}", self.id))
-    }
-}
-
-impl Blob {
-    fn new<T: Serialize>(value: &T, what: &str) -> Result<Self, StoreError> {
-        let json = serde_json::to_string(value).map_err(|e| corrupt(what, e))?;
-        Ok(Self {
-            json,
-            parts_id: None,
-        })
-    }
-
-    /// The parts this value was split into, once written.
-    fn parts(&self) -> Option<Parts> {
-        self.parts_id.as_ref().map(|id| Parts {
-            id: id.clone(),
-            count: split(&self.json).len(),
-        })
-    }
-
-    fn inline_len(&self) -> usize {
-        if self.parts_id.is_some() {
-            0
-        } else {
-            self.json.len()
-        }
-    }
-
-    /// The attributes that stand for this value in its item.
-    fn attributes(&self, item: &mut HashMap<String, AttributeValue>) {
-        match &self.parts_id {
-            None => {
-                item.insert("body".into(), AttributeValue::S(self.json.clone()));
-            }
-            Some(id) => {
-                item.insert("parts_id".into(), AttributeValue::S(id.clone()));
-                item.insert(
-                    "parts".into(),
-                    AttributeValue::N(split(&self.json).len().to_string()),
-                );
-            }
-        }
-    }
-}
-
-/// Splits `s` into pieces of at most [`INLINE_LIMIT`] bytes, on character boundaries.
-fn split(s: &str) -> Vec<&str> {
-    let mut parts = Vec::new();
-    let mut rest = s;
-    while !rest.is_empty() {
-        let mut cut = rest.len().min(INLINE_LIMIT);
-        while !rest.is_char_boundary(cut) {
-            cut -= 1;
-        }
-        let (head, tail) = rest.split_at(cut);
-        parts.push(head);
-        rest = tail;
-    }
-    parts
 }
 
 /// A [`ThreadStore`] on one DynamoDB table. See the module docs for the layout.
@@ -277,71 +185,6 @@ impl DynamoThreadStore {
         }
     }
 
-    /// Reads a value stored by [`Blob`] from an item.
-    async fn read_body<T: DeserializeOwned>(
-        &self,
-        pk: &str,
-        item: &HashMap<String, AttributeValue>,
-        what: &str,
-    ) -> Result<T, StoreError> {
-        if let Some(AttributeValue::S(body)) = item.get("body") {
-            return serde_json::from_str(body).map_err(|e| corrupt(what, e));
-        }
-        let Some(AttributeValue::S(id)) = item.get("parts_id") else {
-            return Err(corrupt(what, "item has neither body nor parts"));
-        };
-        let mut json = String::new();
-        for part in self
-            .query_all(pk, &format!("X#{id}#"), &format!("X#{id}#~"))
-            .await?
-        {
-            if let Some(AttributeValue::S(d)) = part.get("d") {
-                json.push_str(d);
-            }
-        }
-        serde_json::from_str(&json).map_err(|e| corrupt(what, e))
-    }
-
-    /// Writes the parts of the blobs that are too big to sit inline, under fresh ids, expiring at
-    /// `ttl` (seconds since the epoch) unless something adopts them first.
-    async fn write_parts(
-        &self,
-        pk: &str,
-        blobs: &mut [&mut Blob],
-        ttl: Option<i64>,
-    ) -> Result<(), StoreError> {
-        let mut inline: usize = blobs.iter().map(|b| b.inline_len()).sum();
-        let mut order: Vec<usize> = (0..blobs.len()).collect();
-        order.sort_by_key(|&i| std::cmp::Reverse(blobs[i].json.len()));
-        for i in order {
-            let blob = &mut blobs[i];
-            if blob.json.len() <= INLINE_LIMIT && inline <= TRANSACTION_BUDGET {
-                continue;
-            }
-            inline -= blob.json.len();
-            let id = infinity_agent_core::ids::EffectId::generate().to_string();
-            for (n, part) in split(&blob.json).iter().enumerate() {
-                let mut item = HashMap::from([
-                    ("pk".to_owned(), AttributeValue::S(pk.to_owned())),
-                    ("sk".to_owned(), AttributeValue::S(format!("X#{id}#{n:05}"))),
-                    ("d".to_owned(), AttributeValue::S((*part).to_owned())),
-                ]);
-                if let Some(ttl) = ttl {
-                    item.insert("ttl".to_owned(), AttributeValue::N(ttl.to_string()));
-                }
-                self.client
-                    .put_item()
-                    .table_name(&*self.table)
-                    .set_item(Some(item))
-                    .send()
-                    .await
-                    .map_err(|e| sdk_error("writing value parts", e))?;
-            }
-            blob.parts_id = Some(id);
-        }
-        Ok(())
-    }
-
     async fn query_all(
         &self,
         pk: &str,
@@ -370,55 +213,6 @@ impl DynamoThreadStore {
                 return Ok(items);
             }
         }
-    }
-
-    /// Deletes parts (after what owned them is gone).
-    async fn delete_parts(&self, pk: &str, parts: &Parts) -> Result<(), StoreError> {
-        let keys: Vec<String> = parts.sort_keys().collect();
-        for chunk in keys.chunks(MAX_BATCH_WRITE) {
-            let mut requests: Vec<WriteRequest> = Vec::with_capacity(chunk.len());
-            for sk in chunk {
-                let delete = DeleteRequest::builder()
-                    .key("pk", AttributeValue::S(pk.to_owned()))
-                    .key("sk", AttributeValue::S(sk.clone()))
-                    .build()
-                    .map_err(|e| unavailable("building a delete", e))?;
-                requests.push(WriteRequest::builder().delete_request(delete).build());
-            }
-            while !requests.is_empty() {
-                let out = self
-                    .client
-                    .batch_write_item()
-                    .request_items(&*self.table, std::mem::take(&mut requests))
-                    .send()
-                    .await
-                    .map_err(|e| sdk_error("deleting value parts", e))?;
-                requests = out
-                    .unprocessed_items()
-                    .and_then(|u| u.get(&*self.table))
-                    .cloned()
-                    .unwrap_or_default();
-            }
-        }
-        Ok(())
-    }
-
-    /// Deletes one item and the parts it referred to.
-    async fn delete_with_parts(&self, pk: &str, sk: &str, what: &str) -> Result<(), StoreError> {
-        let out = self
-            .client
-            .delete_item()
-            .table_name(&*self.table)
-            .key("pk", AttributeValue::S(pk.to_owned()))
-            .key("sk", AttributeValue::S(sk.to_owned()))
-            .return_values(ReturnValue::AllOld)
-            .send()
-            .await
-            .map_err(|e| sdk_error(what, e))?;
-        if let Some(parts) = out.attributes().and_then(Parts::of) {
-            self.delete_parts(pk, &parts).await?;
-        }
-        Ok(())
     }
 
     async fn outbox_items(&self, thread_id: &ThreadId) -> Result<Vec<OutboxItem>, StoreError> {
@@ -462,210 +256,6 @@ impl DynamoThreadStore {
             .into_iter()
             .flat_map(|item| item.effects)
             .collect())
-    }
-
-    /// Stores an input too big for a message, for [`STASH_TTL`]; the message carries the
-    /// returned reference. Storing the same input again is harmless.
-    pub async fn stash_input(&self, input: &Input) -> Result<StoredInput, StoreError> {
-        let pk = pk(&input.thread_id);
-        let expires = now_epoch() + STASH_TTL.as_secs() as i64;
-        let mut blob = Blob::new(input, "stored input")?;
-        if blob.json.len() > INLINE_LIMIT {
-            self.write_parts(&pk, &mut [&mut blob], Some(expires))
-                .await?;
-        }
-        let mut item = HashMap::from([
-            ("pk".to_owned(), AttributeValue::S(pk)),
-            (
-                "sk".to_owned(),
-                AttributeValue::S(format!("I#{}", input.id)),
-            ),
-            ("ttl".to_owned(), AttributeValue::N(expires.to_string())),
-        ]);
-        blob.attributes(&mut item);
-        self.client
-            .put_item()
-            .table_name(&*self.table)
-            .set_item(Some(item))
-            .send()
-            .await
-            .map_err(|e| sdk_error("storing a big input", e))?;
-        Ok(StoredInput {
-            thread_id: input.thread_id.clone(),
-            id: input.id.clone(),
-        })
-    }
-
-    /// A stored input, if the table still has it.
-    pub async fn stashed_input(&self, stored: &StoredInput) -> Result<Option<Input>, StoreError> {
-        let pk = pk(&stored.thread_id);
-        let out = self
-            .client
-            .get_item()
-            .table_name(&*self.table)
-            .key("pk", AttributeValue::S(pk.clone()))
-            .key("sk", AttributeValue::S(format!("I#{}", stored.id)))
-            .consistent_read(true)
-            .send()
-            .await
-            .map_err(|e| sdk_error("reading a stored input", e))?;
-        let Some(item) = out.item() else {
-            return Ok(None);
-        };
-        let input: Input = self.read_body(&pk, item, "stored input").await?;
-        if input.id != stored.id || input.thread_id != stored.thread_id {
-            return Err(corrupt(
-                "stored input",
-                format!(
-                    "I#{} of thread {} holds input {} of thread {}",
-                    stored.id, stored.thread_id, input.id, input.thread_id
-                ),
-            ));
-        }
-        Ok(Some(input))
-    }
-
-    /// Moves everything left in a thread's outbox to its failed effects (`F#<time>#<n>`, in
-    /// the order they were in), after `attempts` failed attempts, the last for `reason`; returns
-    /// what was set aside. The thread then goes on without them; an operator retries or drops
-    /// them.
-    pub async fn set_aside_outbox(
-        &self,
-        thread_id: &ThreadId,
-        reason: &str,
-        attempts: u32,
-    ) -> Result<Vec<FailedEffect>, StoreError> {
-        let pk = pk(thread_id);
-        let now = jiff::Timestamp::now();
-        let mut set_aside = Vec::new();
-        for item in self.outbox_items(thread_id).await? {
-            for effect in item.effects {
-                let failed = FailedEffect {
-                    effect,
-                    reason: reason.to_owned(),
-                    attempts,
-                    failed_at: now,
-                };
-                let sk = format!(
-                    "F#{:020}#{:05}",
-                    now.as_microsecond().max(0),
-                    set_aside.len()
-                );
-                self.put_value(&pk, &sk, &failed, "setting an effect aside")
-                    .await?;
-                set_aside.push(failed);
-            }
-            // Kept as a failed effect first: a crash here leaves it in both places, and
-            // receivers deduplicate what is performed twice.
-            self.delete_with_parts(&pk, &item.sk, "setting the outbox aside")
-                .await?;
-        }
-        Ok(set_aside)
-    }
-
-    /// Puts one value under `sk`, split into parts (kept for good) when it is big.
-    async fn put_value<T: Serialize>(
-        &self,
-        pk: &str,
-        sk: &str,
-        value: &T,
-        what: &str,
-    ) -> Result<(), StoreError> {
-        let mut blob = Blob::new(value, what)?;
-        if blob.json.len() > INLINE_LIMIT {
-            self.write_parts(pk, &mut [&mut blob], None).await?;
-        }
-        let mut item = HashMap::from([
-            ("pk".to_owned(), AttributeValue::S(pk.to_owned())),
-            ("sk".to_owned(), AttributeValue::S(sk.to_owned())),
-        ]);
-        blob.attributes(&mut item);
-        self.client
-            .put_item()
-            .table_name(&*self.table)
-            .set_item(Some(item))
-            .send()
-            .await
-            .map_err(|e| sdk_error(what, e))?;
-        Ok(())
-    }
-
-    /// A thread's failed effects with their sort keys, in the order they were set aside.
-    async fn failed_items(
-        &self,
-        thread_id: &ThreadId,
-    ) -> Result<Vec<(String, FailedEffect)>, StoreError> {
-        let pk = pk(thread_id);
-        let mut out = Vec::new();
-        for item in self.query_all(&pk, "F#", "F#~").await? {
-            let Some(AttributeValue::S(sk)) = item.get("sk") else {
-                continue;
-            };
-            out.push((
-                sk.clone(),
-                self.read_body(&pk, &item, "failed effect").await?,
-            ));
-        }
-        Ok(out)
-    }
-
-    /// A thread's failed effects, in the order they were set aside.
-    pub async fn failed_effects(
-        &self,
-        thread_id: &ThreadId,
-    ) -> Result<Vec<FailedEffect>, StoreError> {
-        Ok(self
-            .failed_items(thread_id)
-            .await?
-            .into_iter()
-            .map(|(_, failed)| failed)
-            .collect())
-    }
-
-    /// Puts failed effects back into the thread's outbox (`O#retry#...`, in their order), to be
-    /// performed before the thread's next slice. Returns how many it found.
-    pub async fn retry_failed(
-        &self,
-        thread_id: &ThreadId,
-        effect_ids: &[EffectId],
-    ) -> Result<usize, StoreError> {
-        let pk = pk(thread_id);
-        let mut moved = 0;
-        for (sk, failed) in self.failed_items(thread_id).await? {
-            if !effect_ids.contains(&failed.effect.id) {
-                continue;
-            }
-            let retry_sk = format!("O#retry#{}", sk.trim_start_matches("F#"));
-            self.put_value(
-                &pk,
-                &retry_sk,
-                &vec![failed.effect],
-                "putting an effect back",
-            )
-            .await?;
-            self.delete_with_parts(&pk, &sk, "putting an effect back")
-                .await?;
-            moved += 1;
-        }
-        Ok(moved)
-    }
-
-    /// Deletes failed effects for good. Returns how many it found.
-    pub async fn drop_failed(
-        &self,
-        thread_id: &ThreadId,
-        effect_ids: &[EffectId],
-    ) -> Result<usize, StoreError> {
-        let pk = pk(thread_id);
-        let mut dropped = 0;
-        for (sk, failed) in self.failed_items(thread_id).await? {
-            if effect_ids.contains(&failed.effect.id) {
-                self.delete_with_parts(&pk, &sk, "dropping an effect")
-                    .await?;
-                dropped += 1;
-            }
-        }
-        Ok(dropped)
     }
 }
 
@@ -1062,15 +652,6 @@ impl ThreadStore for DynamoThreadStore {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn split_respects_char_boundaries_and_limit() {
-        let s = "é".repeat(INLINE_LIMIT); // 2 bytes each
-        let parts = split(&s);
-        assert_eq!(parts.concat(), s);
-        assert!(parts.iter().all(|p| p.len() <= INLINE_LIMIT));
-        assert_eq!(parts.len(), 2);
-    }
 
     #[test]
     fn entry_keys_sort_by_sequence() {

@@ -6,13 +6,8 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // test code: a failed step should stop the test
 
-use std::sync::Mutex;
-
-use async_trait::async_trait;
-use infinity_agent_core::host::{InputSender, SendError};
-use infinity_agent_core::ids::{InputId, ThreadId};
 use infinity_agent_core::input::{Input, InputBody};
-use infinity_agent_core::testing::{cases, mutated, noise};
+use infinity_agent_core::testing::{cases, mutated, noise, RecordingQueue};
 use infinity_rap::receiver::{handle, Signature};
 use infinity_rap::signing::CallbackSigner;
 use infinity_rap::wire;
@@ -35,22 +30,6 @@ const INVOCATIONS: &[&str] = &[
     r#"{"operation":"get_time","arguments":{"tz":"UTC"},"id":"c","call_id":null,"callback_url":"https://rt.example/cb","group_id":"t","thread_ancestors":["r"],"user_id":"u"}"#,
 ];
 
-#[derive(Default)]
-struct Queue(Mutex<Vec<Input>>);
-
-#[async_trait]
-impl InputSender for Queue {
-    async fn send_to_input_queue(
-        &self,
-        message: &Input,
-        _: &ThreadId,
-        _: &InputId,
-    ) -> Result<(), SendError> {
-        self.0.lock().unwrap().push(message.clone());
-        Ok(())
-    }
-}
-
 /// Runs one body through the receiver with a valid signature for thread `t`, call `c`.
 fn receive(body: &[u8]) -> (infinity_rap::receiver::Reply, Vec<Input>) {
     let signer = CallbackSigner::new(vec![7u8; 32], "https://rt.example/cb").unwrap();
@@ -66,14 +45,14 @@ fn receive(body: &[u8]) -> (infinity_rap::receiver::Reply, Vec<Input>) {
         exp: param("exp"),
         sig: param("sig"),
     };
-    let queue = Queue::default();
+    let queue = RecordingQueue::default();
     let reply = tokio::runtime::Builder::new_current_thread()
         .build()
         .unwrap()
         .block_on(handle(
             &signer, &queue, "t", "c", &signature, None, body, 1_000,
         ));
-    let queued = queue.0.lock().unwrap().clone();
+    let queued = queue.inputs();
     (reply, queued)
 }
 

@@ -5,16 +5,16 @@
 #![cfg(feature = "kit")]
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // test code: a failed step should stop the test
 
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
-use async_trait::async_trait;
 use axum::extract::Query;
 use axum::http::{StatusCode, Uri};
 use infinity_agent_core::effect::{Notification, RemoteTarget, ToolInvocation};
-use infinity_agent_core::host::{InputSender, SendError, ToolDispatcher};
-use infinity_agent_core::ids::{CallId, InputId, ThreadId};
-use infinity_agent_core::input::{Input, InputBody};
+use infinity_agent_core::host::ToolDispatcher;
+use infinity_agent_core::ids::{CallId, ThreadId};
+use infinity_agent_core::input::InputBody;
+use infinity_agent_core::testing::RecordingQueue;
 use infinity_rap::client::RapClient;
 use infinity_rap::kit::testing::{invocation, CallbackSink, LocalServer};
 use infinity_rap::kit::{tool_definition, Call, ToolServer};
@@ -30,30 +30,12 @@ const PATIENCE: Duration = Duration::from_secs(5);
 /// How long to watch for something that should not happen.
 const QUIET: Duration = Duration::from_millis(300);
 
-/// The runtime's input queue, as far as these tests need one: it keeps what the receiver
-/// queues.
-#[derive(Default)]
-struct Queue(Mutex<Vec<Input>>);
-
-#[async_trait]
-impl InputSender for Queue {
-    async fn send_to_input_queue(
-        &self,
-        message: &Input,
-        _group_id: &ThreadId,
-        _dedup_id: &InputId,
-    ) -> Result<(), SendError> {
-        self.0.lock().unwrap().push(message.clone());
-        Ok(())
-    }
-}
-
 /// The runtime's side (a client and a callback receiver) and a kit server whose `wait` tool
 /// subscribes, then reports its call id once cancelled.
 struct World {
     signer: CallbackSigner,
     client: RapClient,
-    queue: Arc<Queue>,
+    queue: Arc<RecordingQueue>,
     kit: LocalServer,
     cancellations: mpsc::UnboundedReceiver<String>,
     http: reqwest::Client,
@@ -64,7 +46,7 @@ impl World {
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let receiver_url = format!("http://{}", listener.local_addr().unwrap());
         let signer = CallbackSigner::new(SECRET.to_vec(), &receiver_url).unwrap();
-        let queue = Arc::new(Queue::default());
+        let queue = Arc::new(RecordingQueue::default());
         let receiver = infinity_rap::receiver::router(signer.clone(), queue.clone());
         tokio::spawn(async move { axum::serve(listener, receiver).await.unwrap() });
 
@@ -109,7 +91,7 @@ impl World {
         };
         self.client.dispatch(&invocation).await.unwrap();
         let deadline = tokio::time::Instant::now() + PATIENCE;
-        while !self.queue.0.lock().unwrap().iter().any(|input| {
+        while !self.queue.inputs().iter().any(|input| {
             matches!(&input.body, InputBody::ToolResult { call_id, subscription: true, .. }
                 if call_id.as_str() == call)
         }) {

@@ -98,45 +98,8 @@ pub enum BuildError {
     Store(#[from] StoreError),
 }
 
-/// Builds an [`AgentSystem`]: the embedded runtime, in this process, on tokio.
-///
-/// ```
-/// use std::sync::Arc;
-///
-/// use infinity_agent_core::agent::AgentSpec;
-/// use infinity_agent_core::effect::OutputKind;
-/// use infinity_agent_core::ids::ThreadId;
-/// use infinity_agent_core::runtime::AgentSystemBuilder;
-/// use infinity_agent_core::scripted::ScriptedModel;
-///
-/// # #[tokio::main(flavor = "current_thread")]
-/// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
-/// // A scripted model stands in for a real one (see `infinity_models` for those).
-/// let model = ScriptedModel::parse(
-///     "rules:\n  - reply: {text: \"Hello!\"}\n",
-///     std::path::Path::new("hello.script.yaml"),
-/// )?;
-/// let system = AgentSystemBuilder::new()
-///     .with_agent(AgentSpec::new("greeter", "You greet people.", Arc::new(model)))
-///     .with_tokio_sleep_tools()
-///     .build()
-///     .await?;
-///
-/// let mut events = system.subscribe();
-/// let thread = ThreadId::new("hello")?;
-/// system.post_user_message(&thread, "hi").await?;
-/// system.wait_idle(None).await;
-///
-/// let mut replies = Vec::new();
-/// while let Ok(event) = events.try_recv() {
-///     if let OutputKind::AssistantText { text } = event.kind {
-///         replies.push(text);
-///     }
-/// }
-/// assert_eq!(replies, ["Hello!"]);
-/// # Ok(())
-/// # }
-/// ```
+/// Builds an [`AgentSystem`]: the embedded runtime, in this process, on tokio (the module docs
+/// have a runnable example).
 #[derive(Default)]
 pub struct AgentSystemBuilder {
     store: Option<Arc<dyn ThreadStore>>,

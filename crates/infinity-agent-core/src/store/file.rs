@@ -35,6 +35,8 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
 
+mod io;
+
 use super::memory::{ThreadData, Threads};
 use super::{check_version, StoreError, ThreadStore};
 use crate::commit::Commit;
@@ -42,6 +44,10 @@ use crate::effect::PendingEffect;
 use crate::history::HistoryEntry;
 use crate::ids::{EffectId, InputId, ThreadId};
 use crate::state::{ChildLink, ThreadRecord};
+use io::{
+    committed, corrupt, io_err, json_lines, parse_lines, read_all, replace_state, sync_dir,
+    write_at,
+};
 
 /// The current layout (see the module docs). Version 1 kept the children in the record and the
 /// outbox in `state.json`; such a thread is read as it is and written in this layout from its
@@ -107,124 +113,12 @@ struct Inner {
 }
 
 /// A [`ThreadStore`] in a folder. See the module docs for the layout and the commit protocol.
-///
-/// Threads, histories, outboxes and processed-input markers survive a restart; one process holds
-/// a folder at a time (a second `open` is an error naming the holder).
-///
-/// ```
-/// use std::sync::Arc;
-///
-/// use infinity_agent_core::runtime::AgentSystemBuilder;
-/// use infinity_agent_core::store::FileStore;
-///
-/// # fn main() -> Result<(), Box<dyn std::error::Error>> {
-/// let dir = tempfile::tempdir()?;
-/// let store = FileStore::open(dir.path())?;
-/// // A second process (or a second open) on the same folder is refused, naming the holder.
-/// let again = FileStore::open(dir.path()).unwrap_err();
-/// assert!(again.to_string().contains("is in use by"), "{again}");
-/// let builder = AgentSystemBuilder::new().with_store(Arc::new(store));
-/// # let _ = builder;
-/// # Ok(())
-/// # }
-/// ```
 #[derive(Debug, Clone)]
 pub struct FileStore {
     root: PathBuf,
     inner: Arc<Mutex<Inner>>,
     /// The held lock (`None`: opened read-only).
     lock: Option<Arc<File>>,
-}
-
-fn io_err(path: &Path, e: impl std::fmt::Display) -> StoreError {
-    StoreError::Unavailable(format!("{}: {e}", path.display()))
-}
-
-fn corrupt(path: &Path, e: impl std::fmt::Display) -> StoreError {
-    StoreError::Corrupt(format!("{}: {e}", path.display()))
-}
-
-/// Reads a whole file (missing: empty).
-fn read_all(path: &Path) -> Result<Vec<u8>, StoreError> {
-    match fs::read(path) {
-        Ok(bytes) => Ok(bytes),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Vec::new()),
-        Err(e) => Err(io_err(path, e)),
-    }
-}
-
-/// The first `len` bytes of `bytes`, or corrupt if there are fewer.
-fn committed<'a>(path: &Path, bytes: &'a [u8], len: u64) -> Result<&'a [u8], StoreError> {
-    bytes.get(..len as usize).ok_or_else(|| {
-        corrupt(
-            path,
-            format!(
-                "holds {} bytes, fewer than the committed {len}",
-                bytes.len()
-            ),
-        )
-    })
-}
-
-/// The non-empty lines of `bytes`, parsed.
-fn parse_lines<T: serde::de::DeserializeOwned>(
-    path: &Path,
-    bytes: &[u8],
-) -> Result<Vec<T>, StoreError> {
-    bytes
-        .lines()
-        .filter(|l| !l.as_ref().is_ok_and(|l| l.is_empty()))
-        .map(|line| {
-            let line = line.map_err(|e| corrupt(path, e))?;
-            serde_json::from_str(&line).map_err(|e| corrupt(path, e))
-        })
-        .collect()
-}
-
-/// Writes `data` at byte `at` (dropping anything after it), fsyncs, and returns the new length.
-fn write_at(path: &Path, at: u64, data: &[u8]) -> Result<u64, StoreError> {
-    let mut file = OpenOptions::new()
-        .create(true)
-        .truncate(false)
-        .write(true)
-        .open(path)
-        .map_err(|e| io_err(path, e))?;
-    file.set_len(at).map_err(|e| io_err(path, e))?;
-    file.seek(SeekFrom::Start(at))
-        .map_err(|e| io_err(path, e))?;
-    file.write_all(data).map_err(|e| io_err(path, e))?;
-    file.sync_data().map_err(|e| io_err(path, e))?;
-    Ok(at + data.len() as u64)
-}
-
-/// Replaces `dir/state.json` with `bytes` atomically: a temporary file, fsync, rename, and
-/// fsync of the folder (the rename is the commit point).
-fn replace_state(dir: &Path, bytes: &[u8]) -> Result<(), StoreError> {
-    let tmp = dir.join("state.json.tmp");
-    let mut file = File::create(&tmp).map_err(|e| io_err(&tmp, e))?;
-    file.write_all(bytes).map_err(|e| io_err(&tmp, e))?;
-    file.sync_data().map_err(|e| io_err(&tmp, e))?;
-    fs::rename(&tmp, dir.join("state.json")).map_err(|e| io_err(&tmp, e))?;
-    sync_dir(dir)
-}
-
-/// Makes a rename or a new file in `dir` durable.
-fn sync_dir(dir: &Path) -> Result<(), StoreError> {
-    File::open(dir)
-        .and_then(|d| d.sync_all())
-        .map_err(|e| io_err(dir, e))
-}
-
-fn json_lines<T: Serialize>(
-    path: &Path,
-    items: impl IntoIterator<Item = T>,
-) -> Result<Vec<u8>, StoreError> {
-    let mut out = Vec::new();
-    for item in items {
-        serde_json::to_writer(&mut out, &item).map_err(|e| corrupt(path, e))?;
-        out.push(b'\n');
-    }
-    Ok(out)
 }
 
 /// Who holds a store's lock, as written in the lock file.

@@ -1,5 +1,27 @@
 //! Where threads live: the [`ThreadStore`] trait, history views, and two stores: in memory
 //! ([`MemoryStore`]) and on disk ([`FileStore`]).
+//!
+//! A [`FileStore`] keeps threads, histories, outboxes and processed-input markers across a
+//! restart; one process holds its folder at a time (a second `open` is an error naming the
+//! holder).
+//!
+//! ```
+//! use std::sync::Arc;
+//!
+//! use infinity_agent_core::runtime::AgentSystemBuilder;
+//! use infinity_agent_core::store::FileStore;
+//!
+//! # fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! let dir = tempfile::tempdir()?;
+//! let store = FileStore::open(dir.path())?;
+//! // A second process (or a second open) on the same folder is refused, naming the holder.
+//! let again = FileStore::open(dir.path()).unwrap_err();
+//! assert!(again.to_string().contains("is in use by"), "{again}");
+//! let builder = AgentSystemBuilder::new().with_store(Arc::new(store));
+//! # let _ = builder;
+//! # Ok(())
+//! # }
+//! ```
 
 mod file;
 mod memory;
