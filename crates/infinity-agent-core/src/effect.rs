@@ -26,6 +26,7 @@ impl Effect {
             Effect::Dispatch { .. } => "dispatch",
             Effect::Notify { .. } => "notify",
             Effect::Output { .. } => "output",
+            Effect::Forward { .. } => "forward",
         }
     }
 
@@ -71,6 +72,13 @@ pub enum Effect {
     Output {
         /// The event.
         event: OutputEvent,
+    },
+    /// Hand an input to the host its thread moved to (see [`crate::state::Migration`]).
+    Forward {
+        /// The destination's forwarding URL for the thread.
+        url: String,
+        /// The input, as it arrived here.
+        input: Input,
     },
 }
 

@@ -26,6 +26,7 @@ pub mod host;
 pub mod ids;
 pub mod input;
 pub mod json;
+pub mod migration;
 pub mod model;
 pub mod runtime;
 pub mod scripted;

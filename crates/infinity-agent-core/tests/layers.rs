@@ -21,7 +21,7 @@ const LAYERS: &[&[&str]] = &[
     &["agent"],
     &["engine"],
     &["store"],
-    &["host"],
+    &["host", "migration"],
     &["runtime", "testing"],
 ];
 

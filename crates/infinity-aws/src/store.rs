@@ -45,6 +45,7 @@ use serde::Serialize;
 
 mod aside;
 mod blob;
+mod import;
 
 use blob::{Blob, Parts};
 
@@ -286,6 +287,15 @@ fn now_epoch() -> i64 {
 
 #[async_trait]
 impl ThreadStore for DynamoThreadStore {
+    async fn import_thread(
+        &self,
+        record: &ThreadRecord,
+        entries: &[HistoryEntry],
+        effects: &[PendingEffect],
+    ) -> Result<(), StoreError> {
+        self.import(record, entries, effects).await
+    }
+
     async fn load_record(&self, thread_id: &ThreadId) -> Result<Option<ThreadRecord>, StoreError> {
         let pk = pk(thread_id);
         let out = self

@@ -191,12 +191,18 @@ impl Authorizer for SigV4 {
     }
 }
 
-/// The RAP client of an agent with tool servers (`None` without any): callback URLs from
+/// The RAP client of an agent with tool servers: callback URLs from
 /// [`signer_from_env`]; `bearer_ssm` read from SSM and `sigv4` signed with the function's role
 /// here, the rest (`bearer_env`, no auth) as [`RapClient::with_configured`] reads it.
+///
+/// An agent without tool servers still gets a client when the callback URL and secret are set:
+/// it forwards the inputs of sessions moved to another host.
 pub async fn rap_client_for(agent: &Agent) -> Result<Option<Arc<RapClient>>, ToolServerSetupError> {
     if agent.tool_servers.is_empty() {
-        return Ok(None);
+        return Ok(signer_from_env()
+            .await
+            .ok()
+            .map(|signer| Arc::new(RapClient::new(signer))));
     }
     let mut client = RapClient::new(signer_from_env().await?);
     for server in &agent.tool_servers {
@@ -258,7 +264,8 @@ impl CallbackHandler {
         Self { signer, sender }
     }
 
-    /// Handles one request: `POST /rap/callback/{thread}/{call}?exp=..&sig=..`.
+    /// Handles one request: `POST /rap/callback/{thread}/{call}?exp=..&sig=..`, or `POST
+    /// /rap/forward/{thread}?sig=..` (an input forwarded by a host a session moved away from).
     pub async fn handle(&self, request: LambdaFunctionUrlRequest) -> LambdaFunctionUrlResponse {
         let method = request
             .request_context
@@ -266,50 +273,59 @@ impl CallbackHandler {
             .method
             .as_deref()
             .unwrap_or("POST");
-        let path = request.raw_path.as_deref().unwrap_or("");
-        let reply = match (
-            method,
-            path.trim_end_matches('/')
-                .strip_prefix("/rap/callback/")
-                .and_then(|rest| rest.split_once('/')),
-        ) {
-            ("POST", Some((thread, call))) if !call.contains('/') => {
-                let body = match (&request.body, request.is_base64_encoded) {
-                    (None, _) => Ok(Vec::new()),
-                    (Some(b), false) => Ok(b.clone().into_bytes()),
-                    (Some(b), true) => base64::engine::general_purpose::STANDARD
-                        .decode(b)
-                        .map_err(|_| "the body is not valid base64"),
+        let path = request
+            .raw_path
+            .as_deref()
+            .unwrap_or("")
+            .trim_end_matches('/');
+        let body = match (&request.body, request.is_base64_encoded) {
+            (None, _) => Ok(Vec::new()),
+            (Some(b), false) => Ok(b.clone().into_bytes()),
+            (Some(b), true) => base64::engine::general_purpose::STANDARD
+                .decode(b)
+                .map_err(|_| "the body is not valid base64"),
+        };
+        let query = |name: &str| request.query_string_parameters.get(name).cloned();
+        let callback = path
+            .strip_prefix("/rap/callback/")
+            .and_then(|rest| rest.split_once('/'))
+            .filter(|(_, call)| !call.contains('/'));
+        let forward = path
+            .strip_prefix("/rap/forward/")
+            .filter(|thread| !thread.contains('/'));
+        let now = jiff::Timestamp::now().as_second();
+        let reply = match (method, body, callback, forward) {
+            ("POST", Err(why), _, _) => receiver::Reply {
+                status: 400,
+                body: why.to_owned(),
+            },
+            ("POST", Ok(body), Some((thread, call)), _) => {
+                let signature = Signature {
+                    exp: query("exp"),
+                    sig: query("sig"),
                 };
-                match body {
-                    Ok(body) => {
-                        let signature = Signature {
-                            exp: request.query_string_parameters.get("exp").cloned(),
-                            sig: request.query_string_parameters.get("sig").cloned(),
-                        };
-                        let key = request
-                            .headers
-                            .get(receiver::IDEMPOTENCY_KEY_HEADER)
-                            .and_then(|v| v.to_str().ok());
-                        receiver::handle(
-                            &self.signer,
-                            &self.sender,
-                            thread,
-                            call,
-                            &signature,
-                            key,
-                            &body,
-                            jiff::Timestamp::now().as_second(),
-                        )
-                        .await
-                    }
-                    Err(why) => receiver::Reply {
-                        status: 400,
-                        body: why.to_owned(),
-                    },
-                }
+                let key = request
+                    .headers
+                    .get(receiver::IDEMPOTENCY_KEY_HEADER)
+                    .and_then(|v| v.to_str().ok());
+                receiver::handle(
+                    &self.signer,
+                    &self.sender,
+                    thread,
+                    call,
+                    &signature,
+                    key,
+                    &body,
+                    now,
+                )
+                .await
             }
-            ("POST", _) => receiver::Reply {
+            ("POST", Ok(body), None, Some(thread)) => {
+                let sig = query("sig");
+                receiver::handle_forward(&self.signer, &self.sender, thread, sig.as_deref(), &body)
+                    .await
+            }
+            ("POST", _, _, _) => receiver::Reply {
                 status: 404,
                 body: format!("no such callback path: {path}"),
             },

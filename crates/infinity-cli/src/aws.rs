@@ -435,6 +435,10 @@ fn describe_effect(effect: &infinity_agent_core::effect::PendingEffect) -> Strin
         }
         Effect::Notify { .. } => "a notice to tool servers".to_owned(),
         Effect::Output { event } => format!("{} event", event.kind.kind()),
+        Effect::Forward { url, input } => {
+            let host = url.split("/rap/").next().unwrap_or(url);
+            format!("{} forwarded to {host}", input.body.kind())
+        }
     };
     format!("{} {} ({what})", effect.id, effect.effect.kind())
 }

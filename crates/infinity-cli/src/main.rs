@@ -2,6 +2,7 @@
 
 mod aws;
 mod display;
+mod migrate;
 mod render;
 mod serve;
 mod tool_servers;
@@ -52,6 +53,9 @@ enum Command {
     Choose(aws::ChooseArgs),
     /// Interrupt a thread of an AWS (or local) stack: cancel its calls in flight.
     Interrupt(aws::InterruptArgs),
+    /// Move a live session to another host: between an `infinity serve` and an AWS stack, either
+    /// way, with its threads, pending calls, subscriptions and timers.
+    Migrate(migrate::MigrateArgs),
     /// Serve an MCP server's tools as a RAP tool server.
     McpBridge(infinity_mcp_bridge::BridgeArgs),
     /// Describe tools.
@@ -191,6 +195,7 @@ fn main() -> std::process::ExitCode {
             Command::Tail(args) => aws::tail(args).await,
             Command::Choose(args) => aws::choose(args).await,
             Command::Interrupt(args) => aws::interrupt(args).await,
+            Command::Migrate(args) => migrate::run(args).await,
             Command::McpBridge(args) => infinity_mcp_bridge::run(args).await.map(|()| 0),
             Command::Tools(ToolsCommand::Internal { json }) => tools_internal(json),
         }
@@ -214,14 +219,17 @@ pub(crate) enum StoreAccess {
 }
 
 pub(crate) async fn build_system(args: &AgentArgs, access: StoreAccess) -> Result<AgentSystem> {
-    Ok(build_system_with_receiver(args, access).await?.0)
+    Ok(build_system_with_receiver(args, access, false).await?.0)
 }
 
-/// [`build_system`], and whether it receives tool servers' callbacks.
-async fn build_system_with_receiver(
+/// [`build_system`], and its link to tool servers and other hosts when it has one: always when
+/// `receiver` (a served runtime takes sessions moved from another host), else when the agent
+/// has tool servers.
+pub(crate) async fn build_system_with_receiver(
     args: &AgentArgs,
     access: StoreAccess,
-) -> Result<(AgentSystem, bool)> {
+    receiver: bool,
+) -> Result<(AgentSystem, Option<tool_servers::Links>)> {
     let mut file = AgentFile::load(&args.agent)?;
     // MCP servers in `tool_servers:` are reached through bridges this process starts.
     tool_servers::start_mcp_bridges(&mut file).await?;
@@ -275,17 +283,15 @@ async fn build_system_with_receiver(
         public_url: args.callback_url.clone(),
     };
     let (builder, receiver) =
-        tool_servers::prepare(&file, args.store.as_deref(), &options, builder).await?;
+        tool_servers::prepare(&file, args.store.as_deref(), &options, builder, receiver).await?;
     let system = builder.build().await?;
-    let receives = receiver.is_some();
-    if let Some(receiver) = receiver {
-        receiver.serve(&system);
-    }
-    Ok((system, receives))
+    let links = receiver.map(|receiver| receiver.serve(&system));
+    Ok((system, links))
 }
 
 async fn run(args: RunArgs) -> Result<u8> {
-    let (system, receives) = build_system_with_receiver(&args.agent, StoreAccess::Wait).await?;
+    let (system, links) = build_system_with_receiver(&args.agent, StoreAccess::Wait, false).await?;
+    let receives = links.is_some();
     if !(0.0..=600.0).contains(&args.grace) {
         eprintln!("error: --grace must be between 0 and 600 seconds");
         return Ok(USAGE_ERROR);

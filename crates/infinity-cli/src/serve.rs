@@ -11,6 +11,8 @@
 //! | `POST /threads/{id}/messages` | `{"text": ...}`: a user message (creates the thread) |
 //! | `GET /threads/{id}/events` | Server-Sent Events: first the thread's current views and open questions, then its output events as they happen |
 //! | `POST /threads/{id}/choices/{call}` | `{"selected": N}` or `{"dismiss": true}`: answers a tool server's question |
+//! | `POST /threads/{id}/interrupt` | cancels the thread's calls in flight |
+//! | `POST /threads/{id}/migration`, `.../migration/finish`, `.../migration/abort`, `POST /migration/import` | moving a session to or from another host (`infinity migrate`, see [`crate::migrate`]) |
 //!
 //! Every route but `/health` is guarded (see [`Guard`]): on a loopback address, requests must
 //! name the server itself in `Host` (no DNS rebinding) and come from its own origin if they carry
@@ -180,7 +182,9 @@ async fn record_of(
 type Answer = Result<Response, ApiError>;
 
 pub async fn serve(args: ServeArgs) -> Result<u8> {
-    let system = Arc::new(crate::build_system(&args.agent, crate::StoreAccess::FailFast).await?);
+    let (system, links) =
+        crate::build_system_with_receiver(&args.agent, crate::StoreAccess::FailFast, true).await?;
+    let system = Arc::new(system);
     let listener = tokio::net::TcpListener::bind((args.host.as_str(), args.port))
         .await
         .with_context(|| format!("cannot listen on {}:{}", args.host, args.port))?;
@@ -196,7 +200,7 @@ pub async fn serve(args: ServeArgs) -> Result<u8> {
              Authorization: Bearer TOKEN, or set {TOKEN_VAR}): {token}"
         );
     }
-    let app = router(system, access);
+    let app = router(system, access, links);
     axum::serve(listener, app)
         .with_graceful_shutdown(async {
             let _ = tokio::signal::ctrl_c().await;
@@ -205,7 +209,11 @@ pub async fn serve(args: ServeArgs) -> Result<u8> {
     Ok(0)
 }
 
-pub fn router(system: Shared, access: Guard) -> Router {
+pub fn router(system: Shared, access: Guard, links: Option<crate::tool_servers::Links>) -> Router {
+    let moves = match links {
+        Some(links) => crate::migrate::routes(system.clone(), links),
+        None => Router::new(),
+    };
     Router::new()
         .route("/health", get(|| async { "ok" }))
         .route(
@@ -220,6 +228,7 @@ pub fn router(system: Shared, access: Guard) -> Router {
         .route("/threads/{id}/choices/{call}", post(choose))
         .route("/threads/{id}/interrupt", post(interrupt))
         .with_state(system)
+        .merge(moves)
         .layer(axum::middleware::from_fn_with_state(
             Arc::new(access),
             guard,

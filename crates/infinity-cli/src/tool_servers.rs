@@ -21,6 +21,16 @@ use infinity_aws::tool_servers::CALLBACK_SECRET_VAR as SECRET_VAR;
 pub struct Receiver {
     listener: TcpListener,
     signer: CallbackSigner,
+    client: Arc<RapClient>,
+}
+
+/// A running receiver's signer and the RAP client: what a served runtime needs to move sessions.
+#[derive(Debug, Clone)]
+pub struct Links {
+    /// Signs callback and forwarding URLs of the receiver.
+    pub signer: CallbackSigner,
+    /// Reaches tool servers and forwards inputs.
+    pub client: Arc<RapClient>,
 }
 
 /// Where callbacks are received and how to reach the servers.
@@ -93,15 +103,17 @@ pub async fn start_mcp_bridges(file: &mut AgentFile) -> Result<()> {
     Ok(())
 }
 
-/// For an agent with tool servers: binds the receiver, and gives the builder the RAP client as
-/// discovery and dispatcher. `None` when the agent has no tool servers.
+/// For an agent with tool servers, or when `always`: binds the receiver (callbacks, and inputs
+/// forwarded from a host a session moved away from), and gives the builder the RAP client as
+/// discovery and dispatcher. `None` when the agent has no tool servers and not `always`.
 pub async fn prepare(
     file: &AgentFile,
     store: Option<&Path>,
     options: &CallbackOptions,
     builder: AgentSystemBuilder,
+    always: bool,
 ) -> Result<(AgentSystemBuilder, Option<Receiver>)> {
-    if file.tool_servers.is_empty() {
+    if file.tool_servers.is_empty() && !always {
         return Ok((builder, None));
     }
     let listener = TcpListener::bind(("127.0.0.1", options.port))
@@ -119,28 +131,43 @@ pub async fn prepare(
         .with_configured(&servers)
         .with_context(|| format!("agent `{}`", file.name))?;
     let client = Arc::new(client);
-    eprintln!(
-        "note: tool servers {}; callbacks received at {public}",
-        servers
-            .iter()
-            .map(|s| s.url.as_str())
-            .collect::<Vec<_>>()
-            .join(", ")
-    );
+    if servers.is_empty() {
+        eprintln!("note: inputs forwarded to this host are received at {public}");
+    } else {
+        eprintln!(
+            "note: tool servers {}; callbacks received at {public}",
+            servers
+                .iter()
+                .map(|s| s.url.as_str())
+                .collect::<Vec<_>>()
+                .join(", ")
+        );
+    }
     let builder = builder
         .with_discovery(client.clone())
-        .with_dispatcher(client);
-    Ok((builder, Some(Receiver { listener, signer })))
+        .with_dispatcher(client.clone());
+    Ok((
+        builder,
+        Some(Receiver {
+            listener,
+            signer,
+            client,
+        }),
+    ))
 }
 
 impl Receiver {
-    /// Serves callbacks into `system` until the process ends.
-    pub fn serve(self, system: &AgentSystem) {
-        let app = infinity_rap::receiver::router(self.signer, Arc::new(system.clone()));
+    /// Serves callbacks (and forwarded inputs) into `system` until the process ends.
+    pub fn serve(self, system: &AgentSystem) -> Links {
+        let app = infinity_rap::receiver::router(self.signer.clone(), Arc::new(system.clone()));
         tokio::spawn(async move {
             if let Err(err) = axum::serve(self.listener, app).await {
                 tracing::error!(%err, "the callback receiver stopped");
             }
         });
+        Links {
+            signer: self.signer,
+            client: self.client,
+        }
     }
 }

@@ -10,6 +10,7 @@ use async_trait::async_trait;
 use axum::body::Bytes;
 use infinity_agent_core::effect::{Notification, ToolInvocation};
 use infinity_agent_core::host::{DispatchError, ToolDispatcher};
+use infinity_agent_core::input::Input;
 use infinity_agent_core::model::ToolSpec;
 use infinity_agent_core::tools::remote::{
     Discovered, DiscoveryError, ToolDiscovery, ToolServerConfig,
@@ -27,6 +28,10 @@ pub const DISCOVERY_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// How long a `/close_thread` or `/cancel_tool_call` notification may take.
 pub const NOTIFY_TIMEOUT: Duration = Duration::from_secs(3);
+
+/// How long a tool server may take to move a session's state (`POST /migrate` answers only once
+/// the state is at the destination).
+pub const MIGRATE_TIMEOUT: Duration = Duration::from_secs(600);
 
 /// Why a request could not be given its credentials.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -261,7 +266,8 @@ impl RapClient {
         })
     }
 
-    async fn fetch_manifest(&self, base_url: &str) -> Result<(String, Vec<ToolSpec>), String> {
+    /// The server's manifest (`GET {base_url}/`), checked whole.
+    pub async fn manifest(&self, base_url: &str) -> Result<wire::Manifest, String> {
         let url = format!("{base_url}{}", wire::DISCOVERY_PATH);
         let response = self
             .send(
@@ -278,7 +284,11 @@ impl RapClient {
         if !status.is_success() {
             return Err(format!("GET {url}: HTTP {status}"));
         }
-        let manifest = wire::parse_manifest(&body).map_err(|e| format!("invalid manifest: {e}"))?;
+        wire::parse_manifest(&body).map_err(|e| format!("invalid manifest: {e}"))
+    }
+
+    async fn fetch_manifest(&self, base_url: &str) -> Result<(String, Vec<ToolSpec>), String> {
+        let manifest = self.manifest(base_url).await?;
         let tools = manifest
             .tools
             .into_iter()
@@ -289,6 +299,38 @@ impl RapClient {
             })
             .collect();
         Ok((manifest.endpoint, tools))
+    }
+
+    /// Asks the server at `base_url` to move a session's state to its instance at
+    /// `request.destination_url` (`POST /migrate`); `Ok` once it answered 200, which it does
+    /// only when the state is there. Not retried: a server that failed says why, and the move is
+    /// abandoned.
+    pub async fn migrate_server(
+        &self,
+        base_url: &str,
+        request: &wire::MigrateRequest,
+    ) -> Result<(), String> {
+        let url = format!("{}{}", base_url.trim_end_matches('/'), wire::MIGRATE_PATH);
+        let response = self
+            .send(
+                self.http.post(&url).json(request),
+                base_url,
+                MIGRATE_TIMEOUT,
+            )
+            .await
+            .map_err(|why| format!("POST {url}: {why}"))?;
+        let status = response.status();
+        if status.is_success() {
+            return Ok(());
+        }
+        let text: String = response
+            .text()
+            .await
+            .unwrap_or_default()
+            .chars()
+            .take(300)
+            .collect();
+        Err(format!("POST {url}: HTTP {status}: {text}"))
     }
 
     /// Best effort, to every configured server at once: no retry, each request cut off after
@@ -409,6 +451,38 @@ impl ToolDispatcher for RapClient {
                         Attempt::Final(format!("{url} refused the call: HTTP {status}: {text}"))
                     }
                     Err(why) => Attempt::Again(format!("{url}: {why}")),
+                }
+            },
+            |attempts, why| format!("{why} (gave up after {attempts} attempts)"),
+        )
+        .await
+        .map_err(DispatchError::Refused)
+    }
+
+    async fn forward(&self, url: &str, input: &Input) -> Result<(), DispatchError> {
+        let shown = url.split('?').next().unwrap_or(url);
+        with_backoff(
+            &self.retry,
+            "forwarding an input",
+            || async {
+                let request = self.http.post(url).json(input).timeout(self.timeout);
+                match request.send().await {
+                    Ok(r) if r.status().is_success() => Attempt::Done(()),
+                    Ok(r) if is_retryable(r.status()) => {
+                        Attempt::Again(format!("{shown} answered HTTP {}", r.status()))
+                    }
+                    Ok(r) => {
+                        let status = r.status();
+                        let text: String = r
+                            .text()
+                            .await
+                            .unwrap_or_default()
+                            .chars()
+                            .take(300)
+                            .collect();
+                        Attempt::Final(format!("{shown} refused the input: HTTP {status}: {text}"))
+                    }
+                    Err(e) => Attempt::Again(format!("{shown}: {}", e.without_url())),
                 }
             },
             |attempts, why| format!("{why} (gave up after {attempts} attempts)"),

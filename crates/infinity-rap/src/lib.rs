@@ -39,6 +39,7 @@
 #![warn(missing_docs)]
 
 pub mod client;
+pub mod migrate;
 pub mod receiver;
 pub mod retry;
 pub mod signing;

@@ -136,6 +136,58 @@ pub async fn handle(
     }
 }
 
+/// Takes an input forwarded by the host a session moved away from (`POST
+/// /rap/forward/{thread}?sig=..`, the body an input as JSON): 401/403 for an unsigned or forged
+/// URL, 400 for a body that is not an input of that thread, 503 when the queue cannot take it,
+/// 200 once queued. The thread drops a repeat by its input id.
+pub async fn handle_forward(
+    signer: &CallbackSigner,
+    queue: &dyn InputSender,
+    thread: &str,
+    sig: Option<&str>,
+    body: &[u8],
+) -> Reply {
+    if let Err(rejection) = signer.verify_forward(thread, sig) {
+        tracing::warn!(%thread, %rejection, "forwarded input refused");
+        return Reply::new(rejection.status(), rejection.to_string());
+    }
+    if body.len() > MAX_FORWARD_BYTES {
+        return Reply::new(
+            413,
+            format!("the forwarded input is larger than {MAX_FORWARD_BYTES} bytes"),
+        );
+    }
+    let input: Input = match serde_json::from_slice(body) {
+        Ok(input) => input,
+        Err(e) => return Reply::new(400, format!("the body is not an input: {e}")),
+    };
+    if input.thread_id.as_str() != thread {
+        return Reply::new(
+            400,
+            format!(
+                "the input is for thread {} but the URL is thread {thread}'s",
+                input.thread_id
+            ),
+        );
+    }
+    match queue
+        .send_to_input_queue(&input, &input.thread_id, &input.id)
+        .await
+    {
+        Ok(()) => {
+            tracing::info!(%thread, input = %input.id, kind = input.body.kind(), "forwarded input queued");
+            Reply::new(200, "ok")
+        }
+        Err(e) => {
+            tracing::error!(%thread, error = %e, "forwarded input could not be queued");
+            Reply::new(503, "the input queue is unavailable; retry later")
+        }
+    }
+}
+
+/// The largest forwarded input accepted: a callback's worth, and room for the input around it.
+pub const MAX_FORWARD_BYTES: usize = MAX_CALLBACK_BYTES + 64 * 1024;
+
 /// A callback the receiver cannot take (400). The tool will not send it again (4xx is final),
 /// so a call that would have waited for it would wait for ever: when the callback was meant to
 /// answer or hold its call (a `tool_result`, `oauth` or `user_choice`, or a body too broken to
@@ -321,11 +373,12 @@ struct Shared {
     queue: Arc<dyn InputSender>,
 }
 
-/// The receiver's router: `POST /rap/callback/{thread}/{call}`.
+/// The receiver's router: `POST /rap/callback/{thread}/{call}` and `POST /rap/forward/{thread}`.
 pub fn router(signer: CallbackSigner, queue: Arc<dyn InputSender>) -> Router {
     Router::new()
         .route("/rap/callback/{thread}/{call}", post(receive))
-        .layer(DefaultBodyLimit::max(MAX_CALLBACK_BYTES + 1024))
+        .route("/rap/forward/{thread}", post(receive_forward))
+        .layer(DefaultBodyLimit::max(MAX_FORWARD_BYTES + 1024))
         .with_state(Arc::new(Shared { signer, queue }))
 }
 
@@ -348,6 +401,26 @@ async fn receive(
         key,
         &body,
         jiff::Timestamp::now().as_second(),
+    )
+    .await;
+    (
+        StatusCode::from_u16(reply.status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR),
+        reply.body,
+    )
+}
+
+async fn receive_forward(
+    State(shared): State<Arc<Shared>>,
+    Path(thread): Path<String>,
+    Query(signature): Query<Signature>,
+    body: Bytes,
+) -> (StatusCode, String) {
+    let reply = handle_forward(
+        &shared.signer,
+        shared.queue.as_ref(),
+        &thread,
+        signature.sig.as_deref(),
+        &body,
     )
     .await;
     (

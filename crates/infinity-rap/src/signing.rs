@@ -134,6 +134,30 @@ impl CallbackSigner {
         hex::encode(mac.finalize().into_bytes())
     }
 
+    fn forward_mac(&self, thread: &str) -> HmacSha256 {
+        let mut mac = self.keyed.clone();
+        mac.update(format!("rap-forward-v1\n{thread}").as_bytes());
+        mac
+    }
+
+    /// The URL at which the host a session moved away from forwards the inputs of `thread`
+    /// that still arrive there: `{base}/rap/forward/{thread}?sig=HMAC(secret,
+    /// "rap-forward-v1\n{thread}")`. It does not expire: a tool may answer months later.
+    pub fn forward_url(&self, thread: &str) -> String {
+        let sig = hex::encode(self.forward_mac(thread).finalize().into_bytes());
+        format!("{}/rap/forward/{thread}?sig={sig}", self.base_url)
+    }
+
+    /// Checks a forwarding URL's signature for `thread`.
+    pub fn verify_forward(&self, thread: &str, sig: Option<&str>) -> Result<(), UrlRejection> {
+        let sig = sig
+            .and_then(|s| hex::decode(s).ok())
+            .ok_or(UrlRejection::Unsigned)?;
+        self.forward_mac(thread)
+            .verify_slice(&sig)
+            .map_err(|_| UrlRejection::BadSignature)
+    }
+
     /// The callback URL for one call of one thread, valid from `now_unix` for the TTL. Thread
     /// and call ids are URL-safe (letters, digits, `_`, `-`).
     pub fn url_for(&self, thread: &str, call: &str, now_unix: i64) -> String {

@@ -207,8 +207,18 @@ impl Draft<'_> {
     /// something the thread does not have, is dropped with its reason.
     pub(super) fn apply_all(&mut self, inputs: Vec<Input>, dropped: &mut Vec<DroppedInput>) {
         let thread_id = self.record.id.clone();
-        for input in inputs {
-            self.processed.push(input.id.clone());
+        if let Some(migration) = self.record.migration.clone() {
+            self.pass_on(inputs, migration.forward_url());
+            return;
+        }
+        // Inputs held while a move that was abandoned ran come first, in their order (they
+        // were marked processed when they were held).
+        let held = held_inputs(std::mem::take(&mut self.record.held));
+        let held_count = held.len();
+        for (n, input) in held.into_iter().chain(inputs).enumerate() {
+            if n >= held_count {
+                self.processed.push(input.id.clone());
+            }
             let closed = self.record.status == crate::state::ThreadStatus::Closed;
             // A parent's close request that crossed the child's own closing still gets its
             // answer, or the parent's `close_thread` call would wait for ever.
@@ -230,4 +240,45 @@ impl Draft<'_> {
         }
         self.current_input = None;
     }
+
+    /// What a thread that is moving (`forward_url` `None`) or has moved to another host does
+    /// with its inputs: holds them on the record until the move completes or is abandoned, or
+    /// forwards them to the destination. A nudge only asks the host to perform the outbox; it
+    /// is not forwarded.
+    fn pass_on(&mut self, inputs: Vec<Input>, forward_url: Option<&str>) {
+        let thread_id = self.record.id.clone();
+        for input in inputs {
+            self.processed.push(input.id.clone());
+            match forward_url {
+                _ if matches!(input.body, InputBody::Nudge {}) => {}
+                None => match serde_json::to_value(&input) {
+                    Ok(json) => self.record.held.push(json),
+                    Err(e) => {
+                        tracing::error!(thread = %thread_id, input = %input.id, error = %e, "an input could not be held while moving; dropped")
+                    }
+                },
+                Some(url) => {
+                    tracing::info!(thread = %thread_id, input = %input.id, kind = input.body.kind(), "forwarding an input to the thread's new host");
+                    self.effects.push(crate::effect::Effect::Forward {
+                        url: url.to_owned(),
+                        input,
+                    });
+                }
+            }
+        }
+    }
+}
+
+/// The inputs a record held while moving (kept as JSON), in order; one that no longer reads as
+/// an input is logged and left out.
+pub(crate) fn held_inputs(held: Vec<serde_json::Value>) -> Vec<Input> {
+    held.into_iter()
+        .filter_map(|json| match serde_json::from_value(json) {
+            Ok(input) => Some(input),
+            Err(e) => {
+                tracing::error!(error = %e, "a held input cannot be read; dropped");
+                None
+            }
+        })
+        .collect()
 }

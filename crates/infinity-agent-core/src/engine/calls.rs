@@ -22,6 +22,10 @@ impl Draft<'_> {
     /// closed, waits for a dispatched call, ended its turn, has nothing to answer, or reached
     /// the agent's completion limit (recorded as an error).
     pub(super) fn next(&mut self) -> Option<Purpose> {
+        // A thread that moves, or moved, to another host runs nothing here.
+        if self.record.migration.is_some() {
+            return None;
+        }
         if self.record.status == ThreadStatus::Closed {
             self.cancel_pending();
             return None;

@@ -21,6 +21,7 @@ use crate::model::{
 use crate::state::{PendingKind, ThreadRecord, ThreadStatus};
 use crate::tools::ToolRegistry;
 
+mod migration;
 mod pending_calls;
 
 const NOW: &str = "2026-03-07T17:00:00Z";

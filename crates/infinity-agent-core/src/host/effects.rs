@@ -83,6 +83,27 @@ pub trait EffectPerformer: Send + Sync {
         }
     }
 
+    /// Hands an input to the host its thread moved to, at the forwarding URL the destination
+    /// signed for it.
+    async fn forward(&self, url: &str, input: &Input) -> Result<(), SendError> {
+        let refused = |reason: String| SendError {
+            input_id: input.id.clone(),
+            thread_id: input.thread_id.clone(),
+            reason,
+        };
+        match self.tool_dispatcher() {
+            Some(client) => client
+                .forward(url, input)
+                .await
+                .map_err(|e| refused(format!("forwarding to the thread's new host: {e}"))),
+            None => Err(refused(
+                "the thread moved to another host, and this host has no HTTP client to forward \
+                 its inputs with"
+                    .to_owned(),
+            )),
+        }
+    }
+
     /// Tells tool servers about a closed thread or a cancelled call (best effort).
     async fn notify(&self, notification: &Notification) {
         match self.tool_dispatcher() {
@@ -183,6 +204,11 @@ pub async fn perform_effects(
                     performer.notify(notification).await;
                     Ok(Handoff::Delivered)
                 }
+                Effect::Forward { url, input } => performer
+                    .forward(url, input)
+                    .await
+                    .map(|()| Handoff::Delivered)
+                    .map_err(Into::into),
             };
             results.push((id, result));
         }

@@ -77,6 +77,13 @@ pub trait ToolDispatcher: Send + Sync + std::fmt::Debug {
 
     /// Delivers a notification, best effort.
     async fn notify(&self, notification: &Notification);
+
+    /// POSTs `input` (as JSON) to `url`, the forwarding URL of a thread that moved to another
+    /// host. `Ok` once that host took it.
+    async fn forward(&self, url: &str, input: &Input) -> Result<(), DispatchError> {
+        let _ = (url, input);
+        Err(DispatchError::NoServer("forwarding".to_owned()))
+    }
 }
 
 /// Why a host could not run and commit a slice.

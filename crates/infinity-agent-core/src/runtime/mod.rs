@@ -419,6 +419,25 @@ impl AgentSystem {
         self.inner.clock
     }
 
+    /// Performs effects committed outside a slice (a session's move commits forwarded inputs,
+    /// timers armed again and nudges): as after a slice, those not performed stay in the outbox.
+    /// `commit_version`: the commit's version when `effects` are all of its effects.
+    pub async fn perform(
+        &self,
+        thread_id: &ThreadId,
+        effects: &[PendingEffect],
+        commit_version: Option<u64>,
+    ) -> Result<(), crate::host::PerformError> {
+        perform_effects(
+            self.inner.as_ref(),
+            self.inner.store.as_ref(),
+            thread_id,
+            effects,
+            commit_version,
+        )
+        .await
+    }
+
     /// The tokio timers, when the system uses them.
     pub fn timers(&self) -> Option<&Arc<TokioTimers>> {
         self.inner.tokio_timers.as_ref()

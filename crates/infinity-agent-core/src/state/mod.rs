@@ -7,6 +7,7 @@
 mod conversation;
 mod hourly;
 mod memory;
+mod migration;
 mod output;
 mod plan;
 mod toolset;
@@ -23,6 +24,7 @@ pub use hourly::{HourlyUsage, Suspension};
 pub use memory::{
     write as memory_write, Memory, MemoryError, MAX_KEYS, MAX_KEY_CHARS, MAX_VALUE_CHARS,
 };
+pub use migration::{Migration, MigrationState};
 pub use output::{FinishStatus, ThreadOutput};
 pub use plan::{Plan, PlanStep, StepStatus};
 pub use toolset::{Deadline, RemoteTool, Toolset};
@@ -286,6 +288,14 @@ pub struct ThreadRecord {
     /// starts when it passes the agent's share of the model's context window.
     #[serde(default)]
     pub last_prompt_tokens: u64,
+    /// Set while the thread moves to another host, and once it has.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub migration: Option<Migration>,
+    /// Inputs that arrived while the thread was moving, in arrival order, each as its JSON (the
+    /// record sits below inputs in the layers): forwarded to the destination when the move
+    /// completes, applied here if it is abandoned.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub held: Vec<serde_json::Value>,
     /// Incremented on every commit; the store checks it (optimistic concurrency).
     pub version: u64,
     /// When the thread was created.
@@ -336,6 +346,8 @@ impl ThreadRecord {
             history_len: 0,
             latest_summary,
             last_prompt_tokens: 0,
+            migration: None,
+            held: Vec::new(),
             version: 0,
             created_at: now,
             updated_at: now,

@@ -126,6 +126,28 @@ pub trait ThreadStore: Send + Sync + std::fmt::Debug {
 
     /// The ids of all threads, in creation order where the store knows it.
     async fn thread_ids(&self) -> Result<Vec<ThreadId>, StoreError>;
+
+    /// Writes a thread moved here from another host: its record as it is (version included),
+    /// its whole own history and the effects that arm its timers again. The thread must not
+    /// exist yet ([`StoreError::Conflict`] otherwise). By default one [`ThreadStore::commit`];
+    /// a store whose commits are bounded writes a long history in several steps, the record
+    /// last, so the thread appears whole or not at all.
+    async fn import_thread(
+        &self,
+        record: &ThreadRecord,
+        entries: &[HistoryEntry],
+        effects: &[PendingEffect],
+    ) -> Result<(), StoreError> {
+        self.commit(&Commit {
+            thread_id: record.id.clone(),
+            expected_version: None,
+            record: record.clone(),
+            new_entries: entries.to_vec(),
+            processed_inputs: Vec::new(),
+            effects: effects.to_vec(),
+        })
+        .await
+    }
 }
 
 /// The history a thread sees: its ancestors' entries up to each fork point, then its own.

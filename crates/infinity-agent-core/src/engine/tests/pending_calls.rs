@@ -4,7 +4,7 @@
 use super::*;
 
 /// A thread whose model called `lookup` (a dispatched tool), and that call.
-fn looking_up() -> (Thread, CallId) {
+pub(super) fn looking_up() -> (Thread, CallId) {
     let mut thread = Thread::new();
     thread.slice(
         vec![user("m1", "look it up")],

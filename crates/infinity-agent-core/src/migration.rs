@@ -1,0 +1,493 @@
+//! Moving a live session to another host (RAP session migration), the host-neutral part: which
+//! threads a session has, stopping and exporting them at the source, importing them at the
+//! destination with their timers armed again, and leaving forwarding tombstones behind.
+//!
+//! The steps, in the order the RAP spec gives (the `infinity migrate` command drives them):
+//! 1. [`begin`]: every thread of the session is marked *moving*: it runs nothing and holds the
+//!    inputs that arrive ([`crate::state::ThreadRecord::held`]).
+//! 2. The tool servers that keep per-session state are told to move it (`POST /migrate`).
+//! 3. [`export`] writes the session as a [`Bundle`]; the destination's [`import`] stores it,
+//!    arms its timers and call deadlines again, and signs a forwarding URL per thread.
+//! 4. [`finish`] turns each source thread into a tombstone that forwards what still arrives
+//!    there (a tool's late callback, a timer armed at the source) to the destination; the inputs
+//!    held meanwhile are forwarded first. Or [`abort`]: the threads run here again, the held
+//!    inputs applied in order.
+//!
+//! Inputs are never lost on the way: held inputs stay on the source record until forwarded, and
+//! the destination drops repeats by input id.
+
+use std::collections::{BTreeMap, HashSet, VecDeque};
+
+use jiff::Timestamp;
+use serde::{Deserialize, Serialize};
+
+use crate::commit::Commit;
+use crate::effect::{Effect, PendingEffect};
+use crate::history::HistoryEntry;
+use crate::ids::{IdSource, InputId, ThreadId};
+use crate::input::{Input, InputBody};
+use crate::state::{Migration, MigrationState, PendingKind, ThreadRecord, ThreadStatus, Toolset};
+use crate::store::{StoreError, ThreadStore};
+
+/// The version of the [`Bundle`] layout.
+pub const BUNDLE_FORMAT: u32 = 1;
+
+/// A session on its way between hosts: every thread's record and own history.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Bundle {
+    /// The layout version, [`BUNDLE_FORMAT`].
+    pub format: u32,
+    /// The session's root thread.
+    pub root: ThreadId,
+    /// The threads, parents before their children.
+    pub threads: Vec<ThreadExport>,
+}
+
+/// One thread of a [`Bundle`].
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ThreadExport {
+    /// Its record, as the source had it when the move began (not marked moving).
+    pub record: ThreadRecord,
+    /// Its own history entries, in order.
+    pub entries: Vec<HistoryEntry>,
+}
+
+/// Why a session could not move (nothing changed at the source unless it says so).
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum MigrationError {
+    /// No thread has this id.
+    #[error("thread {0} does not exist")]
+    UnknownThread(ThreadId),
+    /// Only a whole session moves.
+    #[error(
+        "thread {thread} cannot move on its own: {why}; move the root thread of its conversation"
+    )]
+    NotARoot {
+        /// The thread.
+        thread: ThreadId,
+        /// What it is instead (a child of, delegated by).
+        why: String,
+    },
+    /// The session is closed.
+    #[error("thread {0} is closed; there is nothing running to move")]
+    Closed(ThreadId),
+    /// A move of this session is under way, or done.
+    #[error("thread {thread} is already {state} to {to}")]
+    AlreadyMoving {
+        /// The thread.
+        thread: ThreadId,
+        /// `moving` or `moved`.
+        state: &'static str,
+        /// Where.
+        to: String,
+    },
+    /// The thread is not moving (a finish or abort without a begin).
+    #[error("thread {0} is not moving")]
+    NotMoving(ThreadId),
+    /// The destination has a thread with this id already.
+    #[error("thread {0} already exists at the destination")]
+    Exists(ThreadId),
+    /// The destination gave no forwarding URL for a thread.
+    #[error("the destination gave no forwarding URL for thread {0}")]
+    NoForwardUrl(ThreadId),
+    /// The bundle is not one this host can import.
+    #[error("the session bundle cannot be imported: {0}")]
+    BadBundle(String),
+    /// The store failed.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+/// The ids of a session's threads: the root, its children, delegated conversations started from
+/// it, and theirs, parents first.
+pub async fn session_threads(
+    store: &dyn ThreadStore,
+    root: &ThreadId,
+) -> Result<Vec<ThreadId>, MigrationError> {
+    let mut seen: HashSet<ThreadId> = HashSet::from([root.clone()]);
+    let mut queue = VecDeque::from([root.clone()]);
+    let mut order = Vec::new();
+    while let Some(id) = queue.pop_front() {
+        let record = store
+            .load_record(&id)
+            .await?
+            .ok_or_else(|| MigrationError::UnknownThread(id.clone()))?;
+        let next = record
+            .children
+            .iter()
+            .map(|c| c.thread_id.clone())
+            .chain(record.delegations.iter().map(|d| d.thread_id.clone()));
+        for child in next {
+            if seen.insert(child.clone()) {
+                queue.push_back(child);
+            }
+        }
+        order.push(id);
+    }
+    Ok(order)
+}
+
+/// Step 1: checks that `root` is a session that can move, and marks each of its threads moving
+/// (they run nothing and hold their inputs). Returns the session's thread ids.
+pub async fn begin(
+    store: &dyn ThreadStore,
+    root: &ThreadId,
+    to: &str,
+    now: Timestamp,
+) -> Result<Vec<ThreadId>, MigrationError> {
+    let record = store
+        .load_record(root)
+        .await?
+        .ok_or_else(|| MigrationError::UnknownThread(root.clone()))?;
+    if let Some(parent) = &record.parent {
+        return Err(MigrationError::NotARoot {
+            thread: root.clone(),
+            why: format!("it is a child of {}", parent.thread_id),
+        });
+    }
+    if let Some(by) = &record.delegated_by {
+        return Err(MigrationError::NotARoot {
+            thread: root.clone(),
+            why: format!("it was delegated by {}", by.thread_id),
+        });
+    }
+    if record.status == ThreadStatus::Closed {
+        return Err(MigrationError::Closed(root.clone()));
+    }
+    if let Some(m) = &record.migration {
+        return Err(already(root, m));
+    }
+    let ids = session_threads(store, root).await?;
+    for id in &ids {
+        update(store, id, |record| {
+            if let Some(m) = &record.migration {
+                return Err(already(id, m));
+            }
+            record.migration = Some(Migration {
+                to: to.to_owned(),
+                since: now,
+                state: MigrationState::Moving,
+            });
+            Ok(Vec::new())
+        })
+        .await?;
+    }
+    Ok(ids)
+}
+
+fn already(thread: &ThreadId, m: &Migration) -> MigrationError {
+    MigrationError::AlreadyMoving {
+        thread: thread.clone(),
+        state: match m.state {
+            MigrationState::Moving => "moving",
+            MigrationState::Moved { .. } => "moved",
+        },
+        to: m.to.clone(),
+    }
+}
+
+/// How many effects the session's threads still have to perform here. A session moves once
+/// this is 0: an effect performed after the export (a call dispatched, a child's report sent)
+/// would happen at the source while the destination knows nothing of it. Timers do not count:
+/// the destination arms them again from the records, and one that still fires here is
+/// forwarded and dropped there as a repeat.
+pub async fn effects_in_flight(
+    store: &dyn ThreadStore,
+    ids: &[ThreadId],
+) -> Result<usize, MigrationError> {
+    let ids: HashSet<&ThreadId> = ids.iter().collect();
+    Ok(store
+        .outbox()
+        .await?
+        .iter()
+        .filter(|(thread, effect)| {
+            ids.contains(thread) && !matches!(effect.effect, Effect::SendAt { .. })
+        })
+        .count())
+}
+
+/// Step 3 at the source: the session as a [`Bundle`] (records as they were before the move
+/// began, and every thread's own history). Every thread must be moving.
+pub async fn export(
+    store: &dyn ThreadStore,
+    root: &ThreadId,
+    ids: &[ThreadId],
+) -> Result<Bundle, MigrationError> {
+    let mut threads = Vec::with_capacity(ids.len());
+    for id in ids {
+        let mut record = store
+            .load_record(id)
+            .await?
+            .ok_or_else(|| MigrationError::UnknownThread(id.clone()))?;
+        if !matches!(
+            record.migration,
+            Some(Migration {
+                state: MigrationState::Moving,
+                ..
+            })
+        ) {
+            return Err(MigrationError::NotMoving(id.clone()));
+        }
+        let entries = store
+            .load_entries(id, record.history_len)
+            .await?
+            .into_iter()
+            .map(|e| (*e).clone())
+            .collect();
+        // The held inputs stay here; they are forwarded when the move finishes.
+        record.migration = None;
+        record.held.clear();
+        threads.push(ThreadExport { record, entries });
+    }
+    Ok(Bundle {
+        format: BUNDLE_FORMAT,
+        root: root.clone(),
+        threads,
+    })
+}
+
+/// Points the session's tool servers at the destination's: `servers` maps a server's base URL
+/// at the source to the same server's at the destination. Tools of other servers keep theirs.
+pub fn move_servers(bundle: &mut Bundle, servers: &BTreeMap<String, String>) {
+    for thread in &mut bundle.threads {
+        let Some(toolset) = thread.record.toolset.as_mut() else {
+            continue;
+        };
+        for tool in &mut toolset.tools {
+            let Some(new_base) = servers.get(tool.server.trim_end_matches('/')) else {
+                continue;
+            };
+            let old_base = tool.server.trim_end_matches('/').to_owned();
+            if let Some(rest) = tool.endpoint.strip_prefix(&old_base) {
+                tool.endpoint = format!("{}{rest}", new_base.trim_end_matches('/'));
+            }
+            tool.server.clone_from(new_base);
+        }
+    }
+}
+
+/// Step 3 at the destination: stores every thread of `bundle` with the effects that arm its
+/// timers and call deadlines again (a wake-up at a time already past arrives at once). Returns
+/// each thread's effects, in the store's outbox already, for the host to perform.
+///
+/// Importing the same bundle twice is harmless: a thread already here at the same version is
+/// left alone; one at another version is [`MigrationError::Exists`].
+pub async fn import(
+    store: &dyn ThreadStore,
+    bundle: &Bundle,
+    ids: &mut dyn IdSource,
+) -> Result<Vec<(ThreadId, Vec<PendingEffect>)>, MigrationError> {
+    if bundle.format != BUNDLE_FORMAT {
+        return Err(MigrationError::BadBundle(format!(
+            "layout {} (this host reads {BUNDLE_FORMAT})",
+            bundle.format
+        )));
+    }
+    let Some(root) = bundle.threads.iter().find(|t| t.record.id == bundle.root) else {
+        return Err(MigrationError::BadBundle(format!(
+            "it does not hold its root thread {}",
+            bundle.root
+        )));
+    };
+    let toolset = root.record.toolset.as_ref();
+    let mut imported = Vec::with_capacity(bundle.threads.len());
+    for thread in &bundle.threads {
+        let record = &thread.record;
+        if record.root() != &bundle.root && record.delegated_by.is_none() {
+            return Err(MigrationError::BadBundle(format!(
+                "thread {} belongs to another session ({})",
+                record.id,
+                record.root()
+            )));
+        }
+        if record.history_len != thread.entries.len() as u64 {
+            return Err(MigrationError::BadBundle(format!(
+                "thread {} has {} history entries, its record says {}",
+                record.id,
+                thread.entries.len(),
+                record.history_len
+            )));
+        }
+        if let Some(here) = store.load_record(&record.id).await? {
+            if here.version == record.version && here.migration.is_none() {
+                continue;
+            }
+            return Err(MigrationError::Exists(record.id.clone()));
+        }
+        let effects: Vec<PendingEffect> = rearm(record, toolset)
+            .into_iter()
+            .map(|effect| PendingEffect {
+                id: ids.effect_id(),
+                effect,
+            })
+            .collect();
+        store
+            .import_thread(record, &thread.entries, &effects)
+            .await?;
+        imported.push((record.id.clone(), effects));
+    }
+    Ok(imported)
+}
+
+/// The timers and call deadlines a thread had armed at the source, armed again: each sleep's
+/// wake-up and each dispatched call's deadline, with the input ids the source used (so the
+/// source's own timer, forwarded, counts once).
+pub fn rearm(record: &ThreadRecord, toolset: Option<&Toolset>) -> Vec<Effect> {
+    let mut effects = Vec::new();
+    for pending in &record.pending_calls {
+        if let Some(due) = pending.due {
+            effects.push(Effect::SendAt {
+                input: Input {
+                    id: InputId::derived(pending.call_id.as_str(), "wake"),
+                    thread_id: record.id.clone(),
+                    body: InputBody::TimerWakeUp {
+                        call_id: pending.call_id.clone(),
+                    },
+                },
+                due,
+            });
+        }
+        let deadline = toolset
+            .and_then(|t| t.get(&pending.tool))
+            .and_then(|t| t.deadline.as_ref());
+        if let (PendingKind::Dispatched, Some(deadline)) = (pending.kind, deadline) {
+            let due = pending
+                .issued_at
+                .checked_add(jiff::SignedDuration::from_secs(deadline.seconds() as i64));
+            if let Ok(due) = due {
+                effects.push(Effect::SendAt {
+                    input: Input {
+                        id: InputId::derived(pending.call_id.as_str(), "deadline"),
+                        thread_id: record.id.clone(),
+                        body: InputBody::CallDeadline {
+                            call_id: pending.call_id.clone(),
+                            after: deadline.as_str().to_owned(),
+                        },
+                    },
+                    due,
+                });
+            }
+        }
+    }
+    effects
+}
+
+/// Step 4: each moving thread becomes a tombstone that forwards to the URL `forward` gives for
+/// it; the inputs it held meanwhile are forwarded first. Returns the commits, whose effects (in
+/// the outbox already) the host performs.
+pub async fn finish(
+    store: &dyn ThreadStore,
+    ids: &[ThreadId],
+    forward: &BTreeMap<ThreadId, String>,
+) -> Result<Vec<Commit>, MigrationError> {
+    let mut commits = Vec::with_capacity(ids.len());
+    for id in ids {
+        let url = forward
+            .get(id)
+            .ok_or_else(|| MigrationError::NoForwardUrl(id.clone()))?;
+        let commit = update(store, id, |record| {
+            let Some(migration) = record.migration.as_mut() else {
+                return Err(MigrationError::NotMoving(id.clone()));
+            };
+            migration.state = MigrationState::Moved {
+                forward_url: url.clone(),
+            };
+            Ok(crate::engine::held_inputs(std::mem::take(&mut record.held))
+                .into_iter()
+                .map(|input| Effect::Forward {
+                    url: url.clone(),
+                    input,
+                })
+                .collect())
+        })
+        .await?;
+        commits.push(commit);
+    }
+    Ok(commits)
+}
+
+/// Abandons a move: the threads run here again, and each applies the inputs it held, in order
+/// (a nudge to itself wakes it for them). Returns the commits, whose effects the host performs.
+pub async fn abort(
+    store: &dyn ThreadStore,
+    ids: &[ThreadId],
+    fresh: &mut dyn IdSource,
+) -> Result<Vec<Commit>, MigrationError> {
+    let mut commits = Vec::with_capacity(ids.len());
+    for id in ids {
+        let nudge = Input {
+            id: fresh.input_id(),
+            thread_id: id.clone(),
+            body: InputBody::Nudge {},
+        };
+        let commit = update(store, id, |record| {
+            if !matches!(
+                record.migration,
+                Some(Migration {
+                    state: MigrationState::Moving,
+                    ..
+                })
+            ) {
+                return Ok(Vec::new());
+            }
+            record.migration = None;
+            Ok(if record.held.is_empty() {
+                Vec::new()
+            } else {
+                vec![Effect::Send {
+                    input: nudge.clone(),
+                }]
+            })
+        })
+        .await?;
+        commits.push(commit);
+    }
+    Ok(commits)
+}
+
+/// Changes one thread's record outside a slice, retrying when a slice commits first; `change`
+/// returns the effects to commit with it.
+async fn update(
+    store: &dyn ThreadStore,
+    id: &ThreadId,
+    change: impl Fn(&mut ThreadRecord) -> Result<Vec<Effect>, MigrationError>,
+) -> Result<Commit, MigrationError> {
+    const ATTEMPTS: usize = 20;
+    let mut ids = crate::ids::RandomIds;
+    let mut last = None;
+    for _ in 0..ATTEMPTS {
+        let before = store
+            .load_record(id)
+            .await?
+            .ok_or_else(|| MigrationError::UnknownThread(id.clone()))?;
+        let mut record = before.clone();
+        let effects = change(&mut record)?
+            .into_iter()
+            .map(|effect| PendingEffect {
+                id: ids.effect_id(),
+                effect,
+            })
+            .collect();
+        record.version = before.version + 1;
+        let commit = Commit {
+            thread_id: id.clone(),
+            expected_version: Some(before.version),
+            record,
+            new_entries: Vec::new(),
+            processed_inputs: Vec::new(),
+            effects,
+        };
+        match store.commit(&commit).await {
+            Ok(()) => return Ok(commit),
+            Err(e @ StoreError::Conflict { .. }) => last = Some(e),
+            Err(e) => return Err(e.into()),
+        }
+    }
+    Err(last
+        .unwrap_or_else(|| StoreError::Unavailable(format!("thread {id}: kept changing")))
+        .into())
+}
+
+#[cfg(test)]
+mod tests;

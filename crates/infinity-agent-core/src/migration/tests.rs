@@ -1,0 +1,267 @@
+//! Moving a session between two stores: what moves, what is armed again, what stays behind.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use serde_json::json;
+
+use super::*;
+use crate::history::Item;
+use crate::ids::{CallId, SeededIds};
+use crate::model::ToolSpec;
+use crate::state::{ChildLink, Deadline, ParentLink, PendingCall, RemoteTool, Toolset};
+use crate::store::MemoryStore;
+
+const NOW: &str = "2026-03-07T17:00:00Z";
+
+fn now() -> Timestamp {
+    NOW.parse().unwrap()
+}
+
+fn id(s: &str) -> ThreadId {
+    ThreadId::new(s).unwrap()
+}
+
+fn call(s: &str) -> CallId {
+    CallId::new(s).unwrap()
+}
+
+fn entries(n: u64) -> Vec<HistoryEntry> {
+    (0..n)
+        .map(|seq| HistoryEntry {
+            seq,
+            at: now(),
+            input_id: None,
+            item: Item::user(format!("message {seq}")),
+        })
+        .collect()
+}
+
+async fn put(store: &MemoryStore, mut record: ThreadRecord, history: u64) {
+    record.history_len = history;
+    record.version = 3;
+    store
+        .import_thread(&record, &entries(history), &[])
+        .await
+        .unwrap();
+}
+
+/// A root with a dispatched call (its server has a 2 h deadline) and a child sleeping until
+/// 18:00, in `store`.
+async fn session(store: &MemoryStore) {
+    let mut root = ThreadRecord::new(id("root"), "a", None, now());
+    root.toolset = Some(Toolset {
+        tools: vec![RemoteTool {
+            server: "http://tools.here:1".into(),
+            endpoint: "http://tools.here:1/invoke".into(),
+            spec: ToolSpec::new("lookup", "Looks up.", json!({"type": "object"})),
+            deadline: Some(Deadline::try_from("2h".to_owned()).unwrap()),
+        }],
+        problems: vec![],
+    });
+    root.pending_calls.push(PendingCall {
+        call_id: call("c-lookup"),
+        tool: "lookup".into(),
+        args: json!({}),
+        kind: PendingKind::Dispatched,
+        issued_at: now(),
+        moved_on: false,
+        due: None,
+        authorizing: false,
+    });
+    root.children.push(ChildLink {
+        thread_id: id("child"),
+        call_id: call("c-spawn"),
+        tool: "spawn_thread".into(),
+        args: json!({}),
+        closed: false,
+    });
+    let link = ParentLink {
+        thread_id: id("root"),
+        call_id: call("c-spawn"),
+        tool: "spawn_thread".into(),
+        args: json!({}),
+        fork_at: 2,
+        summary: None,
+    };
+    let mut child = ThreadRecord::new(id("child"), "a", Some((link, vec![id("root")])), now());
+    child.pending_calls.push(PendingCall {
+        call_id: call("c-sleep"),
+        tool: "sleep".into(),
+        args: json!({}),
+        kind: PendingKind::Passive,
+        issued_at: now(),
+        moved_on: false,
+        due: Some("2026-03-07T18:00:00Z".parse().unwrap()),
+        authorizing: false,
+    });
+    put(store, root, 150).await;
+    put(store, child, 4).await;
+}
+
+#[tokio::test]
+async fn a_session_moves_whole_with_its_timers_and_deadlines_armed_again() {
+    let here = MemoryStore::new();
+    let there = MemoryStore::new();
+    session(&here).await;
+
+    let ids = begin(&here, &id("root"), "there", now()).await.unwrap();
+    assert_eq!(ids, [id("root"), id("child")]);
+    for thread in &ids {
+        let record = here.load_record(thread).await.unwrap().unwrap();
+        assert_eq!(record.migration.unwrap().state, MigrationState::Moving);
+    }
+    assert_eq!(effects_in_flight(&here, &ids).await.unwrap(), 0);
+
+    let mut bundle = export(&here, &id("root"), &ids).await.unwrap();
+    move_servers(
+        &mut bundle,
+        &BTreeMap::from([("http://tools.here:1".into(), "http://tools.there:2".into())]),
+    );
+    // Through JSON, as it travels.
+    let bundle: Bundle = serde_json::from_slice(&serde_json::to_vec(&bundle).unwrap()).unwrap();
+    let imported = import(&there, &bundle, &mut SeededIds::new(1))
+        .await
+        .unwrap();
+
+    let root = there.load_record(&id("root")).await.unwrap().unwrap();
+    assert!(root.migration.is_none());
+    assert_eq!(root.pending_calls.len(), 1);
+    let tool = &root.toolset.as_ref().unwrap().tools[0];
+    assert_eq!(tool.server, "http://tools.there:2");
+    assert_eq!(tool.endpoint, "http://tools.there:2/invoke");
+    assert_eq!(
+        there.load_entries(&id("root"), 150).await.unwrap().len(),
+        150
+    );
+    let child = there.load_record(&id("child")).await.unwrap().unwrap();
+    assert_eq!(child.parent.as_ref().unwrap().thread_id, id("root"));
+
+    let armed: Vec<(String, String, Timestamp)> = imported
+        .iter()
+        .flat_map(|(thread, effects)| effects.iter().map(move |e| (thread, e)))
+        .map(|(thread, e)| match &e.effect {
+            Effect::SendAt { input, due } => (thread.to_string(), input.id.to_string(), *due),
+            other => panic!("unexpected {other:?}"),
+        })
+        .collect();
+    assert_eq!(
+        armed,
+        [
+            (
+                "root".to_owned(),
+                InputId::derived("c-lookup", "deadline").to_string(),
+                "2026-03-07T19:00:00Z".parse().unwrap()
+            ),
+            (
+                "child".to_owned(),
+                InputId::derived("c-sleep", "wake").to_string(),
+                "2026-03-07T18:00:00Z".parse().unwrap()
+            ),
+        ]
+    );
+    // The timers are in the destination's outbox, so a crash before they are armed arms
+    // them at the next start.
+    assert_eq!(there.outbox().await.unwrap().len(), 2);
+
+    // The same bundle again imports nothing; a different thread by that id is refused.
+    assert!(import(&there, &bundle, &mut SeededIds::new(2))
+        .await
+        .unwrap()
+        .is_empty());
+    let mut other = bundle.clone();
+    other.threads[0].record.version += 5;
+    let err = import(&there, &other, &mut SeededIds::new(3))
+        .await
+        .unwrap_err();
+    assert!(matches!(err, MigrationError::Exists(t) if t == id("root")));
+}
+
+#[tokio::test]
+async fn finishing_forwards_what_was_held_and_leaves_tombstones() {
+    let here = MemoryStore::new();
+    session(&here).await;
+    let ids = begin(&here, &id("root"), "there", now()).await.unwrap();
+    // An input held while moving (as a slice holds it).
+    let mut root = here.load_record(&id("root")).await.unwrap().unwrap();
+    let held = Input::new(
+        id("root"),
+        InputBody::tool_result(call("c-lookup"), "found"),
+    );
+    root.held.push(serde_json::to_value(&held).unwrap());
+    let version = root.version;
+    root.version += 1;
+    here.commit(&Commit {
+        thread_id: id("root"),
+        expected_version: Some(version),
+        record: root,
+        new_entries: vec![],
+        processed_inputs: vec![held.id.clone()],
+        effects: vec![],
+    })
+    .await
+    .unwrap();
+
+    let forward: BTreeMap<ThreadId, String> = ids
+        .iter()
+        .map(|t| (t.clone(), format!("http://there/rap/forward/{t}?sig=00")))
+        .collect();
+    let commits = finish(&here, &ids, &forward).await.unwrap();
+    let root_commit = &commits[0];
+    let forwarded: Vec<&Effect> = root_commit.effects.iter().map(|e| &e.effect).collect();
+    assert_eq!(
+        forwarded,
+        [&Effect::Forward {
+            url: "http://there/rap/forward/root?sig=00".into(),
+            input: held
+        }]
+    );
+    let root = here.load_record(&id("root")).await.unwrap().unwrap();
+    assert!(root.held.is_empty());
+    assert_eq!(
+        root.migration.as_ref().unwrap().forward_url(),
+        Some("http://there/rap/forward/root?sig=00")
+    );
+    // A moved session cannot start moving again.
+    let err = begin(&here, &id("root"), "elsewhere", now())
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(err, MigrationError::AlreadyMoving { state: "moved", .. }),
+        "{err}"
+    );
+}
+
+#[tokio::test]
+async fn only_a_whole_open_session_moves() {
+    let here = MemoryStore::new();
+    session(&here).await;
+    let err = begin(&here, &id("child"), "there", now())
+        .await
+        .unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "thread child cannot move on its own: it is a child of root; move the root thread of its conversation"
+    );
+    let err = begin(&here, &id("nobody"), "there", now())
+        .await
+        .unwrap_err();
+    assert!(matches!(err, MigrationError::UnknownThread(_)));
+
+    // An abandoned move leaves the session as it was, and a nudge for what it held.
+    let ids = begin(&here, &id("root"), "there", now()).await.unwrap();
+    let commits = abort(&here, &ids, &mut SeededIds::new(1)).await.unwrap();
+    assert!(
+        commits.iter().all(|c| c.effects.is_empty()),
+        "nothing was held"
+    );
+    for thread in &ids {
+        assert!(here
+            .load_record(thread)
+            .await
+            .unwrap()
+            .unwrap()
+            .migration
+            .is_none());
+    }
+    assert!(begin(&here, &id("root"), "there", now()).await.is_ok());
+}

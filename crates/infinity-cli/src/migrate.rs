@@ -1,0 +1,304 @@
+//! `infinity migrate`: moves a live session between hosts (an `infinity serve` and an AWS
+//! stack, either way, or two `serve`s), and the routes through which `serve` takes part.
+//!
+//! A host is named `aws` (the stack the `INFINITY_*` variables describe, reached with this
+//! process's AWS credentials) or by the URL of an `infinity serve`.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::{anyhow, bail, Context, Result};
+use async_trait::async_trait;
+use axum::extract::{DefaultBodyLimit, Path, State};
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use axum::routing::post;
+use axum::{Json, Router};
+use clap::Args;
+use infinity_agent_core::effect::PendingEffect;
+use infinity_agent_core::host::InputSender;
+use infinity_agent_core::ids::ThreadId;
+use infinity_agent_core::input::{Input, InputBody};
+use infinity_agent_core::migration::{Bundle, MigrationError};
+use infinity_agent_core::runtime::AgentSystem;
+use infinity_aws::config::Clients;
+use infinity_aws::queue::SqsInputSender;
+use infinity_aws::store::DynamoThreadStore;
+use infinity_rap::client::RapClient;
+use infinity_rap::migrate::{
+    self, Destination, FinishRequest, Host, MoveError, Performer, Remote, Source, StartRequest,
+};
+use infinity_rap::signing::CallbackSigner;
+use serde_json::json;
+
+use crate::tool_servers::Links;
+
+#[derive(Debug, Args)]
+pub struct MigrateArgs {
+    /// The root thread of the session to move.
+    thread: String,
+    /// Where the session runs now: `aws` (the stack of the INFINITY_* variables) or the URL of
+    /// an `infinity serve`.
+    #[arg(long, default_value = "aws")]
+    from: String,
+    /// Where it moves to: `aws` or the URL of an `infinity serve`.
+    #[arg(long, required_unless_present = "abort")]
+    to: Option<String>,
+    /// A tool server's base URL at the source and the same server's at the destination
+    /// (FROM=TO). Required for each server that keeps per-session state (`needsMigration`);
+    /// repeatable.
+    #[arg(long = "server", value_name = "FROM=TO")]
+    servers: Vec<String>,
+    /// The bearer token of the `serve` at --from (default: $INFINITY_SERVE_TOKEN).
+    #[arg(long)]
+    from_token: Option<String>,
+    /// The bearer token of the `serve` at --to (default: $INFINITY_SERVE_TOKEN).
+    #[arg(long)]
+    to_token: Option<String>,
+    /// Undo a move that stopped half way: the session runs at --from again.
+    #[arg(long)]
+    abort: bool,
+    /// One endpoint for every AWS service, for `aws` hosts.
+    #[arg(long)]
+    endpoint: Option<String>,
+}
+
+/// Runs `infinity migrate`.
+pub async fn run(args: MigrateArgs) -> Result<u8> {
+    let root = ThreadId::new(&args.thread)
+        .map_err(|e| anyhow!("{e}"))
+        .context("the thread")?;
+    let mut servers = BTreeMap::new();
+    for pair in &args.servers {
+        let Some((from, to)) = pair.split_once('=') else {
+            bail!("--server {pair}: expected FROM=TO (two base URLs)");
+        };
+        servers.insert(from.to_owned(), to.to_owned());
+    }
+    let token = |flag: &Option<String>| {
+        flag.clone().or_else(|| {
+            std::env::var(crate::serve::TOKEN_VAR)
+                .ok()
+                .filter(|t| !t.is_empty())
+        })
+    };
+    let aws = if args.from == "aws" || args.to.as_deref() == Some("aws") {
+        Some(AwsHost::from_env(args.endpoint.as_deref()).await?)
+    } else {
+        None
+    };
+    let aws_host = aws.as_ref().map(AwsHost::host);
+    let remote_from = Remote::new(&args.from, token(&args.from_token));
+    let source: &dyn Source = match &aws_host {
+        Some(host) if args.from == "aws" => host,
+        _ => &remote_from,
+    };
+    if args.abort {
+        source.abort(&root).await?;
+        eprintln!("the session {root} runs at {} again", args.from);
+        return Ok(0);
+    }
+    let to = args.to.clone().unwrap_or_default();
+    if to == args.from {
+        bail!("--from and --to are the same host ({to})");
+    }
+    let remote_to = Remote::new(&to, token(&args.to_token));
+    let destination: &dyn Destination = match &aws_host {
+        Some(host) if to == "aws" => host,
+        _ => &remote_to,
+    };
+    let request = StartRequest {
+        to: to.clone(),
+        servers,
+    };
+    let moved = migrate::move_session(source, destination, &root, &request).await?;
+    eprintln!(
+        "moved the session {root} ({} thread(s)) from {} to {to}; what still reaches {} for it \
+         is forwarded",
+        moved.threads, args.from, args.from
+    );
+    Ok(0)
+}
+
+/// An AWS stack as one side of a move, reached from this process: the table, the input queue
+/// (a nudge makes the stack perform what a step committed), the callback secret and URL.
+struct AwsHost {
+    store: DynamoThreadStore,
+    nudges: Nudges,
+    signer: CallbackSigner,
+    client: RapClient,
+}
+
+impl AwsHost {
+    async fn from_env(endpoint: Option<&str>) -> Result<Self> {
+        let var = |name: &str| {
+            std::env::var(name)
+                .ok()
+                .filter(|v| !v.is_empty())
+                .ok_or_else(|| {
+                    anyhow!("{name} is not set (for the local stack: source infra/local/env.sh)")
+                })
+        };
+        let clients = Clients::from_env_with_endpoint(endpoint).await;
+        let table = var("INFINITY_TABLE")?;
+        let store = DynamoThreadStore::new(
+            clients.dynamodb.clone(),
+            table.clone(),
+            Duration::from_secs(86_400),
+        );
+        let sender = SqsInputSender::new(clients.sqs.clone(), var("INFINITY_INPUT_QUEUE_URL")?)
+            .with_stash(DynamoThreadStore::new(
+                clients.dynamodb.clone(),
+                table,
+                Duration::from_secs(86_400),
+            ));
+        let signer = infinity_aws::tool_servers::signer_from_env()
+            .await
+            .context("the stack's callback URL and secret (to sign forwarding URLs)")?;
+        Ok(Self {
+            store,
+            nudges: Nudges(sender),
+            client: RapClient::new(signer.clone()),
+            signer,
+        })
+    }
+
+    fn host(&self) -> Host<'_> {
+        Host {
+            store: &self.store,
+            performer: &self.nudges,
+            signer: &self.signer,
+            client: &self.client,
+        }
+    }
+}
+
+/// On AWS the stack performs a thread's outbox before its next slice: a nudge starts one.
+struct Nudges(SqsInputSender);
+
+#[async_trait]
+impl Performer for Nudges {
+    async fn perform(&self, thread_id: &ThreadId, _: &[PendingEffect], _: Option<u64>) {
+        let nudge = Input::new(thread_id.clone(), InputBody::Nudge {});
+        if let Err(err) = self
+            .0
+            .send_to_input_queue(&nudge, thread_id, &nudge.id)
+            .await
+        {
+            tracing::warn!(%err, "no nudge: the thread performs its outbox at its next input");
+        }
+    }
+}
+
+/// The embedded runtime performs committed effects itself.
+struct Embedded(Arc<AgentSystem>);
+
+#[async_trait]
+impl Performer for Embedded {
+    async fn perform(&self, thread_id: &ThreadId, effects: &[PendingEffect], version: Option<u64>) {
+        if let Err(err) = self.0.perform(thread_id, effects, version).await {
+            tracing::warn!(%err, "effects not all performed; they stay in the outbox");
+        }
+    }
+}
+
+/// What `serve`'s migration routes share.
+struct Served {
+    performer: Embedded,
+    links: Links,
+}
+
+impl Served {
+    fn host(&self) -> Host<'_> {
+        Host {
+            store: self.performer.0.store().as_ref(),
+            performer: &self.performer,
+            signer: &self.links.signer,
+            client: &self.links.client,
+        }
+    }
+}
+
+/// The largest session `serve` imports in one request.
+const MAX_BUNDLE_BYTES: usize = 1 << 30;
+
+/// `serve`'s side of a move: `POST /threads/{id}/migration` (a [`StartRequest`]; answers the
+/// session as a bundle), `POST /threads/{id}/migration/finish` (a [`FinishRequest`]), `POST
+/// /threads/{id}/migration/abort`, and `POST /migration/import` (a bundle; answers the
+/// forwarding URLs).
+pub fn routes(system: Arc<AgentSystem>, links: Links) -> Router {
+    let served = Arc::new(Served {
+        performer: Embedded(system),
+        links,
+    });
+    Router::new()
+        .route("/threads/{id}/migration", post(start))
+        .route("/threads/{id}/migration/finish", post(finish))
+        .route("/threads/{id}/migration/abort", post(abort))
+        .route(
+            "/migration/import",
+            post(import).layer(DefaultBodyLimit::max(MAX_BUNDLE_BYTES)),
+        )
+        .with_state(served)
+}
+
+/// An error answer: a status and `{"error": message}`.
+struct Refusal(StatusCode, String);
+
+impl IntoResponse for Refusal {
+    fn into_response(self) -> Response {
+        (self.0, Json(json!({"error": self.1}))).into_response()
+    }
+}
+
+impl From<MoveError> for Refusal {
+    fn from(err: MoveError) -> Self {
+        let status = match &err {
+            MoveError::Migration(MigrationError::UnknownThread(_)) => StatusCode::NOT_FOUND,
+            MoveError::Migration(MigrationError::Store(_)) => StatusCode::SERVICE_UNAVAILABLE,
+            MoveError::Migration(MigrationError::BadBundle(_)) => StatusCode::BAD_REQUEST,
+            MoveError::Migration(_) | MoveError::Busy { .. } | MoveError::UnmappedServer { .. } => {
+                StatusCode::CONFLICT
+            }
+            _ => StatusCode::BAD_GATEWAY,
+        };
+        Refusal(status, err.to_string())
+    }
+}
+
+fn root(raw: &str) -> Result<ThreadId, Refusal> {
+    ThreadId::new(raw).map_err(|e| Refusal(StatusCode::BAD_REQUEST, e.to_string()))
+}
+
+type Answer = Result<Response, Refusal>;
+
+async fn start(
+    State(served): State<Arc<Served>>,
+    Path(id): Path<String>,
+    Json(request): Json<StartRequest>,
+) -> Answer {
+    let bundle = migrate::start(served.host(), &root(&id)?, &request).await?;
+    Ok(Json(bundle).into_response())
+}
+
+async fn finish(
+    State(served): State<Arc<Served>>,
+    Path(id): Path<String>,
+    Json(request): Json<FinishRequest>,
+) -> Answer {
+    let id = root(&id)?;
+    migrate::finish(served.host(), &id, &request.forward).await?;
+    Ok(Json(json!({"finished": id})).into_response())
+}
+
+async fn abort(State(served): State<Arc<Served>>, Path(id): Path<String>) -> Answer {
+    let id = root(&id)?;
+    migrate::abort(served.host(), &id).await?;
+    Ok(Json(json!({"aborted": id})).into_response())
+}
+
+async fn import(State(served): State<Arc<Served>>, Json(bundle): Json<Bundle>) -> Answer {
+    let imported = migrate::import(served.host(), &bundle).await?;
+    Ok(Json(imported).into_response())
+}
