@@ -85,6 +85,14 @@ pub enum MigrationError {
     /// The thread is not moving (a finish or abort without a begin).
     #[error("thread {0} is not moving")]
     NotMoving(ThreadId),
+    /// The destination runs no agent by the name a thread uses.
+    #[error("the destination runs no agent named `{agent}` (thread {thread} uses it); start it with that agent")]
+    UnknownAgent {
+        /// The thread.
+        thread: ThreadId,
+        /// The agent's name.
+        agent: String,
+    },
     /// The destination has a thread with this id already.
     #[error("thread {0} already exists at the destination")]
     Exists(ThreadId),
@@ -271,11 +279,16 @@ pub fn move_servers(bundle: &mut Bundle, servers: &BTreeMap<String, String>) {
 /// timers and call deadlines again (a wake-up at a time already past arrives at once). Returns
 /// each thread's effects, in the store's outbox already, for the host to perform.
 ///
-/// Importing the same bundle twice is harmless: a thread already here at the same version is
-/// left alone; one at another version is [`MigrationError::Exists`].
+/// A thread may come back to a host it moved away from: its tombstone there takes the thread's
+/// state back (its version then goes past both). Importing the same bundle twice is harmless: a
+/// thread already here as the bundle has it is left alone; any other thread by that id is
+/// [`MigrationError::Exists`].
+/// `runs_agent` tells whether the destination runs an agent by a name (checked for every thread
+/// before anything is written).
 pub async fn import(
     store: &dyn ThreadStore,
     bundle: &Bundle,
+    runs_agent: &(dyn Fn(&str) -> bool + Sync),
     ids: &mut dyn IdSource,
 ) -> Result<Vec<(ThreadId, Vec<PendingEffect>)>, MigrationError> {
     if bundle.format != BUNDLE_FORMAT {
@@ -290,6 +303,12 @@ pub async fn import(
             bundle.root
         )));
     };
+    if let Some(t) = bundle.threads.iter().find(|t| !runs_agent(&t.record.agent)) {
+        return Err(MigrationError::UnknownAgent {
+            thread: t.record.id.clone(),
+            agent: t.record.agent.clone(),
+        });
+    }
     let toolset = root.record.toolset.as_ref();
     let mut imported = Vec::with_capacity(bundle.threads.len());
     for thread in &bundle.threads {
@@ -309,13 +328,28 @@ pub async fn import(
                 record.history_len
             )));
         }
-        if let Some(here) = store.load_record(&record.id).await? {
-            if here.version == record.version && here.migration.is_none() {
-                continue;
+        let here = store.load_record(&record.id).await?;
+        let (expected_version, version, known) = match &here {
+            None => (None, record.version, 0),
+            // Already imported (the same bundle again).
+            Some(here) if here.migration.is_none() && same_but_version(here, record) => continue,
+            // Coming back to a host it moved away from: its tombstone takes the session back,
+            // with the entries added meanwhile.
+            Some(here)
+                if here
+                    .migration
+                    .as_ref()
+                    .is_some_and(|m| m.forward_url().is_some())
+                    && here.history_len <= record.history_len =>
+            {
+                let version = here.version.max(record.version) + 1;
+                (Some(here.version), version, here.history_len as usize)
             }
-            return Err(MigrationError::Exists(record.id.clone()));
-        }
-        let effects: Vec<PendingEffect> = rearm(record, toolset)
+            Some(_) => return Err(MigrationError::Exists(record.id.clone())),
+        };
+        let mut record = record.clone();
+        record.version = version;
+        let effects: Vec<PendingEffect> = rearm(&record, toolset)
             .into_iter()
             .map(|effect| PendingEffect {
                 id: ids.effect_id(),
@@ -323,11 +357,23 @@ pub async fn import(
             })
             .collect();
         store
-            .import_thread(record, &thread.entries, &effects)
+            .import_thread(
+                &record,
+                &thread.entries[known..],
+                &effects,
+                expected_version,
+            )
             .await?;
         imported.push((record.id.clone(), effects));
     }
     Ok(imported)
+}
+
+/// True when `a` and `b` differ at most in their versions.
+fn same_but_version(a: &ThreadRecord, b: &ThreadRecord) -> bool {
+    let mut a = a.clone();
+    a.version = b.version;
+    a == *b
 }
 
 /// The timers and call deadlines a thread had armed at the source, armed again: each sleep's

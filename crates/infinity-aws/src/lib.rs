@@ -14,6 +14,7 @@ pub mod config;
 pub mod handler;
 pub mod lambda;
 pub mod local;
+pub mod migrate;
 pub mod queue;
 pub mod store;
 pub mod tool_servers;

@@ -292,8 +292,10 @@ impl ThreadStore for DynamoThreadStore {
         record: &ThreadRecord,
         entries: &[HistoryEntry],
         effects: &[PendingEffect],
+        expected_version: Option<u64>,
     ) -> Result<(), StoreError> {
-        self.import(record, entries, effects).await
+        self.import(record, entries, effects, expected_version)
+            .await
     }
 
     async fn load_record(&self, thread_id: &ThreadId) -> Result<Option<ThreadRecord>, StoreError> {

@@ -17,19 +17,16 @@ use axum::routing::post;
 use axum::{Json, Router};
 use clap::Args;
 use infinity_agent_core::effect::PendingEffect;
-use infinity_agent_core::host::InputSender;
 use infinity_agent_core::ids::ThreadId;
-use infinity_agent_core::input::{Input, InputBody};
 use infinity_agent_core::migration::{Bundle, MigrationError};
 use infinity_agent_core::runtime::AgentSystem;
 use infinity_aws::config::Clients;
+use infinity_aws::migrate::StackSide;
 use infinity_aws::queue::SqsInputSender;
 use infinity_aws::store::DynamoThreadStore;
-use infinity_rap::client::RapClient;
 use infinity_rap::migrate::{
     self, Destination, FinishRequest, Host, MoveError, Performer, Remote, Source, StartRequest,
 };
-use infinity_rap::signing::CallbackSigner;
 use serde_json::json;
 
 use crate::tool_servers::Links;
@@ -84,11 +81,11 @@ pub async fn run(args: MigrateArgs) -> Result<u8> {
         })
     };
     let aws = if args.from == "aws" || args.to.as_deref() == Some("aws") {
-        Some(AwsHost::from_env(args.endpoint.as_deref()).await?)
+        Some(stack_from_env(args.endpoint.as_deref()).await?)
     } else {
         None
     };
-    let aws_host = aws.as_ref().map(AwsHost::host);
+    let aws_host = aws.as_ref().map(StackSide::host);
     let remote_from = Remote::new(&args.from, token(&args.from_token));
     let source: &dyn Source = match &aws_host {
         Some(host) if args.from == "aws" => host,
@@ -121,75 +118,37 @@ pub async fn run(args: MigrateArgs) -> Result<u8> {
     Ok(0)
 }
 
-/// An AWS stack as one side of a move, reached from this process: the table, the input queue
-/// (a nudge makes the stack perform what a step committed), the callback secret and URL.
-struct AwsHost {
-    store: DynamoThreadStore,
-    nudges: Nudges,
-    signer: CallbackSigner,
-    client: RapClient,
-}
-
-impl AwsHost {
-    async fn from_env(endpoint: Option<&str>) -> Result<Self> {
-        let var = |name: &str| {
-            std::env::var(name)
-                .ok()
-                .filter(|v| !v.is_empty())
-                .ok_or_else(|| {
-                    anyhow!("{name} is not set (for the local stack: source infra/local/env.sh)")
-                })
-        };
-        let clients = Clients::from_env_with_endpoint(endpoint).await;
-        let table = var("INFINITY_TABLE")?;
-        let store = DynamoThreadStore::new(
-            clients.dynamodb.clone(),
-            table.clone(),
-            Duration::from_secs(86_400),
-        );
-        let sender = SqsInputSender::new(clients.sqs.clone(), var("INFINITY_INPUT_QUEUE_URL")?)
-            .with_stash(DynamoThreadStore::new(
-                clients.dynamodb.clone(),
-                table,
-                Duration::from_secs(86_400),
-            ));
-        let signer = infinity_aws::tool_servers::signer_from_env()
-            .await
-            .context("the stack's callback URL and secret (to sign forwarding URLs)")?;
-        Ok(Self {
-            store,
-            nudges: Nudges(sender),
-            client: RapClient::new(signer.clone()),
-            signer,
-        })
-    }
-
-    fn host(&self) -> Host<'_> {
-        Host {
-            store: &self.store,
-            performer: &self.nudges,
-            signer: &self.signer,
-            client: &self.client,
+/// The stack the `INFINITY_*` variables describe, reached with this process's credentials.
+async fn stack_from_env(endpoint: Option<&str>) -> Result<StackSide> {
+    let var = |name: &str| {
+        std::env::var(name)
+            .ok()
+            .filter(|v| !v.is_empty())
+            .ok_or_else(|| {
+                anyhow!("{name} is not set (for the local stack: source infra/local/env.sh)")
+            })
+    };
+    let clients = Clients::from_env_with_endpoint(endpoint).await;
+    let table = var("INFINITY_TABLE")?;
+    let store = || DynamoThreadStore::new(clients.dynamodb.clone(), table.clone(), DEDUP_TTL);
+    let queue = SqsInputSender::new(clients.sqs.clone(), var("INFINITY_INPUT_QUEUE_URL")?)
+        .with_stash(store());
+    let signer = infinity_aws::tool_servers::signer_from_env()
+        .await
+        .context("the stack's callback URL and secret (to sign forwarding URLs)")?;
+    let side = StackSide::new(store(), queue, signer);
+    // The stack's agent, when its file is known here (the local stack's env.sh names it).
+    Ok(match std::env::var_os("INFINITY_AGENT_FILE") {
+        Some(path) => {
+            let file = infinity_agent_core::agent::AgentFile::load(std::path::Path::new(&path))?;
+            side.with_agents(vec![file.name])
         }
-    }
+        None => side,
+    })
 }
 
-/// On AWS the stack performs a thread's outbox before its next slice: a nudge starts one.
-struct Nudges(SqsInputSender);
-
-#[async_trait]
-impl Performer for Nudges {
-    async fn perform(&self, thread_id: &ThreadId, _: &[PendingEffect], _: Option<u64>) {
-        let nudge = Input::new(thread_id.clone(), InputBody::Nudge {});
-        if let Err(err) = self
-            .0
-            .send_to_input_queue(&nudge, thread_id, &nudge.id)
-            .await
-        {
-            tracing::warn!(%err, "no nudge: the thread performs its outbox at its next input");
-        }
-    }
-}
+/// How long the stack keeps processed-input markers (as the CLI's other commands assume).
+const DEDUP_TTL: Duration = Duration::from_secs(86_400);
 
 /// The embedded runtime performs committed effects itself.
 struct Embedded(Arc<AgentSystem>);
@@ -207,6 +166,7 @@ impl Performer for Embedded {
 struct Served {
     performer: Embedded,
     links: Links,
+    runs_agent: Box<dyn Fn(&str) -> bool + Send + Sync>,
 }
 
 impl Served {
@@ -216,6 +176,7 @@ impl Served {
             performer: &self.performer,
             signer: &self.links.signer,
             client: &self.links.client,
+            runs_agent: &*self.runs_agent,
         }
     }
 }
@@ -228,9 +189,11 @@ const MAX_BUNDLE_BYTES: usize = 1 << 30;
 /// /threads/{id}/migration/abort`, and `POST /migration/import` (a bundle; answers the
 /// forwarding URLs).
 pub fn routes(system: Arc<AgentSystem>, links: Links) -> Router {
+    let agents = Arc::clone(&system);
     let served = Arc::new(Served {
         performer: Embedded(system),
         links,
+        runs_agent: Box::new(move |name| agents.has_agent(name)),
     });
     Router::new()
         .route("/threads/{id}/migration", post(start))

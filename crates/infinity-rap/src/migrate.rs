@@ -47,6 +47,8 @@ pub struct Host<'a> {
     pub signer: &'a CallbackSigner,
     /// Reaches the session's tool servers (their manifests, `/migrate`).
     pub client: &'a RapClient,
+    /// Whether this host runs an agent by a name (a session moved here must find its agents).
+    pub runs_agent: &'a (dyn Fn(&str) -> bool + Sync),
 }
 
 impl std::fmt::Debug for Host<'_> {
@@ -251,7 +253,7 @@ async fn move_server_state(
 /// The destination's step: stores the session, arms its timers again, and signs a forwarding
 /// URL for each of its threads.
 pub async fn import(host: Host<'_>, bundle: &Bundle) -> Result<Imported, MoveError> {
-    let imported = migration::import(host.store, bundle, &mut RandomIds).await?;
+    let imported = migration::import(host.store, bundle, host.runs_agent, &mut RandomIds).await?;
     for (thread_id, effects) in &imported {
         host.performer.perform(thread_id, effects, None).await;
     }

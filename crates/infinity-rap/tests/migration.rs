@@ -161,6 +161,7 @@ impl Runtime {
             performer,
             signer: &self.signer,
             client: &self.client,
+            runs_agent: &|name| name == "looker",
         }
     }
 

@@ -40,7 +40,7 @@ async fn put(store: &MemoryStore, mut record: ThreadRecord, history: u64) {
     record.history_len = history;
     record.version = 3;
     store
-        .import_thread(&record, &entries(history), &[])
+        .import_thread(&record, &entries(history), &[], None)
         .await
         .unwrap();
 }
@@ -119,7 +119,15 @@ async fn a_session_moves_whole_with_its_timers_and_deadlines_armed_again() {
     );
     // Through JSON, as it travels.
     let bundle: Bundle = serde_json::from_slice(&serde_json::to_vec(&bundle).unwrap()).unwrap();
-    let imported = import(&there, &bundle, &mut SeededIds::new(1))
+    let err = import(&there, &bundle, &|name| name == "b", &mut SeededIds::new(9))
+        .await
+        .unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "the destination runs no agent named `a` (thread root uses it); start it with that agent"
+    );
+    assert!(there.load_record(&id("root")).await.unwrap().is_none());
+    let imported = import(&there, &bundle, &|_| true, &mut SeededIds::new(1))
         .await
         .unwrap();
 
@@ -164,13 +172,13 @@ async fn a_session_moves_whole_with_its_timers_and_deadlines_armed_again() {
     assert_eq!(there.outbox().await.unwrap().len(), 2);
 
     // The same bundle again imports nothing; a different thread by that id is refused.
-    assert!(import(&there, &bundle, &mut SeededIds::new(2))
+    assert!(import(&there, &bundle, &|_| true, &mut SeededIds::new(2))
         .await
         .unwrap()
         .is_empty());
     let mut other = bundle.clone();
-    other.threads[0].record.version += 5;
-    let err = import(&there, &other, &mut SeededIds::new(3))
+    other.threads[0].record.title = Some("another conversation".into());
+    let err = import(&there, &other, &|_| true, &mut SeededIds::new(3))
         .await
         .unwrap_err();
     assert!(matches!(err, MigrationError::Exists(t) if t == id("root")));
@@ -264,4 +272,66 @@ async fn only_a_whole_open_session_moves() {
             .is_none());
     }
     assert!(begin(&here, &id("root"), "there", now()).await.is_ok());
+}
+
+#[tokio::test]
+async fn a_session_comes_back_to_the_host_it_left() {
+    let here = MemoryStore::new();
+    let there = MemoryStore::new();
+    session(&here).await;
+    let forward = |host: &str| -> BTreeMap<ThreadId, String> {
+        ["root", "child"]
+            .iter()
+            .map(|t| (id(t), format!("http://{host}/rap/forward/{t}?sig=00")))
+            .collect()
+    };
+
+    let ids = begin(&here, &id("root"), "there", now()).await.unwrap();
+    let bundle = export(&here, &id("root"), &ids).await.unwrap();
+    import(&there, &bundle, &|_| true, &mut SeededIds::new(1))
+        .await
+        .unwrap();
+    finish(&here, &ids, &forward("there")).await.unwrap();
+    let tombstone = here.load_record(&id("root")).await.unwrap().unwrap();
+
+    // The conversation goes on there: two more entries.
+    let mut root = there.load_record(&id("root")).await.unwrap().unwrap();
+    let more: Vec<HistoryEntry> = entries(152).split_off(150);
+    root.history_len = 152;
+    let version = root.version;
+    root.version += 1;
+    there
+        .commit(&Commit {
+            thread_id: id("root"),
+            expected_version: Some(version),
+            record: root,
+            new_entries: more,
+            processed_inputs: vec![],
+            effects: vec![],
+        })
+        .await
+        .unwrap();
+
+    // And back.
+    let ids = begin(&there, &id("root"), "here", now()).await.unwrap();
+    let bundle = export(&there, &id("root"), &ids).await.unwrap();
+    let imported = import(&here, &bundle, &|_| true, &mut SeededIds::new(2))
+        .await
+        .unwrap();
+    assert_eq!(imported.len(), 2);
+    let root = here.load_record(&id("root")).await.unwrap().unwrap();
+    assert!(
+        root.migration.is_none(),
+        "the tombstone took the session back"
+    );
+    assert_eq!(root.history_len, 152);
+    assert!(root.version > tombstone.version && root.version > bundle.threads[0].record.version);
+    let history = here.load_entries(&id("root"), 152).await.unwrap();
+    assert_eq!(history.len(), 152);
+    assert_eq!(history[151].item, Item::user("message 151"));
+    // The same bundle again changes nothing.
+    assert!(import(&here, &bundle, &|_| true, &mut SeededIds::new(3))
+        .await
+        .unwrap()
+        .is_empty());
 }

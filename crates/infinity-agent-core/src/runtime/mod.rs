@@ -409,6 +409,11 @@ impl AgentSystem {
         }
     }
 
+    /// True when the system runs an agent by this name.
+    pub fn has_agent(&self, name: &str) -> bool {
+        self.inner.agents.contains_key(name)
+    }
+
     /// The store.
     pub fn store(&self) -> &Arc<dyn ThreadStore> {
         &self.inner.store

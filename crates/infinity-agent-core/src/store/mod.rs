@@ -127,20 +127,23 @@ pub trait ThreadStore: Send + Sync + std::fmt::Debug {
     /// The ids of all threads, in creation order where the store knows it.
     async fn thread_ids(&self) -> Result<Vec<ThreadId>, StoreError>;
 
-    /// Writes a thread moved here from another host: its record as it is (version included),
-    /// its whole own history and the effects that arm its timers again. The thread must not
-    /// exist yet ([`StoreError::Conflict`] otherwise). By default one [`ThreadStore::commit`];
-    /// a store whose commits are bounded writes a long history in several steps, the record
-    /// last, so the thread appears whole or not at all.
+    /// Writes a thread moved here from another host: its record (written as it is), the history
+    /// entries this store lacks (`entries`, from the first seq it lacks) and the effects that arm
+    /// its timers again. `expected_version` is `None` for a thread new here, or the version of
+    /// the tombstone it left when it moved away ([`StoreError::Conflict`] if the store has
+    /// another). By default one [`ThreadStore::commit`]; a store whose commits are bounded
+    /// writes a long history in several steps, the record last, so the thread changes whole or
+    /// not at all.
     async fn import_thread(
         &self,
         record: &ThreadRecord,
         entries: &[HistoryEntry],
         effects: &[PendingEffect],
+        expected_version: Option<u64>,
     ) -> Result<(), StoreError> {
         self.commit(&Commit {
             thread_id: record.id.clone(),
-            expected_version: None,
+            expected_version,
             record: record.clone(),
             new_entries: entries.to_vec(),
             processed_inputs: Vec::new(),

@@ -17,23 +17,17 @@ use super::{entry_sk, pk, sdk_error, unavailable, DynamoThreadStore, MAX_TRANSAC
 const ENTRIES_PER_WRITE: usize = MAX_TRANSACTION_ITEMS / 4;
 
 impl DynamoThreadStore {
-    /// Writes `record`'s thread with all of `entries` and `effects`: entries first, in
-    /// transactions of [`ENTRIES_PER_WRITE`] (nothing reads them before the record exists; a
+    /// Writes `record`'s thread with `entries` and `effects`: entries first, in transactions of
+    /// [`ENTRIES_PER_WRITE`] (nothing reads them before the record that counts them is written; a
     /// failed import leaves them to be overwritten by the next attempt), then the record and
-    /// the effects in one commit that fails if the thread exists.
+    /// the effects in one commit, checked against `expected_version`.
     pub(super) async fn import(
         &self,
         record: &ThreadRecord,
         entries: &[HistoryEntry],
         effects: &[PendingEffect],
+        expected_version: Option<u64>,
     ) -> Result<(), StoreError> {
-        if let Some(here) = self.load_record(&record.id).await? {
-            return Err(StoreError::Conflict {
-                thread_id: record.id.clone(),
-                expected: None,
-                found: Some(here.version),
-            });
-        }
         let pk = pk(&record.id);
         for chunk in entries.chunks(ENTRIES_PER_WRITE) {
             let mut blobs = chunk
@@ -68,7 +62,7 @@ impl DynamoThreadStore {
         }
         self.commit(&Commit {
             thread_id: record.id.clone(),
-            expected_version: None,
+            expected_version,
             record: record.clone(),
             new_entries: Vec::new(),
             processed_inputs: Vec::new(),

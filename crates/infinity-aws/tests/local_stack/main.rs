@@ -6,6 +6,7 @@
 mod harness;
 
 mod delivery;
+mod migration;
 mod oversize;
 mod store;
 mod threads;

@@ -1,0 +1,208 @@
+//! `infinity migrate` between two `infinity serve` processes, as a user runs it: a session with a
+//! child thread and a sleep moves, sleeps out at its new host, and a message posted at the old
+//! host still reaches it; what cannot move is refused with a reason.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // test code: a failed step should stop the test
+
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use serde_json::{json, Value};
+
+struct Server(Child);
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+fn serve(agent: &std::path::Path, store: &std::path::Path) -> (Server, String) {
+    let port = free_port();
+    let child = Command::new(env!("CARGO_BIN_EXE_infinity"))
+        .args(["serve", "--agent"])
+        .arg(agent)
+        .arg("--store")
+        .arg(store)
+        .args(["--port", &port.to_string()])
+        .env_remove("INFINITY_SERVE_TOKEN")
+        .env_remove("INFINITY_CALLBACK_SECRET")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    (Server(child), format!("http://127.0.0.1:{port}"))
+}
+
+async fn get_json(url: &str) -> (u16, Value) {
+    match reqwest::get(url).await {
+        Ok(r) => (r.status().as_u16(), r.json().await.unwrap_or(Value::Null)),
+        Err(_) => (0, Value::Null),
+    }
+}
+
+async fn say(base: &str, thread: &str, text: &str) {
+    let r = reqwest::Client::new()
+        .post(format!("{base}/threads/{thread}/messages"))
+        .json(&json!({"text": text}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status().as_u16(), 202, "{}", r.text().await.unwrap());
+}
+
+async fn until<F, Fut>(what: &str, mut check: F)
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = bool>,
+{
+    for _ in 0..300 {
+        if check().await {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    panic!("timed out waiting for {what}");
+}
+
+fn migrate(args: &[&str]) -> (i32, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_infinity"))
+        .arg("migrate")
+        .args(args)
+        .env_remove("INFINITY_SERVE_TOKEN")
+        .output()
+        .unwrap();
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+async fn history(base: &str, thread: &str) -> Vec<String> {
+    let (_, entries) = get_json(&format!("{base}/threads/{thread}/history")).await;
+    entries
+        .as_array()
+        .map(|a| a.iter().map(|e| e["item"].to_string()).collect())
+        .unwrap_or_default()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_session_moves_between_two_served_runtimes() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("script.yaml"),
+        "rules:\n  - thread: child\n    reply: {text: \"child here\"}\n  - when: \"^spawn$\"\n    reply:\n      tool_calls: [{name: spawn_thread, args: {instructions: \"say hi\", child_of: \"${stack}\"}}]\n  - when: \"(?m)^nap$\"\n    reply:\n      tool_calls: [{name: sleep, args: {seconds: 4}}]\n  - reply: {text: \"ok\"}\n",
+    )
+    .unwrap();
+    let agent = dir.path().join("agent.yaml");
+    std::fs::write(&agent, "name: napper\nmodel: script:script.yaml\n").unwrap();
+    let (_a, here) = serve(&agent, &dir.path().join("here"));
+    let (_b, there) = serve(&agent, &dir.path().join("there"));
+    for base in [&here, &there] {
+        until("serve is up", || async {
+            get_json(&format!("{base}/health")).await.0 == 200
+        })
+        .await;
+    }
+
+    say(&here, "trip", "spawn").await;
+    until("the child answered", || async {
+        let (_, record) = get_json(&format!("{here}/threads/trip")).await;
+        let Some(child) = record["children"][0]["thread_id"].as_str() else {
+            return false;
+        };
+        history(&here, child)
+            .await
+            .iter()
+            .any(|l| l.contains("child here"))
+    })
+    .await;
+    say(&here, "trip", "nap").await;
+    until("the sleep began", || async {
+        let (_, record) = get_json(&format!("{here}/threads/trip")).await;
+        record["pending_calls"]
+            .as_array()
+            .is_some_and(|p| !p.is_empty())
+    })
+    .await;
+
+    let (code, stderr) = migrate(&["trip", "--from", &here, "--to", &there]);
+    assert_eq!(code, 0, "{stderr}");
+    assert!(
+        stderr.contains("moved the session trip (2 thread(s))"),
+        "{stderr}"
+    );
+    let (status, record) = get_json(&format!("{there}/threads/trip")).await;
+    assert_eq!(status, 200);
+    assert_eq!(record["pending_calls"][0]["tool"], "sleep");
+    let child = record["children"][0]["thread_id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert_eq!(get_json(&format!("{there}/threads/{child}")).await.0, 200);
+    let (_, tombstone) = get_json(&format!("{here}/threads/trip")).await;
+    assert_eq!(tombstone["migration"]["state"], "moved", "{tombstone}");
+
+    // The sleep ends at the new host; a message posted at the old one is forwarded there.
+    until("the sleep ended at the new host", || async {
+        let (_, record) = get_json(&format!("{there}/threads/trip")).await;
+        record.get("id").is_some() && record.get("pending_calls").is_none()
+    })
+    .await;
+    say(&here, "trip", "still there?").await;
+    until("the forwarded message was answered", || async {
+        history(&there, "trip")
+            .await
+            .iter()
+            .any(|l| l.contains("still there?"))
+    })
+    .await;
+    assert!(!history(&here, "trip")
+        .await
+        .iter()
+        .any(|l| l.contains("still there?")));
+
+    // Refusals name the reason.
+    let (code, stderr) = migrate(&["trip", "--from", &here, "--to", &there]);
+    assert_eq!(code, 1, "{stderr}");
+    assert!(
+        stderr.contains("thread trip is already moved to"),
+        "{stderr}"
+    );
+    let (code, stderr) = migrate(&[&child, "--from", &there, "--to", &here]);
+    assert_eq!(code, 1);
+    assert!(
+        stderr.contains("cannot move on its own: it is a child of trip"),
+        "{stderr}"
+    );
+    let (code, stderr) = migrate(&["nobody", "--from", &there, "--to", &here]);
+    assert_eq!(code, 1);
+    assert!(stderr.contains("thread nobody does not exist"), "{stderr}");
+
+    // And back: the old host's tombstone takes the session back.
+    let (code, stderr) = migrate(&["trip", "--from", &there, "--to", &here]);
+    assert_eq!(code, 0, "{stderr}");
+    let (_, record) = get_json(&format!("{here}/threads/trip")).await;
+    assert!(record.get("migration").is_none(), "{record}");
+    assert!(history(&here, "trip")
+        .await
+        .iter()
+        .any(|l| l.contains("still there?")));
+    say(&there, "trip", "and now?").await;
+    until("forwarded back home", || async {
+        history(&here, "trip")
+            .await
+            .iter()
+            .any(|l| l.contains("and now?"))
+    })
+    .await;
+}
