@@ -98,6 +98,10 @@ pub struct ToolInvocation {
     /// For a tool server's tool: the server's base URL and its invocation endpoint.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub server: Option<RemoteTarget>,
+    /// The key the thread's notifications to that server are signed with, when it is not the
+    /// host's own (a thread moved here, see [`crate::state::ThreadRecord::notify_keys`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub notify_key: Option<String>,
 }
 
 /// Where a tool server's tool is invoked.
@@ -132,6 +136,10 @@ pub enum Notification {
     CloseThread {
         /// The thread.
         thread_id: ThreadId,
+        /// The thread's own notification keys, by server (see
+        /// [`crate::state::ThreadRecord::notify_keys`]).
+        #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+        keys: std::collections::BTreeMap<String, String>,
     },
     /// A subscription was cancelled.
     CancelToolCall {
@@ -141,6 +149,9 @@ pub enum Notification {
         call_id: CallId,
         /// The tool.
         tool: String,
+        /// The thread's own notification keys, by server.
+        #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+        keys: std::collections::BTreeMap<String, String>,
     },
 }
 

@@ -256,9 +256,15 @@ pub async fn export(
 }
 
 /// Points the session's tool servers at the destination's: `servers` maps a server's base URL
-/// at the source to the same server's at the destination. Tools of other servers keep theirs.
+/// at the source to the same server's at the destination (both without a trailing `/`). Tools
+/// of other servers keep theirs. The threads' notification keys follow their servers.
 pub fn move_servers(bundle: &mut Bundle, servers: &BTreeMap<String, String>) {
     for thread in &mut bundle.threads {
+        let keys = std::mem::take(&mut thread.record.notify_keys);
+        thread.record.notify_keys = keys
+            .into_iter()
+            .map(|(server, key)| (servers.get(&server).cloned().unwrap_or(server), key))
+            .collect();
         let Some(toolset) = thread.record.toolset.as_mut() else {
             continue;
         };

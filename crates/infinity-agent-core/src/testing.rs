@@ -130,6 +130,7 @@ impl crate::tools::Tool for DispatchedTool {
             tool: self.0.to_owned(),
             args: args.clone(),
             server: None,
+            notify_key: None,
         };
         ctx.emit(crate::effect::Effect::Dispatch { invocation });
         crate::tools::ToolOutcome::Dispatched

@@ -304,6 +304,15 @@ pub async fn show(args: ShowArgs) -> Result<u8> {
         record.status,
         record.version
     );
+    if let Some(m) = &record.migration {
+        let state = match m.state {
+            infinity_agent_core::state::MigrationState::Moving => "moving",
+            infinity_agent_core::state::MigrationState::Moved { .. } => {
+                "moved (what reaches it here is forwarded)"
+            }
+        };
+        crate::out!("  {state} to {} since {}", m.to, m.since);
+    }
     crate::out!(
         "  stack {}",
         record

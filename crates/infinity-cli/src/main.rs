@@ -17,7 +17,7 @@ use infinity_agent_core::agent::AgentFile;
 use infinity_agent_core::effect::OutputKind;
 use infinity_agent_core::ids::ThreadId;
 use infinity_agent_core::runtime::{AgentSystem, AgentSystemBuilder, WaitOutcome};
-use infinity_agent_core::state::{FinishStatus, ThreadStatus};
+use infinity_agent_core::state::{FinishStatus, MigrationState, ThreadStatus};
 use infinity_agent_core::store::{FileStore, ThreadStore};
 use infinity_agent_core::tools::SetTitle;
 use tokio::io::AsyncBufReadExt;
@@ -612,9 +612,13 @@ async fn print_threads(store: &dyn ThreadStore) -> Result<()> {
             continue;
         };
         let indent = "  ".repeat(r.stack.len().saturating_sub(1));
-        let status = match r.status {
-            ThreadStatus::Closed => "closed".to_owned(),
-            ThreadStatus::Open => match r.next_due() {
+        let status = match (&r.migration, r.status) {
+            (Some(m), _) => match m.state {
+                MigrationState::Moving => format!("moving to {}", m.to),
+                MigrationState::Moved { .. } => format!("moved to {}", m.to),
+            },
+            (None, ThreadStatus::Closed) => "closed".to_owned(),
+            (None, ThreadStatus::Open) => match r.next_due() {
                 Some(due) => format!("sleeping until {due}"),
                 None if !r.pending_calls.is_empty() => "waiting for tool results".to_owned(),
                 None => "open".to_owned(),

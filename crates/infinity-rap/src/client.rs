@@ -3,6 +3,7 @@
 //! [`RapClient`] implements the core's [`ToolDiscovery`] and [`ToolDispatcher`], so any host
 //! plugs it in.
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -266,6 +267,16 @@ impl RapClient {
         })
     }
 
+    /// The key the notifications about `thread_id` to the server at `base_url` are signed with:
+    /// the thread's own for that server, when it moved here from another host, else this
+    /// host's.
+    fn key_for(&self, thread_id: &str, base_url: &str, keys: &BTreeMap<String, String>) -> String {
+        match keys.get(base_url.trim_end_matches('/')) {
+            Some(key) => key.clone(),
+            None => self.signer.notification_key(thread_id, base_url),
+        }
+    }
+
     /// The server's manifest (`GET {base_url}/`), checked whole.
     pub async fn manifest(&self, base_url: &str) -> Result<wire::Manifest, String> {
         let url = format!("{base_url}{}", wire::DISCOVERY_PATH);
@@ -341,7 +352,13 @@ impl RapClient {
     ///
     /// The body is serialized once, and each server gets those exact bytes signed with its own
     /// notification key for the thread (`X-Infinity-Signature`, see [`crate::signing`]).
-    async fn broadcast(&self, path: &'static str, thread_id: &str, notice: &impl Serialize) {
+    async fn broadcast(
+        &self,
+        path: &'static str,
+        thread_id: &str,
+        keys: &BTreeMap<String, String>,
+        notice: &impl Serialize,
+    ) {
         let body = match serde_json::to_vec(notice) {
             Ok(body) => Bytes::from(body),
             Err(error) => {
@@ -357,7 +374,7 @@ impl RapClient {
                 .post(&url)
                 .header(reqwest::header::CONTENT_TYPE, "application/json")
                 .body(body.clone());
-            let key = self.signer.notification_key(thread_id, &server.base_url);
+            let key = self.key_for(thread_id, &server.base_url, keys);
             match NotificationKey::parse(&key) {
                 Ok(key) => {
                     request = request.header(NOTIFICATION_SIGNATURE_HEADER, key.sign(&body, now));
@@ -420,7 +437,10 @@ impl ToolDispatcher for RapClient {
                     invocation.call_id.as_str(),
                     jiff::Timestamp::now().as_second(),
                 ),
-                self.signer.notification_key(thread, &target.base_url),
+                invocation
+                    .notify_key
+                    .clone()
+                    .unwrap_or_else(|| { self.signer.notification_key(thread, &target.base_url) }),
             ),
             group_id: thread.to_owned(),
             thread_ancestors: if ancestors.is_empty() {
@@ -493,22 +513,30 @@ impl ToolDispatcher for RapClient {
 
     async fn notify(&self, notification: &Notification) {
         match notification {
-            Notification::CloseThread { thread_id } => {
+            Notification::CloseThread { thread_id, keys } => {
                 let notice = wire::CloseThread {
                     thread_id: thread_id.to_string(),
                 };
-                self.broadcast(wire::CLOSE_THREAD_PATH, thread_id.as_str(), &notice)
+                self.broadcast(wire::CLOSE_THREAD_PATH, thread_id.as_str(), keys, &notice)
                     .await
             }
             Notification::CancelToolCall {
-                thread_id, call_id, ..
+                thread_id,
+                call_id,
+                keys,
+                ..
             } => {
                 let notice = wire::CancelToolCall {
                     thread_id: thread_id.to_string(),
                     tool_call_id: call_id.to_string(),
                 };
-                self.broadcast(wire::CANCEL_TOOL_CALL_PATH, thread_id.as_str(), &notice)
-                    .await
+                self.broadcast(
+                    wire::CANCEL_TOOL_CALL_PATH,
+                    thread_id.as_str(),
+                    keys,
+                    &notice,
+                )
+                .await
             }
         }
     }

@@ -155,6 +155,7 @@ pub async fn start(
         wait_quiet(host.store, &ids).await?;
         move_server_state(host, root, &request.servers).await?;
         let mut bundle = migration::export(host.store, root, &ids).await?;
+        carry_notification_keys(&mut bundle, host.signer);
         migration::move_servers(&mut bundle, &normalized(&request.servers));
         Ok(bundle)
     }
@@ -165,6 +166,29 @@ pub async fn start(
         }
     }
     moved
+}
+
+/// Gives each thread of the bundle the keys its notifications to the session's tool servers are
+/// signed with here, so that the destination signs with the keys the servers learned from this
+/// host's callback URLs (a server re-keys at the thread's next invocation).
+fn carry_notification_keys(bundle: &mut Bundle, signer: &CallbackSigner) {
+    let servers: BTreeSet<String> = bundle
+        .threads
+        .iter()
+        .filter_map(|t| t.record.toolset.as_ref())
+        .flat_map(|t| &t.tools)
+        .map(|t| t.server.trim_end_matches('/').to_owned())
+        .collect();
+    for thread in &mut bundle.threads {
+        let id = thread.record.id.to_string();
+        for server in &servers {
+            thread
+                .record
+                .notify_keys
+                .entry(server.clone())
+                .or_insert_with(|| signer.notification_key(&id, server));
+        }
+    }
 }
 
 async fn wait_quiet(store: &dyn ThreadStore, ids: &[ThreadId]) -> Result<(), MoveError> {

@@ -10,8 +10,11 @@
 //!   an input for an unknown thread, or a result for a call that is not pending, is logged and
 //!   discarded when the thread's slice runs (the spec's routing rule), so duplicates are safe.
 //!
+//! `POST /rap/forward/{thread}?sig=..` takes an input that the host a session moved away from
+//! forwards ([`handle_forward`], see docs/migration.md).
+//!
 //! The embedded runtime serves it on a local port; on AWS a Lambda behind a Function URL runs
-//! the same [`handle`] function.
+//! the same [`handle`] and [`handle_forward`] functions.
 
 use std::sync::Arc;
 

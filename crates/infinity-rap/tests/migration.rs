@@ -26,7 +26,7 @@ use infinity_agent_core::state::MigrationState;
 use infinity_agent_core::tools::remote::ToolServerConfig;
 use infinity_rap::client::{RapClient, RetryPolicy};
 use infinity_rap::migrate::{self, Host, MoveError, Performer, StartRequest};
-use infinity_rap::signing::CallbackSigner;
+use infinity_rap::signing::{CallbackSigner, NotificationKey, NOTIFICATION_SIGNATURE_HEADER};
 use serde_json::{json, Value};
 use tokio::net::TcpListener;
 
@@ -36,6 +36,8 @@ struct Server {
     base: Mutex<String>,
     invocations: Mutex<Vec<Value>>,
     migrations: Mutex<Vec<Value>>,
+    /// Each `/cancel_tool_call`: its signature header and body.
+    cancels: Mutex<Vec<(Option<String>, Vec<u8>)>>,
 }
 
 async fn start_server() -> Arc<Server> {
@@ -78,7 +80,21 @@ async fn start_server() -> Arc<Server> {
             ),
         )
         .route("/close_thread", post(|| async { StatusCode::OK }))
-        .route("/cancel_tool_call", post(|| async { StatusCode::OK }))
+        .route(
+            "/cancel_tool_call",
+            post(
+                |State(s): State<Arc<Server>>,
+                 headers: axum::http::HeaderMap,
+                 body: axum::body::Bytes| async move {
+                    let signature = headers
+                        .get(NOTIFICATION_SIGNATURE_HEADER)
+                        .and_then(|v| v.to_str().ok())
+                        .map(str::to_owned);
+                    s.cancels.lock().unwrap().push((signature, body.to_vec()));
+                    StatusCode::OK
+                },
+            ),
+        )
         .with_state(Arc::clone(&server));
     tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
     server
@@ -327,18 +343,38 @@ async fn a_live_session_moves_with_its_call_in_flight_and_its_sleep() {
     // Nothing ran at the source after the move.
     assert!(!here.lines().await.iter().any(|l| l.contains("42")));
 
-    // A new call goes to the destination's server, with the destination's callback URL.
+    // A new call goes to the destination's server, with the destination's callback URL and the
+    // notification key the thread had at the source (servers keep the key they learned).
     there
         .system
         .send_user_message(&main(), "look it up")
         .unwrap();
     there.settle().await;
     let invocation = there_tools.invocations.lock().unwrap()[0].clone();
-    assert!(invocation["callback_url"]
-        .as_str()
-        .unwrap()
-        .starts_with(&there.receiver));
+    let new_callback = invocation["callback_url"].as_str().unwrap().to_owned();
+    assert!(new_callback.starts_with(&there.receiver));
     assert_eq!(here_tools.invocations.lock().unwrap().len(), 1);
+    let nk = |url: &str| {
+        url.split(['?', '&'])
+            .find_map(|kv| kv.strip_prefix("nk="))
+            .unwrap()
+            .to_owned()
+    };
+    assert_eq!(nk(&new_callback), nk(&old_callback));
+    // Its cancellation is signed with that key too.
+    there.system.interrupt(&main()).await.unwrap();
+    eventually("the destination's server got the cancellation", || async {
+        !there_tools.cancels.lock().unwrap().is_empty()
+    })
+    .await;
+    let (signature, body) = there_tools.cancels.lock().unwrap()[0].clone();
+    let key = NotificationKey::parse(&nk(&old_callback)).unwrap();
+    key.verify(
+        signature.as_deref(),
+        &body,
+        jiff::Timestamp::now().as_second(),
+    )
+    .unwrap();
 
     // A message posted at the old host still reaches the conversation.
     here.system

@@ -88,6 +88,7 @@ impl World {
                 base_url: self.kit.base_url().to_owned(),
                 endpoint: format!("{}/invoke", self.kit.base_url()),
             }),
+            notify_key: None,
         };
         self.client.dispatch(&invocation).await.unwrap();
         let deadline = tokio::time::Instant::now() + PATIENCE;
@@ -227,6 +228,7 @@ async fn only_a_signed_cancel_tool_call_cancels() {
         thread_id: thread_id("main"),
         call_id: CallId::new("call_1").unwrap(),
         tool: "wait".to_owned(),
+        keys: Default::default(),
     };
     world.client.notify(&cancel).await;
 
@@ -251,6 +253,7 @@ async fn only_a_signed_close_thread_closes() {
 
     let close = Notification::CloseThread {
         thread_id: thread_id("main"),
+        keys: Default::default(),
     };
     world.client.notify(&close).await;
 

@@ -433,6 +433,7 @@ impl Draft<'_> {
                     thread_id: self.record.id.clone(),
                     call_id: call.call_id.clone(),
                     tool: call.tool.clone(),
+                    keys: self.record.notify_keys.clone(),
                 },
             });
         }

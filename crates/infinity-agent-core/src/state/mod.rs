@@ -291,6 +291,11 @@ pub struct ThreadRecord {
     /// Set while the thread moves to another host, and once it has.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub migration: Option<Migration>,
+    /// The keys this thread's notifications to tool servers (by base URL) are signed with when
+    /// they are not this host's own: a thread moved here keeps the keys its servers learned
+    /// where it ran before.
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub notify_keys: std::collections::BTreeMap<String, String>,
     /// Inputs that arrived while the thread was moving, in arrival order, each as its JSON (the
     /// record sits below inputs in the layers): forwarded to the destination when the move
     /// completes, applied here if it is abandoned.
@@ -347,6 +352,7 @@ impl ThreadRecord {
             latest_summary,
             last_prompt_tokens: 0,
             migration: None,
+            notify_keys: Default::default(),
             held: Vec::new(),
             version: 0,
             created_at: now,

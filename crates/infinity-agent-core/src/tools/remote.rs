@@ -337,6 +337,11 @@ impl Tool for ServerTool {
                 base_url: self.tool.server.clone(),
                 endpoint: self.tool.endpoint.clone(),
             }),
+            notify_key: ctx
+                .record
+                .notify_keys
+                .get(self.tool.server.trim_end_matches('/'))
+                .cloned(),
         };
         ctx.emit(Effect::Dispatch { invocation });
         if let Some(deadline) = &self.tool.deadline {

@@ -271,7 +271,7 @@ impl EffectPerformer for Shared {
             } => net
                 .subs
                 .retain(|s| !(&s.thread_id == thread_id && &s.call_id == call_id)),
-            Notification::CloseThread { thread_id } => {
+            Notification::CloseThread { thread_id, .. } => {
                 net.subs.retain(|s| &s.thread_id != thread_id)
             }
         }

@@ -321,12 +321,14 @@ pub(crate) fn close_now(
                 thread_id: record.id.clone(),
                 call_id: sub.call_id,
                 tool: sub.tool,
+                keys: record.notify_keys.clone(),
             },
         });
     }
     effects.push(Effect::Notify {
         notification: Notification::CloseThread {
             thread_id: record.id.clone(),
+            keys: record.notify_keys.clone(),
         },
     });
     effects.push(Effect::output(&record.id, now, OutputKind::ThreadClosed {}));
@@ -501,6 +503,7 @@ impl Tool for CancelSubscription {
                 thread_id: ctx.record.id.clone(),
                 call_id: sub.call_id,
                 tool: sub.tool,
+                keys: ctx.record.notify_keys.clone(),
             },
         });
         ToolOutcome::ok(format!("Subscription {target} cancelled."))
