@@ -203,8 +203,17 @@ pub enum InputBody {
     Nudge {},
     /// A person interrupts the thread: the calls in flight are cancelled (each gets an
     /// "interrupted" result; tool servers get `/cancel_tool_call`; later results are dropped)
-    /// and the model is not asked to go on until the next message.
-    Interrupt {},
+    /// and the model is not asked to go on until the next message. With `tree`, every open
+    /// descendant is interrupted too.
+    Interrupt {
+        /// Interrupt the thread's open descendants as well.
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        tree: bool,
+    },
+    /// A person closes the thread. Its open children are closed with it, and theirs (a thread
+    /// never outlives its parent): pending calls are cancelled, subscriptions cancelled at their
+    /// servers, and each parent gets its children's final reports.
+    Close {},
     /// A dispatched call reached its tool server's deadline (`deadline` in the agent file): it
     /// gets an error result unless its result came first.
     CallDeadline {
@@ -258,7 +267,8 @@ impl InputBody {
             InputBody::DelegationUpdate { .. } => "delegation_update",
             InputBody::CloseRequest { .. } => "close_request",
             InputBody::Nudge {} => "nudge",
-            InputBody::Interrupt {} => "interrupt",
+            InputBody::Interrupt { .. } => "interrupt",
+            InputBody::Close {} => "close",
             InputBody::CallDeadline { .. } => "call_deadline",
             InputBody::MemoryWrite { .. } => "memory_write",
             InputBody::WidgetAction { .. } => "widget_action",

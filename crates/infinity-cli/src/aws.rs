@@ -66,6 +66,9 @@ pub struct InterruptArgs {
     /// The table (default: $INFINITY_TABLE), to refuse an unknown or closed thread.
     #[arg(long)]
     table: Option<String>,
+    /// The thread's open descendants too (required to close a thread with open children).
+    #[arg(long)]
+    tree: bool,
 }
 
 #[derive(Debug, Args)]
@@ -264,14 +267,56 @@ pub async fn interrupt(args: InterruptArgs) -> Result<u8> {
     if record.status == ThreadStatus::Closed {
         anyhow::bail!("thread {thread} is closed; there is nothing to interrupt");
     }
-    let input = Input::new(thread.clone(), InputBody::Interrupt {});
+    let input = Input::new(thread.clone(), InputBody::Interrupt { tree: args.tree });
     SqsInputSender::new(clients.sqs.clone(), queue_url)
         .send_to_input_queue(&input, &thread, &input.id)
         .await?;
     let calls = record.pending_calls.len();
+    let below = if args.tree {
+        " and every open thread below it"
+    } else {
+        ""
+    };
     crate::out!(
-        "sent interrupt {} to thread {thread} ({calls} call(s) in flight)",
+        "sent interrupt {} to thread {thread}{below} ({calls} call(s) in flight)",
         input.id
+    );
+    Ok(0)
+}
+
+/// `infinity close THREAD [--tree]`: closes a thread of the stack, and every thread below it.
+pub async fn close(args: InterruptArgs) -> Result<u8> {
+    let queue_url = setting(
+        args.queue_url,
+        "INFINITY_INPUT_QUEUE_URL",
+        "input queue URL",
+    )?;
+    let table = setting(args.table, "INFINITY_TABLE", "table")?;
+    let clients = Clients::from_env_with_endpoint(args.endpoint.endpoint.as_deref()).await;
+    let (_, thread, record) = load_thread(&clients, table, &args.thread).await?;
+    if record.status == ThreadStatus::Closed {
+        anyhow::bail!("thread {thread} is already closed");
+    }
+    let open: Vec<&str> = record
+        .children
+        .iter()
+        .filter(|c| !c.closed)
+        .map(|c| c.thread_id.as_str())
+        .collect();
+    if !open.is_empty() && !args.tree {
+        anyhow::bail!(
+            "thread {thread} has open children ({}); closing it closes them too: pass --tree",
+            open.join(", ")
+        );
+    }
+    let input = Input::new(thread.clone(), InputBody::Close {});
+    SqsInputSender::new(clients.sqs.clone(), queue_url)
+        .send_to_input_queue(&input, &thread, &input.id)
+        .await?;
+    crate::out!(
+        "sent close {} to thread {thread} ({} open child thread(s) close with it)",
+        input.id,
+        open.len()
     );
     Ok(0)
 }

@@ -53,6 +53,8 @@ enum Command {
     Choose(aws::ChooseArgs),
     /// Interrupt a thread of an AWS (or local) stack: cancel its calls in flight.
     Interrupt(aws::InterruptArgs),
+    /// Close a thread of an AWS (or local) stack, and every thread below it.
+    Close(aws::InterruptArgs),
     /// Move a live session to another host: between an `infinity serve` and an AWS stack, either
     /// way, with its threads, pending calls, subscriptions and timers.
     Migrate(migrate::MigrateArgs),
@@ -195,6 +197,7 @@ fn main() -> std::process::ExitCode {
             Command::Tail(args) => aws::tail(args).await,
             Command::Choose(args) => aws::choose(args).await,
             Command::Interrupt(args) => aws::interrupt(args).await,
+            Command::Close(args) => aws::close(args).await,
             Command::Migrate(args) => migrate::run(args).await,
             Command::McpBridge(args) => infinity_mcp_bridge::run(args).await.map(|()| 0),
             Command::Tools(ToolsCommand::Internal { json }) => tools_internal(json),

@@ -11,7 +11,8 @@
 //! | `POST /threads/{id}/messages` | `{"text": ...}`: a user message (creates the thread) |
 //! | `GET /threads/{id}/events` | Server-Sent Events: first the thread's current views and open questions, then its output events as they happen |
 //! | `POST /threads/{id}/choices/{call}` | `{"selected": N}` or `{"dismiss": true}`: answers a tool server's question |
-//! | `POST /threads/{id}/interrupt` | cancels the thread's calls in flight |
+//! | `POST /threads/{id}/interrupt` | cancels the thread's calls in flight (`{"tree": true}`: its descendants' too) |
+//! | `POST /threads/{id}/close` | closes the thread and every thread below it (`{"tree": true}` required when it has open children) |
 //! | `POST /threads/{id}/migration`, `.../migration/finish`, `.../migration/abort`, `POST /migration/import` | moving a session to or from another host (`infinity migrate`, see [`crate::migrate`]) |
 //!
 //! Every route but `/health` is guarded (see [`Guard`]): on a loopback address, requests must
@@ -227,6 +228,7 @@ pub fn router(system: Shared, access: Guard, links: Option<crate::tool_servers::
         .route("/threads/{id}/events", get(events))
         .route("/threads/{id}/choices/{call}", post(choose))
         .route("/threads/{id}/interrupt", post(interrupt))
+        .route("/threads/{id}/close", post(close))
         .with_state(system)
         .merge(moves)
         .layer(axum::middleware::from_fn_with_state(
@@ -290,18 +292,63 @@ async fn message(
         .into_response())
 }
 
+/// `POST /threads/{id}/close` (`{"tree": true}` when it has open children, which close with
+/// it): closes the thread (202; 409 if closed, or with open children and no `tree`).
+async fn close(
+    State(system): State<Shared>,
+    Path(id): Path<String>,
+    body: axum::body::Bytes,
+) -> Answer {
+    let id = thread_id(&id)?;
+    let tree = tree_option(&body)?;
+    let input = system.close(&id, tree).await.map_err(post_error)?;
+    Ok((
+        StatusCode::ACCEPTED,
+        Json(json!({"thread_id": id, "input_id": input})),
+    )
+        .into_response())
+}
+
 fn post_error(e: PostError) -> ApiError {
     match e {
-        PostError::Closed(_) => error(StatusCode::CONFLICT, e),
+        PostError::Closed(_) | PostError::OpenChildren { .. } => error(StatusCode::CONFLICT, e),
         PostError::Unknown(_) => error(StatusCode::NOT_FOUND, e),
         _ => error(StatusCode::INTERNAL_SERVER_ERROR, e),
     }
 }
 
-/// `POST /threads/{id}/interrupt`: cancels the thread's calls in flight (202).
-async fn interrupt(State(system): State<Shared>, Path(id): Path<String>) -> Answer {
+/// The optional body of `close` and `interrupt`: `{"tree": true}` acts on the thread's open
+/// descendants too.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct TreeOption {
+    #[serde(default)]
+    tree: bool,
+}
+
+fn tree_option(body: &[u8]) -> Result<bool, ApiError> {
+    if body.iter().all(u8::is_ascii_whitespace) {
+        return Ok(false);
+    }
+    serde_json::from_slice::<TreeOption>(body)
+        .map(|o| o.tree)
+        .map_err(|e| error(StatusCode::BAD_REQUEST, format!("the body: {e}")))
+}
+
+/// `POST /threads/{id}/interrupt` (`{"tree": true}`: its open descendants too): cancels the
+/// calls in flight (202).
+async fn interrupt(
+    State(system): State<Shared>,
+    Path(id): Path<String>,
+    body: axum::body::Bytes,
+) -> Answer {
     let id = thread_id(&id)?;
-    let input = system.interrupt(&id).await.map_err(post_error)?;
+    let input = if tree_option(&body)? {
+        system.interrupt_tree(&id).await
+    } else {
+        system.interrupt(&id).await
+    }
+    .map_err(post_error)?;
     Ok((
         StatusCode::ACCEPTED,
         Json(json!({"thread_id": id, "input_id": input})),

@@ -376,6 +376,13 @@ async fn serve_refuses_what_it_must_and_says_why() {
     .await;
     let http = reqwest::Client::new();
 
+    let say_to = |thread: &'static str, text: &'static str| {
+        let request = http
+            .post(format!("{api}/threads/{thread}/messages"))
+            .json(&json!({"text": text}))
+            .send();
+        async move { request.await.unwrap().status().as_u16() }
+    };
     // A closed thread takes no message: 409, not a silent 202.
     let say = |text: &'static str| {
         http.post(format!("{api}/threads/door/messages"))
@@ -402,6 +409,37 @@ async fn serve_refuses_what_it_must_and_says_why() {
     assert_eq!(unknown.status(), 404);
     let body: Value = unknown.json().await.unwrap();
     assert_eq!(body["error"], "no thread nobody");
+
+    // Closing: an open thread closes (202); a closed one is 409, an unknown one 404, a body
+    // that is not `{"tree": bool}` 400.
+    let close = |thread: &'static str, body: &'static str| {
+        http.post(format!("{api}/threads/{thread}/close"))
+            .header("content-type", "application/json")
+            .body(body)
+            .send()
+    };
+    assert_eq!(say_to("open-door", "hi").await, 202);
+    until("the thread to exist", || async {
+        get_json(&format!("{api}/threads/open-door")).await.0 == 200
+    })
+    .await;
+    assert_eq!(
+        close("open-door", "{\"tree\": 1}").await.unwrap().status(),
+        400
+    );
+    assert_eq!(close("open-door", "").await.unwrap().status(), 202);
+    until("the closed thread", || async {
+        get_json(&format!("{api}/threads/open-door")).await.1["status"] == "closed"
+    })
+    .await;
+    assert_eq!(
+        close("open-door", "{\"tree\": true}")
+            .await
+            .unwrap()
+            .status(),
+        409
+    );
+    assert_eq!(close("nobody", "").await.unwrap().status(), 404);
 
     // A body over the limit is 413. (On a client of its own: the server closes the connection
     // without reading the rest of the body, and a pooled connection must not carry the next

@@ -183,6 +183,8 @@ impl Draft<'_> {
     /// on already has its stand-in result.
     pub(super) fn cancel_pending(&mut self) {
         for pending in std::mem::take(&mut self.record.pending_calls) {
+            // Whoever runs the call stops: its tool server, its delegated conversation.
+            self.cancel_call(&pending);
             if pending.moved_on {
                 continue;
             }

@@ -134,7 +134,8 @@ impl Draft<'_> {
             InputBody::CloseRequest { call_id } => self.close_request(call_id),
             InputBody::ConversationUsage { usage } => self.conversation_usage(usage),
             InputBody::Nudge {} => Ok(()),
-            InputBody::Interrupt {} => self.interrupt(),
+            InputBody::Interrupt { tree } => self.interrupt(tree),
+            InputBody::Close {} => self.close(),
             InputBody::CallDeadline { call_id, after } => self.call_deadline(call_id, after),
         }
     }
@@ -375,7 +376,23 @@ impl Draft<'_> {
     /// and get nothing more), tool servers are told (`/cancel_tool_call`), delegated threads are
     /// closed, open questions are withdrawn, and results that arrive later are dropped. The
     /// model is not asked to answer: the thread waits for the person's next message.
-    fn interrupt(&mut self) -> Applied {
+    fn interrupt(&mut self, tree: bool) -> Applied {
+        if tree {
+            let cause = self.current_input.clone();
+            for child in self.record.children.iter().filter(|c| !c.closed) {
+                let id = match &cause {
+                    Some(cause) => InputId::derived(cause.as_str(), child.thread_id.as_str()),
+                    None => InputId::derived(child.thread_id.as_str(), "interrupt"),
+                };
+                self.effects.push(Effect::Send {
+                    input: Input {
+                        id,
+                        thread_id: child.thread_id.clone(),
+                        body: InputBody::Interrupt { tree: true },
+                    },
+                });
+            }
+        }
         let pending = std::mem::take(&mut self.record.pending_calls);
         self.record.open_choices.clear();
         let cancelled = pending.len();
@@ -421,7 +438,7 @@ impl Draft<'_> {
     /// tool servers get `/cancel_tool_call` (for any call a dispatcher performs); the built-in
     /// tools' waits and timers need nothing (their inputs are dropped once the call is no longer
     /// pending).
-    fn cancel_call(&mut self, call: &crate::state::PendingCall) {
+    pub(super) fn cancel_call(&mut self, call: &crate::state::PendingCall) {
         if call.kind != PendingKind::Dispatched {
             return;
         }
@@ -490,6 +507,27 @@ impl Draft<'_> {
 
     /// The parent closes this thread; its `close_thread` call gets its result once it is closed
     /// (also when the thread had closed itself meanwhile).
+    /// A person closes the thread (and so its descendants); its parent, if any, is told.
+    fn close(&mut self) -> Applied {
+        let cause = self
+            .current_input
+            .as_ref()
+            .map_or_else(|| "close".to_owned(), |id| id.to_string());
+        let report = self
+            .record
+            .parent
+            .is_some()
+            .then(|| "A person closed this thread.".to_owned());
+        close_now(
+            &mut self.record,
+            self.now,
+            report,
+            &cause,
+            &mut self.effects,
+        );
+        Ok(())
+    }
+
     fn close_request(&mut self, call_id: CallId) -> Applied {
         let cause = call_id.as_str().to_owned();
         close_now(&mut self.record, self.now, None, &cause, &mut self.effects);

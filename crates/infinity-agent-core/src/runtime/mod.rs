@@ -45,6 +45,7 @@
 //! ```
 
 mod clock;
+mod people;
 mod timers;
 
 use std::collections::HashMap;
@@ -273,6 +274,14 @@ pub enum PostError {
     /// No thread has this id.
     #[error("no thread {0}")]
     Unknown(ThreadId),
+    /// Closing the thread would close open children the caller did not ask to close.
+    #[error("thread {thread} has open children ({}); closing it closes them too: ask for the whole tree (tree: true, --tree)", children.iter().map(ThreadId::as_str).collect::<Vec<_>>().join(", "))]
+    OpenChildren {
+        /// The thread.
+        thread: ThreadId,
+        /// Its open children.
+        children: Vec<ThreadId>,
+    },
     /// The store could not be read.
     #[error(transparent)]
     Store(#[from] StoreError),
@@ -319,41 +328,6 @@ impl AgentSystem {
         text: impl Into<String>,
     ) -> Result<InputId, SendError> {
         let input = Input::user_message(thread_id.clone(), text);
-        let id = input.id.clone();
-        self.inner.route(input);
-        Ok(id)
-    }
-
-    /// Sends a person's message to `thread_id` like [`AgentSystem::send_user_message`], but
-    /// refuses it when the thread is closed (a closed thread would drop it).
-    pub async fn post_user_message(
-        &self,
-        thread_id: &ThreadId,
-        text: impl Into<String>,
-    ) -> Result<InputId, PostError> {
-        if let Some(record) = self.inner.store.load_record(thread_id).await? {
-            if record.status == crate::state::ThreadStatus::Closed {
-                return Err(PostError::Closed(thread_id.clone()));
-            }
-        }
-        let input = Input::user_message(thread_id.clone(), text);
-        let id = input.id.clone();
-        self.inner.route(input);
-        Ok(id)
-    }
-
-    /// Interrupts `thread_id`: its calls in flight are cancelled (each gets an "interrupted"
-    /// result, tool servers get `/cancel_tool_call`, later results are dropped) and the model is
-    /// not asked to go on until the next message. Refused for an unknown or closed thread.
-    pub async fn interrupt(&self, thread_id: &ThreadId) -> Result<InputId, PostError> {
-        match self.inner.store.load_record(thread_id).await? {
-            None => return Err(PostError::Unknown(thread_id.clone())),
-            Some(record) if record.status == crate::state::ThreadStatus::Closed => {
-                return Err(PostError::Closed(thread_id.clone()))
-            }
-            Some(_) => {}
-        }
-        let input = Input::new(thread_id.clone(), crate::input::InputBody::Interrupt {});
         let id = input.id.clone();
         self.inner.route(input);
         Ok(id)

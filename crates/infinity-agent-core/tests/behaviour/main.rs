@@ -25,4 +25,5 @@ mod skills;
 mod sleep;
 mod sleep_until;
 mod tool_servers;
+mod tree;
 mod widget;

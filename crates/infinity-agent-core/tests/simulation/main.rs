@@ -480,7 +480,7 @@ impl Sim {
             .unwrap(),
             thread_id: thread.clone(),
             body: if interrupt {
-                InputBody::Interrupt {}
+                InputBody::Interrupt { tree: false }
             } else {
                 InputBody::UserMessage {
                     text: format!("request {}", self.messages),

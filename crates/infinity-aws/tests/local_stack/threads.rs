@@ -8,6 +8,10 @@ use infinity_agent_core::state::ThreadStatus;
 const SCRIPT: &str = r#"
 rules:
   - thread: child
+    when: "Your task: nap"
+    reply:
+      tool_calls: [{name: sleep, args: {seconds: 3600}}]
+  - thread: child
     when: "Your task: (\\w+)[\\s\\S]*Your thread ID is ([A-Za-z0-9_-]+)\\."
     reply:
       tool_calls:
@@ -20,6 +24,12 @@ rules:
     when: "Your thread ID is ([A-Za-z0-9_-]+)\\.[\\s\\S]*time to stop"
     reply:
       tool_calls: [{name: close_thread, args: {thread_id: "$1", report_to_parent: "stopped"}}]
+  - thread: root
+    when: "^nappers$"
+    reply:
+      tool_calls:
+        - {name: spawn_thread, args: {instructions: "nap", child_of: "${stack}"}}
+        - {name: spawn_thread, args: {instructions: "nap", child_of: "${stack}"}}
   - thread: root
     when: "^go$"
     reply:
@@ -97,4 +107,50 @@ async fn children_report_and_close_across_threads() {
         .filter(|l| l.starts_with("result send_message_to_child"))
         .count();
     assert_eq!(results_between, 2, "{history:#?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn closing_a_root_closes_its_whole_tree() {
+    let s = stack(SCRIPT).await;
+    s.say("den", "nappers").await;
+    s.run_until(Duration::from_secs(60), "both children sleep", || async {
+        let Some(root) = s.record("den").await else {
+            return false;
+        };
+        let mut sleeping = 0;
+        for c in &root.children {
+            let child = s.record(c.thread_id.as_str()).await;
+            if child.is_some_and(|r| r.next_due().is_some()) {
+                sleeping += 1;
+            }
+        }
+        sleeping == 2
+    })
+    .await;
+    let children: Vec<String> = s
+        .record("den")
+        .await
+        .unwrap()
+        .children
+        .iter()
+        .map(|c| c.thread_id.to_string())
+        .collect();
+
+    let close = infinity_agent_core::input::Input::new(
+        crate::harness::tid("den"),
+        infinity_agent_core::input::InputBody::Close {},
+    );
+    s.send(&close).await;
+    s.run_until(Duration::from_secs(60), "the whole tree closed", || async {
+        let mut all = vec!["den".to_owned()];
+        all.extend(children.iter().cloned());
+        for id in &all {
+            let record = s.record(id).await.unwrap();
+            if record.status != ThreadStatus::Closed || !record.pending_calls.is_empty() {
+                return false;
+            }
+        }
+        true
+    })
+    .await;
 }

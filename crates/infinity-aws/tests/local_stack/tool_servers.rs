@@ -276,7 +276,7 @@ async fn on_the_stack_a_message_passes_a_slow_call_and_an_interrupt_cancels_it()
     // `infinity interrupt`: the call is cancelled, the server told (signed).
     s.send(&infinity_agent_core::input::Input::new(
         crate::harness::tid("slow"),
-        infinity_agent_core::input::InputBody::Interrupt {},
+        infinity_agent_core::input::InputBody::Interrupt { tree: false },
     ))
     .await;
     s.run_until(Duration::from_secs(60), "the cancellation", || async {

@@ -117,7 +117,10 @@ fn an_interrupt_cancels_every_call_in_flight_and_asks_the_model_nothing() {
         .map(|p| p.call_id.clone())
         .collect();
     assert_eq!(pending.len(), 2);
-    let run = thread.slice(vec![input("i1", InputBody::Interrupt {})], vec![]);
+    let run = thread.slice(
+        vec![input("i1", InputBody::Interrupt { tree: false })],
+        vec![],
+    );
     assert!(run.asked.is_empty(), "the model is not asked to go on");
     assert!(thread.record().pending_calls.is_empty());
     let history = thread.history();
@@ -166,7 +169,10 @@ fn an_interrupt_cancels_every_call_in_flight_and_asks_the_model_nothing() {
     let run = thread.slice(vec![user("m2", "go on")], vec![Ok(text("going on"))]);
     assert_eq!(run.asked.len(), 1);
     let run = thread.slice(
-        vec![input("i2", InputBody::Interrupt {}), user("m3", "and now?")],
+        vec![
+            input("i2", InputBody::Interrupt { tree: false }),
+            user("m3", "and now?"),
+        ],
         vec![Ok(text("now this"))],
     );
     assert_eq!(run.asked.len(), 1);
@@ -181,7 +187,10 @@ fn an_interrupt_after_the_conversation_moved_on_adds_no_second_result() {
     );
     thread.slice(vec![user("m2", "hello?")], vec![Ok(text("hi"))]);
     let before = thread.history().len();
-    thread.slice(vec![input("i1", InputBody::Interrupt {})], vec![]);
+    thread.slice(
+        vec![input("i1", InputBody::Interrupt { tree: false })],
+        vec![],
+    );
     assert_eq!(
         thread.history()[before..],
         ["notice: Interrupted by the user."]

@@ -1,0 +1,84 @@
+//! What a person sends a thread of the embedded runtime from outside it (a UI, the HTTP API):
+//! messages, interruptions and closes, each refused with a reason when the thread cannot take
+//! it.
+
+use super::{AgentSystem, PostError};
+use crate::ids::{InputId, ThreadId};
+use crate::input::{Input, InputBody};
+use crate::state::{ThreadRecord, ThreadStatus};
+
+impl AgentSystem {
+    /// Sends a person's message to `thread_id` like [`AgentSystem::send_user_message`], but
+    /// refuses it when the thread is closed (a closed thread would drop it).
+    pub async fn post_user_message(
+        &self,
+        thread_id: &ThreadId,
+        text: impl Into<String>,
+    ) -> Result<InputId, PostError> {
+        if let Some(record) = self.inner.store.load_record(thread_id).await? {
+            if record.status == ThreadStatus::Closed {
+                return Err(PostError::Closed(thread_id.clone()));
+            }
+        }
+        Ok(self.post(Input::user_message(thread_id.clone(), text)))
+    }
+
+    /// Interrupts `thread_id`: its calls in flight are cancelled (each gets an "interrupted"
+    /// result, tool servers get `/cancel_tool_call`, later results are dropped) and the model is
+    /// not asked to go on until the next message. Refused for an unknown or closed thread.
+    pub async fn interrupt(&self, thread_id: &ThreadId) -> Result<InputId, PostError> {
+        self.open_record(thread_id).await?;
+        Ok(self.post(Input::new(
+            thread_id.clone(),
+            InputBody::Interrupt { tree: false },
+        )))
+    }
+
+    /// Interrupts `thread_id` and every open thread below it (see
+    /// [`AgentSystem::interrupt`]).
+    pub async fn interrupt_tree(&self, thread_id: &ThreadId) -> Result<InputId, PostError> {
+        self.open_record(thread_id).await?;
+        Ok(self.post(Input::new(
+            thread_id.clone(),
+            InputBody::Interrupt { tree: true },
+        )))
+    }
+
+    /// Closes `thread_id`, and with it every thread below it (a thread never outlives its
+    /// parent): pending calls are cancelled, subscriptions cancelled at their servers, each
+    /// parent gets its children's final reports. Unless `tree`, a thread with open children is
+    /// refused ([`PostError::OpenChildren`]), so nobody closes a tree by accident.
+    pub async fn close(&self, thread_id: &ThreadId, tree: bool) -> Result<InputId, PostError> {
+        let record = self.open_record(thread_id).await?;
+        let open: Vec<ThreadId> = record
+            .children
+            .iter()
+            .filter(|c| !c.closed)
+            .map(|c| c.thread_id.clone())
+            .collect();
+        if !tree && !open.is_empty() {
+            return Err(PostError::OpenChildren {
+                thread: thread_id.clone(),
+                children: open,
+            });
+        }
+        Ok(self.post(Input::new(thread_id.clone(), InputBody::Close {})))
+    }
+
+    /// The thread's record, refused when it is unknown or closed.
+    async fn open_record(&self, thread_id: &ThreadId) -> Result<ThreadRecord, PostError> {
+        match self.inner.store.load_record(thread_id).await? {
+            None => Err(PostError::Unknown(thread_id.clone())),
+            Some(record) if record.status == ThreadStatus::Closed => {
+                Err(PostError::Closed(thread_id.clone()))
+            }
+            Some(record) => Ok(record),
+        }
+    }
+
+    fn post(&self, input: Input) -> InputId {
+        let id = input.id.clone();
+        self.inner.route(input);
+        id
+    }
+}
