@@ -51,6 +51,7 @@ impl Draft<'_> {
             return None;
         }
         self.move_on();
+        self.summarize_filtered();
         if !self.compacted && self.over_compaction_threshold() {
             self.compacted = true;
             if let Some(prompt) = self.summary_prompt() {

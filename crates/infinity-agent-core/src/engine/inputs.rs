@@ -173,10 +173,19 @@ impl Draft<'_> {
         };
         self.record.open_choices.retain(|c| c.call_id != call_id);
         if subscription && !result.is_error {
+            let wake_if = self
+                .conversation
+                .toolset
+                .as_ref()
+                .and_then(|t| t.get(&pending.tool))
+                .and_then(|tool| crate::tools::remote::wake_if_of(tool, &pending.args))
+                .map(str::to_owned);
             self.record.subscriptions.push(Subscription {
                 call_id: pending.call_id.clone(),
                 tool: pending.tool.clone(),
                 args: pending.args.clone(),
+                wake_if,
+                filtered: None,
             });
         }
         self.resolve(pending, result);
@@ -212,8 +221,20 @@ impl Draft<'_> {
         else {
             return Err(DropReason::NoSubscription(call_id));
         };
+        if !is_final && !self.wakes(index, &text) {
+            return Ok(());
+        }
         let sub = if is_final {
-            self.record.subscriptions.remove(index)
+            let mut ended = self.record.subscriptions.remove(index);
+            // What it kept from the model ends with it: the notice comes before the last event.
+            if let Some(f) = ended.filtered.take() {
+                let text = filtered_notice(&ended, &f);
+                self.append(Item::Notice {
+                    text,
+                    is_error: false,
+                });
+            }
+            ended
         } else {
             self.record.subscriptions[index].clone()
         };
@@ -229,6 +250,57 @@ impl Draft<'_> {
             self.spawn_event_thread(&sub, text);
         }
         Ok(())
+    }
+
+    /// True when an event of subscription `index` wakes the thread: it has no `wake_if`, or the
+    /// event matches it. One that does not is folded into the subscription's count (the model
+    /// hears of it at its next completion) and costs no completion.
+    fn wakes(&mut self, index: usize, text: &str) -> bool {
+        let now = self.now;
+        let sub = &mut self.record.subscriptions[index];
+        let Some(expr) = &sub.wake_if else {
+            return true;
+        };
+        match crate::tools::wake_if::WakeIf::parse(expr) {
+            Ok(filter) if !filter.matches(text) => {}
+            // Checked when the call was made; a record from elsewhere that no longer parses
+            // filters nothing.
+            _ => return true,
+        }
+        let last: String = text.chars().take(300).collect();
+        match &mut sub.filtered {
+            Some(f) => {
+                f.count += 1;
+                f.last = last;
+            }
+            None => {
+                sub.filtered = Some(crate::state::Filtered {
+                    count: 1,
+                    since: now,
+                    last,
+                })
+            }
+        }
+        tracing::debug!(thread = %self.record.id, call = %sub.call_id, "event did not match wake_if");
+        false
+    }
+
+    /// Before a completion: a notice for each subscription whose `wake_if` kept events from
+    /// the model since it last heard, and the counts start again.
+    pub(super) fn summarize_filtered(&mut self) {
+        let mut notices = Vec::new();
+        for sub in &mut self.record.subscriptions {
+            let Some(f) = sub.filtered.take() else {
+                continue;
+            };
+            notices.push(filtered_notice(sub, &f));
+        }
+        for text in notices {
+            self.append(Item::Notice {
+                text,
+                is_error: false,
+            });
+        }
     }
 
     /// A non-associative event is handled by a child thread of its own (counted against the
@@ -545,4 +617,17 @@ impl Draft<'_> {
         }
         Ok(())
     }
+}
+
+/// What the model reads of the events a subscription's `wake_if` kept from it.
+fn filtered_notice(sub: &Subscription, f: &crate::state::Filtered) -> String {
+    format!(
+        "{} event(s) of the subscription {} ({}) did not match wake_if `{}` since {} and did not wake you. The newest: {}",
+        f.count,
+        sub.call_id,
+        sub.tool,
+        sub.wake_if.as_deref().unwrap_or_default(),
+        show_time(f.since),
+        f.last
+    )
 }

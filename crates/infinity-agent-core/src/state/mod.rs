@@ -144,6 +144,24 @@ pub struct Subscription {
     pub tool: String,
     /// The call's arguments (a preview, see [`args_preview`]).
     pub args: serde_json::Value,
+    /// The call's `wake_if` expression: events that do not match it wake nothing.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub wake_if: Option<String>,
+    /// Events that did not match `wake_if` since the model last heard of them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub filtered: Option<Filtered>,
+}
+
+/// Events a subscription's `wake_if` kept from the model, folded into a count until its next
+/// completion.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Filtered {
+    /// How many.
+    pub count: u64,
+    /// When the first of them arrived.
+    pub since: Timestamp,
+    /// The newest of them (its first 300 characters).
+    pub last: String,
 }
 
 /// A child thread as its parent sees it.

@@ -16,6 +16,7 @@ pub mod internal;
 mod registry;
 pub mod remote;
 mod set_title;
+pub mod wake_if;
 
 use std::fmt;
 

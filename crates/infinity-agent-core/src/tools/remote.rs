@@ -321,18 +321,73 @@ pub struct ServerTool {
     tool: RemoteTool,
 }
 
+/// The argument a tool server's tool gets from the runtime for calls that subscribe: the
+/// `wake_if` expression ([`crate::tools::wake_if`]), unless the server's own schema already has
+/// an argument by that name (it is then the server's).
+pub const WAKE_IF_ARG: &str = "wake_if";
+
+/// True when the runtime, not the server, owns `wake_if` for this tool.
+pub fn runtime_owns_wake_if(tool: &RemoteTool) -> bool {
+    tool.spec
+        .input_schema
+        .get("properties")
+        .and_then(|p| p.get(WAKE_IF_ARG))
+        .is_none()
+}
+
+/// The `wake_if` expression of a call of `tool` with `args`, when the runtime owns it.
+pub fn wake_if_of<'a>(tool: &RemoteTool, args: &'a serde_json::Value) -> Option<&'a str> {
+    if !runtime_owns_wake_if(tool) {
+        return None;
+    }
+    args.get(WAKE_IF_ARG).and_then(serde_json::Value::as_str)
+}
+
 impl Tool for ServerTool {
     fn spec(&self) -> ToolSpec {
-        self.tool.spec.clone()
+        let mut spec = self.tool.spec.clone();
+        if runtime_owns_wake_if(&self.tool) {
+            if let Some(schema) = spec.input_schema.as_object_mut() {
+                let properties = schema
+                    .entry("properties")
+                    .or_insert_with(|| serde_json::json!({}));
+                if let Some(properties) = properties.as_object_mut() {
+                    properties.insert(
+                        WAKE_IF_ARG.to_owned(),
+                        serde_json::json!({
+                            "type": "string",
+                            "description": "Only for a call that subscribes to events: an expression over each event's JSON; events that do not match do not wake you (they are counted and summarized). Example: price < 100 && symbol == \"ACME\". Operators: == != < <= > >= && || ! and parentheses; paths like quote.bid or levels[0]; $ is the whole event."
+                        }),
+                    );
+                }
+            }
+        }
+        spec
     }
 
     fn call(&self, args: &serde_json::Value, ctx: &mut ToolContext<'_>) -> ToolOutcome {
+        let mut args = args.clone();
+        if runtime_owns_wake_if(&self.tool) {
+            if let Some(expr) = args.as_object_mut().and_then(|a| a.remove(WAKE_IF_ARG)) {
+                let checked = expr
+                    .as_str()
+                    .ok_or_else(|| "wake_if must be a string".to_owned())
+                    .and_then(|e| {
+                        crate::tools::wake_if::WakeIf::parse(e).map_err(|e| e.to_string())
+                    });
+                if let Err(why) = checked {
+                    return ToolOutcome::error(format!(
+                        "Error: {why}. The call was not made; fix the expression and call again."
+                    ));
+                }
+            }
+        }
         let invocation = ToolInvocation {
             thread_id: ctx.record.id.clone(),
             stack: ctx.record.stack.clone(),
             call_id: ctx.call.id.clone(),
             tool: self.tool.spec.name.clone(),
-            args: args.clone(),
+            args,
             server: Some(RemoteTarget {
                 base_url: self.tool.server.clone(),
                 endpoint: self.tool.endpoint.clone(),

@@ -26,4 +26,5 @@ mod sleep;
 mod sleep_until;
 mod tool_servers;
 mod tree;
+mod wake_if;
 mod widget;

@@ -339,3 +339,57 @@ async fn on_the_stack_a_message_passes_a_slow_call_and_an_interrupt_cancels_it()
     .await;
     assert!(s.record("slow").await.unwrap().pending_calls.is_empty());
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn events_that_do_not_match_wake_if_wake_nothing_on_the_stack() {
+    const FILTERED: &str = r#"
+rules:
+  - when: "^filtered ticks$"
+    reply:
+      tool_calls:
+        - {name: ticker, args: {count: 6, interval_seconds: 0.1, associative: true, wake_if: "tick == 3"}}
+  - reply: {text: "ok"}
+"#;
+    let ticker = LocalServer::start(ticker_server()).await.unwrap();
+    let s = stack_with(
+        FILTERED,
+        Options {
+            tool_servers: vec![ticker.base_url().to_owned()],
+            ..Options::default()
+        },
+    )
+    .await;
+    s.say("feed", "filtered ticks").await;
+    s.run_until(Duration::from_secs(60), "the final tick", || async {
+        s.history_has("feed", "final event").await
+    })
+    .await;
+    for _ in 0..3 {
+        s.round().await;
+    }
+    let history = s.history("feed").await;
+    let woke: Vec<&String> = history
+        .iter()
+        .filter(|l| l.starts_with("result receive_event__injected"))
+        .collect();
+    assert_eq!(woke.len(), 2, "tick 3 and the final tick 6: {history:#?}");
+    assert!(woke[0].contains("\"tick\":3") && woke[1].contains("\"tick\":6"));
+    let notices: Vec<&String> = history
+        .iter()
+        .filter(|l| l.contains("did not match wake_if `tick == 3`"))
+        .collect();
+    // Ticks 1, 2, 4 and 5, counted in one notice or two (ticks that arrive in the same batch
+    // as a matching one are summarized with it).
+    let counted: u64 = notices
+        .iter()
+        .map(|n| {
+            n.trim_start_matches("notice: ")
+                .split(' ')
+                .next()
+                .unwrap()
+                .parse::<u64>()
+                .unwrap()
+        })
+        .sum();
+    assert_eq!(counted, 4, "{notices:#?}");
+}
