@@ -210,6 +210,18 @@ pub enum InputBody {
         #[serde(default, skip_serializing_if = "std::ops::Not::not")]
         tree: bool,
     },
+    /// An occurrence of one of the thread's recurring schedules.
+    Schedule {
+        /// The schedule.
+        schedule_id: String,
+        /// The occurrence (when it was due).
+        at: jiff::Timestamp,
+    },
+    /// A person deletes one of the thread's recurring schedules.
+    ScheduleDelete {
+        /// The schedule.
+        schedule_id: String,
+    },
     /// A person closes the thread. Its open children are closed with it, and theirs (a thread
     /// never outlives its parent): pending calls are cancelled, subscriptions cancelled at their
     /// servers, and each parent gets its children's final reports.
@@ -269,6 +281,8 @@ impl InputBody {
             InputBody::Nudge {} => "nudge",
             InputBody::Interrupt { .. } => "interrupt",
             InputBody::Close {} => "close",
+            InputBody::Schedule { .. } => "schedule",
+            InputBody::ScheduleDelete { .. } => "schedule_delete",
             InputBody::CallDeadline { .. } => "call_deadline",
             InputBody::MemoryWrite { .. } => "memory_write",
             InputBody::WidgetAction { .. } => "widget_action",

@@ -627,3 +627,63 @@ pub async fn tail(args: TailArgs) -> Result<u8> {
         }
     }
 }
+
+#[derive(Debug, Args)]
+pub struct ScheduleRmArgs {
+    #[command(flatten)]
+    endpoint: Endpoint,
+    /// The thread.
+    thread: String,
+    /// The schedule's id (`sch-...`, from `infinity schedules list`).
+    schedule: String,
+    /// The input queue (default: $INFINITY_INPUT_QUEUE_URL).
+    #[arg(long)]
+    queue_url: Option<String>,
+    /// The table (default: $INFINITY_TABLE).
+    #[arg(long)]
+    table: Option<String>,
+}
+
+/// A thread's record from the stack of `$INFINITY_TABLE`.
+pub async fn record(thread: &ThreadId) -> Result<Option<infinity_agent_core::state::ThreadRecord>> {
+    let table = setting(None, "INFINITY_TABLE", "table")?;
+    let clients = Clients::from_env_with_endpoint(None).await;
+    let store =
+        DynamoThreadStore::new(clients.dynamodb.clone(), table, Duration::from_secs(86_400));
+    Ok(store.load_record(thread).await?)
+}
+
+/// `infinity schedules rm THREAD SCHEDULE`: deletes a schedule through the thread's queue.
+pub async fn remove_schedule(args: ScheduleRmArgs) -> Result<u8> {
+    let queue_url = setting(
+        args.queue_url,
+        "INFINITY_INPUT_QUEUE_URL",
+        "input queue URL",
+    )?;
+    let table = setting(args.table, "INFINITY_TABLE", "table")?;
+    let clients = Clients::from_env_with_endpoint(args.endpoint.endpoint.as_deref()).await;
+    let (_, thread, record) = load_thread(&clients, table, &args.thread).await?;
+    if !record.schedules.iter().any(|s| s.id == args.schedule) {
+        let ids: Vec<&str> = record.schedules.iter().map(|s| s.id.as_str()).collect();
+        anyhow::bail!(
+            "thread {thread} has no schedule {} (it has: {})",
+            args.schedule,
+            if ids.is_empty() {
+                "none".to_owned()
+            } else {
+                ids.join(", ")
+            }
+        );
+    }
+    let input = Input::new(
+        thread.clone(),
+        InputBody::ScheduleDelete {
+            schedule_id: args.schedule.clone(),
+        },
+    );
+    SqsInputSender::new(clients.sqs.clone(), queue_url)
+        .send_to_input_queue(&input, &thread, &input.id)
+        .await?;
+    crate::out!("sent: delete schedule {} of thread {thread}", args.schedule);
+    Ok(0)
+}

@@ -12,6 +12,7 @@
 //! | `GET /threads/{id}/events` | Server-Sent Events: first the thread's current views and open questions, then its output events as they happen |
 //! | `POST /threads/{id}/choices/{call}` | `{"selected": N}` or `{"dismiss": true}`: answers a tool server's question |
 //! | `POST /threads/{id}/interrupt` | cancels the thread's calls in flight (`{"tree": true}`: its descendants' too) |
+//! | `GET /threads/{id}/schedules`, `DELETE /threads/{id}/schedules/{schedule}` | the thread's recurring schedules; deleting one |
 //! | `POST /threads/{id}/close` | closes the thread and every thread below it (`{"tree": true}` required when it has open children) |
 //! | `POST /threads/{id}/migration`, `.../migration/finish`, `.../migration/abort`, `POST /migration/import` | moving a session to or from another host (`infinity migrate`, see [`crate::migrate`]) |
 //!
@@ -229,6 +230,11 @@ pub fn router(system: Shared, access: Guard, links: Option<crate::tool_servers::
         .route("/threads/{id}/choices/{call}", post(choose))
         .route("/threads/{id}/interrupt", post(interrupt))
         .route("/threads/{id}/close", post(close))
+        .route("/threads/{id}/schedules", get(schedules))
+        .route(
+            "/threads/{id}/schedules/{schedule}",
+            axum::routing::delete(delete_schedule),
+        )
         .with_state(system)
         .merge(moves)
         .layer(axum::middleware::from_fn_with_state(
@@ -309,8 +315,33 @@ async fn close(
         .into_response())
 }
 
+/// `GET /threads/{id}/schedules`: the thread's recurring schedules.
+async fn schedules(State(system): State<Shared>, Path(id): Path<String>) -> Answer {
+    let id = thread_id(&id)?;
+    Ok(Json(record_of(&system, &id).await?.schedules).into_response())
+}
+
+/// `DELETE /threads/{id}/schedules/{schedule}`: deletes one (202; 404 if it has no such
+/// schedule).
+async fn delete_schedule(
+    State(system): State<Shared>,
+    Path((id, schedule)): Path<(String, String)>,
+) -> Answer {
+    let id = thread_id(&id)?;
+    let input = system
+        .delete_schedule(&id, &schedule)
+        .await
+        .map_err(post_error)?;
+    Ok((
+        StatusCode::ACCEPTED,
+        Json(json!({"thread_id": id, "input_id": input})),
+    )
+        .into_response())
+}
+
 fn post_error(e: PostError) -> ApiError {
     match e {
+        PostError::NoSchedule { .. } => error(StatusCode::NOT_FOUND, e),
         PostError::Closed(_) | PostError::OpenChildren { .. } => error(StatusCode::CONFLICT, e),
         PostError::Unknown(_) => error(StatusCode::NOT_FOUND, e),
         _ => error(StatusCode::INTERNAL_SERVER_ERROR, e),

@@ -51,6 +51,12 @@ pub enum DropReason {
     /// No subscription with this id is active.
     #[error("no active subscription {0}")]
     NoSubscription(CallId),
+    /// No schedule with this id (deleted, or its thread closed).
+    #[error("no schedule {0}")]
+    NoSchedule(String),
+    /// A schedule's timer for an occurrence it no longer waits for.
+    #[error("schedule {0} no longer waits for this occurrence")]
+    StaleOccurrence(String),
     /// No open question for this call.
     #[error("no open choice for call {0}")]
     NoOpenChoice(CallId),
@@ -136,6 +142,11 @@ impl Draft<'_> {
             InputBody::Nudge {} => Ok(()),
             InputBody::Interrupt { tree } => self.interrupt(tree),
             InputBody::Close {} => self.close(),
+            InputBody::Schedule { schedule_id, at } => self.schedule(schedule_id, at),
+            InputBody::ScheduleDelete { schedule_id } => {
+                crate::tools::builtin::schedule::delete(&mut self.record, &schedule_id)
+                    .map_err(|_| DropReason::NoSchedule(schedule_id))
+            }
             InputBody::CallDeadline { call_id, after } => self.call_deadline(call_id, after),
         }
     }
@@ -579,6 +590,59 @@ impl Draft<'_> {
 
     /// The parent closes this thread; its `close_thread` call gets its result once it is closed
     /// (also when the thread had closed itself meanwhile).
+    /// An occurrence of a recurring schedule: the thread receives its message (marked late when
+    /// the host was down at the time), and only the next occurrence is armed: occurrences
+    /// missed meanwhile are skipped, never fired in a burst.
+    fn schedule(&mut self, schedule_id: String, at: jiff::Timestamp) -> Applied {
+        use crate::tools::builtin::schedule::{arm, show, upcoming};
+        let Some(index) = self
+            .record
+            .schedules
+            .iter()
+            .position(|s| s.id == schedule_id)
+        else {
+            return Err(DropReason::NoSchedule(schedule_id));
+        };
+        if self.record.schedules[index].next != at {
+            return Err(DropReason::StaleOccurrence(schedule_id));
+        }
+        let late = self.now.duration_since(at) > jiff::SignedDuration::from_secs(60);
+        let schedule = &mut self.record.schedules[index];
+        schedule.fired += 1;
+        let mut text = format!(
+            "[Scheduled message, schedule {} at {}",
+            schedule.id,
+            show(at, &schedule.timezone)
+        );
+        if late {
+            text.push_str(&format!(
+                "; late: delivered at {} (occurrences missed meanwhile are skipped)",
+                show(self.now, &schedule.timezone)
+            ));
+        }
+        text.push_str(&format!("] {}", schedule.message));
+        let after = if self.now > at { self.now } else { at };
+        let next = upcoming(schedule, after, 1).first().copied();
+        let ended = match next {
+            Some(next) => {
+                schedule.next = next;
+                let effect = arm(&self.record, &self.record.schedules[index]);
+                self.effects.push(effect);
+                None
+            }
+            None => Some(self.record.schedules.remove(index).id),
+        };
+        let mut items = vec![Item::user(text)];
+        if let Some(id) = ended {
+            items.push(Item::Notice {
+                text: format!("Schedule {id} has no further occurrence and was removed."),
+                is_error: false,
+            });
+        }
+        self.actionable(items);
+        Ok(())
+    }
+
     /// A person closes the thread (and so its descendants); its parent, if any, is told.
     fn close(&mut self) -> Applied {
         let cause = self

@@ -23,6 +23,7 @@ use crate::tools::ToolRegistry;
 
 mod migration;
 mod pending_calls;
+mod schedules;
 
 const NOW: &str = "2026-03-07T17:00:00Z";
 

@@ -282,6 +282,14 @@ pub enum PostError {
         /// Its open children.
         children: Vec<ThreadId>,
     },
+    /// The thread has no schedule by this id.
+    #[error("thread {thread} has no schedule {schedule}")]
+    NoSchedule {
+        /// The thread.
+        thread: ThreadId,
+        /// The schedule asked for.
+        schedule: String,
+    },
     /// The store could not be read.
     #[error(transparent)]
     Store(#[from] StoreError),

@@ -65,6 +65,28 @@ impl AgentSystem {
         Ok(self.post(Input::new(thread_id.clone(), InputBody::Close {})))
     }
 
+    /// Deletes one of the thread's recurring schedules. Refused for an unknown or closed thread,
+    /// or a schedule it does not have ([`PostError::NoSchedule`]).
+    pub async fn delete_schedule(
+        &self,
+        thread_id: &ThreadId,
+        schedule_id: &str,
+    ) -> Result<InputId, PostError> {
+        let record = self.open_record(thread_id).await?;
+        if !record.schedules.iter().any(|s| s.id == schedule_id) {
+            return Err(PostError::NoSchedule {
+                thread: thread_id.clone(),
+                schedule: schedule_id.to_owned(),
+            });
+        }
+        Ok(self.post(Input::new(
+            thread_id.clone(),
+            InputBody::ScheduleDelete {
+                schedule_id: schedule_id.to_owned(),
+            },
+        )))
+    }
+
     /// The thread's record, refused when it is unknown or closed.
     async fn open_record(&self, thread_id: &ThreadId) -> Result<ThreadRecord, PostError> {
         match self.inner.store.load_record(thread_id).await? {

@@ -10,6 +10,7 @@ mod memory;
 mod migration;
 mod output;
 mod plan;
+mod schedule;
 mod toolset;
 
 use jiff::Timestamp;
@@ -27,6 +28,7 @@ pub use memory::{
 pub use migration::{Migration, MigrationState};
 pub use output::{FinishStatus, ThreadOutput};
 pub use plan::{Plan, PlanStep, StepStatus};
+pub use schedule::Schedule;
 pub use toolset::{Deadline, RemoteTool, Toolset};
 
 /// The current schema version of [`ThreadRecord`]. Bumped on an incompatible change, with a
@@ -280,6 +282,9 @@ pub struct ThreadRecord {
     /// Active subscriptions.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub subscriptions: Vec<Subscription>,
+    /// Recurring schedules (the `schedule_*` tools); closing the thread deletes them.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub schedules: Vec<Schedule>,
     /// Children spawned by this thread.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub children: Vec<ChildLink>,
@@ -361,6 +366,7 @@ impl ThreadRecord {
             pending_calls: Vec::new(),
             deferred: Vec::new(),
             subscriptions: Vec::new(),
+            schedules: Vec::new(),
             children: Vec::new(),
             usage: Usage::default(),
             hourly: HourlyUsage::default(),

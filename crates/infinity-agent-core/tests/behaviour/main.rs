@@ -21,6 +21,7 @@ mod parallel_calls;
 mod plan;
 mod restart;
 mod retries;
+mod schedules;
 mod skills;
 mod sleep;
 mod sleep_until;

@@ -8,6 +8,7 @@ mod harness;
 mod delivery;
 mod migration;
 mod oversize;
+mod schedules;
 mod store;
 mod threads;
 mod timers;

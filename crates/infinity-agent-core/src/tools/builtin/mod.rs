@@ -1,5 +1,7 @@
-//! The built-in tools every agent has: sleeps ([`sleep`]) and thread management ([`threads`]).
+//! The built-in tools every agent has: sleeps ([`sleep`]), thread management ([`threads`]) and
+//! recurring schedules ([`schedule`]).
 
+pub(crate) mod schedule;
 pub(crate) mod sleep;
 pub(crate) mod threads;
 
@@ -19,6 +21,9 @@ pub const BUILTIN_TOOL_NAMES: &[&str] = &[
     "close_thread",
     "send_message_to_child",
     "cancel_subscription",
+    "schedule_create",
+    "schedule_list",
+    "schedule_delete",
 ];
 
 /// One instance of every built-in tool.
@@ -32,6 +37,9 @@ pub fn builtin_tools() -> Vec<Arc<dyn Tool>> {
         Arc::new(threads::CloseThread),
         Arc::new(threads::SendMessageToChild),
         Arc::new(threads::CancelSubscription),
+        Arc::new(schedule::ScheduleCreate),
+        Arc::new(schedule::ScheduleList),
+        Arc::new(schedule::ScheduleDelete),
     ]
 }
 

@@ -286,6 +286,8 @@ pub(crate) fn close_now(
         return;
     }
     record.status = ThreadStatus::Closed;
+    // Its schedules go with it (their armed timers find nothing and are dropped).
+    record.schedules.clear();
     crate::tools::internal::delegation::on_close(record, report.as_deref(), effects);
     // Its pending calls are answered by the engine ("cancelled"), so the history stays whole.
     record.deferred.clear();

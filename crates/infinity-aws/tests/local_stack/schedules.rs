@@ -1,0 +1,70 @@
+//! A recurring schedule on the stack: its occurrences come through the relay queue, each firing
+//! arms the next, and a person's delete stops it.
+
+use std::time::Duration;
+
+use crate::harness::{stack, tid};
+use infinity_agent_core::input::{Input, InputBody};
+
+const SCRIPT: &str = r#"
+rules:
+  - when: "^every five seconds$"
+    reply:
+      tool_calls:
+        - {name: schedule_create, args: {message: "tock", rrule: "FREQ=MINUTELY;BYSECOND=0,5,10,15,20,25,30,35,40,45,50,55", timezone: "Europe/Berlin"}}
+  - when: "Scheduled message"
+    reply: {text: "heard"}
+  - reply: {text: "ok"}
+"#;
+
+async fn fired(s: &crate::harness::Stack) -> usize {
+    s.history("clock")
+        .await
+        .iter()
+        .filter(|l| l.contains("[Scheduled message"))
+        .count()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_schedule_fires_through_the_relay_until_it_is_deleted() {
+    let s = stack(SCRIPT).await;
+    s.say("clock", "every five seconds").await;
+    s.run_until(Duration::from_secs(60), "two occurrences", || async {
+        fired(&s).await >= 2
+    })
+    .await;
+    let history = s.history("clock").await;
+    let occurrences: Vec<&String> = history
+        .iter()
+        .filter(|l| l.contains("[Scheduled message"))
+        .collect();
+    assert!(
+        occurrences
+            .iter()
+            .all(|l| l.ends_with("tock") && !l.contains("late")),
+        "{occurrences:#?}"
+    );
+    let record = s.record("clock").await.unwrap();
+    let schedule = record.schedules[0].clone();
+    assert!(schedule.fired >= 2);
+    // Each occurrence on a five-second boundary, to the second.
+    assert_eq!(schedule.next.as_second() % 5, 0);
+
+    let delete = Input::new(
+        tid("clock"),
+        InputBody::ScheduleDelete {
+            schedule_id: schedule.id.clone(),
+        },
+    );
+    s.send(&delete).await;
+    s.run_until(Duration::from_secs(30), "the schedule is gone", || async {
+        s.record("clock").await.unwrap().schedules.is_empty()
+    })
+    .await;
+    let before = fired(&s).await;
+    let until = tokio::time::Instant::now() + Duration::from_secs(12);
+    while tokio::time::Instant::now() < until {
+        s.round().await;
+    }
+    assert_eq!(fired(&s).await, before, "a deleted schedule fired again");
+}
