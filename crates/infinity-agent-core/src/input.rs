@@ -217,6 +217,14 @@ pub enum InputBody {
         /// The occurrence (when it was due).
         at: jiff::Timestamp,
     },
+    /// A person creates a recurring schedule on the thread: `args` as `schedule_create` takes
+    /// them, and the id it gets.
+    ScheduleCreate {
+        /// The new schedule's id (`sch-...`).
+        schedule_id: String,
+        /// `message`, `rrule` or `cron`, `timezone`, `start`, `until`, `count`.
+        args: serde_json::Value,
+    },
     /// A person deletes one of the thread's recurring schedules.
     ScheduleDelete {
         /// The schedule.
@@ -283,6 +291,7 @@ impl InputBody {
             InputBody::Close {} => "close",
             InputBody::Schedule { .. } => "schedule",
             InputBody::ScheduleDelete { .. } => "schedule_delete",
+            InputBody::ScheduleCreate { .. } => "schedule_create",
             InputBody::CallDeadline { .. } => "call_deadline",
             InputBody::MemoryWrite { .. } => "memory_write",
             InputBody::WidgetAction { .. } => "widget_action",

@@ -687,3 +687,84 @@ pub async fn remove_schedule(args: ScheduleRmArgs) -> Result<u8> {
     crate::out!("sent: delete schedule {} of thread {thread}", args.schedule);
     Ok(0)
 }
+
+#[derive(Debug, Args)]
+pub struct ScheduleAddArgs {
+    #[command(flatten)]
+    endpoint: Endpoint,
+    /// The thread.
+    thread: String,
+    /// What the thread receives at each occurrence.
+    #[arg(long)]
+    message: String,
+    /// An RFC 5545 RRULE (e.g. FREQ=WEEKLY;BYDAY=MO,WE;BYHOUR=8;BYMINUTE=30).
+    #[arg(long, required_unless_present = "cron", conflicts_with = "cron")]
+    rrule: Option<String>,
+    /// A five-field cron expression (minute hour day-of-month month day-of-week).
+    #[arg(long)]
+    cron: Option<String>,
+    /// The IANA time zone the rule is read in (default UTC).
+    #[arg(long)]
+    timezone: Option<String>,
+    /// The local start (YYYY-MM-DDTHH:MM; default now).
+    #[arg(long)]
+    start: Option<String>,
+    /// The local time after which it stops.
+    #[arg(long)]
+    until: Option<String>,
+    /// Stop after this many occurrences.
+    #[arg(long)]
+    count: Option<u64>,
+    /// The input queue (default: $INFINITY_INPUT_QUEUE_URL).
+    #[arg(long)]
+    queue_url: Option<String>,
+    /// The table (default: $INFINITY_TABLE).
+    #[arg(long)]
+    table: Option<String>,
+}
+
+/// `infinity schedules add THREAD --message M (--rrule R | --cron C) ...`: checks the schedule
+/// against the thread now and sends it through the thread's queue.
+pub async fn add_schedule(args: ScheduleAddArgs) -> Result<u8> {
+    let queue_url = setting(
+        args.queue_url,
+        "INFINITY_INPUT_QUEUE_URL",
+        "input queue URL",
+    )?;
+    let table = setting(args.table, "INFINITY_TABLE", "table")?;
+    let clients = Clients::from_env_with_endpoint(args.endpoint.endpoint.as_deref()).await;
+    let (_, thread, record) = load_thread(&clients, table, &args.thread).await?;
+    if record.status == ThreadStatus::Closed {
+        anyhow::bail!("thread {thread} is closed");
+    }
+    let mut schedule = serde_json::json!({"message": args.message});
+    for (key, value) in [
+        ("rrule", args.rrule),
+        ("cron", args.cron),
+        ("timezone", args.timezone),
+        ("start", args.start),
+        ("until", args.until),
+    ] {
+        if let Some(value) = value {
+            schedule[key] = serde_json::Value::String(value);
+        }
+    }
+    if let Some(count) = args.count {
+        schedule["count"] = serde_json::json!(count);
+    }
+    let (id, text) =
+        infinity_agent_core::runtime::check_schedule(&record, jiff::Timestamp::now(), &schedule)
+            .map_err(|why| anyhow!("{why}"))?;
+    let input = Input::new(
+        thread.clone(),
+        InputBody::ScheduleCreate {
+            schedule_id: id,
+            args: schedule,
+        },
+    );
+    SqsInputSender::new(clients.sqs.clone(), queue_url)
+        .send_to_input_queue(&input, &thread, &input.id)
+        .await?;
+    crate::out!("sent to thread {thread}: {text}");
+    Ok(0)
+}

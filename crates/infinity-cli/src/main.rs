@@ -92,6 +92,8 @@ enum ScheduleCommand {
         #[arg(long)]
         json: bool,
     },
+    /// Create a schedule on a thread of an AWS (or local) stack, as `schedule_create` does.
+    Add(aws::ScheduleAddArgs),
     /// Delete a schedule of a thread of an AWS (or local) stack.
     Rm(aws::ScheduleRmArgs),
 }
@@ -225,6 +227,7 @@ fn main() -> std::process::ExitCode {
                 json,
             }) => list_schedules(&thread, store, json).await,
             Command::Schedules(ScheduleCommand::Rm(args)) => aws::remove_schedule(args).await,
+            Command::Schedules(ScheduleCommand::Add(args)) => aws::add_schedule(args).await,
             Command::Migrate(args) => migrate::run(args).await,
             Command::McpBridge(args) => infinity_mcp_bridge::run(args).await.map(|()| 0),
             Command::Tools(ToolsCommand::Internal { json }) => tools_internal(json),

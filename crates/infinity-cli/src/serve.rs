@@ -230,7 +230,10 @@ pub fn router(system: Shared, access: Guard, links: Option<crate::tool_servers::
         .route("/threads/{id}/choices/{call}", post(choose))
         .route("/threads/{id}/interrupt", post(interrupt))
         .route("/threads/{id}/close", post(close))
-        .route("/threads/{id}/schedules", get(schedules))
+        .route(
+            "/threads/{id}/schedules",
+            get(schedules).post(create_schedule),
+        )
         .route(
             "/threads/{id}/schedules/{schedule}",
             axum::routing::delete(delete_schedule),
@@ -321,6 +324,26 @@ async fn schedules(State(system): State<Shared>, Path(id): Path<String>) -> Answ
     Ok(Json(record_of(&system, &id).await?.schedules).into_response())
 }
 
+/// `POST /threads/{id}/schedules` (`schedule_create`'s arguments): creates one (202 with its
+/// id and next occurrences; 400 naming what is wrong).
+async fn create_schedule(
+    State(system): State<Shared>,
+    Path(id): Path<String>,
+    body: Result<Json<serde_json::Value>, axum::extract::rejection::JsonRejection>,
+) -> Answer {
+    let id = thread_id(&id)?;
+    let Json(args) = body.map_err(|e| error(e.status(), e.body_text()))?;
+    let (schedule, text) = system
+        .create_schedule(&id, &args)
+        .await
+        .map_err(post_error)?;
+    Ok((
+        StatusCode::ACCEPTED,
+        Json(json!({"thread_id": id, "schedule_id": schedule, "text": text})),
+    )
+        .into_response())
+}
+
 /// `DELETE /threads/{id}/schedules/{schedule}`: deletes one (202; 404 if it has no such
 /// schedule).
 async fn delete_schedule(
@@ -342,6 +365,7 @@ async fn delete_schedule(
 fn post_error(e: PostError) -> ApiError {
     match e {
         PostError::NoSchedule { .. } => error(StatusCode::NOT_FOUND, e),
+        PostError::BadSchedule(_) => error(StatusCode::BAD_REQUEST, e),
         PostError::Closed(_) | PostError::OpenChildren { .. } => error(StatusCode::CONFLICT, e),
         PostError::Unknown(_) => error(StatusCode::NOT_FOUND, e),
         _ => error(StatusCode::INTERNAL_SERVER_ERROR, e),

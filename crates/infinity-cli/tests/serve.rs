@@ -526,3 +526,73 @@ async fn beyond_loopback_serve_requires_the_token_it_prints() {
         .unwrap();
     assert_eq!(by_query.status(), 200);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_person_creates_lists_and_deletes_a_threads_schedules() {
+    let dir = closing_agent();
+    let (_server, port) = start_serve(&dir.path().join("agent.yaml"), &[], Stdio::null());
+    let api = format!("http://127.0.0.1:{port}");
+    until("the server to start", || async {
+        reqwest::get(format!("{api}/health")).await.is_ok()
+    })
+    .await;
+    let http = reqwest::Client::new();
+    http.post(format!("{api}/threads/plants/messages"))
+        .json(&json!({"text": "hi"}))
+        .send()
+        .await
+        .unwrap();
+    until("the thread", || async {
+        get_json(&format!("{api}/threads/plants")).await.0 == 200
+    })
+    .await;
+    let create = |body: Value| {
+        http.post(format!("{api}/threads/plants/schedules"))
+            .json(&body)
+            .send()
+    };
+
+    let bad = create(json!({"message": "water", "rrule": "FREQ=DAILY;BYHOUR=31"}))
+        .await
+        .unwrap();
+    assert_eq!(bad.status(), 400);
+    let why: Value = bad.json().await.unwrap();
+    assert!(
+        why["error"]
+            .as_str()
+            .unwrap()
+            .contains("BYHOUR value `31` is out of range"),
+        "{why}"
+    );
+    let ok = create(json!({"message": "water", "cron": "0 7 * * *", "timezone": "Europe/Berlin"}))
+        .await
+        .unwrap();
+    assert_eq!(ok.status(), 202);
+    let created: Value = ok.json().await.unwrap();
+    let id = created["schedule_id"].as_str().unwrap().to_owned();
+    assert!(
+        created["text"]
+            .as_str()
+            .unwrap()
+            .contains("07:00:00 Europe/Berlin"),
+        "{created}"
+    );
+    until("the schedule on the thread", || async {
+        let (_, list) = get_json(&format!("{api}/threads/plants/schedules")).await;
+        list.as_array()
+            .is_some_and(|l| l.len() == 1 && l[0]["id"] == id.as_str())
+    })
+    .await;
+
+    let delete = |schedule: String| {
+        http.delete(format!("{api}/threads/plants/schedules/{schedule}"))
+            .send()
+    };
+    assert_eq!(delete("sch-nope".into()).await.unwrap().status(), 404);
+    assert_eq!(delete(id.clone()).await.unwrap().status(), 202);
+    until("the schedule gone", || async {
+        let (_, list) = get_json(&format!("{api}/threads/plants/schedules")).await;
+        list.as_array().is_some_and(Vec::is_empty)
+    })
+    .await;
+}

@@ -54,6 +54,9 @@ pub enum DropReason {
     /// No schedule with this id (deleted, or its thread closed).
     #[error("no schedule {0}")]
     NoSchedule(String),
+    /// A person's schedule that is not valid (any more).
+    #[error("schedule {0} not created: {1}")]
+    BadSchedule(String, String),
     /// A schedule's timer for an occurrence it no longer waits for.
     #[error("schedule {0} no longer waits for this occurrence")]
     StaleOccurrence(String),
@@ -143,6 +146,9 @@ impl Draft<'_> {
             InputBody::Interrupt { tree } => self.interrupt(tree),
             InputBody::Close {} => self.close(),
             InputBody::Schedule { schedule_id, at } => self.schedule(schedule_id, at),
+            InputBody::ScheduleCreate { schedule_id, args } => {
+                self.schedule_create(schedule_id, args)
+            }
             InputBody::ScheduleDelete { schedule_id } => {
                 crate::tools::builtin::schedule::delete(&mut self.record, &schedule_id)
                     .map_err(|_| DropReason::NoSchedule(schedule_id))
@@ -641,6 +647,29 @@ impl Draft<'_> {
         }
         self.actionable(items);
         Ok(())
+    }
+
+    /// A person creates a schedule: checked again here (the thread may have changed since the
+    /// request was checked); one that is no longer valid is dropped with the reason logged.
+    fn schedule_create(&mut self, schedule_id: String, args: serde_json::Value) -> Applied {
+        let created = crate::tools::create_schedule(
+            &mut self.record,
+            self.now,
+            self.ids,
+            &mut self.effects,
+            &args,
+            Some(schedule_id.clone()),
+        );
+        match created {
+            Ok(text) => {
+                self.append(Item::Notice {
+                    text: format!("A person created a schedule. {text}"),
+                    is_error: false,
+                });
+                Ok(())
+            }
+            Err(why) => Err(DropReason::BadSchedule(schedule_id, why)),
+        }
     }
 
     /// A person closes the thread (and so its descendants); its parent, if any, is told.

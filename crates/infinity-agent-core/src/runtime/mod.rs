@@ -46,6 +46,8 @@
 
 mod clock;
 mod people;
+
+pub use people::check_schedule;
 mod timers;
 
 use std::collections::HashMap;
@@ -282,6 +284,9 @@ pub enum PostError {
         /// Its open children.
         children: Vec<ThreadId>,
     },
+    /// A schedule could not be created: what is wrong with it.
+    #[error("{0}")]
+    BadSchedule(String),
     /// The thread has no schedule by this id.
     #[error("thread {thread} has no schedule {schedule}")]
     NoSchedule {

@@ -65,6 +65,27 @@ impl AgentSystem {
         Ok(self.post(Input::new(thread_id.clone(), InputBody::Close {})))
     }
 
+    /// Creates a recurring schedule on the thread, as its `schedule_create` tool would from
+    /// `args`. Returns the new schedule's id and its description (the next three occurrences);
+    /// a bad rule, zone or time is refused ([`PostError::BadSchedule`]) naming the problem.
+    pub async fn create_schedule(
+        &self,
+        thread_id: &ThreadId,
+        args: &serde_json::Value,
+    ) -> Result<(String, String), PostError> {
+        let record = self.open_record(thread_id).await?;
+        let (id, text) = check_schedule(&record, self.inner.clock.now(), args)
+            .map_err(PostError::BadSchedule)?;
+        self.post(Input::new(
+            thread_id.clone(),
+            InputBody::ScheduleCreate {
+                schedule_id: id.clone(),
+                args: args.clone(),
+            },
+        ));
+        Ok((id, text))
+    }
+
     /// Deletes one of the thread's recurring schedules. Refused for an unknown or closed thread,
     /// or a schedule it does not have ([`PostError::NoSchedule`]).
     pub async fn delete_schedule(
@@ -103,4 +124,26 @@ impl AgentSystem {
         self.inner.route(input);
         id
     }
+}
+
+/// Checks a person's schedule against the thread as it is now: a fresh id, and the description
+/// the thread will record (or what is wrong).
+pub fn check_schedule(
+    record: &ThreadRecord,
+    now: jiff::Timestamp,
+    args: &serde_json::Value,
+) -> Result<(String, String), String> {
+    use crate::ids::IdSource;
+    let mut ids = crate::ids::RandomIds;
+    let id = format!("sch-{:012x}", ids.next_bits() & 0xffff_ffff_ffff);
+    let mut scratch = record.clone();
+    let text = crate::tools::create_schedule(
+        &mut scratch,
+        now,
+        &mut ids,
+        &mut Vec::new(),
+        args,
+        Some(id.clone()),
+    )?;
+    Ok((id, text))
 }

@@ -22,6 +22,7 @@ use std::fmt;
 
 use jiff::Timestamp;
 
+pub use builtin::schedule::create as create_schedule;
 pub use builtin::{builtin_tools, BUILTIN_TOOL_NAMES};
 pub(crate) use registry::schema_problems;
 pub use registry::{OfferedTools, RegistryError, ToolRegistry};

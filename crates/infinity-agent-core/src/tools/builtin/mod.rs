@@ -1,7 +1,7 @@
 //! The built-in tools every agent has: sleeps ([`sleep`]), thread management ([`threads`]) and
 //! recurring schedules ([`schedule`]).
 
-pub(crate) mod schedule;
+pub mod schedule;
 pub(crate) mod sleep;
 pub(crate) mod threads;
 

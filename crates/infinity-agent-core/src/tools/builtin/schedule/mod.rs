@@ -120,15 +120,40 @@ impl Tool for ScheduleCreate {
     }
 
     fn call(&self, args: &Value, ctx: &mut ToolContext<'_>) -> ToolOutcome {
-        match create(args, ctx) {
+        match create(ctx.record, ctx.now, ctx.ids, ctx.effects, args, None) {
             Ok(text) => ToolOutcome::ok(text),
             Err(why) => ToolOutcome::error(format!("Error: {why}")),
         }
     }
 }
 
-fn create(args: &Value, ctx: &mut ToolContext<'_>) -> Result<String, String> {
-    if ctx.record.schedules.len() >= MAX_SCHEDULES {
+/// Creates a schedule on `record` from `schedule_create`'s arguments (the tool, or a person's
+/// `schedule_create` input, which names the id it gets): the schedule, and its first
+/// occurrence's timer in `effects`. Returns what the tool answers, or what is wrong.
+pub fn create(
+    record: &mut ThreadRecord,
+    now: Timestamp,
+    ids: &mut dyn crate::ids::IdSource,
+    effects: &mut Vec<Effect>,
+    args: &Value,
+    id: Option<String>,
+) -> Result<String, String> {
+    if !args.is_object() {
+        return Err("the schedule's arguments must be an object".to_owned());
+    }
+    if args
+        .get("message")
+        .and_then(Value::as_str)
+        .is_none_or(str::is_empty)
+    {
+        return Err("`message` (what the thread receives each time) is missing".to_owned());
+    }
+    if let Some(id) = &id {
+        if record.schedules.iter().any(|s| &s.id == id) {
+            return Err(format!("the thread already has a schedule {id}"));
+        }
+    }
+    if record.schedules.len() >= MAX_SCHEDULES {
         return Err(format!(
             "this thread has {MAX_SCHEDULES} schedules, the most it may keep; delete one first"
         ));
@@ -148,7 +173,7 @@ fn create(args: &Value, ctx: &mut ToolContext<'_>) -> Result<String, String> {
     }
     let start = match args.get("start").and_then(Value::as_str) {
         Some(text) => local_time(text, "start", &tz, &zone)?,
-        None => ctx.now,
+        None => now,
     };
     let until = args
         .get("until")
@@ -169,7 +194,7 @@ fn create(args: &Value, ctx: &mut ToolContext<'_>) -> Result<String, String> {
         (None, None) => {}
     }
     let mut schedule = Schedule {
-        id: format!("sch-{:012x}", ctx.ids.next_bits() & 0xffff_ffff_ffff),
+        id: id.unwrap_or_else(|| format!("sch-{:012x}", ids.next_bits() & 0xffff_ffff_ffff)),
         message: str_arg(args, "message").to_owned(),
         rrule,
         cron,
@@ -178,9 +203,9 @@ fn create(args: &Value, ctx: &mut ToolContext<'_>) -> Result<String, String> {
         until,
         count,
         fired: 0,
-        next: ctx.now,
+        next: now,
     };
-    let first_possible = ctx.now.max(start);
+    let first_possible = now.max(start);
     let after = first_possible
         .checked_sub(jiff::SignedDuration::from_nanos(1))
         .unwrap_or(first_possible);
@@ -197,8 +222,8 @@ fn create(args: &Value, ctx: &mut ToolContext<'_>) -> Result<String, String> {
         schedule.id,
         shown.join("; ")
     );
-    ctx.effects.push(arm(ctx.record, &schedule));
-    ctx.record.schedules.push(schedule);
+    effects.push(arm(record, &schedule));
+    record.schedules.push(schedule);
     Ok(text)
 }
 
