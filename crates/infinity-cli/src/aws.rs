@@ -256,48 +256,28 @@ pub async fn send(args: SendArgs) -> Result<u8> {
 /// `infinity interrupt THREAD`: queues an `interrupt` input; the deployment cancels the thread's
 /// calls in flight.
 pub async fn interrupt(args: InterruptArgs) -> Result<u8> {
-    let queue_url = setting(
-        args.queue_url,
-        "INFINITY_INPUT_QUEUE_URL",
-        "input queue URL",
-    )?;
-    let table = setting(args.table, "INFINITY_TABLE", "table")?;
-    let clients = Clients::from_env_with_endpoint(args.endpoint.endpoint.as_deref()).await;
-    let (_, thread, record) = load_thread(&clients, table, &args.thread).await?;
-    if record.status == ThreadStatus::Closed {
-        anyhow::bail!("thread {thread} is closed; there is nothing to interrupt");
-    }
-    let input = Input::new(thread.clone(), InputBody::Interrupt { tree: args.tree });
-    SqsInputSender::new(clients.sqs.clone(), queue_url)
-        .send_to_input_queue(&input, &thread, &input.id)
+    let target = OpenThread::find(&args.endpoint, args.queue_url, args.table, &args.thread).await?;
+    let id = target
+        .send(InputBody::Interrupt { tree: args.tree })
         .await?;
-    let calls = record.pending_calls.len();
+    let calls = target.record.pending_calls.len();
     let below = if args.tree {
         " and every open thread below it"
     } else {
         ""
     };
     crate::out!(
-        "sent interrupt {} to thread {thread}{below} ({calls} call(s) in flight)",
-        input.id
+        "sent interrupt {id} to thread {}{below} ({calls} call(s) in flight)",
+        target.thread
     );
     Ok(0)
 }
 
 /// `infinity close THREAD [--tree]`: closes a thread of the stack, and every thread below it.
 pub async fn close(args: InterruptArgs) -> Result<u8> {
-    let queue_url = setting(
-        args.queue_url,
-        "INFINITY_INPUT_QUEUE_URL",
-        "input queue URL",
-    )?;
-    let table = setting(args.table, "INFINITY_TABLE", "table")?;
-    let clients = Clients::from_env_with_endpoint(args.endpoint.endpoint.as_deref()).await;
-    let (_, thread, record) = load_thread(&clients, table, &args.thread).await?;
-    if record.status == ThreadStatus::Closed {
-        anyhow::bail!("thread {thread} is already closed");
-    }
-    let open: Vec<&str> = record
+    let target = OpenThread::find(&args.endpoint, args.queue_url, args.table, &args.thread).await?;
+    let open: Vec<&str> = target
+        .record
         .children
         .iter()
         .filter(|c| !c.closed)
@@ -305,20 +285,57 @@ pub async fn close(args: InterruptArgs) -> Result<u8> {
         .collect();
     if !open.is_empty() && !args.tree {
         anyhow::bail!(
-            "thread {thread} has open children ({}); closing it closes them too: pass --tree",
+            "thread {} has open children ({}); closing it closes them too: pass --tree",
+            target.thread,
             open.join(", ")
         );
     }
-    let input = Input::new(thread.clone(), InputBody::Close {});
-    SqsInputSender::new(clients.sqs.clone(), queue_url)
-        .send_to_input_queue(&input, &thread, &input.id)
-        .await?;
+    let id = target.send(InputBody::Close {}).await?;
     crate::out!(
-        "sent close {} to thread {thread} ({} open child thread(s) close with it)",
-        input.id,
+        "sent close {id} to thread {} ({} open child thread(s) close with it)",
+        target.thread,
         open.len()
     );
     Ok(0)
+}
+
+/// A thread of the stack that takes a person's input: its input queue and its record (an
+/// unknown or closed thread is refused).
+struct OpenThread {
+    sender: SqsInputSender,
+    thread: ThreadId,
+    record: infinity_agent_core::state::ThreadRecord,
+}
+
+impl OpenThread {
+    async fn find(
+        endpoint: &Endpoint,
+        queue_url: Option<String>,
+        table: Option<String>,
+        thread: &str,
+    ) -> Result<Self> {
+        let queue_url = setting(queue_url, "INFINITY_INPUT_QUEUE_URL", "input queue URL")?;
+        let table = setting(table, "INFINITY_TABLE", "table")?;
+        let clients = Clients::from_env_with_endpoint(endpoint.endpoint.as_deref()).await;
+        let (_, thread, record) = load_thread(&clients, table, thread).await?;
+        if record.status == ThreadStatus::Closed {
+            anyhow::bail!("thread {thread} is closed");
+        }
+        Ok(Self {
+            sender: SqsInputSender::new(clients.sqs.clone(), queue_url),
+            thread,
+            record,
+        })
+    }
+
+    /// Queues `body` for the thread; returns the input's id.
+    async fn send(&self, body: InputBody) -> Result<InputId> {
+        let input = Input::new(self.thread.clone(), body);
+        self.sender
+            .send_to_input_queue(&input, &self.thread, &input.id)
+            .await?;
+        Ok(input.id)
+    }
 }
 
 pub async fn show(args: ShowArgs) -> Result<u8> {
@@ -655,18 +672,13 @@ pub async fn record(thread: &ThreadId) -> Result<Option<infinity_agent_core::sta
 
 /// `infinity schedules rm THREAD SCHEDULE`: deletes a schedule through the thread's queue.
 pub async fn remove_schedule(args: ScheduleRmArgs) -> Result<u8> {
-    let queue_url = setting(
-        args.queue_url,
-        "INFINITY_INPUT_QUEUE_URL",
-        "input queue URL",
-    )?;
-    let table = setting(args.table, "INFINITY_TABLE", "table")?;
-    let clients = Clients::from_env_with_endpoint(args.endpoint.endpoint.as_deref()).await;
-    let (_, thread, record) = load_thread(&clients, table, &args.thread).await?;
-    if !record.schedules.iter().any(|s| s.id == args.schedule) {
-        let ids: Vec<&str> = record.schedules.iter().map(|s| s.id.as_str()).collect();
+    let target = OpenThread::find(&args.endpoint, args.queue_url, args.table, &args.thread).await?;
+    let schedules = &target.record.schedules;
+    if !schedules.iter().any(|s| s.id == args.schedule) {
+        let ids: Vec<&str> = schedules.iter().map(|s| s.id.as_str()).collect();
         anyhow::bail!(
-            "thread {thread} has no schedule {} (it has: {})",
+            "thread {} has no schedule {} (it has: {})",
+            target.thread,
             args.schedule,
             if ids.is_empty() {
                 "none".to_owned()
@@ -675,16 +687,16 @@ pub async fn remove_schedule(args: ScheduleRmArgs) -> Result<u8> {
             }
         );
     }
-    let input = Input::new(
-        thread.clone(),
-        InputBody::ScheduleDelete {
+    target
+        .send(InputBody::ScheduleDelete {
             schedule_id: args.schedule.clone(),
-        },
-    );
-    SqsInputSender::new(clients.sqs.clone(), queue_url)
-        .send_to_input_queue(&input, &thread, &input.id)
+        })
         .await?;
-    crate::out!("sent: delete schedule {} of thread {thread}", args.schedule);
+    crate::out!(
+        "sent: delete schedule {} of thread {}",
+        args.schedule,
+        target.thread
+    );
     Ok(0)
 }
 
@@ -726,17 +738,7 @@ pub struct ScheduleAddArgs {
 /// `infinity schedules add THREAD --message M (--rrule R | --cron C) ...`: checks the schedule
 /// against the thread now and sends it through the thread's queue.
 pub async fn add_schedule(args: ScheduleAddArgs) -> Result<u8> {
-    let queue_url = setting(
-        args.queue_url,
-        "INFINITY_INPUT_QUEUE_URL",
-        "input queue URL",
-    )?;
-    let table = setting(args.table, "INFINITY_TABLE", "table")?;
-    let clients = Clients::from_env_with_endpoint(args.endpoint.endpoint.as_deref()).await;
-    let (_, thread, record) = load_thread(&clients, table, &args.thread).await?;
-    if record.status == ThreadStatus::Closed {
-        anyhow::bail!("thread {thread} is closed");
-    }
+    let target = OpenThread::find(&args.endpoint, args.queue_url, args.table, &args.thread).await?;
     let mut schedule = serde_json::json!({"message": args.message});
     for (key, value) in [
         ("rrule", args.rrule),
@@ -752,19 +754,18 @@ pub async fn add_schedule(args: ScheduleAddArgs) -> Result<u8> {
     if let Some(count) = args.count {
         schedule["count"] = serde_json::json!(count);
     }
-    let (id, text) =
-        infinity_agent_core::runtime::check_schedule(&record, jiff::Timestamp::now(), &schedule)
-            .map_err(|why| anyhow!("{why}"))?;
-    let input = Input::new(
-        thread.clone(),
-        InputBody::ScheduleCreate {
+    let (id, text) = infinity_agent_core::runtime::check_schedule(
+        &target.record,
+        jiff::Timestamp::now(),
+        &schedule,
+    )
+    .map_err(|why| anyhow!("{why}"))?;
+    target
+        .send(InputBody::ScheduleCreate {
             schedule_id: id,
             args: schedule,
-        },
-    );
-    SqsInputSender::new(clients.sqs.clone(), queue_url)
-        .send_to_input_queue(&input, &thread, &input.id)
+        })
         .await?;
-    crate::out!("sent to thread {thread}: {text}");
+    crate::out!("sent to thread {}: {text}", target.thread);
     Ok(0)
 }

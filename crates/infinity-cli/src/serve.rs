@@ -294,11 +294,7 @@ async fn message(
         .post_user_message(&id, body.text)
         .await
         .map_err(post_error)?;
-    Ok((
-        StatusCode::ACCEPTED,
-        Json(json!({"thread_id": id, "input_id": input})),
-    )
-        .into_response())
+    Ok(accepted(&id, &input))
 }
 
 /// `POST /threads/{id}/close` (`{"tree": true}` when it has open children, which close with
@@ -311,11 +307,7 @@ async fn close(
     let id = thread_id(&id)?;
     let tree = tree_option(&body)?;
     let input = system.close(&id, tree).await.map_err(post_error)?;
-    Ok((
-        StatusCode::ACCEPTED,
-        Json(json!({"thread_id": id, "input_id": input})),
-    )
-        .into_response())
+    Ok(accepted(&id, &input))
 }
 
 /// `GET /threads/{id}/schedules`: the thread's recurring schedules.
@@ -355,11 +347,16 @@ async fn delete_schedule(
         .delete_schedule(&id, &schedule)
         .await
         .map_err(post_error)?;
-    Ok((
+    Ok(accepted(&id, &input))
+}
+
+/// 202 with the thread and the id of the input queued for it.
+fn accepted(id: &ThreadId, input: &infinity_agent_core::ids::InputId) -> Response {
+    (
         StatusCode::ACCEPTED,
         Json(json!({"thread_id": id, "input_id": input})),
     )
-        .into_response())
+        .into_response()
 }
 
 fn post_error(e: PostError) -> ApiError {
@@ -404,11 +401,7 @@ async fn interrupt(
         system.interrupt(&id).await
     }
     .map_err(post_error)?;
-    Ok((
-        StatusCode::ACCEPTED,
-        Json(json!({"thread_id": id, "input_id": input})),
-    )
-        .into_response())
+    Ok(accepted(&id, &input))
 }
 
 fn sse(event: &OutputEvent) -> Result<Event, Infallible> {
