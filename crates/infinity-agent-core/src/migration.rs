@@ -383,10 +383,14 @@ fn same_but_version(a: &ThreadRecord, b: &ThreadRecord) -> bool {
 }
 
 /// The timers and call deadlines a thread had armed at the source, armed again: each sleep's
-/// wake-up and each dispatched call's deadline, with the input ids the source used (so the
-/// source's own timer, forwarded, counts once).
+/// wake-up, each dispatched call's deadline and each schedule's next occurrence, with the input
+/// ids the source used (so the source's own timer, forwarded, counts once).
 pub fn rearm(record: &ThreadRecord, toolset: Option<&Toolset>) -> Vec<Effect> {
-    let mut effects = Vec::new();
+    let mut effects: Vec<Effect> = record
+        .schedules
+        .iter()
+        .map(|s| crate::tools::builtin::schedule::arm(record, s))
+        .collect();
     for pending in &record.pending_calls {
         if let Some(due) = pending.due {
             effects.push(Effect::SendAt {

@@ -251,6 +251,36 @@ async fn a_live_session_moves_with_its_call_in_flight_and_its_sleep() {
     )
     .await;
 
+    let http = reqwest::Client::new();
+    // A subscription at the source: the first call's result says events will follow.
+    here.system
+        .send_user_message(&main(), "look it up")
+        .unwrap();
+    here.settle().await;
+    let watch = here_tools.invocations.lock().unwrap()[0].clone();
+    let subscribed = json!({"type": "tool_result", "group_id": "main", "id": watch["id"],
+                            "text": "watching", "subscription": true});
+    let url = watch["callback_url"].as_str().unwrap();
+    assert_eq!(
+        http.post(url)
+            .json(&subscribed)
+            .send()
+            .await
+            .unwrap()
+            .status(),
+        200
+    );
+    here.settle().await;
+    assert_eq!(
+        here.system
+            .record(&main())
+            .await
+            .unwrap()
+            .unwrap()
+            .subscriptions
+            .len(),
+        1
+    );
     // A call in flight at the source, and then a sleep (the message moves the call on).
     here.system
         .send_user_message(&main(), "look it up")
@@ -258,7 +288,7 @@ async fn a_live_session_moves_with_its_call_in_flight_and_its_sleep() {
     here.settle().await;
     here.system.send_user_message(&main(), "nap").unwrap();
     here.settle().await;
-    let invocation = here_tools.invocations.lock().unwrap()[0].clone();
+    let invocation = here_tools.invocations.lock().unwrap()[1].clone();
     let old_callback = invocation["callback_url"].as_str().unwrap().to_owned();
     assert!(old_callback.starts_with(&here.receiver), "{old_callback}");
 
@@ -291,6 +321,10 @@ async fn a_live_session_moves_with_its_call_in_flight_and_its_sleep() {
         .map(|p| p.tool.as_str())
         .collect();
     assert_eq!(pending, ["lookup", "sleep"]);
+    assert_eq!(
+        record.subscriptions[0].call_id.as_str(),
+        watch["id"].as_str().unwrap()
+    );
     assert_eq!(there.lines().await, here.lines().await);
     let tombstone = here.system.record(&main()).await.unwrap().unwrap();
     let MigrationState::Moved { forward_url } = &tombstone.migration.as_ref().unwrap().state else {
@@ -301,7 +335,6 @@ async fn a_live_session_moves_with_its_call_in_flight_and_its_sleep() {
     // The tool answers at the callback URL it was given (the old host's): forwarded.
     let result =
         json!({"type": "tool_result", "group_id": "main", "id": invocation["id"], "text": "42"});
-    let http = reqwest::Client::new();
     let status = http
         .post(&old_callback)
         .json(&result)
@@ -316,6 +349,22 @@ async fn a_live_session_moves_with_its_call_in_flight_and_its_sleep() {
             .await
             .iter()
             .any(|l| l == "receive_event__injected: 42")
+    })
+    .await;
+    // The subscription's next event, sent where the server learned to send it, is forwarded and
+    // reaches the conversation at the destination.
+    let event = json!({"type": "subscription_event", "group_id": "main",
+                       "tool_call_id": watch["id"], "text": "{\"tick\":1}", "associative": true});
+    assert_eq!(
+        http.post(url).json(&event).send().await.unwrap().status(),
+        200
+    );
+    eventually("the destination has the subscription's event", || async {
+        there
+            .lines()
+            .await
+            .iter()
+            .any(|l| l == "receive_event__injected: {\"tick\":1}")
     })
     .await;
     // The sleep wakes at the destination, where its timer was armed again.
@@ -353,7 +402,7 @@ async fn a_live_session_moves_with_its_call_in_flight_and_its_sleep() {
     let invocation = there_tools.invocations.lock().unwrap()[0].clone();
     let new_callback = invocation["callback_url"].as_str().unwrap().to_owned();
     assert!(new_callback.starts_with(&there.receiver));
-    assert_eq!(here_tools.invocations.lock().unwrap().len(), 1);
+    assert_eq!(here_tools.invocations.lock().unwrap().len(), 2);
     let nk = |url: &str| {
         url.split(['?', '&'])
             .find_map(|kv| kv.strip_prefix("nk="))

@@ -45,8 +45,8 @@ async fn put(store: &MemoryStore, mut record: ThreadRecord, history: u64) {
         .unwrap();
 }
 
-/// A root with a dispatched call (its server has a 2 h deadline) and a child sleeping until
-/// 18:00, in `store`.
+/// A root with a daily schedule and a dispatched call (its server has a 2 h deadline), and a
+/// child sleeping until 18:00, in `store`.
 async fn session(store: &MemoryStore) {
     let mut root = ThreadRecord::new(id("root"), "a", None, now());
     root.toolset = Some(Toolset {
@@ -67,6 +67,18 @@ async fn session(store: &MemoryStore) {
         moved_on: false,
         due: None,
         authorizing: false,
+    });
+    root.schedules.push(crate::state::Schedule {
+        id: "sch-daily".into(),
+        message: "good morning".into(),
+        rrule: Some("FREQ=DAILY;BYHOUR=9;BYMINUTE=0".into()),
+        cron: None,
+        timezone: "UTC".into(),
+        start: "2026-03-01T00:00".parse().unwrap(),
+        until: None,
+        count: None,
+        fired: 6,
+        next: "2026-03-08T09:00:00Z".parse().unwrap(),
     });
     root.children.push(ChildLink {
         thread_id: id("child"),
@@ -152,9 +164,15 @@ async fn a_session_moves_whole_with_its_timers_and_deadlines_armed_again() {
             other => panic!("unexpected {other:?}"),
         })
         .collect();
+    let occurrence: Timestamp = "2026-03-08T09:00:00Z".parse().unwrap();
     assert_eq!(
         armed,
         [
+            (
+                "root".to_owned(),
+                InputId::derived("sch-daily", &occurrence.as_second().to_string()).to_string(),
+                occurrence
+            ),
             (
                 "root".to_owned(),
                 InputId::derived("c-lookup", "deadline").to_string(),
@@ -169,7 +187,7 @@ async fn a_session_moves_whole_with_its_timers_and_deadlines_armed_again() {
     );
     // The timers are in the destination's outbox, so a crash before they are armed arms
     // them at the next start.
-    assert_eq!(there.outbox().await.unwrap().len(), 2);
+    assert_eq!(there.outbox().await.unwrap().len(), 3);
 
     // The same bundle again imports nothing; a different thread by that id is refused.
     assert!(import(&there, &bundle, &|_| true, &mut SeededIds::new(2))
