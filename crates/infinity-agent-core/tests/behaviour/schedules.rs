@@ -133,3 +133,64 @@ async fn a_bad_rule_or_zone_is_an_error_that_names_it() {
         .schedules
         .is_empty());
 }
+
+#[tokio::test(start_paused = true)]
+async fn occurrences_missed_while_stopped_fire_once_late_after_a_restart() {
+    use std::sync::Arc;
+
+    use infinity_agent_core::store::FileStore;
+    let dir = tempfile::tempdir().unwrap();
+    {
+        let mut setup = Setup::new(SCRIPT);
+        setup.store = Some(Arc::new(FileStore::open(dir.path()).unwrap()));
+        setup.clock_start = "2026-03-27T12:00:00Z".parse().unwrap();
+        let mut h = setup.start().await;
+        h.system
+            .send_user_message(&tid("team"), "every morning")
+            .unwrap();
+        h.run_for(60).await;
+        assert_eq!(
+            h.system
+                .record(&tid("team"))
+                .await
+                .unwrap()
+                .unwrap()
+                .schedules
+                .len(),
+            1
+        );
+        // The process stops here, before the first occurrence.
+    }
+
+    // Three days and a bit later: three occurrences were missed.
+    let mut setup = Setup::new(SCRIPT);
+    setup.store = Some(Arc::new(FileStore::open(dir.path()).unwrap()));
+    setup.clock_start = "2026-03-30T12:00:00Z".parse().unwrap();
+    let mut h = setup.start().await;
+    h.run_for(60).await;
+    let history = h.history("team").await;
+    let fired: Vec<&String> = history
+        .iter()
+        .filter(|l| l.contains("[Scheduled message"))
+        .collect();
+    assert_eq!(fired.len(), 1, "once, not a burst: {history:#?}");
+    assert!(
+        fired[0].contains("2026-03-28 08:30:00 Europe/Berlin"),
+        "{}",
+        fired[0]
+    );
+    assert!(
+        fired[0].contains("late: delivered at 2026-03-30 14:00:00 Europe/Berlin"),
+        "{}",
+        fired[0]
+    );
+    let schedule = &h
+        .system
+        .record(&tid("team"))
+        .await
+        .unwrap()
+        .unwrap()
+        .schedules[0];
+    assert_eq!(schedule.fired, 1);
+    assert_eq!(schedule.next, "2026-03-31T06:30:00Z".parse().unwrap());
+}
