@@ -19,6 +19,10 @@ rules:
     reply:
       tool_calls:
         - {name: schedule_create, args: {message: "x", cron: "0 8 * * *", rrule: "FREQ=DAILY"}}
+  - when: "^too often$"
+    reply:
+      tool_calls:
+        - {name: schedule_create, args: {message: "x", rrule: "FREQ=MINUTELY;BYSECOND=0,30"}}
   - when: "^list$"
     reply:
       tool_calls: [{name: schedule_list, args: {}}]
@@ -114,6 +118,10 @@ async fn a_bad_rule_or_zone_is_an_error_that_names_it() {
     h.run_for(60).await;
     h.system.send_user_message(&tid("bad"), "both").unwrap();
     h.run_for(60).await;
+    h.system
+        .send_user_message(&tid("bad"), "too often")
+        .unwrap();
+    h.run_for(60).await;
     let history = h.history("bad").await;
     assert!(
         history
@@ -124,6 +132,12 @@ async fn a_bad_rule_or_zone_is_an_error_that_names_it() {
     assert!(history
         .iter()
         .any(|l| l.contains("Error: give exactly one of `rrule` and `cron`")));
+    assert!(
+        history
+            .iter()
+            .any(|l| l.contains("occurrences 30 s apart") && l.contains("at most once a minute")),
+        "{history:#?}"
+    );
     assert!(h
         .system
         .record(&tid("bad"))

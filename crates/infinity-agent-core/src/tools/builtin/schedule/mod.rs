@@ -22,6 +22,9 @@ use recurrence::Recurrence;
 /// The most schedules one thread keeps.
 pub const MAX_SCHEDULES: usize = 20;
 
+/// The least time between two occurrences: a schedule wakes an agent, at most once a minute.
+pub const MIN_SPACING_SECONDS: i64 = 60;
+
 /// A schedule's rule, read again from what the record keeps.
 pub(crate) fn recurrence_of(schedule: &Schedule) -> Result<Recurrence, String> {
     let tz = TimeZone::get(&schedule.timezone)
@@ -215,6 +218,18 @@ pub fn create(
             "the rule has no occurrence in the next five years (within `until`)".to_owned(),
         );
     };
+    let sample = upcoming(&schedule, after, 24);
+    if let Some(pair) = sample
+        .windows(2)
+        .find(|w| w[1].duration_since(w[0]).as_secs() < MIN_SPACING_SECONDS)
+    {
+        return Err(format!(
+            "occurrences {} s apart ({} and {}); a schedule fires at most once a minute",
+            pair[1].duration_since(pair[0]).as_secs(),
+            show(pair[0], &zone),
+            show(pair[1], &zone)
+        ));
+    }
     schedule.next = *first;
     let shown: Vec<String> = next.iter().map(|t| show(*t, &zone)).collect();
     let text = format!(
