@@ -167,8 +167,8 @@ pub async fn begin(
         return Err(already(root, m));
     }
     let ids = session_threads(store, root).await?;
-    for id in &ids {
-        update(store, id, |record| {
+    for (n, id) in ids.iter().enumerate() {
+        let marked = update(store, id, |record| {
             if let Some(m) = &record.migration {
                 return Err(already(id, m));
             }
@@ -179,7 +179,14 @@ pub async fn begin(
             });
             Ok(Vec::new())
         })
-        .await?;
+        .await;
+        if let Err(err) = marked {
+            // The threads marked so far run again: none is left holding its inputs.
+            if let Err(undo) = abort(store, &ids[..n], &mut crate::ids::RandomIds).await {
+                tracing::error!(%root, %undo, "a move that could not begin left threads moving; `infinity migrate --abort` retries");
+            }
+            return Err(err);
+        }
     }
     Ok(ids)
 }

@@ -273,6 +273,51 @@ async fn only_a_whole_open_session_moves() {
         .unwrap_err();
     assert!(matches!(err, MigrationError::UnknownThread(_)));
 
+    // A move that cannot begin (a child is moving already) leaves no thread moving.
+    let mut child = here.load_record(&id("child")).await.unwrap().unwrap();
+    child.migration = Some(Migration {
+        to: "elsewhere".into(),
+        since: now(),
+        state: MigrationState::Moving,
+    });
+    let version = child.version;
+    child.version += 1;
+    here.commit(&Commit {
+        thread_id: id("child"),
+        expected_version: Some(version),
+        record: child.clone(),
+        new_entries: vec![],
+        processed_inputs: vec![],
+        effects: vec![],
+    })
+    .await
+    .unwrap();
+    let err = begin(&here, &id("root"), "there", now()).await.unwrap_err();
+    assert!(
+        matches!(
+            err,
+            MigrationError::AlreadyMoving {
+                state: "moving",
+                ..
+            }
+        ),
+        "{err}"
+    );
+    let root = here.load_record(&id("root")).await.unwrap().unwrap();
+    assert!(root.migration.is_none(), "the root was left moving");
+    child.migration = None;
+    child.version += 1;
+    here.commit(&Commit {
+        thread_id: id("child"),
+        expected_version: Some(child.version - 1),
+        record: child,
+        new_entries: vec![],
+        processed_inputs: vec![],
+        effects: vec![],
+    })
+    .await
+    .unwrap();
+
     // An abandoned move leaves the session as it was, and a nudge for what it held.
     let ids = begin(&here, &id("root"), "there", now()).await.unwrap();
     let commits = abort(&here, &ids, &mut SeededIds::new(1)).await.unwrap();
