@@ -53,9 +53,14 @@ pub struct MigrateArgs {
     /// The bearer token of the `serve` at --to (default: $INFINITY_SERVE_TOKEN).
     #[arg(long)]
     to_token: Option<String>,
-    /// Undo a move that stopped half way: the session runs at --from again.
-    #[arg(long)]
+    /// Undo a move that stopped before the destination took the session: the session runs at
+    /// --from again.
+    #[arg(long, conflicts_with = "finish")]
     abort: bool,
+    /// Finish a move whose last step did not reach --from: the session runs at --to, and
+    /// --from leaves its forwarding tombstones.
+    #[arg(long)]
+    finish: bool,
     /// One endpoint for every AWS service, for `aws` hosts.
     #[arg(long)]
     endpoint: Option<String>,
@@ -105,6 +110,14 @@ pub async fn run(args: MigrateArgs) -> Result<u8> {
         Some(host) if to == "aws" => host,
         _ => &remote_to,
     };
+    if args.finish {
+        migrate::finish_move(source, destination, &root).await?;
+        eprintln!(
+            "the move of {root} to {to} is finished; {} forwards what reaches it",
+            args.from
+        );
+        return Ok(0);
+    }
     let request = StartRequest {
         to: to.clone(),
         servers,
@@ -186,7 +199,8 @@ const MAX_BUNDLE_BYTES: usize = 1 << 30;
 
 /// `serve`'s side of a move: `POST /threads/{id}/migration` (a [`StartRequest`]; answers the
 /// session as a bundle), `POST /threads/{id}/migration/finish` (a [`FinishRequest`]), `POST
-/// /threads/{id}/migration/abort`, and `POST /migration/import` (a bundle; answers the
+/// /threads/{id}/migration/abort`, `POST /threads/{id}/migration/forwarding` (the forwarding
+/// URLs of a session that runs here), and `POST /migration/import` (a bundle; answers the
 /// forwarding URLs).
 pub fn routes(system: Arc<AgentSystem>, links: Links) -> Router {
     let agents = Arc::clone(&system);
@@ -199,6 +213,7 @@ pub fn routes(system: Arc<AgentSystem>, links: Links) -> Router {
         .route("/threads/{id}/migration", post(start))
         .route("/threads/{id}/migration/finish", post(finish))
         .route("/threads/{id}/migration/abort", post(abort))
+        .route("/threads/{id}/migration/forwarding", post(forwarding))
         .route(
             "/migration/import",
             post(import).layer(DefaultBodyLimit::max(MAX_BUNDLE_BYTES)),
@@ -259,6 +274,11 @@ async fn abort(State(served): State<Arc<Served>>, Path(id): Path<String>) -> Ans
     let id = root(&id)?;
     migrate::abort(served.host(), &id).await?;
     Ok(Json(json!({"aborted": id})).into_response())
+}
+
+async fn forwarding(State(served): State<Arc<Served>>, Path(id): Path<String>) -> Answer {
+    let forward = migrate::forward_urls(served.host(), &root(&id)?).await?;
+    Ok(Json(FinishRequest { forward }).into_response())
 }
 
 async fn import(State(served): State<Arc<Served>>, Json(bundle): Json<Bundle>) -> Answer {

@@ -206,3 +206,57 @@ async fn a_session_moves_between_two_served_runtimes() {
     })
     .await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_move_stopped_after_the_import_is_finished_with_finish() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("script.yaml"),
+        "rules:\n  - reply: {text: \"ok\"}\n",
+    )
+    .unwrap();
+    let agent = dir.path().join("agent.yaml");
+    std::fs::write(&agent, "name: plain\nmodel: script:script.yaml\n").unwrap();
+    let (_a, here) = serve(&agent, &dir.path().join("here"));
+    let (_b, there) = serve(&agent, &dir.path().join("there"));
+    for base in [&here, &there] {
+        until("serve is up", || async {
+            get_json(&format!("{base}/health")).await.0 == 200
+        })
+        .await;
+    }
+    say(&here, "half", "hello").await;
+    until("the thread", || async {
+        get_json(&format!("{here}/threads/half")).await.0 == 200
+    })
+    .await;
+    // The first two steps by hand, as a command that died before its last step left them.
+    let http = reqwest::Client::new();
+    let bundle: Value = http
+        .post(format!("{here}/threads/half/migration"))
+        .json(&json!({"to": there}))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let imported = http
+        .post(format!("{there}/migration/import"))
+        .json(&bundle)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(imported.status().as_u16(), 200);
+    let (_, record) = get_json(&format!("{here}/threads/half")).await;
+    assert_eq!(record["migration"]["state"], "moving");
+
+    let (code, stderr) = migrate(&["half", "--from", &here, "--to", &there, "--finish"]);
+    assert_eq!(code, 0, "{stderr}");
+    let (_, record) = get_json(&format!("{here}/threads/half")).await;
+    assert_eq!(record["migration"]["state"], "moved", "{record}");
+    // Finishing from the wrong side is refused with the reason.
+    let (code, stderr) = migrate(&["half", "--from", &there, "--to", &here, "--finish"]);
+    assert_eq!(code, 1);
+    assert!(stderr.contains("does not run here"), "{stderr}");
+}

@@ -134,7 +134,7 @@ pub enum MoveError {
     },
     /// The destination has the session, but the source could not be told: it holds the
     /// session's inputs until `finish` is run again.
-    #[error("the session now runs at the destination, but the source could not leave its forwarding tombstones ({why}); run the same `infinity migrate` again to finish")]
+    #[error("the session now runs at the destination, but the source could not leave its forwarding tombstones ({why}); run the same `infinity migrate` with --finish")]
     Unfinished {
         /// Why.
         why: String,
@@ -297,6 +297,32 @@ pub async fn import(host: Host<'_>, bundle: &Bundle) -> Result<Imported, MoveErr
     })
 }
 
+/// The destination's forwarding URLs for a session it runs (moved here): to finish a move
+/// whose last step did not reach the source.
+pub async fn forward_urls(
+    host: Host<'_>,
+    root: &ThreadId,
+) -> Result<BTreeMap<ThreadId, String>, MoveError> {
+    let ids = migration::session_threads(host.store, root).await?;
+    let mut forward = BTreeMap::new();
+    for id in ids {
+        let record = host
+            .store
+            .load_record(&id)
+            .await
+            .map_err(MigrationError::from)?
+            .ok_or_else(|| MigrationError::UnknownThread(id.clone()))?;
+        if record.migration.is_some() {
+            return Err(MoveError::Remote {
+                host: host.signer.base_url().to_owned(),
+                why: format!("thread {id} does not run here (it is moving or moved away)"),
+            });
+        }
+        forward.insert(id.clone(), host.signer.forward_url(id.as_str()));
+    }
+    Ok(forward)
+}
+
 /// The source's last step: every thread of the session forwards to the destination from now
 /// on, the inputs held meanwhile first. Running it again is harmless.
 pub async fn finish(
@@ -358,6 +384,8 @@ pub trait Source: Send + Sync {
 pub trait Destination: Send + Sync {
     /// See [`import`].
     async fn import(&self, bundle: &Bundle) -> Result<Imported, MoveError>;
+    /// See [`forward_urls`].
+    async fn forward_urls(&self, root: &ThreadId) -> Result<BTreeMap<ThreadId, String>, MoveError>;
 }
 
 #[async_trait]
@@ -381,6 +409,9 @@ impl Source for Host<'_> {
 impl Destination for Host<'_> {
     async fn import(&self, bundle: &Bundle) -> Result<Imported, MoveError> {
         import(*self, bundle).await
+    }
+    async fn forward_urls(&self, root: &ThreadId) -> Result<BTreeMap<ThreadId, String>, MoveError> {
+        forward_urls(*self, root).await
     }
 }
 
@@ -427,7 +458,8 @@ pub async fn move_session(
 
 /// Another host's side of a move, over HTTP: the routes `infinity serve` has
 /// (`POST /threads/{id}/migration`, `.../migration/finish`, `.../migration/abort`,
-/// `POST /migration/import`), with its bearer token if it needs one.
+/// `.../migration/forwarding`, `POST /migration/import`), with its bearer token if it needs
+/// one.
 #[derive(Debug, Clone)]
 pub struct Remote {
     base: String,
@@ -518,4 +550,24 @@ impl Destination for Remote {
     async fn import(&self, bundle: &Bundle) -> Result<Imported, MoveError> {
         self.post("/migration/import", bundle).await
     }
+    async fn forward_urls(&self, root: &ThreadId) -> Result<BTreeMap<ThreadId, String>, MoveError> {
+        let answer: FinishRequest = self
+            .post(
+                &format!("/threads/{root}/migration/forwarding"),
+                &serde_json::json!({}),
+            )
+            .await?;
+        Ok(answer.forward)
+    }
+}
+
+/// Finishes a move whose last step did not reach the source: the destination, which runs the
+/// session, gives its forwarding URLs, and the source leaves its tombstones.
+pub async fn finish_move(
+    source: &dyn Source,
+    destination: &dyn Destination,
+    root: &ThreadId,
+) -> Result<(), MoveError> {
+    let forward = destination.forward_urls(root).await?;
+    source.finish(root, &forward).await
 }

@@ -531,3 +531,50 @@ async fn a_move_that_cannot_complete_leaves_the_session_running_where_it_was() {
         Some("assistant: noted")
     );
 }
+
+#[tokio::test]
+async fn a_move_whose_last_step_did_not_reach_the_source_is_finished_later() {
+    let tools = start_server().await;
+    let here = start_runtime(&tools, b"the source host's secret, 32 bytes or more").await;
+    let there = start_runtime(&tools, b"the destination's own secret, also 32+ bytes").await;
+    here.system
+        .send_user_message(&main(), "look it up")
+        .unwrap();
+    here.settle().await;
+    let (here_p, there_p) = (here.performer(), there.performer());
+    let (source, destination) = (here.with_host(&here_p), there.with_host(&there_p));
+    let request = StartRequest {
+        to: there.receiver.clone(),
+        servers: BTreeMap::from([(tools.base(), tools.base())]),
+    };
+    // Start and import, as `move_session` does; the finish never reaches the source.
+    let bundle = migrate::start(source, &main(), &request).await.unwrap();
+    migrate::import(destination, &bundle).await.unwrap();
+    // Meanwhile a message reaches the old host: held, not lost.
+    here.system
+        .send_user_message(&main(), "are you moving?")
+        .unwrap();
+    here.settle().await;
+    let held = here.system.record(&main()).await.unwrap().unwrap();
+    assert_eq!(held.held.len(), 1);
+    // The source cannot be asked for forwarding URLs of a session it does not run.
+    let err = migrate::forward_urls(source, &main()).await.unwrap_err();
+    assert!(err.to_string().contains("does not run here"), "{err}");
+
+    migrate::finish_move(&source, &destination, &main())
+        .await
+        .unwrap();
+    let tombstone = here.system.record(&main()).await.unwrap().unwrap();
+    assert!(matches!(
+        tombstone.migration.map(|m| m.state),
+        Some(MigrationState::Moved { .. })
+    ));
+    eventually("the held message reached the destination", || async {
+        there
+            .lines()
+            .await
+            .iter()
+            .any(|l| l == "message: are you moving?")
+    })
+    .await;
+}
