@@ -564,6 +564,18 @@ async fn a_person_creates_lists_and_deletes_a_threads_schedules() {
             .contains("BYHOUR value `31` is out of range"),
         "{why}"
     );
+    let long = create(json!({"message": "x".repeat(4_001), "cron": "0 7 * * *"}))
+        .await
+        .unwrap();
+    assert_eq!(long.status(), 400);
+    let why: Value = long.json().await.unwrap();
+    assert!(
+        why["error"]
+            .as_str()
+            .unwrap()
+            .contains("4001 characters, more than a schedule keeps"),
+        "{why}"
+    );
     let ok = create(json!({"message": "water", "cron": "0 7 * * *", "timezone": "Europe/Berlin"}))
         .await
         .unwrap();

@@ -22,6 +22,9 @@ use recurrence::Recurrence;
 /// The most schedules one thread keeps.
 pub const MAX_SCHEDULES: usize = 20;
 
+/// The longest `message` a schedule keeps (it is on the record and repeated at each occurrence).
+pub const MAX_MESSAGE_CHARS: usize = 4_000;
+
 /// The least time between two occurrences: a schedule wakes an agent, at most once a minute.
 pub const MIN_SPACING_SECONDS: i64 = 60;
 
@@ -144,12 +147,19 @@ pub fn create(
     if !args.is_object() {
         return Err("the schedule's arguments must be an object".to_owned());
     }
-    if args
+    let message = args
         .get("message")
         .and_then(Value::as_str)
-        .is_none_or(str::is_empty)
-    {
+        .unwrap_or_default();
+    if message.is_empty() {
         return Err("`message` (what the thread receives each time) is missing".to_owned());
+    }
+    let chars = message.chars().count();
+    if chars > MAX_MESSAGE_CHARS {
+        return Err(format!(
+            "`message` has {chars} characters, more than a schedule keeps ({MAX_MESSAGE_CHARS}); \
+             keep the details elsewhere (a note, a file) and say where"
+        ));
     }
     if let Some(id) = &id {
         if record.schedules.iter().any(|s| &s.id == id) {
