@@ -211,15 +211,16 @@ pub async fn effects_in_flight(
     store: &dyn ThreadStore,
     ids: &[ThreadId],
 ) -> Result<usize, MigrationError> {
-    let ids: HashSet<&ThreadId> = ids.iter().collect();
-    Ok(store
-        .outbox()
-        .await?
-        .iter()
-        .filter(|(thread, effect)| {
-            ids.contains(thread) && !matches!(effect.effect, Effect::SendAt { .. })
-        })
-        .count())
+    let mut count = 0;
+    for id in ids {
+        count += store
+            .thread_outbox(id)
+            .await?
+            .iter()
+            .filter(|effect| !matches!(effect.effect, Effect::SendAt { .. }))
+            .count();
+    }
+    Ok(count)
 }
 
 /// Step 3 at the source: the session as a [`Bundle`] (records as they were before the move

@@ -244,20 +244,6 @@ impl DynamoThreadStore {
         )
         .await
     }
-
-    /// The effects still in one thread's outbox (performed at the start of every slice, so a
-    /// crash between a commit and its effects loses nothing).
-    pub async fn thread_outbox(
-        &self,
-        thread_id: &ThreadId,
-    ) -> Result<Vec<PendingEffect>, StoreError> {
-        Ok(self
-            .outbox_items(thread_id)
-            .await?
-            .into_iter()
-            .flat_map(|item| item.effects)
-            .collect())
-    }
 }
 
 /// One outbox item: its sort key, its parts, its effects.
@@ -287,6 +273,17 @@ fn now_epoch() -> i64 {
 
 #[async_trait]
 impl ThreadStore for DynamoThreadStore {
+    /// One query of the thread's outbox items (performed at the start of every slice, so a
+    /// crash between a commit and its effects loses nothing).
+    async fn thread_outbox(&self, thread_id: &ThreadId) -> Result<Vec<PendingEffect>, StoreError> {
+        Ok(self
+            .outbox_items(thread_id)
+            .await?
+            .into_iter()
+            .flat_map(|item| item.effects)
+            .collect())
+    }
+
     async fn import_thread(
         &self,
         record: &ThreadRecord,

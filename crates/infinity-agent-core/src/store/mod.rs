@@ -124,6 +124,18 @@ pub trait ThreadStore: Send + Sync + std::fmt::Debug {
     /// Every thread's outbox: effects committed but not yet marked done (for recovery).
     async fn outbox(&self) -> Result<Vec<(ThreadId, PendingEffect)>, StoreError>;
 
+    /// One thread's outbox. By default [`ThreadStore::outbox`] filtered; a store that keeps
+    /// each thread's outbox apart reads only that thread's.
+    async fn thread_outbox(&self, thread_id: &ThreadId) -> Result<Vec<PendingEffect>, StoreError> {
+        Ok(self
+            .outbox()
+            .await?
+            .into_iter()
+            .filter(|(thread, _)| thread == thread_id)
+            .map(|(_, effect)| effect)
+            .collect())
+    }
+
     /// The ids of all threads, in creation order where the store knows it.
     async fn thread_ids(&self) -> Result<Vec<ThreadId>, StoreError>;
 
