@@ -9,14 +9,12 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{anyhow, bail, Context, Result};
-use async_trait::async_trait;
 use axum::extract::{DefaultBodyLimit, Path, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::routing::post;
 use axum::{Json, Router};
 use clap::Args;
-use infinity_agent_core::effect::PendingEffect;
 use infinity_agent_core::ids::ThreadId;
 use infinity_agent_core::migration::{Bundle, MigrationError};
 use infinity_agent_core::runtime::AgentSystem;
@@ -25,7 +23,7 @@ use infinity_aws::migrate::StackSide;
 use infinity_aws::queue::SqsInputSender;
 use infinity_aws::store::DynamoThreadStore;
 use infinity_rap::migrate::{
-    self, Destination, FinishRequest, Host, MoveError, Performer, Remote, Source, StartRequest,
+    self, Destination, FinishRequest, Host, MoveError, Remote, Source, StartRequest,
 };
 use serde_json::json;
 
@@ -163,21 +161,9 @@ async fn stack_from_env(endpoint: Option<&str>) -> Result<StackSide> {
 /// How long the stack keeps processed-input markers (as the CLI's other commands assume).
 const DEDUP_TTL: Duration = Duration::from_secs(86_400);
 
-/// The embedded runtime performs committed effects itself.
-struct Embedded(Arc<AgentSystem>);
-
-#[async_trait]
-impl Performer for Embedded {
-    async fn perform(&self, thread_id: &ThreadId, effects: &[PendingEffect], version: Option<u64>) {
-        if let Err(err) = self.0.perform(thread_id, effects, version).await {
-            tracing::warn!(%err, "effects not all performed; they stay in the outbox");
-        }
-    }
-}
-
 /// What `serve`'s migration routes share.
 struct Served {
-    performer: Embedded,
+    system: Arc<AgentSystem>,
     links: Links,
     runs_agent: Box<dyn Fn(&str) -> bool + Send + Sync>,
 }
@@ -185,8 +171,8 @@ struct Served {
 impl Served {
     fn host(&self) -> Host<'_> {
         Host {
-            store: self.performer.0.store().as_ref(),
-            performer: &self.performer,
+            store: self.system.store().as_ref(),
+            performer: self.system.as_ref(),
             signer: &self.links.signer,
             client: &self.links.client,
             runs_agent: &*self.runs_agent,
@@ -205,7 +191,7 @@ const MAX_BUNDLE_BYTES: usize = 1 << 30;
 pub fn routes(system: Arc<AgentSystem>, links: Links) -> Router {
     let agents = Arc::clone(&system);
     let served = Arc::new(Served {
-        performer: Embedded(system),
+        system,
         links,
         runs_agent: Box::new(move |name| agents.has_agent(name)),
     });

@@ -16,6 +16,7 @@ use async_trait::async_trait;
 use infinity_agent_core::effect::PendingEffect;
 use infinity_agent_core::ids::{RandomIds, ThreadId};
 use infinity_agent_core::migration::{self, Bundle, MigrationError};
+use infinity_agent_core::runtime::AgentSystem;
 use infinity_agent_core::store::ThreadStore;
 use serde::{Deserialize, Serialize};
 
@@ -33,6 +34,16 @@ pub trait Performer: Send + Sync {
     /// Performs `effects` of `thread_id`; `version` is the commit's when they are all of its.
     /// Effects not performed stay in the outbox, as after a slice.
     async fn perform(&self, thread_id: &ThreadId, effects: &[PendingEffect], version: Option<u64>);
+}
+
+/// The embedded runtime performs what a step committed itself, as after a slice.
+#[async_trait]
+impl Performer for AgentSystem {
+    async fn perform(&self, thread_id: &ThreadId, effects: &[PendingEffect], version: Option<u64>) {
+        if let Err(err) = AgentSystem::perform(self, thread_id, effects, version).await {
+            tracing::warn!(%err, "effects not all performed; they stay in the outbox");
+        }
+    }
 }
 
 /// What one host brings to its side of a move.

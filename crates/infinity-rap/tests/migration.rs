@@ -11,13 +11,11 @@ use std::path::Path;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use async_trait::async_trait;
 use axum::extract::State;
 use axum::http::StatusCode;
 use axum::routing::{get, post};
 use axum::{Json, Router};
 use infinity_agent_core::agent::AgentSpec;
-use infinity_agent_core::effect::PendingEffect;
 use infinity_agent_core::history::Item;
 use infinity_agent_core::ids::ThreadId;
 use infinity_agent_core::runtime::{AgentSystem, AgentSystemBuilder};
@@ -25,7 +23,7 @@ use infinity_agent_core::scripted::ScriptedModel;
 use infinity_agent_core::state::MigrationState;
 use infinity_agent_core::tools::remote::ToolServerConfig;
 use infinity_rap::client::{RapClient, RetryPolicy};
-use infinity_rap::migrate::{self, Host, MoveError, Performer, StartRequest};
+use infinity_rap::migrate::{self, Host, MoveError, StartRequest};
 use infinity_rap::signing::{CallbackSigner, NotificationKey, NOTIFICATION_SIGNATURE_HEADER};
 use serde_json::{json, Value};
 use tokio::net::TcpListener;
@@ -125,15 +123,6 @@ struct Runtime {
     receiver: String,
 }
 
-struct Embedded(Arc<AgentSystem>);
-
-#[async_trait]
-impl Performer for Embedded {
-    async fn perform(&self, thread_id: &ThreadId, effects: &[PendingEffect], version: Option<u64>) {
-        self.0.perform(thread_id, effects, version).await.unwrap();
-    }
-}
-
 async fn start_runtime(server: &Server, secret: &[u8]) -> Runtime {
     let model = ScriptedModel::parse(SCRIPT, Path::new("test.script.yaml")).unwrap();
     let mut agent = AgentSpec::new("looker", "You look things up.", Arc::new(model));
@@ -171,18 +160,14 @@ async fn start_runtime(server: &Server, secret: &[u8]) -> Runtime {
 }
 
 impl Runtime {
-    fn with_host<'a>(&'a self, performer: &'a Embedded) -> Host<'a> {
+    fn host(&self) -> Host<'_> {
         Host {
             store: self.system.store().as_ref(),
-            performer,
+            performer: self.system.as_ref(),
             signer: &self.signer,
             client: &self.client,
             runs_agent: &|name| name == "looker",
         }
-    }
-
-    fn performer(&self) -> Embedded {
-        Embedded(Arc::clone(&self.system))
     }
 
     /// Waits until nothing runs and no timer is due within the next half second.
@@ -292,19 +277,13 @@ async fn a_live_session_moves_with_its_call_in_flight_and_its_sleep() {
     let old_callback = invocation["callback_url"].as_str().unwrap().to_owned();
     assert!(old_callback.starts_with(&here.receiver), "{old_callback}");
 
-    let (here_p, there_p) = (here.performer(), there.performer());
     let request = StartRequest {
         to: there.receiver.clone(),
         servers: BTreeMap::from([(here_tools.base(), there_tools.base())]),
     };
-    let moved = migrate::move_session(
-        &here.with_host(&here_p),
-        &there.with_host(&there_p),
-        &main(),
-        &request,
-    )
-    .await
-    .unwrap();
+    let moved = migrate::move_session(&here.host(), &there.host(), &main(), &request)
+        .await
+        .unwrap();
     assert_eq!(moved.threads, 1);
 
     // The stateful server was asked to move the session to its counterpart, once.
@@ -481,21 +460,15 @@ async fn a_move_that_cannot_complete_leaves_the_session_running_where_it_was() {
         .send_user_message(&main(), "look it up")
         .unwrap();
     here.settle().await;
-    let (here_p, there_p) = (here.performer(), there.performer());
 
     // The stateful server has no counterpart named: refused before anything moves.
     let request = StartRequest {
         to: there.receiver.clone(),
         servers: BTreeMap::new(),
     };
-    let err = migrate::move_session(
-        &here.with_host(&here_p),
-        &there.with_host(&there_p),
-        &main(),
-        &request,
-    )
-    .await
-    .unwrap_err();
+    let err = migrate::move_session(&here.host(), &there.host(), &main(), &request)
+        .await
+        .unwrap_err();
     assert!(matches!(err, MoveError::UnmappedServer { .. }), "{err}");
     assert!(err.to_string().contains("add --server"), "{err}");
     assert!(tools.migrations.lock().unwrap().is_empty());
@@ -508,14 +481,9 @@ async fn a_move_that_cannot_complete_leaves_the_session_running_where_it_was() {
         to: there.receiver.clone(),
         servers: BTreeMap::from([(tools.base(), tools.base())]),
     };
-    let err = migrate::move_session(
-        &here.with_host(&here_p),
-        &there.with_host(&there_p),
-        &main(),
-        &request,
-    )
-    .await
-    .unwrap_err();
+    let err = migrate::move_session(&here.host(), &there.host(), &main(), &request)
+        .await
+        .unwrap_err();
     assert_eq!(
         err.to_string(),
         "thread main already exists at the destination"
@@ -541,8 +509,7 @@ async fn a_move_whose_last_step_did_not_reach_the_source_is_finished_later() {
         .send_user_message(&main(), "look it up")
         .unwrap();
     here.settle().await;
-    let (here_p, there_p) = (here.performer(), there.performer());
-    let (source, destination) = (here.with_host(&here_p), there.with_host(&there_p));
+    let (source, destination) = (here.host(), there.host());
     let request = StartRequest {
         to: there.receiver.clone(),
         servers: BTreeMap::from([(tools.base(), tools.base())]),

@@ -8,14 +8,11 @@ use std::path::Path;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use async_trait::async_trait;
 use axum::extract::State;
 use axum::http::StatusCode;
 use axum::routing::{get, post};
 use axum::Json;
 use infinity_agent_core::agent::AgentSpec;
-use infinity_agent_core::effect::PendingEffect;
-use infinity_agent_core::ids::ThreadId;
 use infinity_agent_core::runtime::{AgentSystem, AgentSystemBuilder};
 use infinity_agent_core::scripted::ScriptedModel;
 use infinity_agent_core::state::MigrationState;
@@ -23,7 +20,7 @@ use infinity_agent_core::tools::remote::ToolServerConfig;
 use infinity_aws::migrate::StackSide;
 use infinity_aws::store::DynamoThreadStore;
 use infinity_rap::client::RapClient;
-use infinity_rap::migrate::{self, Host, Performer, StartRequest};
+use infinity_rap::migrate::{self, Host, StartRequest};
 use infinity_rap::signing::CallbackSigner;
 use serde_json::{json, Value};
 
@@ -112,16 +109,6 @@ struct Embedded {
     client: Arc<RapClient>,
 }
 
-#[async_trait]
-impl Performer for Embedded {
-    async fn perform(&self, thread_id: &ThreadId, effects: &[PendingEffect], version: Option<u64>) {
-        self.system
-            .perform(thread_id, effects, version)
-            .await
-            .unwrap();
-    }
-}
-
 impl Embedded {
     async fn start(tools: &Tools) -> Self {
         let model = ScriptedModel::parse(SCRIPT, Path::new("script.yaml")).unwrap();
@@ -160,7 +147,7 @@ impl Embedded {
     fn host(&self) -> Host<'_> {
         Host {
             store: self.system.store().as_ref(),
-            performer: self,
+            performer: self.system.as_ref(),
             signer: &self.signer,
             client: &self.client,
             runs_agent: &|name| name == "tester",
