@@ -277,6 +277,51 @@ impl RapClient {
         }
     }
 
+    /// POSTs `body` to `url` with this client's retries: a 2xx is done, a retryable status or
+    /// a failed connection is tried again, any other status is final (`{url} refused the
+    /// {what}: ...`). `server` is the configured server whose credentials go with it. A URL's
+    /// query (a signature) is left out of the errors.
+    async fn post_retried(
+        &self,
+        url: &str,
+        server: Option<&str>,
+        body: &(impl Serialize + Sync),
+        what: &str,
+        task: &'static str,
+    ) -> Result<(), String> {
+        let shown = url.split('?').next().unwrap_or(url);
+        with_backoff(
+            &self.retry,
+            task,
+            || async {
+                let request = self.http.post(url).json(body);
+                match self
+                    .send(request, server.unwrap_or_default(), self.timeout)
+                    .await
+                {
+                    Ok(r) if r.status().is_success() => Attempt::Done(()),
+                    Ok(r) if is_retryable(r.status()) => {
+                        Attempt::Again(format!("{shown} answered HTTP {}", r.status()))
+                    }
+                    Ok(r) => {
+                        let status = r.status();
+                        let text: String = r
+                            .text()
+                            .await
+                            .unwrap_or_default()
+                            .chars()
+                            .take(300)
+                            .collect();
+                        Attempt::Final(format!("{shown} refused the {what}: HTTP {status}: {text}"))
+                    }
+                    Err(why) => Attempt::Again(format!("{shown}: {why}")),
+                }
+            },
+            |attempts, why| format!("{why} (gave up after {attempts} attempts)"),
+        )
+        .await
+    }
+
     /// The server's manifest (`GET {base_url}/`), checked whole.
     pub async fn manifest(&self, base_url: &str) -> Result<wire::Manifest, String> {
         let url = format!("{base_url}{}", wire::DISCOVERY_PATH);
@@ -453,62 +498,21 @@ impl ToolDispatcher for RapClient {
                 None => Nullable::Absent,
             },
         };
-        let url = &target.endpoint;
-        with_backoff(
-            &self.retry,
+        self.post_retried(
+            &target.endpoint,
+            Some(&target.base_url),
+            &body,
+            "call",
             "tool invocation",
-            || async {
-                let request = self.http.post(url).json(&body);
-                match self.send(request, &target.base_url, self.timeout).await {
-                    Ok(r) if r.status().is_success() => Attempt::Done(()),
-                    Ok(r) if is_retryable(r.status()) => {
-                        Attempt::Again(format!("{url} answered HTTP {}", r.status()))
-                    }
-                    Ok(r) => {
-                        let status = r.status();
-                        let text = r.text().await.unwrap_or_default();
-                        let text: String = text.chars().take(300).collect();
-                        Attempt::Final(format!("{url} refused the call: HTTP {status}: {text}"))
-                    }
-                    Err(why) => Attempt::Again(format!("{url}: {why}")),
-                }
-            },
-            |attempts, why| format!("{why} (gave up after {attempts} attempts)"),
         )
         .await
         .map_err(DispatchError::Refused)
     }
 
     async fn forward(&self, url: &str, input: &Input) -> Result<(), DispatchError> {
-        let shown = url.split('?').next().unwrap_or(url);
-        with_backoff(
-            &self.retry,
-            "forwarding an input",
-            || async {
-                let request = self.http.post(url).json(input).timeout(self.timeout);
-                match request.send().await {
-                    Ok(r) if r.status().is_success() => Attempt::Done(()),
-                    Ok(r) if is_retryable(r.status()) => {
-                        Attempt::Again(format!("{shown} answered HTTP {}", r.status()))
-                    }
-                    Ok(r) => {
-                        let status = r.status();
-                        let text: String = r
-                            .text()
-                            .await
-                            .unwrap_or_default()
-                            .chars()
-                            .take(300)
-                            .collect();
-                        Attempt::Final(format!("{shown} refused the input: HTTP {status}: {text}"))
-                    }
-                    Err(e) => Attempt::Again(format!("{shown}: {}", e.without_url())),
-                }
-            },
-            |attempts, why| format!("{why} (gave up after {attempts} attempts)"),
-        )
-        .await
-        .map_err(DispatchError::Refused)
+        self.post_retried(url, None, input, "input", "forwarding an input")
+            .await
+            .map_err(DispatchError::Refused)
     }
 
     async fn notify(&self, notification: &Notification) {

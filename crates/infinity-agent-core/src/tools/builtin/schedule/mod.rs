@@ -222,14 +222,14 @@ pub fn create(
     let after = first_possible
         .checked_sub(jiff::SignedDuration::from_nanos(1))
         .unwrap_or(first_possible);
-    let next = upcoming(&schedule, after, 3);
+    // Enough occurrences to check their spacing; the first three are shown.
+    let next = upcoming(&schedule, after, 24);
     let Some(first) = next.first() else {
         return Err(
             "the rule has no occurrence in the next five years (within `until`)".to_owned(),
         );
     };
-    let sample = upcoming(&schedule, after, 24);
-    if let Some(pair) = sample
+    if let Some(pair) = next
         .windows(2)
         .find(|w| w[1].duration_since(w[0]).as_secs() < MIN_SPACING_SECONDS)
     {
@@ -241,7 +241,7 @@ pub fn create(
         ));
     }
     schedule.next = *first;
-    let shown: Vec<String> = next.iter().map(|t| show(*t, &zone)).collect();
+    let shown: Vec<String> = next.iter().take(3).map(|t| show(*t, &zone)).collect();
     let text = format!(
         "Schedule {} created. Next occurrences: {}.",
         schedule.id,
