@@ -12,7 +12,7 @@ use clap::Args;
 use infinity_agent_core::effect::OutputEvent;
 use infinity_agent_core::host::InputSender;
 use infinity_agent_core::ids::{InputId, ThreadId};
-use infinity_agent_core::input::{Input, InputBody};
+use infinity_agent_core::input::Input;
 use infinity_agent_core::state::ThreadStatus;
 use infinity_agent_core::store::{load_view, ThreadStore};
 use infinity_aws::config::Clients;
@@ -25,7 +25,7 @@ use crate::render::Renderer;
 pub struct Endpoint {
     /// One endpoint for every AWS service (e.g. http://localhost:4566 for LocalStack).
     #[arg(long)]
-    endpoint: Option<String>,
+    pub(crate) endpoint: Option<String>,
 }
 
 #[derive(Debug, Args)]
@@ -52,23 +52,6 @@ pub struct SendArgs {
     /// command line holds.
     #[arg(long, conflicts_with = "message", value_name = "FILE")]
     file: Option<std::path::PathBuf>,
-}
-
-#[derive(Debug, Args)]
-pub struct InterruptArgs {
-    #[command(flatten)]
-    endpoint: Endpoint,
-    /// The thread.
-    thread: String,
-    /// The input queue (default: $INFINITY_INPUT_QUEUE_URL).
-    #[arg(long)]
-    queue_url: Option<String>,
-    /// The table (default: $INFINITY_TABLE), to refuse an unknown or closed thread.
-    #[arg(long)]
-    table: Option<String>,
-    /// The thread's open descendants too (required to close a thread with open children).
-    #[arg(long)]
-    tree: bool,
 }
 
 #[derive(Debug, Args)]
@@ -178,7 +161,7 @@ pub async fn choose(args: ChooseArgs) -> Result<u8> {
 }
 
 /// The table's store, and the named thread's id and record (an error if it does not exist).
-async fn load_thread(
+pub(crate) async fn load_thread(
     clients: &Clients,
     table: String,
     thread: &str,
@@ -197,7 +180,7 @@ async fn load_thread(
     Ok((store, thread, record))
 }
 
-fn setting(flag: Option<String>, var: &str, what: &str) -> Result<String> {
+pub(crate) fn setting(flag: Option<String>, var: &str, what: &str) -> Result<String> {
     flag.or_else(|| std::env::var(var).ok().filter(|v| !v.is_empty()))
         .ok_or_else(|| {
             anyhow!("no {what}: pass it as a flag or set {var} (for the local stack: source infra/local/env.sh)")
@@ -251,91 +234,6 @@ pub async fn send(args: SendArgs) -> Result<u8> {
         .await?;
     crate::out!("sent {} to thread {thread}", input.id);
     Ok(0)
-}
-
-/// `infinity interrupt THREAD`: queues an `interrupt` input; the deployment cancels the thread's
-/// calls in flight.
-pub async fn interrupt(args: InterruptArgs) -> Result<u8> {
-    let target = OpenThread::find(&args.endpoint, args.queue_url, args.table, &args.thread).await?;
-    let id = target
-        .send(InputBody::Interrupt { tree: args.tree })
-        .await?;
-    let calls = target.record.pending_calls.len();
-    let below = if args.tree {
-        " and every open thread below it"
-    } else {
-        ""
-    };
-    crate::out!(
-        "sent interrupt {id} to thread {}{below} ({calls} call(s) in flight)",
-        target.thread
-    );
-    Ok(0)
-}
-
-/// `infinity close THREAD [--tree]`: closes a thread of the stack, and every thread below it.
-pub async fn close(args: InterruptArgs) -> Result<u8> {
-    let target = OpenThread::find(&args.endpoint, args.queue_url, args.table, &args.thread).await?;
-    let open: Vec<&str> = target
-        .record
-        .children
-        .iter()
-        .filter(|c| !c.closed)
-        .map(|c| c.thread_id.as_str())
-        .collect();
-    if !open.is_empty() && !args.tree {
-        anyhow::bail!(
-            "thread {} has open children ({}); closing it closes them too: pass --tree",
-            target.thread,
-            open.join(", ")
-        );
-    }
-    let id = target.send(InputBody::Close {}).await?;
-    crate::out!(
-        "sent close {id} to thread {} ({} open child thread(s) close with it)",
-        target.thread,
-        open.len()
-    );
-    Ok(0)
-}
-
-/// A thread of the stack that takes a person's input: its input queue and its record (an
-/// unknown or closed thread is refused).
-struct OpenThread {
-    sender: SqsInputSender,
-    thread: ThreadId,
-    record: infinity_agent_core::state::ThreadRecord,
-}
-
-impl OpenThread {
-    async fn find(
-        endpoint: &Endpoint,
-        queue_url: Option<String>,
-        table: Option<String>,
-        thread: &str,
-    ) -> Result<Self> {
-        let queue_url = setting(queue_url, "INFINITY_INPUT_QUEUE_URL", "input queue URL")?;
-        let table = setting(table, "INFINITY_TABLE", "table")?;
-        let clients = Clients::from_env_with_endpoint(endpoint.endpoint.as_deref()).await;
-        let (_, thread, record) = load_thread(&clients, table, thread).await?;
-        if record.status == ThreadStatus::Closed {
-            anyhow::bail!("thread {thread} is closed");
-        }
-        Ok(Self {
-            sender: SqsInputSender::new(clients.sqs.clone(), queue_url),
-            thread,
-            record,
-        })
-    }
-
-    /// Queues `body` for the thread; returns the input's id.
-    async fn send(&self, body: InputBody) -> Result<InputId> {
-        let input = Input::new(self.thread.clone(), body);
-        self.sender
-            .send_to_input_queue(&input, &self.thread, &input.id)
-            .await?;
-        Ok(input.id)
-    }
 }
 
 pub async fn show(args: ShowArgs) -> Result<u8> {
@@ -643,129 +541,4 @@ pub async fn tail(args: TailArgs) -> Result<u8> {
             }
         }
     }
-}
-
-#[derive(Debug, Args)]
-pub struct ScheduleRmArgs {
-    #[command(flatten)]
-    endpoint: Endpoint,
-    /// The thread.
-    thread: String,
-    /// The schedule's id (`sch-...`, from `infinity schedules list`).
-    schedule: String,
-    /// The input queue (default: $INFINITY_INPUT_QUEUE_URL).
-    #[arg(long)]
-    queue_url: Option<String>,
-    /// The table (default: $INFINITY_TABLE).
-    #[arg(long)]
-    table: Option<String>,
-}
-
-/// A thread's record from the stack of `$INFINITY_TABLE`.
-pub async fn record(thread: &ThreadId) -> Result<Option<infinity_agent_core::state::ThreadRecord>> {
-    let table = setting(None, "INFINITY_TABLE", "table")?;
-    let clients = Clients::from_env_with_endpoint(None).await;
-    let store =
-        DynamoThreadStore::new(clients.dynamodb.clone(), table, Duration::from_secs(86_400));
-    Ok(store.load_record(thread).await?)
-}
-
-/// `infinity schedules rm THREAD SCHEDULE`: deletes a schedule through the thread's queue.
-pub async fn remove_schedule(args: ScheduleRmArgs) -> Result<u8> {
-    let target = OpenThread::find(&args.endpoint, args.queue_url, args.table, &args.thread).await?;
-    let schedules = &target.record.schedules;
-    if !schedules.iter().any(|s| s.id == args.schedule) {
-        let ids: Vec<&str> = schedules.iter().map(|s| s.id.as_str()).collect();
-        anyhow::bail!(
-            "thread {} has no schedule {} (it has: {})",
-            target.thread,
-            args.schedule,
-            if ids.is_empty() {
-                "none".to_owned()
-            } else {
-                ids.join(", ")
-            }
-        );
-    }
-    target
-        .send(InputBody::ScheduleDelete {
-            schedule_id: args.schedule.clone(),
-        })
-        .await?;
-    crate::out!(
-        "sent: delete schedule {} of thread {}",
-        args.schedule,
-        target.thread
-    );
-    Ok(0)
-}
-
-#[derive(Debug, Args)]
-pub struct ScheduleAddArgs {
-    #[command(flatten)]
-    endpoint: Endpoint,
-    /// The thread.
-    thread: String,
-    /// What the thread receives at each occurrence.
-    #[arg(long)]
-    message: String,
-    /// An RFC 5545 RRULE (e.g. FREQ=WEEKLY;BYDAY=MO,WE;BYHOUR=8;BYMINUTE=30).
-    #[arg(long, required_unless_present = "cron", conflicts_with = "cron")]
-    rrule: Option<String>,
-    /// A five-field cron expression (minute hour day-of-month month day-of-week).
-    #[arg(long)]
-    cron: Option<String>,
-    /// The IANA time zone the rule is read in (default UTC).
-    #[arg(long)]
-    timezone: Option<String>,
-    /// The local start (YYYY-MM-DDTHH:MM; default now).
-    #[arg(long)]
-    start: Option<String>,
-    /// The local time after which it stops.
-    #[arg(long)]
-    until: Option<String>,
-    /// Stop after this many occurrences.
-    #[arg(long)]
-    count: Option<u64>,
-    /// The input queue (default: $INFINITY_INPUT_QUEUE_URL).
-    #[arg(long)]
-    queue_url: Option<String>,
-    /// The table (default: $INFINITY_TABLE).
-    #[arg(long)]
-    table: Option<String>,
-}
-
-/// `infinity schedules add THREAD --message M (--rrule R | --cron C) ...`: checks the schedule
-/// against the thread now and sends it through the thread's queue.
-pub async fn add_schedule(args: ScheduleAddArgs) -> Result<u8> {
-    let target = OpenThread::find(&args.endpoint, args.queue_url, args.table, &args.thread).await?;
-    let mut schedule = serde_json::json!({"message": args.message});
-    for (key, value) in [
-        ("rrule", args.rrule),
-        ("cron", args.cron),
-        ("timezone", args.timezone),
-        ("start", args.start),
-        ("until", args.until),
-    ] {
-        if let Some(value) = value {
-            schedule[key] = serde_json::Value::String(value);
-        }
-    }
-    if let Some(count) = args.count {
-        schedule["count"] = serde_json::json!(count);
-    }
-    let (id, text) = infinity_agent_core::runtime::check_schedule(
-        &target.record,
-        jiff::Timestamp::now(),
-        &schedule,
-    )
-    .map_err(|why| anyhow!("{why}"))?;
-    target
-        .send(InputBody::ScheduleCreate {
-            schedule_id: id,
-            args: schedule,
-        })
-        .await?;
-    crate::out!("sent to thread {}: {text}", target.thread);
-    Ok(0)
 }

@@ -3,6 +3,7 @@
 mod aws;
 mod display;
 mod migrate;
+mod people;
 mod render;
 mod serve;
 mod tool_servers;
@@ -52,13 +53,13 @@ enum Command {
     /// Answer a tool server's question on a thread of an AWS (or local) stack.
     Choose(aws::ChooseArgs),
     /// Interrupt a thread of an AWS (or local) stack: cancel its calls in flight.
-    Interrupt(aws::InterruptArgs),
+    Interrupt(people::InterruptArgs),
     /// Close a thread of an AWS (or local) stack, and every thread below it.
-    Close(aws::InterruptArgs),
-    /// A thread's recurring schedules: list them (a store folder or an AWS stack), delete one
-    /// (an AWS stack; `infinity serve` has `DELETE /threads/{id}/schedules/{schedule}`).
+    Close(people::InterruptArgs),
+    /// A thread's recurring schedules: list them (a store folder or an AWS stack), add or delete
+    /// one (an AWS stack; `infinity serve` has `POST` and `DELETE /threads/{id}/schedules`).
     #[command(subcommand)]
-    Schedules(ScheduleCommand),
+    Schedules(people::ScheduleCommand),
     /// Move a live session to another host: between an `infinity serve` and an AWS stack, either
     /// way, with its threads, pending calls, subscriptions and timers.
     Migrate(migrate::MigrateArgs),
@@ -77,25 +78,6 @@ enum ToolsCommand {
         #[arg(long)]
         json: bool,
     },
-}
-
-#[derive(Debug, Subcommand)]
-enum ScheduleCommand {
-    /// The thread's schedules with their next occurrence.
-    List {
-        /// The thread.
-        thread: String,
-        /// Read this store folder (default: the AWS stack of $INFINITY_TABLE).
-        #[arg(long)]
-        store: Option<PathBuf>,
-        /// Print them as JSON.
-        #[arg(long)]
-        json: bool,
-    },
-    /// Create a schedule on a thread of an AWS (or local) stack, as `schedule_create` does.
-    Add(aws::ScheduleAddArgs),
-    /// Delete a schedule of a thread of an AWS (or local) stack.
-    Rm(aws::ScheduleRmArgs),
 }
 
 #[derive(Debug, Subcommand)]
@@ -219,15 +201,9 @@ fn main() -> std::process::ExitCode {
             Command::Thread(ThreadCommand::Outbox(args)) => aws::outbox(args).await,
             Command::Tail(args) => aws::tail(args).await,
             Command::Choose(args) => aws::choose(args).await,
-            Command::Interrupt(args) => aws::interrupt(args).await,
-            Command::Close(args) => aws::close(args).await,
-            Command::Schedules(ScheduleCommand::List {
-                thread,
-                store,
-                json,
-            }) => list_schedules(&thread, store, json).await,
-            Command::Schedules(ScheduleCommand::Rm(args)) => aws::remove_schedule(args).await,
-            Command::Schedules(ScheduleCommand::Add(args)) => aws::add_schedule(args).await,
+            Command::Interrupt(args) => people::interrupt(args).await,
+            Command::Close(args) => people::close(args).await,
+            Command::Schedules(command) => people::schedules(command).await,
             Command::Migrate(args) => migrate::run(args).await,
             Command::McpBridge(args) => infinity_mcp_bridge::run(args).await.map(|()| 0),
             Command::Tools(ToolsCommand::Internal { json }) => tools_internal(json),
@@ -700,37 +676,6 @@ fn tools_internal(json: bool) -> Result<u8> {
             } else {
                 tools.join(", ")
             }
-        );
-    }
-    Ok(0)
-}
-
-/// `infinity schedules list THREAD [--store DIR] [--json]`.
-async fn list_schedules(thread: &str, store: Option<PathBuf>, json: bool) -> Result<u8> {
-    let id = ThreadId::new(thread).map_err(|e| anyhow::anyhow!("{e}"))?;
-    let record = match store {
-        Some(dir) => FileStore::open_read_only(&dir)?.load_record(&id).await?,
-        None => aws::record(&id).await?,
-    };
-    let Some(record) = record else {
-        anyhow::bail!("no thread {id}");
-    };
-    if json {
-        crate::out!("{}", serde_json::to_string_pretty(&record.schedules)?);
-        return Ok(0);
-    }
-    if record.schedules.is_empty() {
-        crate::out!("thread {id} has no schedules");
-    }
-    for s in &record.schedules {
-        crate::out!(
-            "{} {} ({}) next {} fired {}: {}",
-            s.id,
-            s.rrule.as_deref().or(s.cron.as_deref()).unwrap_or_default(),
-            s.timezone,
-            s.next,
-            s.fired,
-            s.message
         );
     }
     Ok(0)

@@ -12,6 +12,7 @@ use crate::state::{memory_write, Delegation, MemoryError, OpenChoice, PendingKin
 use crate::tools::builtin::threads::{close_now, spawn_child, ChildOrigin};
 use crate::tools::internal::delegation::{self, NotRunning};
 
+use super::filters::filtered_notice;
 use super::timeline::{CallResult, Draft};
 
 /// Why an input was dropped. Dropping is not an error: the input is marked processed and
@@ -267,57 +268,6 @@ impl Draft<'_> {
             self.spawn_event_thread(&sub, text);
         }
         Ok(())
-    }
-
-    /// True when an event of subscription `index` wakes the thread: it has no `wake_if`, or the
-    /// event matches it. One that does not is folded into the subscription's count (the model
-    /// hears of it at its next completion) and costs no completion.
-    fn wakes(&mut self, index: usize, text: &str) -> bool {
-        let now = self.now;
-        let sub = &mut self.record.subscriptions[index];
-        let Some(expr) = &sub.wake_if else {
-            return true;
-        };
-        match crate::tools::wake_if::WakeIf::parse(expr) {
-            Ok(filter) if !filter.matches(text) => {}
-            // Checked when the call was made; a record from elsewhere that no longer parses
-            // filters nothing.
-            _ => return true,
-        }
-        let last: String = text.chars().take(300).collect();
-        match &mut sub.filtered {
-            Some(f) => {
-                f.count += 1;
-                f.last = last;
-            }
-            None => {
-                sub.filtered = Some(crate::state::Filtered {
-                    count: 1,
-                    since: now,
-                    last,
-                })
-            }
-        }
-        tracing::debug!(thread = %self.record.id, call = %sub.call_id, "event did not match wake_if");
-        false
-    }
-
-    /// Before a completion: a notice for each subscription whose `wake_if` kept events from
-    /// the model since it last heard, and the counts start again.
-    pub(super) fn summarize_filtered(&mut self) {
-        let mut notices = Vec::new();
-        for sub in &mut self.record.subscriptions {
-            let Some(f) = sub.filtered.take() else {
-                continue;
-            };
-            notices.push(filtered_notice(sub, &f));
-        }
-        for text in notices {
-            self.append(Item::Notice {
-                text,
-                is_error: false,
-            });
-        }
     }
 
     /// A non-associative event is handled by a child thread of its own (counted against the
@@ -596,82 +546,6 @@ impl Draft<'_> {
 
     /// The parent closes this thread; its `close_thread` call gets its result once it is closed
     /// (also when the thread had closed itself meanwhile).
-    /// An occurrence of a recurring schedule: the thread receives its message (marked late when
-    /// the host was down at the time), and only the next occurrence is armed: occurrences
-    /// missed meanwhile are skipped, never fired in a burst.
-    fn schedule(&mut self, schedule_id: String, at: jiff::Timestamp) -> Applied {
-        use crate::tools::builtin::schedule::{arm, show, upcoming};
-        let Some(index) = self
-            .record
-            .schedules
-            .iter()
-            .position(|s| s.id == schedule_id)
-        else {
-            return Err(DropReason::NoSchedule(schedule_id));
-        };
-        if self.record.schedules[index].next != at {
-            return Err(DropReason::StaleOccurrence(schedule_id));
-        }
-        let late = self.now.duration_since(at) > jiff::SignedDuration::from_secs(60);
-        let schedule = &mut self.record.schedules[index];
-        schedule.fired += 1;
-        let mut text = format!(
-            "[Scheduled message, schedule {} at {}",
-            schedule.id,
-            show(at, &schedule.timezone)
-        );
-        if late {
-            text.push_str(&format!(
-                "; late: delivered at {} (occurrences missed meanwhile are skipped)",
-                show(self.now, &schedule.timezone)
-            ));
-        }
-        text.push_str(&format!("] {}", schedule.message));
-        let after = if self.now > at { self.now } else { at };
-        let next = upcoming(schedule, after, 1).first().copied();
-        let ended = match next {
-            Some(next) => {
-                schedule.next = next;
-                let effect = arm(&self.record, &self.record.schedules[index]);
-                self.effects.push(effect);
-                None
-            }
-            None => Some(self.record.schedules.remove(index).id),
-        };
-        let mut items = vec![Item::user(text)];
-        if let Some(id) = ended {
-            items.push(Item::Notice {
-                text: format!("Schedule {id} has no further occurrence and was removed."),
-                is_error: false,
-            });
-        }
-        self.actionable(items);
-        Ok(())
-    }
-
-    /// A person creates a schedule: checked again here (the thread may have changed since the
-    /// request was checked); one that is no longer valid is dropped with the reason logged.
-    fn schedule_create(&mut self, schedule_id: String, args: serde_json::Value) -> Applied {
-        let created = crate::tools::create_schedule(
-            &mut self.record,
-            self.now,
-            self.ids,
-            &mut self.effects,
-            &args,
-            Some(schedule_id.clone()),
-        );
-        match created {
-            Ok(text) => {
-                self.append(Item::Notice {
-                    text: format!("A person created a schedule. {text}"),
-                    is_error: false,
-                });
-                Ok(())
-            }
-            Err(why) => Err(DropReason::BadSchedule(schedule_id, why)),
-        }
-    }
-
     /// A person closes the thread (and so its descendants); its parent, if any, is told.
     fn close(&mut self) -> Applied {
         let cause = self
@@ -710,17 +584,4 @@ impl Draft<'_> {
         }
         Ok(())
     }
-}
-
-/// What the model reads of the events a subscription's `wake_if` kept from it.
-fn filtered_notice(sub: &Subscription, f: &crate::state::Filtered) -> String {
-    format!(
-        "{} event(s) of the subscription {} ({}) did not match wake_if `{}` since {} and did not wake you. The newest: {}",
-        f.count,
-        sub.call_id,
-        sub.tool,
-        sub.wake_if.as_deref().unwrap_or_default(),
-        show_time(f.since),
-        f.last
-    )
 }

@@ -64,8 +64,10 @@ mod admit;
 pub(crate) use admit::held_inputs;
 mod calls;
 mod compaction;
+mod filters;
 mod inputs;
 mod limits;
+mod schedules;
 mod timeline;
 
 #[cfg(test)]
