@@ -4,27 +4,13 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // test code: a failed step should stop the test
 
-use std::process::{Child, Command, Stdio};
-use std::time::Duration;
+mod common;
+
+use common::{free_port, get_json, until, Server};
+
+use std::process::{Command, Stdio};
 
 use serde_json::{json, Value};
-
-struct Server(Child);
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
 
 fn serve(agent: &std::path::Path, store: &std::path::Path) -> (Server, String) {
     let port = free_port();
@@ -43,13 +29,6 @@ fn serve(agent: &std::path::Path, store: &std::path::Path) -> (Server, String) {
     (Server(child), format!("http://127.0.0.1:{port}"))
 }
 
-async fn get_json(url: &str) -> (u16, Value) {
-    match reqwest::get(url).await {
-        Ok(r) => (r.status().as_u16(), r.json().await.unwrap_or(Value::Null)),
-        Err(_) => (0, Value::Null),
-    }
-}
-
 async fn say(base: &str, thread: &str, text: &str) {
     let r = reqwest::Client::new()
         .post(format!("{base}/threads/{thread}/messages"))
@@ -58,20 +37,6 @@ async fn say(base: &str, thread: &str, text: &str) {
         .await
         .unwrap();
     assert_eq!(r.status().as_u16(), 202, "{}", r.text().await.unwrap());
-}
-
-async fn until<F, Fut>(what: &str, mut check: F)
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = bool>,
-{
-    for _ in 0..300 {
-        if check().await {
-            return;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    panic!("timed out waiting for {what}");
 }
 
 fn migrate(args: &[&str]) -> (i32, String) {

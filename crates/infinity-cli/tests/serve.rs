@@ -4,7 +4,11 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // test code: a failed step should stop the test
 
-use std::process::{Child, Command, Stdio};
+mod common;
+
+use common::{free_port, get_json, until, Server};
+
+use std::process::{Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -96,42 +100,6 @@ fn picker_app(picker: Arc<Picker>) -> Router {
         .route("/close_thread", post(|| async { "ok" }))
         .route("/cancel_tool_call", post(|| async { "ok" }))
         .with_state(picker)
-}
-
-struct Server(Child);
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
-async fn get_json(url: &str) -> (u16, Value) {
-    let r = reqwest::get(url).await.unwrap();
-    (r.status().as_u16(), r.json().await.unwrap_or(Value::Null))
-}
-
-async fn until<F, Fut>(what: &str, mut check: F)
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = bool>,
-{
-    for _ in 0..200 {
-        if check().await {
-            return;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    panic!("timed out waiting for {what}");
 }
 
 /// The picker tool server, running, and a folder with an agent file (`agent.yaml`) that uses it

@@ -1,0 +1,51 @@
+//! What the tests that start `infinity` processes share: a child process stopped when dropped,
+//! a free port, a JSON GET, and waiting until something holds.
+
+#![allow(dead_code, clippy::unwrap_used, clippy::expect_used, clippy::panic)] // each test crate uses a part
+
+use std::process::Child;
+use std::time::Duration;
+
+use serde_json::Value;
+
+/// A running `infinity` process, killed when dropped.
+pub struct Server(pub Child);
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// A local port nothing listens on now.
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// The status and JSON body of a GET (`(0, null)` when nothing answers).
+pub async fn get_json(url: &str) -> (u16, Value) {
+    match reqwest::get(url).await {
+        Ok(r) => (r.status().as_u16(), r.json().await.unwrap_or(Value::Null)),
+        Err(_) => (0, Value::Null),
+    }
+}
+
+/// Waits (up to 15 s) until `check` holds.
+pub async fn until<F, Fut>(what: &str, mut check: F)
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = bool>,
+{
+    for _ in 0..300 {
+        if check().await {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    panic!("timed out waiting for {what}");
+}
