@@ -188,8 +188,14 @@ pub fn summary_text(text: &str) -> String {
 
 /// A thread's history as one sequence without copying it: the entries the slice started from,
 /// then the entries it added. Cheap to copy; indexing and iteration cost nothing extra.
+///
+/// A view may be a *window*: the store loaded only the entries from `skipped` on (a compacted
+/// thread's model sees nothing older than its newest summary's cut). Indexes stay those of the
+/// whole history: [`HistoryView::len`] counts the skipped entries, [`HistoryView::get`] is `None`
+/// for them, and iteration starts at the window.
 #[derive(Debug, Clone, Copy)]
 pub struct HistoryView<'a> {
+    skipped: usize,
     earlier: &'a [std::sync::Arc<HistoryEntry>],
     newer: &'a [std::sync::Arc<HistoryEntry>],
 }
@@ -200,7 +206,20 @@ impl<'a> HistoryView<'a> {
         earlier: &'a [std::sync::Arc<HistoryEntry>],
         newer: &'a [std::sync::Arc<HistoryEntry>],
     ) -> Self {
-        Self { earlier, newer }
+        Self::window(0, earlier, newer)
+    }
+
+    /// `earlier` followed by `newer`, which start at index `skipped` of the whole history.
+    pub fn window(
+        skipped: usize,
+        earlier: &'a [std::sync::Arc<HistoryEntry>],
+        newer: &'a [std::sync::Arc<HistoryEntry>],
+    ) -> Self {
+        Self {
+            skipped,
+            earlier,
+            newer,
+        }
     }
 
     /// A view of one slice.
@@ -208,9 +227,9 @@ impl<'a> HistoryView<'a> {
         Self::new(entries, &[])
     }
 
-    /// Number of entries.
+    /// Number of entries in the whole history, skipped ones included.
     pub fn len(&self) -> usize {
-        self.earlier.len() + self.newer.len()
+        self.skipped + self.earlier.len() + self.newer.len()
     }
 
     /// True when there are no entries.
@@ -218,15 +237,21 @@ impl<'a> HistoryView<'a> {
         self.len() == 0
     }
 
-    /// The entry at `index`.
+    /// How many of the oldest entries are not loaded (the index of the first one that is).
+    pub fn skipped(&self) -> usize {
+        self.skipped
+    }
+
+    /// The entry at `index` (`None` past the end, or when it is skipped).
     pub fn get(&self, index: usize) -> Option<&'a std::sync::Arc<HistoryEntry>> {
+        let index = index.checked_sub(self.skipped)?;
         match index.checked_sub(self.earlier.len()) {
             None => self.earlier.get(index),
             Some(i) => self.newer.get(i),
         }
     }
 
-    /// All entries, oldest first.
+    /// The loaded entries, oldest first (the first is at index [`HistoryView::skipped`]).
     pub fn iter(
         &self,
     ) -> std::iter::Chain<
@@ -236,11 +261,12 @@ impl<'a> HistoryView<'a> {
         self.earlier.iter().chain(self.newer.iter())
     }
 
-    /// The entries from `start` on, oldest first.
+    /// The loaded entries from index `start` on, oldest first.
     pub fn since(
         &self,
         start: usize,
     ) -> impl DoubleEndedIterator<Item = &'a std::sync::Arc<HistoryEntry>> {
+        let start = start.saturating_sub(self.skipped);
         let (e, n) = if start <= self.earlier.len() {
             (&self.earlier[start..], self.newer)
         } else {
@@ -250,13 +276,14 @@ impl<'a> HistoryView<'a> {
         e.iter().chain(n.iter())
     }
 
-    /// Index of the newest entry matching `pred`.
+    /// Index of the newest loaded entry matching `pred`.
     pub fn rposition(&self, mut pred: impl FnMut(&HistoryEntry) -> bool) -> Option<usize> {
         self.newer
             .iter()
             .rposition(|e| pred(e))
             .map(|i| i + self.earlier.len())
             .or_else(|| self.earlier.iter().rposition(|e| pred(e)))
+            .map(|i| i + self.skipped)
     }
 
     /// The entries as one vector (copies the pointers).

@@ -44,6 +44,10 @@ pub struct AwsConfig {
     pub schedule_early: Duration,
     /// `INFINITY_DEDUP_TTL_DAYS` (default 30): how long processed-input markers are kept.
     pub dedup_ttl: Duration,
+    /// `INFINITY_VIEW_CACHE_MB` (default 32; 0 turns it off): how many bytes of threads' history
+    /// a warm Lambda instance keeps between slices, so a thread's next slice reads only what is
+    /// new (docs/aws.md).
+    pub view_cache_bytes: usize,
 }
 
 fn required(
@@ -75,6 +79,25 @@ fn seconds(
     }
 }
 
+fn megabytes(
+    name: &'static str,
+    default: usize,
+    get: &impl Fn(&str) -> Option<String>,
+) -> Result<usize, ConfigError> {
+    let mb = match get(name) {
+        Some(v) if !v.trim().is_empty() => {
+            v.trim()
+                .parse::<usize>()
+                .map_err(|_| ConfigError::Invalid {
+                    name,
+                    reason: format!("`{v}` is not a whole number of megabytes"),
+                })?
+        }
+        _ => default,
+    };
+    Ok(mb.saturating_mul(1 << 20))
+}
+
 impl AwsConfig {
     /// Reads the configuration from the process environment.
     pub fn from_env() -> Result<Self, ConfigError> {
@@ -101,6 +124,7 @@ impl AwsConfig {
             relay_threshold,
             schedule_early: seconds("INFINITY_SCHEDULE_EARLY_SECONDS", 60, &get)?,
             dedup_ttl: seconds("INFINITY_DEDUP_TTL_DAYS", 30, &get)? * 86_400,
+            view_cache_bytes: megabytes("INFINITY_VIEW_CACHE_MB", 32, &get)?,
         })
     }
 }

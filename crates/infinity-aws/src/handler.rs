@@ -12,11 +12,12 @@ use infinity_agent_core::agent::{Agent, AgentFile};
 use infinity_agent_core::effect::{OutputEvent, OutputKind};
 use infinity_agent_core::engine::SliceError;
 use infinity_agent_core::host::{
-    perform_effects, run_slice, EffectPerformer, EffectRef, Handoff, HostContext, InputSender,
-    ModelRetry, OutputError, PerformError, SendError, SliceFailure, Timers, ToolDispatcher,
+    perform_effects, run_loaded_slice, EffectPerformer, EffectRef, Handoff, HostContext,
+    InputSender, ModelRetry, OutputError, PerformError, SendError, SliceFailure, Timers,
+    ToolDispatcher,
 };
-use infinity_agent_core::ids::{RandomIds, ThreadId};
-use infinity_agent_core::input::Input;
+use infinity_agent_core::ids::{InputId, RandomIds, ThreadId};
+use infinity_agent_core::input::{Input, InputBody};
 use infinity_agent_core::store::{StoreError, ThreadStore};
 use infinity_agent_core::tools::{SetTitle, Tool};
 use jiff::Timestamp;
@@ -223,7 +224,9 @@ impl AgentHandler {
             clients.dynamodb.clone(),
             config.table.clone(),
             config.dedup_ttl,
-        );
+        )
+        .keeping_views(config.view_cache_bytes)
+        .deferring_outbox_deletes();
         Self {
             sender: SqsInputSender::new(clients.sqs.clone(), config.input_queue_url.clone())
                 .with_stash(store.clone()),
@@ -310,6 +313,11 @@ impl AgentHandler {
                 }
                 Err(err) => tracing::error!(%err, "a thread's task failed"),
             }
+        }
+        // The batch's performed outboxes, deleted together (no thread of the batch gets its
+        // next message before this returns).
+        if let Err(err) = self.store.flush_outbox_deletes().await {
+            tracing::warn!(%err, "performed outbox items not deleted; a thread's next slice performs them again");
         }
         response
     }
@@ -427,8 +435,14 @@ impl AgentHandler {
         inputs: Vec<Input>,
         attempt: u32,
     ) -> Result<(), HandlerError> {
+        if inputs.iter().any(|i| matches!(i.body, InputBody::Nudge {})) {
+            // An operator put effects back in the outbox: read it, whatever this instance kept.
+            self.store.forget(thread_id);
+        }
+        let input_ids: Vec<InputId> = inputs.iter().map(|i| i.id.clone()).collect();
+        let mut state = self.store.load_slice(thread_id, &input_ids, true).await?;
         // A crash after an earlier commit leaves its effects here; perform them first.
-        let leftover = self.store.thread_outbox(thread_id).await?;
+        let leftover = state.outbox.take().unwrap_or_default();
         if !leftover.is_empty() {
             tracing::info!(thread = %thread_id, effects = leftover.len(), "performing effects left by an earlier slice");
             if let Err(err) = perform_effects(self, &self.store, thread_id, &leftover, None).await {
@@ -447,7 +461,9 @@ impl AgentHandler {
             live: None,
             model_retry: LAMBDA_MODEL_RETRY,
         };
-        match run_slice(&host, thread_id, inputs, Timestamp::now(), &mut RandomIds).await {
+        let mut ids = RandomIds;
+        let slice = run_loaded_slice(&host, thread_id, inputs, state, Timestamp::now(), &mut ids);
+        match slice.await {
             Ok(report) => match report.effects {
                 Ok(()) => Ok(()),
                 Err(err) => self.retry_or_set_aside(thread_id, err, attempt).await,

@@ -40,12 +40,13 @@ use infinity_agent_core::effect::PendingEffect;
 use infinity_agent_core::history::HistoryEntry;
 use infinity_agent_core::ids::{EffectId, InputId, ThreadId};
 use infinity_agent_core::state::ThreadRecord;
-use infinity_agent_core::store::{StoreError, ThreadStore};
+use infinity_agent_core::store::{SliceState, StoreError, ThreadStore};
 use serde::Serialize;
 
 mod aside;
 mod blob;
 mod import;
+mod warm;
 
 use blob::{Blob, Parts};
 
@@ -125,6 +126,8 @@ pub struct DynamoThreadStore {
     /// replaces through the same store, so the commit knows what the record it replaces owns
     /// without reading it again.)
     record_parts: Arc<Mutex<RecordParts>>,
+    /// What this store keeps of the threads it ran, and outbox deletes held back (`warm.rs`).
+    warm: Arc<Mutex<warm::Warm>>,
 }
 
 /// Per thread, the version of the record a store read and the parts it had.
@@ -155,6 +158,7 @@ impl DynamoThreadStore {
             table: table.into(),
             dedup_ttl,
             record_parts: Arc::default(),
+            warm: Arc::default(),
         }
     }
 
@@ -320,28 +324,28 @@ impl ThreadStore for DynamoThreadStore {
         thread_id: &ThreadId,
         upto: u64,
     ) -> Result<Vec<Arc<HistoryEntry>>, StoreError> {
-        if upto == 0 {
-            return Ok(Vec::new());
-        }
-        let pk = pk(thread_id);
-        let items = self
-            .query_all(&pk, &entry_sk(0), &entry_sk(upto - 1))
-            .await?;
-        let mut entries = Vec::with_capacity(items.len());
-        for item in &items {
-            let entry: HistoryEntry = self.read_body(&pk, item, "history entry").await?;
-            entries.push(Arc::new(entry));
-        }
-        if entries.len() as u64 != upto {
-            return Err(corrupt(
-                "history",
-                format!(
-                    "thread {thread_id} has {} entries, expected {upto}",
-                    entries.len()
-                ),
-            ));
-        }
-        Ok(entries)
+        self.load_entries_between(thread_id, 0, upto).await
+    }
+
+    async fn load_entries_between(
+        &self,
+        thread_id: &ThreadId,
+        from: u64,
+        upto: u64,
+    ) -> Result<Vec<Arc<HistoryEntry>>, StoreError> {
+        let entries = self.entries_between(thread_id, from, upto).await?;
+        Ok(entries.into_iter().map(|(entry, _)| entry).collect())
+    }
+
+    /// The record and the markers in one `BatchGetItem`; the entries and the outbox only as far
+    /// as this store did not keep them from the thread's last slice (`warm.rs`).
+    async fn load_slice(
+        &self,
+        thread_id: &ThreadId,
+        input_ids: &[InputId],
+        with_outbox: bool,
+    ) -> Result<SliceState, StoreError> {
+        self.read_slice(thread_id, input_ids, with_outbox).await
     }
 
     async fn processed(
@@ -525,6 +529,8 @@ impl ThreadStore for DynamoThreadStore {
             .await
         {
             Ok(_) => {
+                let sizes: Vec<usize> = entries.iter().map(|b| b.json.len()).collect();
+                self.committed(commit, &sizes, outbox.as_ref().map(|o| o.parts().is_some()));
                 if !parts_in_transaction {
                     for sk in adopted.iter().flat_map(Parts::sort_keys) {
                         self.client
@@ -571,7 +577,11 @@ impl ThreadStore for DynamoThreadStore {
         version: u64,
         _effect_ids: &[EffectId],
     ) -> Result<(), StoreError> {
-        // A commit's effects are one outbox item: one delete, no read.
+        // A commit's effects are one outbox item: one delete, no read; or none now, when the
+        // delete waits for the end of the Lambda batch.
+        if self.performed(thread_id, version) {
+            return Ok(());
+        }
         self.clear_outbox(thread_id, version).await
     }
 

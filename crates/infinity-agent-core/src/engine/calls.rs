@@ -253,7 +253,7 @@ impl Draft<'_> {
             let mut ctx = ToolContext {
                 now: self.now,
                 record: &mut self.record,
-                view: HistoryView::new(self.base, &self.added),
+                view: HistoryView::window(self.skipped, self.base, &self.added),
                 call,
                 conversation: &mut self.conversation,
                 threads_left,

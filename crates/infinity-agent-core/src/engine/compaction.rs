@@ -79,9 +79,12 @@ impl Draft<'_> {
     fn compaction_cut(&self) -> Option<usize> {
         let view = self.view();
         let start = self.latest_summary().map_or(0, |(_, covers)| covers);
+        // No call is open across the previous cut (it was a clean boundary), so the walk starts
+        // there: a windowed view has nothing older loaded, and needs nothing older.
+        let first = start.max(view.skipped());
         let mut open: HashSet<&CallId> = HashSet::new();
         let mut boundary = None;
-        for (i, entry) in view.iter().enumerate() {
+        for (i, entry) in (first..).zip(view.since(first)) {
             let clean = open.is_empty()
                 && matches!(entry.item, Item::Message { .. } | Item::Assistant { .. });
             if clean && i > start && i + KEEP <= view.len() {

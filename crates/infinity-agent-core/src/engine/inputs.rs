@@ -288,7 +288,7 @@ impl Draft<'_> {
         });
         spawn_child(
             &mut self.record,
-            HistoryView::new(self.base, &self.added),
+            HistoryView::window(self.skipped, self.base, &self.added),
             self.now,
             self.ids,
             ChildOrigin {

@@ -101,6 +101,10 @@ pub struct SliceRequest<'a> {
     /// the engine reads it and keeps its own additions apart, so a slice costs the same at any
     /// history length.
     pub view: &'a [Arc<HistoryEntry>],
+    /// The index in the whole history of `view`'s first entry: a compacted thread's slice needs
+    /// nothing older than its newest summary's cut ([`crate::state::ThreadRecord::view_start`]),
+    /// so the host may load only the entries from there. 0: the view is the whole history.
+    pub view_start: u64,
     /// New inputs, in queue order.
     pub inputs: Vec<Input>,
     /// Which of these inputs' ids the thread has already processed (from the store).
@@ -138,6 +142,7 @@ impl<'a> SliceRequest<'a> {
             thread_id,
             record,
             view,
+            view_start: 0,
             inputs: Vec::new(),
             already_processed: HashSet::new(),
             agents,

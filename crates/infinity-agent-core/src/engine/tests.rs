@@ -108,7 +108,7 @@ fn user(id: &str, text: &str) -> Input {
 }
 
 /// What a completion request looked like, in short.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq)]
 struct Asked {
     system: String,
     tools: Vec<String>,
@@ -179,6 +179,8 @@ struct Thread {
     processed: HashSet<InputId>,
     seed: u64,
     live: bool,
+    /// Hand the engine only the entries from the record's view start, as hosts do.
+    windowed: bool,
 }
 
 impl Thread {
@@ -194,6 +196,7 @@ impl Thread {
             processed: HashSet::new(),
             seed: 1,
             live: false,
+            windowed: false,
         }
     }
 
@@ -208,15 +211,20 @@ impl Thread {
             .filter(|i| self.processed.contains(&i.id))
             .map(|i| i.id.clone())
             .collect();
+        let view_start = match (&self.record, self.windowed) {
+            (Some(record), true) => record.view_start(),
+            _ => 0,
+        };
         let mut slice = Slice::start(SliceRequest {
             inputs,
             already_processed: already,
             default_agent: Some("a"),
             live_output: self.live,
+            view_start,
             ..SliceRequest::new(
                 tid(),
                 self.record.clone(),
-                &self.entries,
+                &self.entries[view_start as usize..],
                 &self.agents,
                 NOW.parse().unwrap(),
                 &mut ids,
@@ -603,6 +611,56 @@ fn compaction_asks_for_a_summary_first_then_the_turn_sees_it() {
     assert_eq!(run.asked[1].history[0], "summary: the summary");
     assert!(run.asked[1].history.len() < thread.history().len());
     assert!(thread.record().latest_summary.is_some());
+}
+
+#[test]
+fn a_slice_over_the_window_from_the_newest_summary_is_the_slice_over_the_whole_history() {
+    let mut whole = Thread::with(Limits::default(), 1_000);
+    let mut window = Thread::with(Limits::default(), 1_000);
+    window.windowed = true;
+    let mut compactions = 0;
+    for i in 0..14 {
+        let compact = i % 4 == 3;
+        let mut answers = Vec::new();
+        if compact {
+            // The last prompt used 80% of the window; the agent compacts at 75%.
+            for thread in [&mut whole, &mut window] {
+                let mut record = thread.record().clone();
+                record.last_prompt_tokens = 800;
+                thread.record = Some(record);
+            }
+            answers.push(Ok(text(&format!("summary {i}"))));
+        }
+        if i % 3 == 1 {
+            // A call answered within the turn, so cuts have calls to respect.
+            answers.push(Ok(calls(&[("sleep", json!({"seconds": 0}))])));
+        }
+        answers.push(Ok(text(&format!("reply {i}"))));
+        let input = || vec![user(&format!("m{i}"), &format!("message {i}"))];
+        let a = whole.slice(input(), answers.clone());
+        let b = window.slice(input(), answers);
+        assert_eq!(
+            a.asked, b.asked,
+            "slice {i}: the model was asked differently"
+        );
+        assert_eq!(whole.history(), window.history(), "slice {i}");
+        assert_eq!(whole.record(), window.record(), "slice {i}");
+        if compact {
+            compactions += 1;
+            let start = window.record().view_start() as usize;
+            assert!(start > 0, "slice {i}: the thread was not compacted");
+            assert_eq!(
+                b.asked.last().unwrap().history[0],
+                format!("summary: summary {i}")
+            );
+        }
+    }
+    assert_eq!(compactions, 3);
+    assert!(
+        window.record().view_start() > 10,
+        "{:?}",
+        window.record().latest_summary
+    );
 }
 
 #[test]

@@ -51,6 +51,8 @@ pub(super) struct Draft<'a> {
     pub(super) original: Option<ThreadRecord>,
     /// The history the slice started from.
     pub(super) base: &'a [Arc<HistoryEntry>],
+    /// The index of `base`'s first entry in the whole history (entries before it were not loaded).
+    pub(super) skipped: usize,
     /// Entries this slice appended.
     pub(super) added: Vec<Arc<HistoryEntry>>,
     pub(super) own_len_at_start: u64,
@@ -89,7 +91,7 @@ pub(super) struct Draft<'a> {
 
 impl Draft<'_> {
     pub(super) fn view(&self) -> HistoryView<'_> {
-        HistoryView::new(self.base, &self.added)
+        HistoryView::window(self.skipped, self.base, &self.added)
     }
 
     /// Shows an event: now (live) or after the commit (an effect).

@@ -4,7 +4,6 @@
 
 mod effects;
 
-use std::collections::HashSet;
 use std::time::Duration;
 
 use async_trait::async_trait;
@@ -22,7 +21,7 @@ use crate::ids::{IdSource, InputId, ThreadId};
 use crate::input::{Input, InputBody};
 use crate::model::{ModelError, ModelProvider};
 use crate::state::Conversation;
-use crate::store::{load_view, load_view_prefix, StoreError, ThreadStore};
+use crate::store::{load_view_prefix, SliceState, StoreError, ThreadStore};
 use crate::tools::remote::{apply_deadlines, assemble, Discovered, DiscoveryError, ToolDiscovery};
 
 /// Why an input could not be handed to the queue or the timers.
@@ -191,8 +190,29 @@ pub async fn run_slice(
     now: Timestamp,
     ids: &mut dyn IdSource,
 ) -> Result<SliceReport, SliceFailure> {
+    let input_ids: Vec<InputId> = inputs.iter().map(|i| i.id.clone()).collect();
+    let state = host.store.load_slice(thread_id, &input_ids, false).await?;
+    run_loaded_slice(host, thread_id, inputs, state, now, ids).await
+}
+
+/// [`run_slice`] over what the host read already with [`ThreadStore::load_slice`] (a host that
+/// performs a thread's leftover outbox first reads it in the same requests).
+pub async fn run_loaded_slice(
+    host: &HostContext<'_>,
+    thread_id: &ThreadId,
+    inputs: Vec<Input>,
+    state: SliceState,
+    now: Timestamp,
+    ids: &mut dyn IdSource,
+) -> Result<SliceReport, SliceFailure> {
     let store = host.store;
-    let record = store.load_record(thread_id).await?;
+    let SliceState {
+        record,
+        view,
+        view_start,
+        processed: already_processed,
+        outbox: _,
+    } = state;
     let session_toolset = match (&record, starts_session(&inputs, host.default_agent)) {
         (None, Some(name)) => match host.agents.agent(name) {
             Some(agent) if !agent.tool_servers.is_empty() => {
@@ -216,7 +236,7 @@ pub async fn run_slice(
         _ => None,
     };
     let view = match &record {
-        Some(record) => load_view(store, record).await?,
+        Some(_) => view,
         None => {
             let seed_parent = inputs.iter().find_map(|i| match &i.body {
                 InputBody::ChildSeed { parent, .. } => Some(parent),
@@ -229,7 +249,6 @@ pub async fn run_slice(
         }
     };
     let input_ids: Vec<InputId> = inputs.iter().map(|i| i.id.clone()).collect();
-    let already_processed: HashSet<InputId> = store.processed(thread_id, &input_ids).await?;
     // A child reads what its conversation shares from the root.
     let root = match &record {
         Some(r) if !r.is_root() => r.stack.first().cloned(),
@@ -254,6 +273,7 @@ pub async fn run_slice(
         conversation,
         session_toolset,
         live_output: host.live.is_some(),
+        view_start,
         ..SliceRequest::new(thread_id.clone(), record, &view, host.agents, now, ids)
     };
     let outcome = drive(host, Slice::start(request), thread_id, now)

@@ -333,6 +333,18 @@ pub struct ThreadRecord {
 }
 
 impl ThreadRecord {
+    /// The index of the oldest entry of its view a slice needs: where its newest summary's cut
+    /// is (the model sees the summary and what follows the cut; compaction looks for its next
+    /// cut after it), or 0 for a thread never compacted.
+    pub fn view_start(&self) -> u64 {
+        self.latest_summary.map_or(0, |s| s.covers)
+    }
+
+    /// The length of its whole view: the inherited entries, then its own.
+    pub fn view_len(&self) -> u64 {
+        self.parent.as_ref().map_or(0, |p| p.fork_at) + self.history_len
+    }
+
     /// A new open thread with no history.
     pub fn new(
         id: ThreadId,

@@ -408,7 +408,16 @@ impl ThreadStore for FileStore {
         thread_id: &ThreadId,
         upto: u64,
     ) -> Result<Vec<Arc<HistoryEntry>>, StoreError> {
-        Ok(self.lock_inner().threads.entries(thread_id, upto))
+        Ok(self.lock_inner().threads.entries(thread_id, 0, upto))
+    }
+
+    async fn load_entries_between(
+        &self,
+        thread_id: &ThreadId,
+        from: u64,
+        upto: u64,
+    ) -> Result<Vec<Arc<HistoryEntry>>, StoreError> {
+        Ok(self.lock_inner().threads.entries(thread_id, from, upto))
     }
 
     async fn processed(

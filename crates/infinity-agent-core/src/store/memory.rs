@@ -63,12 +63,21 @@ impl Threads {
         Ok(())
     }
 
-    pub(crate) fn entries(&self, thread_id: &ThreadId, upto: u64) -> Vec<Arc<HistoryEntry>> {
+    /// The thread's entries with `from <= seq < upto`.
+    pub(crate) fn entries(
+        &self,
+        thread_id: &ThreadId,
+        from: u64,
+        upto: u64,
+    ) -> Vec<Arc<HistoryEntry>> {
         self.by_id
             .get(thread_id)
             .map(|d| {
-                let n = (upto as usize).min(d.entries.len());
-                d.entries[..n].to_vec()
+                let n = usize::try_from(upto)
+                    .unwrap_or(usize::MAX)
+                    .min(d.entries.len());
+                let first = usize::try_from(from).unwrap_or(usize::MAX).min(n);
+                d.entries[first..n].to_vec()
             })
             .unwrap_or_default()
     }
@@ -136,7 +145,16 @@ impl ThreadStore for MemoryStore {
         thread_id: &ThreadId,
         upto: u64,
     ) -> Result<Vec<Arc<HistoryEntry>>, StoreError> {
-        Ok(self.lock().entries(thread_id, upto))
+        Ok(self.lock().entries(thread_id, 0, upto))
+    }
+
+    async fn load_entries_between(
+        &self,
+        thread_id: &ThreadId,
+        from: u64,
+        upto: u64,
+    ) -> Result<Vec<Arc<HistoryEntry>>, StoreError> {
+        Ok(self.lock().entries(thread_id, from, upto))
     }
 
     async fn processed(

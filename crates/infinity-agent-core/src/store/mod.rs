@@ -90,6 +90,23 @@ pub trait ThreadStore: Send + Sync + std::fmt::Debug {
         upto: u64,
     ) -> Result<Vec<Arc<HistoryEntry>>, StoreError>;
 
+    /// The thread's own committed entries with `from <= seq < upto`, in order. By default
+    /// [`ThreadStore::load_entries`] with the older ones dropped; a store that can read a range
+    /// reads only it.
+    async fn load_entries_between(
+        &self,
+        thread_id: &ThreadId,
+        from: u64,
+        upto: u64,
+    ) -> Result<Vec<Arc<HistoryEntry>>, StoreError> {
+        let mut entries = self.load_entries(thread_id, upto).await?;
+        let older = usize::try_from(from)
+            .unwrap_or(usize::MAX)
+            .min(entries.len());
+        entries.drain(..older);
+        Ok(entries)
+    }
+
     /// Which of `input_ids` the thread has already processed.
     async fn processed(
         &self,
@@ -119,6 +136,39 @@ pub trait ThreadStore: Send + Sync + std::fmt::Debug {
     ) -> Result<(), StoreError> {
         let _ = version;
         self.complete_effects(thread_id, effect_ids).await
+    }
+
+    /// Everything a slice reads of its thread before it runs: the record, the entries of its
+    /// view from [`ThreadRecord::view_start`] on, which of `input_ids` it has processed, and
+    /// with `with_outbox` its outbox. By default piece by piece; a store may read it in fewer
+    /// requests, or keep what it read for the thread's next slice (checked against the
+    /// record's version, so never stale).
+    async fn load_slice(
+        &self,
+        thread_id: &ThreadId,
+        input_ids: &[InputId],
+        with_outbox: bool,
+    ) -> Result<SliceState, StoreError> {
+        let record = self.load_record(thread_id).await?;
+        let (view, view_start) = match &record {
+            Some(record) => (
+                load_view_from(self, record, record.view_start()).await?,
+                record.view_start(),
+            ),
+            None => (Vec::new(), 0),
+        };
+        let processed = self.processed(thread_id, input_ids).await?;
+        let outbox = match with_outbox {
+            true => Some(self.thread_outbox(thread_id).await?),
+            false => None,
+        };
+        Ok(SliceState {
+            record,
+            view,
+            view_start,
+            processed,
+            outbox,
+        })
     }
 
     /// Every thread's outbox: effects committed but not yet marked done (for recovery).
@@ -165,17 +215,47 @@ pub trait ThreadStore: Send + Sync + std::fmt::Debug {
     }
 }
 
+/// What [`ThreadStore::load_slice`] read.
+#[derive(Debug, Default)]
+pub struct SliceState {
+    /// The record, if the thread exists.
+    pub record: Option<ThreadRecord>,
+    /// The entries of its view from `view_start` on.
+    pub view: Vec<Arc<HistoryEntry>>,
+    /// The index in the whole view of `view`'s first entry.
+    pub view_start: u64,
+    /// Which of the slice's inputs the thread has processed already.
+    pub processed: HashSet<InputId>,
+    /// The thread's outbox, when asked for.
+    pub outbox: Option<Vec<PendingEffect>>,
+}
+
 /// The history a thread sees: its ancestors' entries up to each fork point, then its own.
 pub async fn load_view(
     store: &dyn ThreadStore,
     record: &ThreadRecord,
 ) -> Result<Vec<Arc<HistoryEntry>>, StoreError> {
+    load_view_from(store, record, 0).await
+}
+
+/// The entries of a thread's view from index `from` on (what a slice needs:
+/// `from` = [`ThreadRecord::view_start`]), reading nothing older.
+pub async fn load_view_from<S: ThreadStore + ?Sized>(
+    store: &S,
+    record: &ThreadRecord,
+    from: u64,
+) -> Result<Vec<Arc<HistoryEntry>>, StoreError> {
     let inherited = record.parent.as_ref().map_or(0, |p| p.fork_at);
     let mut segments = vec![(record.id.clone(), record.history_len)];
-    if let Some(parent) = &record.parent {
-        collect_segments(store, &parent.thread_id, inherited, &mut segments).await?;
+    match &record.parent {
+        // Nothing inherited is needed: the view's own part starts at `inherited`.
+        _ if from >= inherited => return assemble(store, segments, from - inherited).await,
+        Some(parent) => {
+            collect_segments(store, &parent.thread_id, inherited, &mut segments).await?;
+        }
+        None => {}
     }
-    assemble(store, segments).await
+    assemble(store, segments, from).await
 }
 
 /// The first `limit` entries of a thread's view (what a child forked at `limit` inherits).
@@ -186,13 +266,13 @@ pub async fn load_view_prefix(
 ) -> Result<Vec<Arc<HistoryEntry>>, StoreError> {
     let mut segments = Vec::new();
     collect_segments(store, thread_id, limit, &mut segments).await?;
-    assemble(store, segments).await
+    assemble(store, segments, 0).await
 }
 
 /// Walks up from `thread_id`, pushing `(thread, own entries to take)` for the first `limit`
 /// entries of its view, innermost first.
-async fn collect_segments(
-    store: &dyn ThreadStore,
+async fn collect_segments<S: ThreadStore + ?Sized>(
+    store: &S,
     thread_id: &ThreadId,
     mut limit: u64,
     segments: &mut Vec<(ThreadId, u64)>,
@@ -216,15 +296,23 @@ async fn collect_segments(
     }
 }
 
-async fn assemble(
-    store: &dyn ThreadStore,
+/// Reads the segments (innermost first) oldest first, skipping the view's first `from` entries.
+async fn assemble<S: ThreadStore + ?Sized>(
+    store: &S,
     segments: Vec<(ThreadId, u64)>,
+    from: u64,
 ) -> Result<Vec<Arc<HistoryEntry>>, StoreError> {
     let mut view = Vec::new();
+    // Where the current segment starts in the view.
+    let mut start = 0;
     for (thread_id, upto) in segments.into_iter().rev() {
-        if upto > 0 {
+        let skip = from.saturating_sub(start).min(upto);
+        if skip == 0 {
             view.extend(store.load_entries(&thread_id, upto).await?);
+        } else if skip < upto {
+            view.extend(store.load_entries_between(&thread_id, skip, upto).await?);
         }
+        start += upto;
     }
     Ok(view)
 }
@@ -243,4 +331,78 @@ pub(crate) fn check_version(
         });
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::history::Item;
+    use crate::ids::CallId;
+    use crate::state::ParentLink;
+
+    fn thread(name: &str, parent: Option<(&str, u64)>, own: u64) -> Commit {
+        let link = parent.map(|(p, fork_at)| {
+            let link = ParentLink {
+                thread_id: ThreadId::new(p).unwrap(),
+                call_id: CallId::new("c").unwrap(),
+                tool: "spawn_thread".into(),
+                args: serde_json::Value::Null,
+                fork_at,
+                summary: None,
+            };
+            (link, vec![ThreadId::new(p).unwrap()])
+        });
+        let id = ThreadId::new(name).unwrap();
+        let mut record = ThreadRecord::new(id.clone(), "a", link, jiff::Timestamp::UNIX_EPOCH);
+        record.history_len = own;
+        record.version = 1;
+        Commit {
+            thread_id: id,
+            expected_version: None,
+            record,
+            new_entries: (0..own)
+                .map(|seq| HistoryEntry {
+                    seq,
+                    at: jiff::Timestamp::UNIX_EPOCH,
+                    input_id: None,
+                    item: Item::user(format!("{name} {seq}")),
+                })
+                .collect(),
+            processed_inputs: Vec::new(),
+            effects: Vec::new(),
+        }
+    }
+
+    #[tokio::test]
+    async fn a_window_of_a_view_is_its_tail_whatever_thread_holds_the_entries() {
+        let store = MemoryStore::new();
+        // root (5 own) <- mid forks at 3, has 4 own <- leaf forks at 6 of mid's view, has 3 own.
+        for commit in [
+            thread("root", None, 5),
+            thread("mid", Some(("root", 3)), 4),
+            thread("leaf", Some(("mid", 6)), 3),
+        ] {
+            store.commit(&commit).await.unwrap();
+        }
+        for name in ["root", "mid", "leaf"] {
+            let record = store
+                .load_record(&ThreadId::new(name).unwrap())
+                .await
+                .unwrap()
+                .unwrap();
+            let whole = load_view(&store, &record).await.unwrap();
+            assert_eq!(whole.len() as u64, record.view_len());
+            for from in 0..=whole.len() + 1 {
+                let window = load_view_from(&store, &record, from as u64).await.unwrap();
+                let texts = |v: &[Arc<HistoryEntry>]| -> Vec<String> {
+                    v.iter().map(|e| format!("{:?}", e.item)).collect()
+                };
+                assert_eq!(
+                    texts(&window),
+                    texts(&whole[from.min(whole.len())..]),
+                    "{name} from {from}"
+                );
+            }
+        }
+    }
 }

@@ -13,3 +13,4 @@ mod store;
 mod threads;
 mod timers;
 mod tool_servers;
+mod warm;
