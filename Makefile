@@ -21,6 +21,7 @@ help:
 	@echo "make local-up    emulators + queues/table + the real handlers in the background (AGENT=..., EMULATOR=moto|localstack)"
 	@echo "make local-down  stop all of it"
 	@echo "make bench       core benchmarks (docs/benchmarks.md)"
+	@echo "make bench-peer  the same workload on LangGraph and on Infinity, side by side (own venv, not in make test)"
 
 # Offline with the scripted model, unless a model key is set: then the same agent on a real model.
 demo:
@@ -92,3 +93,8 @@ bench-aws:
 
 bench-models:
 	$(CARGO) bench -p infinity-models --bench requests
+
+# LangGraph (its own venv in benchmarks/langgraph/.venv, made on first use) beside the engine.
+.PHONY: bench-peer
+bench-peer:
+	CARGO="$(CARGO)" bash benchmarks/langgraph/run.sh
