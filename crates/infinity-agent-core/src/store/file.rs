@@ -21,8 +21,10 @@
 //!   deduplicate).
 //!
 //! A commit writes what it adds, plus a `state.json` of constant size: writes per commit do not
-//! grow with the history, the children or the outbox. Everything is also kept in memory, so reads
-//! never touch the disk. A thread whose files cannot be read is left out with the reason
+//! grow with the history, the children or the outbox. The threads used lately are also kept in
+//! memory, so their reads never touch the disk; the others are put away (`file/resident.rs`) and
+//! cost memory for their id and file lengths only, so a store of 100,000 idle threads does not
+//! hold 100,000 histories. A thread whose files cannot be read is left out with the reason
 //! ([`FileStore::broken`]); the others load, and the broken one refuses to run rather than be
 //! overwritten.
 
@@ -36,6 +38,7 @@ use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
 
 mod io;
+mod resident;
 
 use super::memory::{ThreadData, Threads};
 use super::{check_version, StoreError, ThreadStore};
@@ -101,6 +104,10 @@ struct OnDisk {
     children: Vec<ChildLink>,
     /// False for a version 1 thread: its next commit writes its children and outbox out whole.
     current_format: bool,
+    /// True: not in memory (`children` is then empty); its next use reads its folder.
+    put_away: bool,
+    /// For a thread put away: whether its outbox had effects pending.
+    outbox_pending: bool,
 }
 
 #[derive(Debug, Default)]
@@ -110,6 +117,7 @@ struct Inner {
     /// Threads whose files could not be read, with why.
     broken: Vec<(String, String)>,
     broken_ids: HashSet<ThreadId>,
+    recency: resident::Recency,
 }
 
 /// A [`ThreadStore`] in a folder. See the module docs for the layout and the commit protocol.
@@ -329,6 +337,7 @@ impl FileStore {
             inner.disk.insert(id.clone(), disk);
             inner.threads.by_id.insert(id, data);
         }
+        inner.put_away_beyond(resident::RESIDENT_THREADS);
         Ok(Self {
             root,
             inner: Arc::new(Mutex::new(inner)),
@@ -355,6 +364,14 @@ impl FileStore {
 
     fn thread_dir(&self, thread_id: &ThreadId) -> PathBuf {
         self.root.join("threads").join(thread_id.as_str())
+    }
+
+    /// The store locked, with `thread_id` resident if the store has it.
+    fn lock_with(&self, thread_id: &ThreadId) -> Result<MutexGuard<'_, Inner>, StoreError> {
+        let mut inner = self.lock_inner();
+        self.check_usable(&inner, thread_id)?;
+        inner.resident(&self.root.join("threads"), thread_id)?;
+        Ok(inner)
     }
 
     fn check_usable(&self, inner: &Inner, thread_id: &ThreadId) -> Result<(), StoreError> {
@@ -398,8 +415,7 @@ impl FileStore {
 #[async_trait]
 impl ThreadStore for FileStore {
     async fn load_record(&self, thread_id: &ThreadId) -> Result<Option<ThreadRecord>, StoreError> {
-        let inner = self.lock_inner();
-        self.check_usable(&inner, thread_id)?;
+        let inner = self.lock_with(thread_id)?;
         Ok(inner.threads.by_id.get(thread_id).map(|d| d.record.clone()))
     }
 
@@ -408,7 +424,10 @@ impl ThreadStore for FileStore {
         thread_id: &ThreadId,
         upto: u64,
     ) -> Result<Vec<Arc<HistoryEntry>>, StoreError> {
-        Ok(self.lock_inner().threads.entries(thread_id, 0, upto))
+        Ok(self
+            .lock_with(thread_id)?
+            .threads
+            .entries(thread_id, 0, upto))
     }
 
     async fn load_entries_between(
@@ -417,7 +436,10 @@ impl ThreadStore for FileStore {
         from: u64,
         upto: u64,
     ) -> Result<Vec<Arc<HistoryEntry>>, StoreError> {
-        Ok(self.lock_inner().threads.entries(thread_id, from, upto))
+        Ok(self
+            .lock_with(thread_id)?
+            .threads
+            .entries(thread_id, from, upto))
     }
 
     async fn processed(
@@ -425,7 +447,10 @@ impl ThreadStore for FileStore {
         thread_id: &ThreadId,
         input_ids: &[InputId],
     ) -> Result<HashSet<InputId>, StoreError> {
-        Ok(self.lock_inner().threads.processed(thread_id, input_ids))
+        Ok(self
+            .lock_with(thread_id)?
+            .threads
+            .processed(thread_id, input_ids))
     }
 
     async fn commit(&self, commit: &Commit) -> Result<(), StoreError> {
@@ -435,8 +460,7 @@ impl ThreadStore for FileStore {
                 self.root.display()
             )));
         }
-        let mut inner = self.lock_inner();
-        self.check_usable(&inner, &commit.thread_id)?;
+        let mut inner = self.lock_with(&commit.thread_id)?;
         check_version(
             commit,
             inner
@@ -527,6 +551,8 @@ impl ThreadStore for FileStore {
         disk.outbox_end = after.outbox;
         disk.children = commit.record.children.clone();
         disk.current_format = true;
+        // A thread this commit created counts as used now.
+        inner.resident(&self.root.join("threads"), &commit.thread_id)?;
         Ok(())
     }
 
@@ -538,7 +564,7 @@ impl ThreadStore for FileStore {
         if self.lock.is_none() {
             return Ok(());
         }
-        let mut inner = self.lock_inner();
+        let mut inner = self.lock_with(thread_id)?;
         if !inner.threads.complete(thread_id, effect_ids) {
             return Ok(());
         }
@@ -593,7 +619,19 @@ impl ThreadStore for FileStore {
     }
 
     async fn outbox(&self) -> Result<Vec<(ThreadId, PendingEffect)>, StoreError> {
-        Ok(self.lock_inner().threads.outbox())
+        let inner = self.lock_inner();
+        let threads_dir = self.root.join("threads");
+        let mut out = Vec::new();
+        for id in &inner.threads.order {
+            let outbox = inner.outbox_of(&threads_dir, id)?;
+            out.extend(outbox.into_iter().map(|e| (id.clone(), e)));
+        }
+        Ok(out)
+    }
+
+    async fn thread_outbox(&self, thread_id: &ThreadId) -> Result<Vec<PendingEffect>, StoreError> {
+        self.lock_inner()
+            .outbox_of(&self.root.join("threads"), thread_id)
     }
 
     async fn thread_ids(&self) -> Result<Vec<ThreadId>, StoreError> {

@@ -157,7 +157,7 @@ async fn a_warm_store_reads_only_what_is_new_and_never_anything_stale() {
     );
     warm.commit(&mine).await.unwrap();
     assert_eq!(counted.take(), ["TransactWriteItems"]);
-    warm.complete_commit_effects(&id, mine.record.version, &[effect.id.clone()])
+    warm.complete_commit_effects(&id, mine.record.version, std::slice::from_ref(&effect.id))
         .await
         .unwrap();
     assert!(counted.take().is_empty(), "the outbox delete was held back");

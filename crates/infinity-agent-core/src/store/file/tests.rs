@@ -333,3 +333,84 @@ async fn a_thread_in_the_first_layout_loads_and_moves_to_the_current_one() {
     assert_eq!(ids, ["fx-1", "fx-2"]);
     assert_eq!(store.load_entries(&id("t1"), 9).await.unwrap().len(), 2);
 }
+
+#[tokio::test]
+async fn threads_not_used_lately_are_put_away_and_come_back_whole() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = FileStore::open(dir.path()).unwrap();
+    let total = resident::RESIDENT_THREADS + 88;
+    let name = |n: usize| format!("idle-{n:04}");
+    for n in 0..total {
+        let mut c = commit(None, 0, &format!("hello {n}"));
+        c.thread_id = id(&name(n));
+        c.record.id = id(&name(n));
+        c.record.children = vec![child(n as u32, false)];
+        if n % 100 == 0 {
+            c.effects = vec![output(n as u32)];
+        }
+        store.commit(&c).await.unwrap();
+    }
+    let resident = store.lock_inner().threads.by_id.len();
+    assert_eq!(resident, resident::RESIDENT_THREADS);
+
+    // The oldest is put away; its record, history and outbox read back from its folder.
+    let first = id(&name(0));
+    assert!(store.lock_inner().disk[&first].put_away);
+    let pending: Vec<String> = store
+        .outbox()
+        .await
+        .unwrap()
+        .iter()
+        .map(|(t, e)| format!("{t} {}", e.id))
+        .collect();
+    let expected: Vec<String> = (0..total)
+        .step_by(100)
+        .map(|n| format!("{} fx-{n}", name(n)))
+        .collect();
+    assert_eq!(pending, expected);
+    assert_eq!(store.thread_outbox(&first).await.unwrap().len(), 1);
+    let record = store.load_record(&first).await.unwrap().unwrap();
+    assert_eq!(record.children, vec![child(0, false)]);
+    assert!(!store.lock_inner().disk[&first].put_away);
+
+    // A commit on a thread that was put away continues it.
+    for n in [1, 2] {
+        assert!(store.lock_inner().disk[&id(&name(n))].put_away);
+    }
+    let mut next = commit(Some(1), 1, "again");
+    next.thread_id = id(&name(1));
+    next.record.id = id(&name(1));
+    next.record.children = vec![child(1, true)];
+    store.commit(&next).await.unwrap();
+    let stale = {
+        let mut c = commit(Some(1), 1, "stale");
+        c.thread_id = id(&name(2));
+        c.record.id = id(&name(2));
+        c.expected_version = Some(7);
+        c
+    };
+    assert!(matches!(
+        store.commit(&stale).await,
+        Err(StoreError::Conflict { found: Some(1), .. })
+    ));
+    store
+        .complete_effects(&first, &[EffectId::new("fx-0").unwrap()])
+        .await
+        .unwrap();
+    drop(store);
+
+    let store = FileStore::open(dir.path()).unwrap();
+    let texts: Vec<String> = store
+        .load_entries(&id(&name(1)), 10)
+        .await
+        .unwrap()
+        .iter()
+        .map(|e| format!("{:?}", e.item))
+        .collect();
+    assert_eq!(texts.len(), 2);
+    assert!(texts[1].contains("again"), "{texts:?}");
+    let record = store.load_record(&id(&name(1))).await.unwrap().unwrap();
+    assert_eq!(record.children, vec![child(1, true)]);
+    assert_eq!(store.outbox().await.unwrap().len(), expected.len() - 1);
+    assert_eq!(store.thread_ids().await.unwrap().len(), total);
+}
