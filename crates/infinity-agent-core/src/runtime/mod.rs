@@ -506,7 +506,10 @@ impl InputSender for Inner {
 }
 
 impl Deliver for Inner {
-    fn deliver(&self, input: Input) {
+    fn deliver(&self, input: Input, ack: Option<(ThreadId, EffectId)>) {
+        if let Some(ack) = ack {
+            lock(&self.acks).insert(input.id.clone(), ack);
+        }
         self.route(input);
     }
 }
@@ -668,6 +671,13 @@ impl EffectPerformer for Inner {
         due: Timestamp,
         from: &EffectRef,
     ) -> Result<Handoff, SendError> {
+        if let Some(timers) = &self.tokio_timers {
+            // The wheel keeps the effect to mark done with the input, and hands both over when
+            // it is due: a sleeping thread costs its timer entry only.
+            let ack = (from.thread_id.clone(), from.effect_id.clone());
+            timers.schedule_acked(input.clone(), due, Some(ack))?;
+            return Ok(Handoff::AwaitsReceiver);
+        }
         self.await_ack(input, from);
         self.timers.schedule(input.clone(), due).await?;
         Ok(Handoff::AwaitsReceiver)

@@ -7,21 +7,35 @@ use async_trait::async_trait;
 use jiff::Timestamp;
 use tokio::sync::Notify;
 
+use serde::{Deserialize, Serialize};
+
 use super::clock::Clock;
 use crate::host::{SendError, Timers};
-use crate::ids::InputId;
+use crate::ids::{EffectId, InputId, ThreadId};
 use crate::input::Input;
 
 /// Where due inputs go: the runtime's queues. Called with the timer wheel locked, so an input is
 /// always either on the wheel or in a queue, never between (see [`TokioTimers::idle_snapshot`]).
 pub(crate) trait Deliver: Send + Sync {
-    /// Puts `input` on its thread's queue.
-    fn deliver(&self, input: Input);
+    /// Puts `input` on its thread's queue; `ack`: the outbox effect (thread, effect) to mark
+    /// done once the receiver handled it.
+    fn deliver(&self, input: Input, ack: Option<(ThreadId, EffectId)>);
+}
+
+/// A pending timer as the wheel keeps it: its input and the effect that armed it, serialized.
+/// An idle sleeping thread costs this entry and nothing else in memory, so it is kept small:
+/// ~200 bytes of JSON where the structures would take three times that (an `Input` is 264 bytes
+/// before its strings, and map nodes hold their values inline).
+#[derive(Serialize, Deserialize)]
+struct Pending {
+    input: Input,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    ack: Option<(ThreadId, EffectId)>,
 }
 
 #[derive(Debug, Default)]
 struct Wheel {
-    due: BTreeMap<(Timestamp, InputId), Input>,
+    due: BTreeMap<(Timestamp, InputId), Box<[u8]>>,
 }
 
 /// [`Timers`] on tokio: a sorted map of due inputs and one task that sleeps until the first.
@@ -99,7 +113,14 @@ impl TokioTimers {
                     if first.key().0 > now {
                         break;
                     }
-                    target.deliver(first.remove());
+                    let ((_, id), bytes) = first.remove_entry();
+                    match serde_json::from_slice::<Pending>(&bytes) {
+                        Ok(pending) => target.deliver(pending.input, pending.ack),
+                        // It was serialized here; this cannot happen short of memory corruption.
+                        Err(err) => {
+                            tracing::error!(input = %id, %err, "a timer's input could not be read back; dropped")
+                        }
+                    }
                 }
                 wheel.due.keys().next().map(|(t, _)| *t)
             };
@@ -117,11 +138,31 @@ impl TokioTimers {
     }
 }
 
+impl TokioTimers {
+    /// Arms a timer that delivers `input` at `due` and then has `ack` marked done once the
+    /// receiver handled the input.
+    pub(crate) fn schedule_acked(
+        &self,
+        input: Input,
+        due: Timestamp,
+        ack: Option<(ThreadId, EffectId)>,
+    ) -> Result<(), SendError> {
+        let key = (due, input.id.clone());
+        let thread_id = input.thread_id.clone();
+        let bytes = serde_json::to_vec(&Pending { input, ack }).map_err(|e| SendError {
+            input_id: key.1.clone(),
+            thread_id,
+            reason: format!("the timer's input could not be kept: {e}"),
+        })?;
+        self.lock().due.insert(key, bytes.into_boxed_slice());
+        self.changed.notify_waiters();
+        Ok(())
+    }
+}
+
 #[async_trait]
 impl Timers for TokioTimers {
     async fn schedule(&self, input: Input, due: Timestamp) -> Result<(), SendError> {
-        self.lock().due.insert((due, input.id.clone()), input);
-        self.changed.notify_waiters();
-        Ok(())
+        self.schedule_acked(input, due, None)
     }
 }

@@ -39,6 +39,8 @@ async fn sleep_wakes_after_its_time() {
     );
     let slept = h.now().duration_since(before).as_secs();
     assert!((90..92).contains(&slept), "slept {slept}s");
+    // The effect that armed the timer is marked done once the wake-up was handled.
+    assert!(h.system.store().outbox().await.unwrap().is_empty());
     let record = h
         .system
         .record(&crate::harness::tid("main"))
