@@ -7,9 +7,6 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // a bench: a failed step should stop it
 
-use std::collections::HashMap;
-use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -29,6 +26,8 @@ use infinity_agent_core::state::{SummaryRef, ThreadRecord};
 use infinity_agent_core::store::ThreadStore;
 use infinity_aws::config::{AwsConfig, Clients};
 use infinity_aws::handler::{build_agent, AgentHandler};
+
+mod common;
 
 #[derive(Debug, Default)]
 struct Counter {
@@ -116,42 +115,6 @@ impl Counter {
     }
 }
 
-fn repo() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../..")
-        .canonicalize()
-        .unwrap()
-}
-
-fn sh(args: &[&str]) {
-    let out = Command::new(args[0])
-        .args(&args[1..])
-        .current_dir(repo())
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-}
-
-fn bootstrap(prefix: &str) -> HashMap<String, String> {
-    sh(&["bash", "infra/local/install.sh"]);
-    sh(&["bash", "infra/local/emulators.sh", "start"]);
-    let env_file = std::env::temp_dir().join(format!("{prefix}.env.sh"));
-    let env_path = env_file.to_str().unwrap().to_owned();
-    sh(&[
-        ".venv/bin/python",
-        "infra/local/bootstrap.py",
-        "--prefix",
-        prefix,
-        "--env-file",
-        &env_path,
-    ]);
-    infinity_aws::local::parse_env_file(&std::fs::read_to_string(&env_file).unwrap())
-}
-
 fn event(input: &Input) -> SqsEvent {
     let mut m = SqsMessage::default();
     m.message_id = Some(input.id.to_string());
@@ -215,17 +178,9 @@ async fn seed(store: &dyn ThreadStore, id: &ThreadId, n: u64, compacted: bool) {
 #[tokio::main]
 async fn main() {
     let prefix = format!("bench{}", std::process::id());
-    let env = bootstrap(&prefix);
-    let config = AwsConfig::from_lookup(|k| env.get(k).cloned()).unwrap();
+    let (config, base) = common::local_stack(&prefix).await;
     let ddb_counter = Arc::new(Counter::default());
     let sqs_counter = Arc::new(Counter::default());
-    let base = Clients::for_endpoints(
-        "us-east-1",
-        &env["AWS_ENDPOINT_URL_DYNAMODB"],
-        &env["AWS_ENDPOINT_URL_SQS"],
-        &env["AWS_ENDPOINT_URL_SCHEDULER"],
-    )
-    .await;
     let clients = Clients {
         dynamodb: aws_sdk_dynamodb::Client::from_conf(
             base.dynamodb

@@ -180,3 +180,91 @@ async fn a_big_record_replaced_again_and_again_keeps_one_set_of_parts() {
         current.title
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_slice_with_more_entries_than_a_transaction_holds_commits_whole() {
+    // A turn that spawned 150 children has 150 results: more items than one transaction (100).
+    let s = stack("rules:\n  - reply: {text: ok}\n").await;
+    let store = s.store();
+    let record = ThreadRecord::new(tid("wide"), "tester", None, Timestamp::UNIX_EPOCH);
+    let first = commit(
+        &record,
+        None,
+        entries(0, 2, |i| format!("entry {i}")),
+        Vec::new(),
+    );
+    store.commit(&first).await.unwrap();
+    let wide = commit(
+        &first.record,
+        Some(1),
+        entries(2, 150, |i| format!("result {i}")),
+        vec![InputId::new("spawn-turn").unwrap()],
+    );
+    store.commit(&wide).await.unwrap();
+    let loaded = store.load_entries(&tid("wide"), 152).await.unwrap();
+    assert_eq!(loaded.len(), 152);
+    assert_eq!(loaded[151].item, Item::user("result 151"));
+    assert_eq!(
+        store.load_record(&tid("wide")).await.unwrap().unwrap(),
+        wide.record
+    );
+    // A slice that raced it and lost (it started from version 1) writes nothing ahead over the
+    // entries the winner committed.
+    let stale = commit(
+        &first.record,
+        Some(1),
+        entries(2, 150, |i| format!("stale {i}")),
+        Vec::new(),
+    );
+    assert!(matches!(
+        store.commit(&stale).await,
+        Err(StoreError::Conflict { .. })
+    ));
+    let loaded = store.load_entries(&tid("wide"), 152).await.unwrap();
+    assert!(loaded[2..]
+        .iter()
+        .all(|e| format!("{:?}", e.item).contains("result")));
+    // While another slice holds the write-ahead lock, a wide commit is a conflict; a slice
+    // that commits without writing ahead goes through and releases it.
+    s.clients
+        .dynamodb
+        .update_item()
+        .table_name(&s.config.table)
+        .key(
+            "pk",
+            aws_sdk_dynamodb::types::AttributeValue::S("T#wide".into()),
+        )
+        .key("sk", aws_sdk_dynamodb::types::AttributeValue::S("R".into()))
+        .update_expression("SET wlock = :l, wlock_at = :t")
+        .expression_attribute_values(
+            ":l",
+            aws_sdk_dynamodb::types::AttributeValue::S("other".into()),
+        )
+        .expression_attribute_values(
+            ":t",
+            aws_sdk_dynamodb::types::AttributeValue::N(Timestamp::now().as_second().to_string()),
+        )
+        .send()
+        .await
+        .unwrap();
+    let blocked = commit(
+        &wide.record,
+        Some(2),
+        entries(152, 150, |i| format!("blocked {i}")),
+        Vec::new(),
+    );
+    assert!(matches!(
+        store.commit(&blocked).await,
+        Err(StoreError::Conflict { .. })
+    ));
+    let next = commit(
+        &wide.record,
+        Some(2),
+        entries(152, 1, |_| "after".into()),
+        Vec::new(),
+    );
+    store.commit(&next).await.unwrap();
+    let loaded = store.load_entries(&tid("wide"), 153).await.unwrap();
+    assert_eq!(loaded[151].item, Item::user("result 151"));
+    assert_eq!(loaded[152].item, Item::user("after"));
+}
