@@ -31,9 +31,7 @@ use std::sync::{Arc, Mutex};
 
 use async_trait::async_trait;
 use aws_sdk_dynamodb::error::ProvideErrorMetadata;
-use aws_sdk_dynamodb::types::{
-    AttributeValue, Delete, KeysAndAttributes, Put, TransactWriteItem, Update,
-};
+use aws_sdk_dynamodb::types::{AttributeValue, Delete, Put, TransactWriteItem, Update};
 use aws_sdk_dynamodb::Client;
 use infinity_agent_core::commit::Commit;
 use infinity_agent_core::effect::PendingEffect;
@@ -354,55 +352,26 @@ impl ThreadStore for DynamoThreadStore {
         input_ids: &[InputId],
     ) -> Result<HashSet<InputId>, StoreError> {
         let pk = pk(thread_id);
-        let mut found = HashSet::new();
-        let unique: Vec<&InputId> = input_ids
-            .iter()
-            .collect::<HashSet<_>>()
+        let unique: HashSet<&InputId> = input_ids.iter().collect();
+        let keys = unique
             .into_iter()
-            .collect();
-        for batch in unique.chunks(100) {
-            let mut keys = Vec::new();
-            for id in batch {
-                keys.push(HashMap::from([
+            .map(|id| {
+                HashMap::from([
                     ("pk".to_owned(), AttributeValue::S(pk.clone())),
                     ("sk".to_owned(), AttributeValue::S(format!("P#{id}"))),
-                ]));
-            }
-            let mut request = Some(
-                KeysAndAttributes::builder()
-                    .set_keys(Some(keys))
-                    .consistent_read(true)
-                    .build()
-                    .map_err(|e| unavailable("building a read", e))?,
-            );
-            while let Some(keys) = request.take() {
-                let out = self
-                    .client
-                    .batch_get_item()
-                    .request_items(&*self.table, keys)
-                    .send()
-                    .await
-                    .map_err(|e| sdk_error("reading processed markers", e))?;
-                for item in out
-                    .responses()
-                    .and_then(|r| r.get(&*self.table))
-                    .into_iter()
-                    .flatten()
-                {
-                    if let Some(AttributeValue::S(sk)) = item.get("sk") {
-                        if let Some(id) = sk.strip_prefix("P#").and_then(|s| InputId::new(s).ok()) {
-                            found.insert(id);
-                        }
-                    }
+                ])
+            })
+            .collect();
+        let found = self.get_keys(keys, "reading processed markers").await?;
+        Ok(found
+            .iter()
+            .filter_map(|item| match item.get("sk") {
+                Some(AttributeValue::S(sk)) => {
+                    sk.strip_prefix("P#").and_then(|s| InputId::new(s).ok())
                 }
-                request = out
-                    .unprocessed_keys()
-                    .and_then(|u| u.get(&*self.table))
-                    .filter(|k| !k.keys().is_empty())
-                    .cloned();
-            }
-        }
-        Ok(found)
+                _ => None,
+            })
+            .collect())
     }
 
     async fn commit(&self, commit: &Commit) -> Result<(), StoreError> {

@@ -174,12 +174,21 @@ impl DynamoThreadStore {
 
     /// Deletes parts (after what owned them is gone).
     pub(super) async fn delete_parts(&self, pk: &str, parts: &Parts) -> Result<(), StoreError> {
-        let keys: Vec<String> = parts.sort_keys().collect();
+        let keys: Vec<(String, String)> = parts.sort_keys().map(|sk| (pk.to_owned(), sk)).collect();
+        self.delete_keys(&keys, "deleting value parts").await
+    }
+
+    /// Deletes items by `(pk, sk)` in `BatchWriteItem`s of 25, until none is left unprocessed.
+    pub(super) async fn delete_keys(
+        &self,
+        keys: &[(String, String)],
+        what: &str,
+    ) -> Result<(), StoreError> {
         for chunk in keys.chunks(MAX_BATCH_WRITE) {
             let mut requests: Vec<WriteRequest> = Vec::with_capacity(chunk.len());
-            for sk in chunk {
+            for (pk, sk) in chunk {
                 let delete = DeleteRequest::builder()
-                    .key("pk", AttributeValue::S(pk.to_owned()))
+                    .key("pk", AttributeValue::S(pk.clone()))
                     .key("sk", AttributeValue::S(sk.clone()))
                     .build()
                     .map_err(|e| unavailable("building a delete", e))?;
@@ -192,7 +201,7 @@ impl DynamoThreadStore {
                     .request_items(&*self.table, std::mem::take(&mut requests))
                     .send()
                     .await
-                    .map_err(|e| sdk_error("deleting value parts", e))?;
+                    .map_err(|e| sdk_error(what, e))?;
                 requests = out
                     .unprocessed_items()
                     .and_then(|u| u.get(&*self.table))

@@ -30,7 +30,7 @@
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
-use aws_sdk_dynamodb::types::{AttributeValue, DeleteRequest, KeysAndAttributes, WriteRequest};
+use aws_sdk_dynamodb::types::{AttributeValue, KeysAndAttributes};
 use infinity_agent_core::commit::Commit;
 use infinity_agent_core::history::HistoryEntry;
 use infinity_agent_core::ids::{InputId, ThreadId};
@@ -38,7 +38,7 @@ use infinity_agent_core::state::ThreadRecord;
 use infinity_agent_core::store::{load_view_from, SliceState, StoreError, ThreadStore};
 
 use super::blob::Parts;
-use super::{entry_sk, pk, sdk_error, unavailable, DynamoThreadStore, MAX_BATCH_WRITE};
+use super::{entry_sk, pk, sdk_error, unavailable, DynamoThreadStore};
 
 /// DynamoDB's limit on keys in one `BatchGetItem`.
 const MAX_BATCH_GET: usize = 100;
@@ -157,32 +157,7 @@ impl DynamoThreadStore {
             Some(held) => std::mem::take(held),
             None => return Ok(()),
         };
-        for chunk in held.chunks(MAX_BATCH_WRITE) {
-            let mut requests = Vec::with_capacity(chunk.len());
-            for (pk, sk) in chunk {
-                let delete = DeleteRequest::builder()
-                    .key("pk", AttributeValue::S(pk.clone()))
-                    .key("sk", AttributeValue::S(sk.clone()))
-                    .build()
-                    .map_err(|e| unavailable("building a delete", e))?;
-                requests.push(WriteRequest::builder().delete_request(delete).build());
-            }
-            while !requests.is_empty() {
-                let out = self
-                    .client
-                    .batch_write_item()
-                    .request_items(&*self.table, std::mem::take(&mut requests))
-                    .send()
-                    .await
-                    .map_err(|e| sdk_error("clearing outboxes", e))?;
-                requests = out
-                    .unprocessed_items()
-                    .and_then(|u| u.get(&*self.table))
-                    .cloned()
-                    .unwrap_or_default();
-            }
-        }
-        Ok(())
+        self.delete_keys(&held, "clearing outboxes").await
     }
 
     fn warm_lock(&self) -> std::sync::MutexGuard<'_, Warm> {
@@ -338,6 +313,32 @@ impl DynamoThreadStore {
         keys.extend(unique.into_iter().map(|id| key(format!("P#{id}"))));
         let mut record_item = None;
         let mut processed = HashSet::new();
+        for item in self.get_keys(keys, "reading the thread").await? {
+            match item.get("sk") {
+                Some(AttributeValue::S(sk)) if sk == "R" => record_item = Some(item),
+                Some(AttributeValue::S(sk)) => {
+                    if let Some(id) = sk.strip_prefix("P#").and_then(|s| InputId::new(s).ok()) {
+                        processed.insert(id);
+                    }
+                }
+                _ => {}
+            }
+        }
+        let Some(item) = record_item else {
+            return Ok((None, processed));
+        };
+        let record: ThreadRecord = self.read_body(&pk, &item, "thread record").await?;
+        self.remember_record_parts(thread_id, record.version, Parts::of(&item));
+        Ok((Some(record), processed))
+    }
+
+    /// The items of `keys` that exist (strongly consistent), in `BatchGetItem`s of 100.
+    pub(super) async fn get_keys(
+        &self,
+        keys: Vec<HashMap<String, AttributeValue>>,
+        what: &str,
+    ) -> Result<Vec<HashMap<String, AttributeValue>>, StoreError> {
+        let mut found = Vec::new();
         for chunk in keys.chunks(MAX_BATCH_GET) {
             let mut request = Some(
                 KeysAndAttributes::builder()
@@ -353,26 +354,9 @@ impl DynamoThreadStore {
                     .request_items(&*self.table, keys)
                     .send()
                     .await
-                    .map_err(|e| sdk_error("reading the thread", e))?;
-                for item in out
-                    .responses()
-                    .and_then(|r| r.get(&*self.table))
-                    .into_iter()
-                    .flatten()
-                {
-                    match item.get("sk") {
-                        Some(AttributeValue::S(sk)) if sk == "R" => {
-                            record_item = Some(item.clone())
-                        }
-                        Some(AttributeValue::S(sk)) => {
-                            if let Some(id) =
-                                sk.strip_prefix("P#").and_then(|s| InputId::new(s).ok())
-                            {
-                                processed.insert(id);
-                            }
-                        }
-                        _ => {}
-                    }
+                    .map_err(|e| sdk_error(what, e))?;
+                if let Some(items) = out.responses().and_then(|r| r.get(&*self.table)) {
+                    found.extend(items.iter().cloned());
                 }
                 request = out
                     .unprocessed_keys()
@@ -381,12 +365,7 @@ impl DynamoThreadStore {
                     .cloned();
             }
         }
-        let Some(item) = record_item else {
-            return Ok((None, processed));
-        };
-        let record: ThreadRecord = self.read_body(&pk, &item, "thread record").await?;
-        self.remember_record_parts(thread_id, record.version, Parts::of(&item));
-        Ok((Some(record), processed))
+        Ok(found)
     }
 
     /// The own entries `from <= seq < upto`, each with its stored size: one query (paged for
