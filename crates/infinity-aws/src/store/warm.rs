@@ -78,10 +78,15 @@ impl Warm {
         self.clock
     }
 
+    /// Takes what is kept of a thread out (a slice reading it puts it back with [`Warm::keep`]).
+    fn take(&mut self, thread_id: &ThreadId) -> Option<Kept> {
+        let kept = self.threads.remove(thread_id)?;
+        self.used -= kept.bytes;
+        Some(kept)
+    }
+
     fn forget(&mut self, thread_id: &ThreadId) {
-        if let Some(kept) = self.threads.remove(thread_id) {
-            self.used -= kept.bytes;
-        }
+        self.take(thread_id);
     }
 
     fn keep(&mut self, thread_id: &ThreadId, mut kept: Kept) {
@@ -174,11 +179,8 @@ impl DynamoThreadStore {
         if warm.budget == 0 {
             return;
         }
-        let kept = match warm.threads.remove(&commit.thread_id) {
-            Some(kept) => {
-                warm.used -= kept.bytes;
-                Some(kept)
-            }
+        let kept = match warm.take(&commit.thread_id) {
+            Some(kept) => Some(kept),
             // A thread this slice created: all of its own entries are in the commit.
             None if commit.expected_version.is_none() => Some(Kept::empty(0)),
             None => None,
@@ -244,7 +246,7 @@ impl DynamoThreadStore {
         };
         let view_start = record.view_start();
         let inherited = record.parent.as_ref().map_or(0, |p| p.fork_at);
-        let kept = self.warm_lock().threads.remove(thread_id);
+        let kept = self.warm_lock().take(thread_id);
         let kept = kept.filter(|k| k.end() <= record.history_len);
         let outbox = match (&kept, with_outbox) {
             (Some(k), true) if k.version == record.version && k.outbox_clear => Some(Vec::new()),
@@ -418,5 +420,59 @@ fn trim(kept: &mut Kept, record: &ThreadRecord) {
             .map(|(_, size)| size)
             .sum::<usize>();
         kept.first += drop as u64;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use infinity_agent_core::history::Item;
+
+    fn kept(first: u64, n: u64, size: usize) -> Kept {
+        let mut kept = Kept::empty(first);
+        for seq in first..first + n {
+            let entry = HistoryEntry {
+                seq,
+                at: jiff::Timestamp::UNIX_EPOCH,
+                input_id: None,
+                item: Item::user("x"),
+            };
+            kept.push(Arc::new(entry), size);
+        }
+        kept
+    }
+
+    #[test]
+    fn the_bytes_kept_are_counted_once_and_the_oldest_go_first() {
+        let mut warm = Warm {
+            budget: 1_000,
+            ..Warm::default()
+        };
+        let (a, b, c) = (
+            ThreadId::new("a").unwrap(),
+            ThreadId::new("b").unwrap(),
+            ThreadId::new("c").unwrap(),
+        );
+        warm.keep(&a, kept(0, 4, 100));
+        warm.keep(&b, kept(0, 4, 100));
+        assert_eq!(warm.used, 800);
+        // Read and kept again, slice after slice: the count does not creep.
+        for _ in 0..50 {
+            let mut again = warm.take(&a).unwrap();
+            again.push(Arc::clone(&again.entries[0].0), 0);
+            warm.keep(&a, again);
+        }
+        assert_eq!(warm.used, 800);
+        // Over the budget: the least recently used (b) goes.
+        warm.keep(&c, kept(0, 3, 100));
+        assert!(!warm.threads.contains_key(&b));
+        assert_eq!(warm.used, 700);
+        // More than the whole budget is not kept at all.
+        warm.keep(&b, kept(0, 11, 100));
+        assert!(!warm.threads.contains_key(&b));
+        assert_eq!(
+            warm.used,
+            warm.threads.values().map(|k| k.bytes).sum::<usize>()
+        );
     }
 }
