@@ -1,68 +1,181 @@
-//! Model adapter benchmarks (`make bench-models`; results in docs/benchmarks.md):
-//! 1. time to convert a 1,000-entry thread into each provider's request;
-//! 2. the share of input tokens read from Anthropic's prompt cache over a 50-slice conversation,
-//!    against a local server that replays usage the way the cache works (a request's longest
-//!    prefix, at block boundaries, that an earlier request marked with `cache_control` is read from
-//!    the cache; the rest up to its own last breakpoint is written).
+//! Model adapter benchmarks (`make bench-models`; results in docs/benchmarks.md). Parts, to run one
+//! alone: `cargo bench -p infinity-models --bench requests -- PART`.
+//! 1. `request_from_1000_entries`: what each adapter builds from a 1,000-entry thread: the
+//!    body's bytes (Anthropic, OpenAI); the SDK's history messages, and the whole Converse input
+//!    (Bedrock); and, for scale, serde_json writing the Anthropic body from a ready-made tree and
+//!    a copy of the finished body.
+//! 2. `engine_and_request`: one whole engine slice at 10 / 1,000 / 10,000 entries, as a host
+//!    drives it, with each adapter building its request from the slice's completion request
+//!    (bytes for Anthropic and OpenAI; for Bedrock the Converse input, and the SDK's own path
+//!    to the wire: serialized and signed, stopped by an interceptor before it is transmitted);
+//!    a canned completion answers it.
+//! 3. `cache_share`: the share of input tokens read from Anthropic's prompt cache over a
+//!    50-slice conversation, against a local server that replays usage the way the cache works
+//!    (a request's longest prefix, at block boundaries, that an earlier request marked with
+//!    `cache_control` is read from the cache; the rest up to its own last breakpoint is written).
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // a bench: a failed step should stop it
 
+use std::collections::HashMap;
 use std::hint::black_box;
+use std::path::Path;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
+use aws_sdk_bedrockruntime::config::interceptors::BeforeTransmitInterceptorContextRef;
+use aws_sdk_bedrockruntime::config::{ConfigBag, Intercept, RuntimeComponents};
+use aws_sdk_bedrockruntime::error::BoxError;
 use axum::routing::post;
 use axum::Router;
-use criterion::Criterion;
+use criterion::{BatchSize, BenchmarkId, Criterion};
+use infinity_agent_core::agent::Agent;
+use infinity_agent_core::engine::{Slice, SliceRequest, Step};
 use infinity_agent_core::history::{HistoryEntry, HistoryView, Item, ToolCall};
-use infinity_agent_core::ids::{CallId, ThreadId};
-use infinity_agent_core::model::{CompletionRequest, ModelProvider, ToolSpec};
+use infinity_agent_core::ids::{CallId, SeededIds, ThreadId};
+use infinity_agent_core::input::Input;
+use infinity_agent_core::model::{
+    Completion, CompletionRequest, ModelProvider, StopReason, ToolSpec, Usage,
+};
+use infinity_agent_core::scripted::ScriptedModel;
+use infinity_agent_core::state::ThreadRecord;
 use infinity_agent_core::tools::ToolRegistry;
 use infinity_models::anthropic::{AnthropicConfig, AnthropicModel};
+use infinity_models::bedrock::BedrockModel;
 use infinity_models::openai::{OpenAiConfig, OpenAiModel};
 use infinity_models::transport::RetryPolicy;
+use jiff::Timestamp;
 use serde_json::{json, Value};
+use tokio::runtime::Runtime;
 
+/// History lengths of the engine + request part.
+const LENGTHS: [usize; 3] = [10, 1_000, 10_000];
+
+/// A thread of `n` entries: rounds of a message, a turn with a tool call, its result and a
+/// reply; a shorter remainder of messages and replies.
 fn thread(n: usize) -> Vec<Arc<HistoryEntry>> {
-    let mut out = Vec::with_capacity(n);
+    let mut items = Vec::with_capacity(n);
     let mut i = 0;
-    while out.len() < n {
+    while items.len() + 4 <= n {
         let call = ToolCall {
             id: CallId::new(format!("call_{i}")).unwrap(),
             name: "sleep".into(),
             args: json!({"seconds": i}),
         };
-        for item in [
-            Item::user(format!("message {i}: please do the next step of the plan")),
-            Item::Assistant {
-                text: Some(format!("Step {i}: working on it.")),
-                tool_calls: vec![call.clone()],
-                synthetic: false,
-            },
-            Item::ToolResult {
-                call_id: call.id.clone(),
-                name: call.name.clone(),
-                text: format!("Slept {i} seconds."),
-                is_error: false,
-                images: Vec::new(),
-                display_as: Vec::new(),
-            },
-            Item::Assistant {
-                text: Some(format!("Step {i} is done.")),
-                tool_calls: vec![],
-                synthetic: false,
-            },
-        ] {
-            out.push(Arc::new(HistoryEntry {
-                seq: out.len() as u64,
-                at: jiff::Timestamp::UNIX_EPOCH,
-                input_id: None,
-                item,
-            }));
-        }
+        items.push(Item::user(format!(
+            "message {i}: please do the next step of the plan"
+        )));
+        items.push(Item::Assistant {
+            text: Some(format!("Step {i}: working on it.")),
+            tool_calls: vec![call.clone()],
+            synthetic: false,
+        });
+        items.push(Item::ToolResult {
+            call_id: call.id.clone(),
+            name: call.name.clone(),
+            text: format!("Slept {i} seconds."),
+            is_error: false,
+            images: Vec::new(),
+            display_as: Vec::new(),
+        });
+        items.push(Item::Assistant {
+            text: Some(format!("Step {i} is done.")),
+            tool_calls: vec![],
+            synthetic: false,
+        });
         i += 1;
     }
-    out.truncate(n);
-    out
+    while items.len() < n {
+        items.push(if items.len() % 2 == 0 {
+            Item::user(format!("message {i}: one more thing"))
+        } else {
+            Item::Assistant {
+                text: Some(format!("Noted ({i}).")),
+                tool_calls: vec![],
+                synthetic: false,
+            }
+        });
+        i += 1;
+    }
+    items
+        .into_iter()
+        .enumerate()
+        .map(|(seq, item)| {
+            Arc::new(HistoryEntry {
+                seq: seq as u64,
+                at: Timestamp::UNIX_EPOCH,
+                input_id: None,
+                item,
+            })
+        })
+        .collect()
+}
+
+fn anthropic() -> AnthropicModel {
+    AnthropicModel::new(
+        "claude-sonnet-4-5",
+        AnthropicConfig {
+            base_url: "http://unused".into(),
+            api_key: "k".into(),
+            retry: RetryPolicy::default(),
+        },
+    )
+}
+
+fn openai() -> OpenAiModel {
+    OpenAiModel::new(
+        "gpt-4.1",
+        OpenAiConfig {
+            base_url: "http://unused".into(),
+            api_key: None,
+            retry: RetryPolicy::default(),
+        },
+    )
+}
+
+/// Records the size of the request the SDK is about to transmit, and stops it there.
+#[derive(Debug)]
+struct StopBeforeTransmit {
+    body_bytes: Arc<AtomicUsize>,
+}
+
+impl Intercept for StopBeforeTransmit {
+    fn name(&self) -> &'static str {
+        "StopBeforeTransmit"
+    }
+
+    fn read_before_transmit(
+        &self,
+        context: &BeforeTransmitInterceptorContextRef<'_>,
+        _: &RuntimeComponents,
+        _: &mut ConfigBag,
+    ) -> Result<(), BoxError> {
+        let bytes = context.request().body().bytes().map_or(0, <[u8]>::len);
+        self.body_bytes.store(bytes, Ordering::Relaxed);
+        Err("stopped before transmitting (benchmark)".into())
+    }
+}
+
+/// A Bedrock model whose requests stop before they are transmitted, and the size of the last
+/// one.
+fn bedrock() -> (BedrockModel, Arc<AtomicUsize>) {
+    use aws_sdk_bedrockruntime::config::{
+        retry::RetryConfig, BehaviorVersion, Credentials, Region,
+    };
+    let body_bytes = Arc::new(AtomicUsize::new(0));
+    let config = aws_sdk_bedrockruntime::Config::builder()
+        .behavior_version(BehaviorVersion::latest())
+        .region(Region::new("us-east-1"))
+        .credentials_provider(Credentials::new("AKID", "SECRET", None, None, "bench"))
+        .retry_config(RetryConfig::disabled())
+        .interceptor(StopBeforeTransmit {
+            body_bytes: Arc::clone(&body_bytes),
+        })
+        .build();
+    let client = aws_sdk_bedrockruntime::Client::from_conf(config);
+    (
+        BedrockModel::new("anthropic.claude-sonnet-4-5-v1:0", client),
+        body_bytes,
+    )
 }
 
 fn conversion(c: &mut Criterion) {
@@ -78,22 +191,16 @@ fn conversion(c: &mut Criterion) {
         tools: &tools,
         history: HistoryView::from_slice(&history),
     };
-    let anthropic = AnthropicModel::new(
-        "claude-sonnet-4-5",
-        AnthropicConfig {
-            base_url: "http://unused".into(),
-            api_key: "k".into(),
-            retry: RetryPolicy::default(),
-        },
+    let anthropic = anthropic();
+    let openai = openai();
+    let (bedrock, _) = bedrock();
+    let body = anthropic.request_body(&request);
+    println!(
+        "request_from_1000_entries: anthropic {} bytes, openai {} bytes",
+        body.len(),
+        openai.request_body(&request).len()
     );
-    let openai = OpenAiModel::new(
-        "gpt-4.1",
-        OpenAiConfig {
-            base_url: "http://unused".into(),
-            api_key: None,
-            retry: RetryPolicy::default(),
-        },
-    );
+    let tree: Value = serde_json::from_slice(&body).unwrap();
     let mut group = c.benchmark_group("request_from_1000_entries");
     group.bench_function("anthropic", |b| {
         b.iter(|| black_box(anthropic.request_body(&request)))
@@ -104,6 +211,177 @@ fn conversion(c: &mut Criterion) {
     group.bench_function("bedrock", |b| {
         b.iter(|| black_box(infinity_models::bedrock::convert_history(&request).unwrap()))
     });
+    group.bench_function("bedrock_converse_input", |b| {
+        b.iter(|| black_box(bedrock.converse_input(&request).unwrap()))
+    });
+    // References for the cost of writing the Anthropic body's bytes: serde_json writing them
+    // from a tree built beforehand, and copying the finished body.
+    group.bench_function("reference_serde_json_writes_the_anthropic_body", |b| {
+        b.iter(|| black_box(serde_json::to_vec(&tree).unwrap()))
+    });
+    group.bench_function("reference_copy_of_the_anthropic_body", |b| {
+        b.iter(|| black_box(body.clone()))
+    });
+    group.finish();
+}
+
+/// How the engine + request part builds an adapter's request.
+enum Adapter {
+    /// No request: the engine's share (the scripted model's settings).
+    EngineAlone(Arc<ScriptedModel>),
+    Anthropic(Arc<AnthropicModel>),
+    OpenAi(Arc<OpenAiModel>),
+    /// The Converse input our code builds.
+    BedrockInput(Arc<BedrockModel>),
+    /// The SDK's whole path up to the wire, stopped there.
+    BedrockSdk(Arc<BedrockModel>, Arc<AtomicUsize>),
+}
+
+impl Adapter {
+    fn all() -> Vec<Self> {
+        let (bedrock, stop) = bedrock();
+        let bedrock = Arc::new(bedrock);
+        let scripted = ScriptedModel::parse(
+            "rules:\n  - reply: {text: Noted.}\n",
+            Path::new("bench.yaml"),
+        )
+        .unwrap();
+        vec![
+            Adapter::EngineAlone(Arc::new(scripted)),
+            Adapter::Anthropic(Arc::new(anthropic())),
+            Adapter::OpenAi(Arc::new(openai())),
+            Adapter::BedrockInput(Arc::clone(&bedrock)),
+            Adapter::BedrockSdk(bedrock, stop),
+        ]
+    }
+
+    fn name(&self) -> &'static str {
+        match self {
+            Adapter::EngineAlone(_) => "engine_alone",
+            Adapter::Anthropic(_) => "anthropic",
+            Adapter::OpenAi(_) => "openai",
+            Adapter::BedrockInput(_) => "bedrock_converse_input",
+            Adapter::BedrockSdk(..) => "bedrock_sdk_to_the_wire",
+        }
+    }
+
+    fn model(&self) -> Arc<dyn ModelProvider> {
+        match self {
+            Adapter::EngineAlone(m) => m.clone(),
+            Adapter::Anthropic(m) => m.clone(),
+            Adapter::OpenAi(m) => m.clone(),
+            Adapter::BedrockInput(m) | Adapter::BedrockSdk(m, _) => m.clone(),
+        }
+    }
+
+    /// Builds the request as the adapter does; its size in bytes (Bedrock's input: messages; no
+    /// request: the entries of the history).
+    fn build(&self, rt: &Runtime, request: CompletionRequest<'_>) -> usize {
+        match self {
+            Adapter::EngineAlone(_) => black_box(request).history.len(),
+            Adapter::Anthropic(m) => black_box(m.request_body(&request)).len(),
+            Adapter::OpenAi(m) => black_box(m.request_body(&request)).len(),
+            Adapter::BedrockInput(m) => {
+                let input = black_box(m.converse_input(&request).unwrap());
+                input.messages.map_or(0, |m| m.len())
+            }
+            Adapter::BedrockSdk(m, body_bytes) => {
+                let stopped = rt.block_on(m.complete(request));
+                assert!(stopped.is_err(), "the request was not stopped");
+                body_bytes.load(Ordering::Relaxed)
+            }
+        }
+    }
+}
+
+/// What the canned model answers.
+fn canned() -> Completion {
+    Completion {
+        text: Some("Noted.".into()),
+        tool_calls: vec![],
+        stop_reason: StopReason::EndTurn,
+        usage: Usage {
+            completions: 0,
+            input_tokens: 1_000,
+            output_tokens: 5,
+            cache_read_tokens: 0,
+            cache_write_tokens: 0,
+        },
+    }
+}
+
+/// One slice as a host drives it: the engine's steps, the adapter's request built from the
+/// completion request, the canned completion handed back. Returns the request's size. (Not
+/// inlined, so that profilers can count what a slice costs.)
+#[inline(never)]
+fn one_slice(
+    rt: &Runtime,
+    adapter: &Adapter,
+    agents: &HashMap<String, Arc<Agent>>,
+    record: ThreadRecord,
+    view: &[Arc<HistoryEntry>],
+) -> usize {
+    let input = Input::user_message(record.id.clone(), "hello again");
+    let mut ids = SeededIds::new(1);
+    let mut slice = Slice::start(SliceRequest {
+        inputs: vec![input],
+        ..SliceRequest::new(
+            record.id.clone(),
+            Some(record),
+            view,
+            agents,
+            Timestamp::UNIX_EPOCH,
+            &mut ids,
+        )
+    });
+    let mut size = 0;
+    loop {
+        match slice.poll() {
+            Step::Complete(request) => size = adapter.build(rt, request),
+            Step::Done(outcome) => {
+                black_box(outcome.commit.expect("slice commits"));
+                return size;
+            }
+            other => panic!("unexpected step {other:?}"),
+        }
+        slice.on_completion(Ok(canned()));
+    }
+}
+
+fn engine_and_request(c: &mut Criterion) {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let mut group = c.benchmark_group("engine_and_request");
+    for adapter in Adapter::all() {
+        let agent = Agent::new(
+            "bench",
+            "You are benchmarked.",
+            adapter.model(),
+            ToolRegistry::with_builtins(),
+        );
+        let agents: HashMap<String, Arc<Agent>> = [("bench".to_owned(), Arc::new(agent))].into();
+        for n in LENGTHS {
+            let view = thread(n);
+            let id = ThreadId::new("bench").unwrap();
+            let mut record = ThreadRecord::new(id, "bench", None, Timestamp::UNIX_EPOCH);
+            record.history_len = n as u64;
+            record.version = 1;
+            let size = one_slice(&rt, &adapter, &agents, record.clone(), &view);
+            println!(
+                "{} at {n} entries: request of {size} (bytes; Bedrock's input: messages)",
+                adapter.name()
+            );
+            group.bench_with_input(BenchmarkId::new(adapter.name(), n), &n, |b, _| {
+                b.iter_batched(
+                    || record.clone(),
+                    |record| one_slice(&rt, &adapter, &agents, record, &view),
+                    BatchSize::SmallInput,
+                )
+            });
+        }
+    }
     group.finish();
 }
 
@@ -251,14 +529,26 @@ async fn cache_share() {
 }
 
 fn main() {
+    // Filters pick parts: `engine` runs a part, `engine_and_request/openai` runs it too (and
+    // criterion runs only what matches inside). Options and their values are criterion's.
     let filter: Vec<String> = std::env::args()
         .skip(1)
-        .filter(|a| !a.starts_with('-'))
+        .filter(|a| !a.starts_with('-') && a.parse::<f64>().is_err())
         .collect();
-    let wants = |name: &str| filter.is_empty() || filter.iter().any(|f| name.contains(f.as_str()));
+    let wants = |name: &str| {
+        filter.is_empty()
+            || filter
+                .iter()
+                .any(|f| name.contains(f.as_str()) || f.starts_with(&format!("{name}/")))
+    };
     if wants("request_from_1000_entries") {
         let mut c = Criterion::default().configure_from_args();
         conversion(&mut c);
+        c.final_summary();
+    }
+    if wants("engine_and_request") {
+        let mut c = Criterion::default().configure_from_args();
+        engine_and_request(&mut c);
         c.final_summary();
     }
     if wants("cache_share") {

@@ -7,12 +7,14 @@
 //! prefix) and on the last block of the conversation, so the next slice reads everything up to
 //! here from the cache.
 
+mod request;
+
 use async_trait::async_trait;
-use infinity_agent_core::history::{summary_text, Item, MessageSource, INJECTED_TOOL};
 use infinity_agent_core::model::Usage;
 use infinity_agent_core::model::{
     Completion, CompletionRequest, ModelError, ModelProvider, ModelToolCall, StopReason, TextSink,
 };
+use reqwest::header::CONTENT_TYPE;
 use serde_json::{json, Map, Value};
 
 use crate::catalog;
@@ -99,137 +101,16 @@ impl AnthropicModel {
         }
     }
 
-    /// The request body for a completion (public for tests and the request benchmark).
-    pub fn request_body(&self, request: &CompletionRequest<'_>) -> Value {
-        let mut tools: Vec<Value> = request
-            .tools
-            .iter()
-            .map(|t| json!({"name": t.name, "description": t.description, "input_schema": t.input_schema}))
-            .collect();
-        tools.push(json!({
-            "name": INJECTED_TOOL,
-            "description": "Reserved: the runtime uses it to deliver events (late results, reports, subscription events). Never call it.",
-            "input_schema": {"type": "object", "properties": {}}
-        }));
-        let mut messages = convert_history(request, self.images);
-        // Cache the conversation so far: the next slice re-reads it from the cache.
-        if let Some(block) = messages
-            .last_mut()
-            .and_then(|m| m.get_mut("content"))
-            .and_then(Value::as_array_mut)
-            .and_then(|blocks| blocks.last_mut())
-        {
-            block["cache_control"] = json!({"type": "ephemeral"});
-        }
-        json!({
-            "model": self.model,
-            "max_tokens": self.max_tokens,
-            "system": [{"type": "text", "text": request.system, "cache_control": {"type": "ephemeral"}}],
-            "tools": tools,
-            "messages": messages,
-            "stream": true,
-        })
+    /// The request body for a completion, as the adapter sends it (public for tests and the
+    /// request benchmark).
+    pub fn request_body(&self, request: &CompletionRequest<'_>) -> Vec<u8> {
+        let settings = request::Settings {
+            model: &self.model,
+            max_tokens: self.max_tokens,
+            images: self.images,
+        };
+        request::body(settings, request)
     }
-}
-
-fn push_block(messages: &mut Vec<Value>, role: &str, block: Value) {
-    match messages.last_mut() {
-        Some(last) if last["role"] == role => {
-            if let Some(blocks) = last["content"].as_array_mut() {
-                // Tool results must lead a user turn.
-                if block["type"] == "tool_result" {
-                    let at = blocks
-                        .iter()
-                        .take_while(|b| b["type"] == "tool_result")
-                        .count();
-                    blocks.insert(at, block);
-                } else {
-                    blocks.push(block);
-                }
-            }
-        }
-        _ => messages.push(json!({"role": role, "content": [block]})),
-    }
-}
-
-/// Our history as Messages API turns.
-/// Images in tool results are sent as image blocks when `images_supported`, as a text
-/// placeholder otherwise.
-pub fn convert_history(request: &CompletionRequest<'_>, images_supported: bool) -> Vec<Value> {
-    let mut messages: Vec<Value> = Vec::new();
-    for entry in request.history.iter() {
-        match &entry.item {
-            Item::Message { text, from } => {
-                let text = match from {
-                    MessageSource::User => text.clone(),
-                    MessageSource::Parent { thread_id } => {
-                        format!("[Message from your parent thread {thread_id}]\n{text}")
-                    }
-                };
-                push_block(&mut messages, "user", json!({"type": "text", "text": text}));
-            }
-            Item::Assistant {
-                text, tool_calls, ..
-            } => {
-                if let Some(text) = text.as_ref().filter(|t| !t.trim().is_empty()) {
-                    push_block(
-                        &mut messages,
-                        "assistant",
-                        json!({"type": "text", "text": text}),
-                    );
-                }
-                for call in tool_calls {
-                    let input = if call.args.is_object() {
-                        call.args.clone()
-                    } else {
-                        json!({})
-                    };
-                    push_block(
-                        &mut messages,
-                        "assistant",
-                        json!({"type": "tool_use", "id": call.id, "name": call.name, "input": input}),
-                    );
-                }
-            }
-            Item::ToolResult {
-                call_id,
-                text,
-                is_error,
-                images,
-                ..
-            } => {
-                let content = if images.is_empty() {
-                    json!(text)
-                } else {
-                    let mut parts = vec![json!({"type": "text", "text": text})];
-                    for image in images {
-                        parts.push(if images_supported {
-                            json!({"type": "image", "source": {
-                                "type": "base64", "media_type": image.media_type, "data": image.data}})
-                        } else {
-                            json!({"type": "text", "text": image.placeholder()})
-                        });
-                    }
-                    Value::Array(parts)
-                };
-                let mut block =
-                    json!({"type": "tool_result", "tool_use_id": call_id, "content": content});
-                if *is_error {
-                    block["is_error"] = json!(true);
-                }
-                push_block(&mut messages, "user", block);
-            }
-            Item::Summary { text, .. } => {
-                push_block(
-                    &mut messages,
-                    "user",
-                    json!({"type": "text", "text": summary_text(text)}),
-                );
-            }
-            Item::Notice { .. } => {}
-        }
-    }
-    messages
 }
 
 /// Assembles a streamed response.
@@ -383,7 +264,7 @@ impl AnthropicModel {
         request: CompletionRequest<'_>,
         on_text: &TextSink<'_>,
     ) -> Result<Completion, ModelError> {
-        let body = self.request_body(&request);
+        let body = bytes::Bytes::from(self.request_body(&request));
         let url = format!("{}/v1/messages", self.config.base_url.trim_end_matches('/'));
         with_retries(
             "anthropic",
@@ -393,7 +274,8 @@ impl AnthropicModel {
                     .post(&url)
                     .header("x-api-key", &self.config.api_key)
                     .header("anthropic-version", API_VERSION)
-                    .json(&body)
+                    .header(CONTENT_TYPE, "application/json")
+                    .body(body.clone())
             },
             |response| async move {
                 let mut assembly = Assembly::default();

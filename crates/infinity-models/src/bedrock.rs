@@ -6,6 +6,7 @@ use std::collections::HashMap;
 
 use async_trait::async_trait;
 use aws_sdk_bedrockruntime::error::{ProvideErrorMetadata, SdkError};
+use aws_sdk_bedrockruntime::operation::converse::ConverseInput;
 use aws_sdk_bedrockruntime::types::{
     CachePointBlock, CachePointType, ContentBlock, ConversationRole, ConverseOutput,
     InferenceConfiguration, Message, StopReason as BedrockStop, SystemContentBlock, Tool,
@@ -14,14 +15,15 @@ use aws_sdk_bedrockruntime::types::{
 };
 use aws_sdk_bedrockruntime::Client;
 use aws_smithy_types::{Document, Number};
-use infinity_agent_core::history::{summary_text, Item, MessageSource, INJECTED_TOOL};
+use infinity_agent_core::history::{summary_text, Item, INJECTED_TOOL};
 use infinity_agent_core::model::Usage;
 use infinity_agent_core::model::{
-    Completion, CompletionRequest, ModelError, ModelProvider, ModelToolCall, StopReason,
+    Completion, CompletionRequest, ModelError, ModelProvider, ModelToolCall, StopReason, ToolSpec,
 };
 use serde_json::Value;
 
 use crate::catalog;
+use crate::convert::{message_text, NO_ARGUMENTS};
 
 /// `serde_json::Value` to a Smithy `Document`.
 pub fn to_document(value: &Value) -> Document {
@@ -100,6 +102,62 @@ impl BedrockModel {
         let shared = aws_config::load_defaults(aws_config::BehaviorVersion::latest()).await;
         Self::new(model, Client::new(&shared))
     }
+
+    /// The Converse input for a completion, as the adapter sends it; the SDK writes it as JSON
+    /// and signs it on sending (public for the request benchmark).
+    pub fn converse_input(
+        &self,
+        request: &CompletionRequest<'_>,
+    ) -> Result<ConverseInput, ModelError> {
+        let cache = CachePointBlock::builder()
+            .r#type(CachePointType::Default)
+            .build()
+            .map_err(bad)?;
+        ConverseInput::builder()
+            .model_id(&self.model)
+            .system(SystemContentBlock::Text(request.system.to_owned()))
+            .system(SystemContentBlock::CachePoint(cache))
+            .set_messages(Some(convert_history(request)?))
+            .tool_config(tool_config(request.tools)?)
+            .inference_config(
+                InferenceConfiguration::builder()
+                    .max_tokens(self.max_tokens as i32)
+                    .build(),
+            )
+            .build()
+            .map_err(bad)
+    }
+}
+
+/// A request the SDK refused to build (a required field missing: a bug of ours).
+fn bad(e: aws_sdk_bedrockruntime::error::BuildError) -> ModelError {
+    ModelError::Terminal(format!("bedrock: {e}"))
+}
+
+/// The tools on offer, then the injected one.
+fn tool_config(tools: &[ToolSpec]) -> Result<ToolConfiguration, ModelError> {
+    let spec = |name: &str, description: &str, schema: &Value| {
+        ToolSpecification::builder()
+            .name(name)
+            .description(description)
+            .input_schema(ToolInputSchema::Json(to_document(schema)))
+            .build()
+            .map(Tool::ToolSpec)
+            .map_err(bad)
+    };
+    let mut converted = Vec::with_capacity(tools.len() + 1);
+    for tool in tools {
+        converted.push(spec(&tool.name, &tool.description, &tool.input_schema)?);
+    }
+    converted.push(spec(
+        INJECTED_TOOL,
+        "Reserved: the runtime uses it to deliver events. Never call it.",
+        &NO_ARGUMENTS,
+    )?);
+    ToolConfiguration::builder()
+        .set_tools(Some(converted))
+        .build()
+        .map_err(bad)
 }
 
 fn message(role: ConversationRole, content: Vec<ContentBlock>) -> Result<Message, ModelError> {
@@ -107,14 +165,15 @@ fn message(role: ConversationRole, content: Vec<ContentBlock>) -> Result<Message
         .role(role)
         .set_content(Some(content))
         .build()
-        .map_err(|e| ModelError::Terminal(format!("bedrock: {e}")))
+        .map_err(bad)
 }
 
-/// Our history as Converse messages (consecutive entries of one role merge).
+/// Our history as Converse messages: consecutive entries of one role merge into one turn, tool
+/// results first.
 pub fn convert_history(request: &CompletionRequest<'_>) -> Result<Vec<Message>, ModelError> {
     let mut turns: Vec<(ConversationRole, Vec<ContentBlock>)> = Vec::new();
     let mut push = |role: ConversationRole, block: ContentBlock| match turns.last_mut() {
-        Some((r, blocks)) if *r == role => {
+        Some((last, blocks)) if *last == role => {
             if matches!(block, ContentBlock::ToolResult(_)) {
                 let at = blocks
                     .iter()
@@ -127,18 +186,10 @@ pub fn convert_history(request: &CompletionRequest<'_>) -> Result<Vec<Message>, 
         }
         _ => turns.push((role, vec![block])),
     };
-    let bad = |e: aws_sdk_bedrockruntime::error::BuildError| {
-        ModelError::Terminal(format!("bedrock: {e}"))
-    };
     for entry in request.history.iter() {
         match &entry.item {
             Item::Message { text, from } => {
-                let text = match from {
-                    MessageSource::User => text.clone(),
-                    MessageSource::Parent { thread_id } => {
-                        format!("[Message from your parent thread {thread_id}]\n{text}")
-                    }
-                };
+                let text = message_text(text, from).into_owned();
                 push(ConversationRole::User, ContentBlock::Text(text));
             }
             Item::Summary { text, .. } => push(
@@ -256,52 +307,15 @@ impl ModelProvider for BedrockModel {
     }
 
     async fn complete(&self, request: CompletionRequest<'_>) -> Result<Completion, ModelError> {
-        let bad = |e: aws_sdk_bedrockruntime::error::BuildError| {
-            ModelError::Terminal(format!("bedrock: {e}"))
-        };
-        let mut tools = Vec::new();
-        for spec in request.tools {
-            tools.push(Tool::ToolSpec(
-                ToolSpecification::builder()
-                    .name(&spec.name)
-                    .description(&spec.description)
-                    .input_schema(ToolInputSchema::Json(to_document(&spec.input_schema)))
-                    .build()
-                    .map_err(bad)?,
-            ));
-        }
-        tools.push(Tool::ToolSpec(
-            ToolSpecification::builder()
-                .name(INJECTED_TOOL)
-                .description("Reserved: the runtime uses it to deliver events. Never call it.")
-                .input_schema(ToolInputSchema::Json(to_document(
-                    &serde_json::json!({"type": "object", "properties": {}}),
-                )))
-                .build()
-                .map_err(bad)?,
-        ));
-        let cache = CachePointBlock::builder()
-            .r#type(CachePointType::Default)
-            .build()
-            .map_err(bad)?;
+        let input = self.converse_input(&request)?;
         let output = self
             .client
             .converse()
-            .model_id(&self.model)
-            .system(SystemContentBlock::Text(request.system.to_owned()))
-            .system(SystemContentBlock::CachePoint(cache))
-            .set_messages(Some(convert_history(&request)?))
-            .tool_config(
-                ToolConfiguration::builder()
-                    .set_tools(Some(tools))
-                    .build()
-                    .map_err(bad)?,
-            )
-            .inference_config(
-                InferenceConfiguration::builder()
-                    .max_tokens(self.max_tokens as i32)
-                    .build(),
-            )
+            .set_model_id(input.model_id)
+            .set_system(input.system)
+            .set_messages(input.messages)
+            .set_tool_config(input.tool_config)
+            .set_inference_config(input.inference_config)
             .send()
             .await
             .map_err(classify)?;

@@ -14,7 +14,9 @@
 pub mod anthropic;
 pub mod bedrock;
 pub mod catalog;
+mod convert;
 pub mod fetch;
+mod json;
 pub mod openai;
 pub mod sse;
 pub mod transport;

@@ -1,12 +1,14 @@
 //! The OpenAI-compatible Chat Completions adapter, streaming. Serves OpenAI and servers that
 //! speak the same API (Ollama, vLLM, llama.cpp) through `OPENAI_BASE_URL`.
 
+mod request;
+
 use async_trait::async_trait;
-use infinity_agent_core::history::{summary_text, Item, MessageSource, INJECTED_TOOL};
 use infinity_agent_core::model::Usage;
 use infinity_agent_core::model::{
     Completion, CompletionRequest, ModelError, ModelProvider, ModelToolCall, StopReason, TextSink,
 };
+use reqwest::header::CONTENT_TYPE;
 use serde_json::{json, Value};
 
 use crate::catalog;
@@ -87,89 +89,11 @@ impl OpenAiModel {
         }
     }
 
-    /// The request body for a completion (public for tests and the request benchmark).
-    pub fn request_body(&self, request: &CompletionRequest<'_>) -> Value {
-        let mut tools: Vec<Value> = request
-            .tools
-            .iter()
-            .map(|t| {
-                json!({"type": "function", "function": {
-                    "name": t.name, "description": t.description, "parameters": t.input_schema}})
-            })
-            .collect();
-        tools.push(json!({"type": "function", "function": {
-            "name": INJECTED_TOOL,
-            "description": "Reserved: the runtime uses it to deliver events. Never call it.",
-            "parameters": {"type": "object", "properties": {}}}}));
-        json!({
-            "model": self.model,
-            "max_completion_tokens": self.max_tokens,
-            "messages": convert_history(request),
-            "tools": tools,
-            "stream": true,
-            "stream_options": {"include_usage": true},
-        })
+    /// The request body for a completion, as the adapter sends it (public for tests and the
+    /// request benchmark).
+    pub fn request_body(&self, request: &CompletionRequest<'_>) -> Vec<u8> {
+        request::body(&self.model, self.max_tokens, request)
     }
-}
-
-/// Our history as chat messages.
-pub fn convert_history(request: &CompletionRequest<'_>) -> Vec<Value> {
-    let mut messages = vec![json!({"role": "system", "content": request.system})];
-    for entry in request.history.iter() {
-        match &entry.item {
-            Item::Message { text, from } => {
-                let text = match from {
-                    MessageSource::User => text.clone(),
-                    MessageSource::Parent { thread_id } => {
-                        format!("[Message from your parent thread {thread_id}]\n{text}")
-                    }
-                };
-                messages.push(json!({"role": "user", "content": text}));
-            }
-            Item::Assistant {
-                text, tool_calls, ..
-            } => {
-                if tool_calls.is_empty() && text.as_deref().is_none_or(|t| t.trim().is_empty()) {
-                    continue; // an empty turn: chat APIs reject a null content without tool calls
-                }
-                let mut message = json!({"role": "assistant", "content": text});
-                if !tool_calls.is_empty() {
-                    message["tool_calls"] = tool_calls
-                        .iter()
-                        .map(|c| {
-                            json!({"id": c.id, "type": "function", "function": {
-                                "name": c.name, "arguments": c.args.to_string()}})
-                        })
-                        .collect();
-                }
-                messages.push(message);
-            }
-            Item::ToolResult {
-                call_id,
-                text,
-                is_error,
-                images,
-                ..
-            } => {
-                let mut content = if *is_error {
-                    format!("[error] {text}")
-                } else {
-                    text.clone()
-                };
-                // Chat completions take no images in tool messages: the model reads a note.
-                for image in images {
-                    content.push('\n');
-                    content.push_str(&image.placeholder());
-                }
-                messages.push(json!({"role": "tool", "tool_call_id": call_id, "content": content}));
-            }
-            Item::Summary { text, .. } => {
-                messages.push(json!({"role": "user", "content": summary_text(text)}));
-            }
-            Item::Notice { .. } => {}
-        }
-    }
-    messages
 }
 
 #[derive(Debug, Default)]
@@ -304,7 +228,7 @@ impl OpenAiModel {
         request: CompletionRequest<'_>,
         on_text: &TextSink<'_>,
     ) -> Result<Completion, ModelError> {
-        let body = self.request_body(&request);
+        let body = bytes::Bytes::from(self.request_body(&request));
         let url = format!(
             "{}/chat/completions",
             self.config.base_url.trim_end_matches('/')
@@ -313,7 +237,11 @@ impl OpenAiModel {
             "openai",
             &self.config.retry,
             || {
-                let builder = self.http.post(&url).json(&body);
+                let builder = self
+                    .http
+                    .post(&url)
+                    .header(CONTENT_TYPE, "application/json")
+                    .body(body.clone());
                 match &self.config.api_key {
                     Some(key) => builder.bearer_auth(key),
                     None => builder,

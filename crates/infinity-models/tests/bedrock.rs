@@ -2,6 +2,8 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // test code: a failed step should stop the test
 
+mod common;
+
 use std::sync::{Arc, Mutex};
 
 use axum::extract::{Path, State};
@@ -273,4 +275,22 @@ async fn missing_credentials_fail_at_once_and_say_so_and_a_dead_endpoint_is_retr
         Err(ModelError::Retryable(why)) => assert!(why.starts_with("bedrock: "), "{why}"),
         other => panic!("{other:?}"),
     }
+}
+
+#[tokio::test]
+async fn the_whole_request_for_a_varied_history() {
+    // The body is written out in full in tests/bodies/, not produced by the code under test.
+    let reply = json!({
+        "output": {"message": {"role": "assistant", "content": [{"text": "ok"}]}},
+        "stopReason": "end_turn",
+        "usage": {"inputTokens": 1, "outputTokens": 1, "totalTokens": 2},
+        "metrics": {"latencyMs": 1}
+    });
+    let (url, seen) = serve((200, vec![], reply)).await;
+    let history: Vec<_> = common::varied_history().into_iter().map(entry).collect();
+
+    ask(&model(&url).await, &history).await.unwrap();
+
+    let (_, body) = seen.bodies.lock().unwrap()[0].clone();
+    common::assert_body(&body, include_str!("bodies/bedrock_varied.json"));
 }

@@ -3,9 +3,14 @@
 use infinity_agent_core::history::{Image, Item};
 use infinity_models::anthropic::{AnthropicConfig, AnthropicModel};
 use infinity_models::openai::{OpenAiConfig, OpenAiModel};
-use serde_json::json;
+use serde_json::{json, Value};
 
 use crate::fixtures::{assistant, call, quick_retries, Conversation};
+
+/// A request body read back as JSON.
+fn body(bytes: &[u8]) -> Value {
+    serde_json::from_slice(bytes).unwrap()
+}
 
 fn with_image() -> Conversation {
     Conversation::new(vec![
@@ -40,7 +45,7 @@ fn anthropic_sends_image_blocks_to_models_that_read_images() {
         },
     );
     let conversation = with_image();
-    let body = model.request_body(&conversation.request());
+    let body = body(&model.request_body(&conversation.request()));
     let result = &body["messages"][2]["content"][0];
     assert_eq!(result["type"], "tool_result");
     assert_eq!(
@@ -64,7 +69,7 @@ fn models_without_image_support_get_a_placeholder() {
         },
     );
     let conversation = with_image();
-    let body = model.request_body(&conversation.request());
+    let body = body(&model.request_body(&conversation.request()));
     let part = &body["messages"][2]["content"][0]["content"][1];
     assert_eq!(part["type"], "text");
     assert!(
@@ -87,7 +92,7 @@ fn openai_tool_messages_carry_a_note_for_each_image() {
         },
     );
     let conversation = with_image();
-    let body = model.request_body(&conversation.request());
+    let body = body(&model.request_body(&conversation.request()));
     let tool = body["messages"]
         .as_array()
         .unwrap()

@@ -3,6 +3,8 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // test code: a failed step should stop the test
 
+#[path = "../common/mod.rs"]
+mod common;
 mod fixtures;
 mod recordings;
 mod server;
@@ -20,3 +22,4 @@ mod streaming;
 mod text_reply;
 mod timeout;
 mod tool_calls;
+mod wire_format;
