@@ -17,6 +17,9 @@ use infinity_agent_core::runtime::{AgentSystem, AgentSystemBuilder, WaitOutcome}
 use infinity_agent_core::scripted::ScriptedModel;
 use infinity_agent_core::store::{FileStore, MemoryStore, ThreadStore};
 
+mod common;
+use common::{rss_bytes, runtime};
+
 /// Children of the fan-out part.
 const CHILDREN: usize = 1_000;
 
@@ -66,21 +69,6 @@ async fn system(store: Arc<dyn ThreadStore>) -> AgentSystem {
         .build()
         .await
         .expect("system builds")
-}
-
-fn rss_bytes() -> u64 {
-    std::fs::read_to_string("/proc/self/statm")
-        .ok()
-        .and_then(|s| s.split_whitespace().nth(1)?.parse::<u64>().ok())
-        .map_or(0, |pages| pages * 4096)
-}
-
-fn runtime() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .expect("runtime")
 }
 
 /// 100,000 root threads each told to `sleep(3600)`, a thousand at a time (as threads accumulate

@@ -32,6 +32,9 @@ use infinity_agent_core::store::{FileStore, MemoryStore, ThreadStore};
 use infinity_agent_core::tools::ToolRegistry;
 use jiff::Timestamp;
 
+mod common;
+use common::{rss_bytes, runtime};
+
 const LENGTHS: [u64; 3] = [10, 1_000, 100_000];
 
 fn model() -> Arc<ScriptedModel> {
@@ -200,17 +203,6 @@ fn store_writes() {
     }
 }
 
-fn rss_bytes() -> u64 {
-    std::fs::read_to_string("/proc/self/statm")
-        .ok()
-        .and_then(|s| {
-            s.split_whitespace()
-                .nth(1)
-                .and_then(|p| p.parse::<u64>().ok())
-        })
-        .map_or(0, |pages| pages * 4096)
-}
-
 async fn system() -> AgentSystem {
     system_on(Arc::new(MemoryStore::new())).await
 }
@@ -227,11 +219,7 @@ async fn system_on(store: Arc<dyn ThreadStore>) -> AgentSystem {
 
 /// Resident memory of 100,000 threads that each called `sleep(3600)` and now wait.
 fn idle_memory() {
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .expect("runtime");
+    let rt = runtime();
     rt.block_on(async {
         let system = system().await;
         let before = rss_bytes();
@@ -260,11 +248,7 @@ fn idle_memory() {
 
 /// Slices per second: 10,000 threads, each sent one message per round, 5 rounds.
 fn throughput() {
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .expect("runtime");
+    let rt = runtime();
     rt.block_on(async {
         let system = system().await;
         let threads = 10_000u64;
@@ -390,11 +374,7 @@ fn peer_engine(n: u64) {
 /// of its own whose `n` entries were committed before, untimed, so that every turn starts from
 /// `n` entries (as in bench.py). On the file store, also the bytes each turn writes.
 fn peer_runtime(n: u64, on_file: bool) {
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .expect("runtime");
+    let rt = runtime();
     let folder = tempfile::tempdir().expect("tempdir");
     let store: Arc<dyn ThreadStore> = if on_file {
         Arc::new(FileStore::open(folder.path()).expect("store"))
@@ -461,11 +441,7 @@ fn peer_runtime(n: u64, on_file: bool) {
 /// in the in-memory store of the embedded runtime. Run in a process of its own (`peer` starts
 /// the bench again with `--peer-idle=N`).
 fn peer_idle(n: u64) {
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .expect("runtime");
+    let rt = runtime();
     let count = peer_conversations(n);
     rt.block_on(async {
         let system = system().await;
