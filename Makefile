@@ -65,10 +65,16 @@ build:
 	@command -v cargo-lambda >/dev/null || { echo "make build needs cargo-lambda: cargo install cargo-lambda (and zig for cross-compiling to arm64)"; exit 1; }
 	$(CARGO) lambda build --release --arm64 -p infinity-aws --bin infinity-agent-lambda --bin infinity-relay-lambda --bin infinity-callback-lambda
 
+# One agent in the template (AGENT=file), or a folder of agents saved into the table once the
+# stack is up (AGENTS=folder DEFAULT_AGENT=name; the template then carries no agent). STACK names
+# the stack (default infinity; `make smoke STACK=...` needs it named).
+TEMPLATE_AGENT = $(if $(AGENTS),,$(AGENT))
 deploy: tools
-	@test -f "$(AGENT)" || { echo "make deploy AGENT=path/to/agent.yaml (missing: $(AGENT))"; exit 1; }
+	@test -d "$(AGENTS)" -o -f "$(TEMPLATE_AGENT)" || { echo "make deploy AGENT=path/to/agent.yaml, or AGENTS=folder DEFAULT_AGENT=name"; exit 1; }
+	@test -z "$(AGENTS)" -o -n "$(DEFAULT_AGENT)" || { echo "make deploy AGENTS=$(AGENTS) needs DEFAULT_AGENT=name (the agent new conversations run)"; exit 1; }
 	$(VENV)/sam build --template template.yaml
-	$(VENV)/sam deploy --guided --parameter-overrides "AgentYaml=$$(cat $(AGENT))"
+	$(VENV)/sam deploy --guided --stack-name "$(or $(STACK),infinity)" --parameter-overrides "AgentYaml=$(if $(TEMPLATE_AGENT),$$(cat $(TEMPLATE_AGENT)),)" "DefaultAgent=$(DEFAULT_AGENT)"
+	@if [ -n "$(AGENTS)" ]; then $(CARGO) build -q -p infinity-cli && SAM="$(VENV)/sam" bash infra/seed_agents.sh "$(or $(STACK),infinity)" "$(AGENTS)"; fi
 
 # After `make deploy`: a message through the deployed stack, and its reply (needs AWS credentials).
 smoke:

@@ -18,7 +18,8 @@ pub struct PendingEffect {
 }
 
 impl Effect {
-    /// The `effect` tag: `send`, `send_at`, `dispatch`, `notify` or `output`.
+    /// The `effect` tag: `send`, `send_at`, `dispatch`, `notify`, `output`, `forward` or
+    /// `library`.
     pub fn kind(&self) -> &'static str {
         match self {
             Effect::Send { .. } => "send",
@@ -27,6 +28,7 @@ impl Effect {
             Effect::Notify { .. } => "notify",
             Effect::Output { .. } => "output",
             Effect::Forward { .. } => "forward",
+            Effect::Library { .. } => "library",
         }
     }
 
@@ -73,12 +75,28 @@ pub enum Effect {
         /// The event.
         event: OutputEvent,
     },
+    /// Write to the host's library (see [`crate::library`]): knowledge an agent saved.
+    Library {
+        /// The write.
+        op: LibraryOp,
+    },
     /// Hand an input to the host its thread moved to (see [`crate::state::Migration`]).
     Forward {
         /// The destination's forwarding URL for the thread.
         url: String,
         /// The input, as it arrived here.
         input: Input,
+    },
+}
+
+/// A write to the library, as an effect.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "op", rename_all = "snake_case")]
+pub enum LibraryOp {
+    /// Creates or replaces a knowledge entry (by its name, in any case).
+    SaveKnowledge {
+        /// The entry.
+        entry: crate::knowledge::KnowledgeEntry,
     },
 }
 

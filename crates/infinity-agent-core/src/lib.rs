@@ -3,12 +3,15 @@
 //!
 //! The modules are layered; a lower one never imports a higher one:
 //!
-//! - the data at the bottom: [`ids`] and [`json`] (values cut to a size), [`history`],
+//! - the data at the bottom: [`ids`], [`json`] (values cut to a size) and [`search`] (a ranked
+//!   full-text index), [`knowledge`] (the registry's entries and stores), [`history`],
 //!   [`model`] (the model interface and its types), [`state`] (the thread record and everything
 //!   it embeds), [`input`], [`effect`], [`commit`];
+//! - [`library`]: what a host holds for tools beyond a conversation (knowledge);
 //! - [`tools`]: the [`tools::Tool`] trait, the registry, the built-in and internal tools, and
 //!   tool servers' tools;
-//! - [`agent`] (agents and agent files) and [`scripted`] (the scripted model);
+//! - [`agent`] (agents and agent files) and [`scripted`] (the scripted model); [`catalog`]
+//!   (stored agent versions);
 //! - [`engine`]: the slice as a synchronous state machine ([`engine::Slice`]), sans-IO;
 //! - [`store`] (the [`store::ThreadStore`] trait, memory and file stores) and [`host`] (the one
 //!   driver loop and effect performer both hosts share);
@@ -18,6 +21,7 @@
 #![warn(missing_docs)]
 
 pub mod agent;
+pub mod catalog;
 pub mod commit;
 pub mod effect;
 pub mod engine;
@@ -26,10 +30,13 @@ pub mod host;
 pub mod ids;
 pub mod input;
 pub mod json;
+pub mod knowledge;
+pub mod library;
 pub mod migration;
 pub mod model;
 pub mod runtime;
 pub mod scripted;
+pub mod search;
 pub mod state;
 pub mod store;
 #[cfg(feature = "test-util")]

@@ -9,16 +9,19 @@ use std::path::Path;
 
 /// The top-level modules, bottom first.
 const LAYERS: &[&[&str]] = &[
-    &["ids", "json"],
+    &["ids", "json", "search"],
+    &["knowledge"],
     &["history"],
     &["model"],
     &["state"],
     &["input"],
     &["effect"],
     &["commit"],
+    &["library"],
     &["tools"],
     &["scripted"],
     &["agent"],
+    &["catalog"],
     &["engine"],
     &["store"],
     &["host", "migration"],

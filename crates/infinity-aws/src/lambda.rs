@@ -89,9 +89,23 @@ impl AgentLambda {
     pub async fn handler_from_env(&self) -> Result<AgentHandler, lambda_runtime::Error> {
         let config = AwsConfig::from_env()?;
         let clients = Clients::from_env().await;
-        let agent = self.agent_from_env().await?;
-        let tool_servers = crate::tool_servers::rap_client_for(&agent).await?;
-        Ok(AgentHandler::new(&clients, &config, agent).with_tool_servers(tool_servers))
+        let stored_default = std::env::var("INFINITY_DEFAULT_AGENT")
+            .ok()
+            .filter(|s| !s.trim().is_empty());
+        let handler = match self.agent_from_env().await {
+            Ok(agent) => {
+                let tool_servers = crate::tool_servers::rap_client_for(&agent).await?;
+                AgentHandler::new(&clients, &config, agent).with_tool_servers(tool_servers)
+            }
+            // No agent of its own: the deployment runs the agents stored in its table.
+            Err(SetupError::NoAgent) if stored_default.is_some() => {
+                let name = stored_default.unwrap_or_default();
+                let tool_servers = crate::tool_servers::rap_client_without_agent().await?;
+                AgentHandler::for_stored(&clients, &config, name).with_tool_servers(tool_servers)
+            }
+            Err(err) => return Err(err.into()),
+        };
+        Ok(handler.with_stored_agents(&self.tools, &self.providers))
     }
 
     /// Runs the agent Lambda: tracing, the handler built once, then the Lambda runtime loop

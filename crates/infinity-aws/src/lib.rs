@@ -10,8 +10,10 @@
 //!   running against emulators.
 #![warn(missing_docs)]
 
+pub mod catalog;
 pub mod config;
 pub mod handler;
+pub mod knowledge;
 pub mod lambda;
 pub mod local;
 pub mod migrate;

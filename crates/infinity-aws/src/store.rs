@@ -89,6 +89,12 @@ fn sdk_error<E: ProvideErrorMetadata + std::fmt::Debug>(
     StoreError::Unavailable(format!("{what}: {detail}"))
 }
 
+/// The record item a creating slice that writes entries ahead puts first (version 0, no body,
+/// its lock): the thread does not exist until the commit replaces it.
+pub(crate) fn is_placeholder(item: &HashMap<String, AttributeValue>) -> bool {
+    matches!(item.get("v"), Some(AttributeValue::N(v)) if v == "0")
+}
+
 fn corrupt(what: &str, err: impl std::fmt::Display) -> StoreError {
     StoreError::Corrupt(format!("{what}: {err}"))
 }
@@ -309,7 +315,7 @@ impl ThreadStore for DynamoThreadStore {
             .send()
             .await
             .map_err(|e| sdk_error("reading the thread record", e))?;
-        let Some(item) = out.item() else {
+        let Some(item) = out.item().filter(|item| !is_placeholder(item)) else {
             return Ok(None);
         };
         let record: ThreadRecord = self.read_body(&pk, item, "thread record").await?;
@@ -377,8 +383,9 @@ impl ThreadStore for DynamoThreadStore {
     async fn commit(&self, commit: &Commit) -> Result<(), StoreError> {
         // The record, the entries, the outbox item, the markers: one transaction when they fit.
         let items = commit.new_entries.len() + commit.processed_inputs.len() + 2;
-        if items > MAX_TRANSACTION_ITEMS && commit.expected_version.is_some() {
-            // More entries than one transaction holds: written ahead under a lock (`import.rs`).
+        if items > MAX_TRANSACTION_ITEMS && commit.new_entries.len() > import::ENTRIES_PER_WRITE {
+            // More entries than one transaction holds: written ahead under a lock (`import.rs`);
+            // a new thread's under a placeholder record.
             return self.commit_wide(commit).await;
         }
         self.commit_holding(commit, None).await
@@ -554,7 +561,18 @@ impl DynamoThreadStore {
             .table_name(&*self.table)
             .set_item(Some(record_item));
         record_put = match (commit.expected_version, lock) {
-            (None, _) => record_put.condition_expression("attribute_not_exists(pk)"),
+            // A new thread: no record yet, or only the placeholder a crashed creating slice left
+            // (see `store/import.rs`), taken over once its lock is stale.
+            (None, None) => record_put
+                .condition_expression(
+                    "attribute_not_exists(pk) OR (v = :placeholder AND wlock_at < :stale)",
+                )
+                .expression_attribute_values(":placeholder", AttributeValue::N("0".into()))
+                .expression_attribute_values(":stale", AttributeValue::N(import::stale_before())),
+            (None, Some(lock)) => record_put
+                .condition_expression("v = :placeholder AND wlock = :lock")
+                .expression_attribute_values(":placeholder", AttributeValue::N("0".into()))
+                .expression_attribute_values(":lock", AttributeValue::S(lock.to_owned())),
             (Some(v), None) => record_put
                 .condition_expression("v = :expected")
                 .expression_attribute_values(":expected", AttributeValue::N(v.to_string())),

@@ -191,6 +191,16 @@ impl Authorizer for SigV4 {
     }
 }
 
+/// The client of a deployment with no agent of its own (stored agents only): callbacks signed
+/// when the secret is configured, no server's auth set up ahead (stored agents' servers are
+/// called without credentials of the deployment's).
+pub async fn rap_client_without_agent() -> Result<Option<Arc<RapClient>>, ToolServerSetupError> {
+    Ok(signer_from_env()
+        .await
+        .ok()
+        .map(|signer| Arc::new(RapClient::new(signer))))
+}
+
 /// The RAP client of an agent with tool servers: callback URLs from
 /// [`signer_from_env`]; `bearer_ssm` read from SSM and `sigv4` signed with the function's role
 /// here, the rest (`bearer_env`, no auth) as [`RapClient::with_configured`] reads it.

@@ -408,6 +408,9 @@ fn describe_effect(effect: &infinity_agent_core::effect::PendingEffect) -> Strin
             let host = url.split("/rap/").next().unwrap_or(url);
             format!("{} forwarded to {host}", input.body.kind())
         }
+        Effect::Library {
+            op: infinity_agent_core::effect::LibraryOp::SaveKnowledge { entry },
+        } => format!("saving knowledge `{}`", entry.name),
     };
     format!("{} {} ({what})", effect.id, effect.effect.kind())
 }

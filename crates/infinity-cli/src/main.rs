@@ -1,29 +1,30 @@
 //! `infinity`: run and chat with agents on the embedded runtime.
 
+mod agents;
 mod aws;
 mod display;
+mod knowledge;
 mod migrate;
 mod people;
 mod render;
 mod serve;
+mod system;
 mod tool_servers;
 
 use std::path::PathBuf;
-use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
 use clap::{Args, Parser, Subcommand};
-use infinity_agent_core::agent::AgentFile;
 use infinity_agent_core::effect::OutputKind;
 use infinity_agent_core::ids::ThreadId;
-use infinity_agent_core::runtime::{AgentSystem, AgentSystemBuilder, WaitOutcome};
+use infinity_agent_core::runtime::{AgentSystem, WaitOutcome};
 use infinity_agent_core::state::{FinishStatus, MigrationState, ThreadStatus};
 use infinity_agent_core::store::{FileStore, ThreadStore};
-use infinity_agent_core::tools::SetTitle;
 use tokio::io::AsyncBufReadExt;
 
 use render::Renderer;
+pub(crate) use system::{build_system, build_system_with_receiver, StoreAccess};
 
 /// Durable LLM agents: run them, chat with them.
 #[derive(Debug, Parser)]
@@ -68,6 +69,12 @@ enum Command {
     /// Describe tools.
     #[command(subcommand)]
     Tools(ToolsCommand),
+    /// Stored agents: save a version, list them, show one.
+    #[command(subcommand)]
+    Agents(agents::AgentsCommand),
+    /// The knowledge registry agents search and save to (the `knowledge` category).
+    #[command(subcommand)]
+    Knowledge(knowledge::KnowledgeCommand),
 }
 
 #[derive(Debug, Subcommand)]
@@ -91,7 +98,8 @@ enum ThreadCommand {
 
 #[derive(Debug, Args)]
 pub(crate) struct AgentArgs {
-    /// The agent file (agent.yaml).
+    /// The agent file (agent.yaml); with --store, also NAME or NAME@VERSION of an agent stored
+    /// there (`infinity agents save`).
     #[arg(long)]
     agent: PathBuf,
     /// Use this model instead of the file's (PROVIDER:MODEL, e.g. script:other.yaml).
@@ -207,6 +215,8 @@ fn main() -> std::process::ExitCode {
             Command::Migrate(args) => migrate::run(args).await,
             Command::McpBridge(args) => infinity_mcp_bridge::run(args).await.map(|()| 0),
             Command::Tools(ToolsCommand::Internal { json }) => tools_internal(json),
+            Command::Agents(command) => agents::run(command).await,
+            Command::Knowledge(command) => knowledge::run(command).await,
         }
     });
     match result {
@@ -216,86 +226,6 @@ fn main() -> std::process::ExitCode {
             std::process::ExitCode::FAILURE
         }
     }
-}
-
-/// How a command takes its store folder when another process has it open.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum StoreAccess {
-    /// Wait for it (a one-shot `run`).
-    Wait,
-    /// Fail at once, naming the holder (`chat`, `serve`: they would hold it for long).
-    FailFast,
-}
-
-pub(crate) async fn build_system(args: &AgentArgs, access: StoreAccess) -> Result<AgentSystem> {
-    Ok(build_system_with_receiver(args, access, false).await?.0)
-}
-
-/// [`build_system`], and its link to tool servers and other hosts when it has one: always when
-/// `receiver` (a served runtime takes sessions moved from another host), else when the agent
-/// has tool servers.
-pub(crate) async fn build_system_with_receiver(
-    args: &AgentArgs,
-    access: StoreAccess,
-    receiver: bool,
-) -> Result<(AgentSystem, Option<tool_servers::Links>)> {
-    let mut file = AgentFile::load(&args.agent)?;
-    // MCP servers in `tool_servers:` are reached through bridges this process starts.
-    tool_servers::start_mcp_bridges(&mut file).await?;
-    let spec = args.model.clone().unwrap_or_else(|| file.model.clone());
-    let mut options = infinity_models::LoadOptions::default();
-    if let Some(model) = &args.model {
-        options = options.with_model(model);
-    }
-    let agent = infinity_models::load_agent(&file, options).await?;
-    if spec.starts_with("script:") {
-        let keys: Vec<&str> = ["ANTHROPIC_API_KEY", "OPENAI_API_KEY"]
-            .into_iter()
-            .filter(|k| std::env::var_os(k).is_some())
-            .collect();
-        if keys.is_empty() {
-            eprintln!(
-                "note: running offline with the scripted model ({spec}); no model key is set"
-            );
-        } else {
-            eprintln!(
-                "note: running the scripted model ({spec}); {} is set: pass --model \
-                 anthropic:MODEL or --model openai:MODEL to use a real model",
-                keys.join(" and ")
-            );
-        }
-    }
-    let mut builder = AgentSystemBuilder::new()
-        .with_agent(agent)
-        .with_tool(Arc::new(SetTitle))
-        .with_tokio_sleep_tools();
-    if let Some(dir) = &args.store {
-        let store = match access {
-            StoreAccess::FailFast => FileStore::open(dir),
-            StoreAccess::Wait => FileStore::open_waiting(dir, |holder| {
-                eprintln!(
-                    "note: waiting for the store {}, in use by {holder}",
-                    dir.display()
-                )
-            }),
-        };
-        let store = store?; // its errors name the folder
-        for (thread, why) in store.broken() {
-            eprintln!(
-                "warning: thread {thread} of the store cannot be read and is left out: {why}"
-            );
-        }
-        builder = builder.with_store(Arc::new(store));
-    }
-    let options = tool_servers::CallbackOptions {
-        port: args.callback_port,
-        public_url: args.callback_url.clone(),
-    };
-    let (builder, receiver) =
-        tool_servers::prepare(&file, args.store.as_deref(), &options, builder, receiver).await?;
-    let system = builder.build().await?;
-    let links = receiver.map(|receiver| receiver.serve(&system));
-    Ok((system, links))
 }
 
 async fn run(args: RunArgs) -> Result<u8> {
@@ -639,11 +569,12 @@ async fn print_threads(store: &dyn ThreadStore) -> Result<()> {
             .map(|by| format!(" (delegated by {}, depth {})", by.thread_id, r.depth))
             .unwrap_or_default();
         crate::out!(
-            "{indent}{id}{}{delegated} [{status}] {} entries, {} completions",
+            "{indent}{id}{}{delegated} [{status}] agent {}, {} entries, {} completions",
             r.title
                 .as_deref()
                 .map(|t| format!(" \"{t}\""))
                 .unwrap_or_default(),
+            r.agent,
             r.history_len,
             r.usage.completions
         );

@@ -4,7 +4,9 @@
 //! | Route | What |
 //! |---|---|
 //! | `GET /health` | `ok` |
-//! | `GET /tools/internal` | every internal tool with its category and default (as `infinity tools internal --json`) |
+//! | `GET /tools/internal`, `GET /agents/internal-tools` | every internal tool with its category and default (as `infinity tools internal --json`) |
+//! | `GET /agents` | the default agent and the stored ones (`{"default", "stored": [{name, version, description, saved_at}]}`) |
+//! | `GET /agents/{name}` | a stored version, `NAME` (the newest) or `NAME@VERSION` (404 if none) |
 //! | `GET /threads` | every thread's record |
 //! | `GET /threads/{id}` | one thread's record (404 if unknown) |
 //! | `GET /threads/{id}/history` | its history as the model sees it |
@@ -222,6 +224,12 @@ pub fn router(system: Shared, access: Guard, links: Option<crate::tool_servers::
             "/tools/internal",
             get(|| async { Json(infinity_agent_core::tools::internal::listing()) }),
         )
+        .route(
+            "/agents/internal-tools",
+            get(|| async { Json(infinity_agent_core::tools::internal::listing()) }),
+        )
+        .route("/agents", get(agents))
+        .route("/agents/{name}", get(agent))
         .route("/threads", get(threads))
         .route("/threads/{id}", get(thread))
         .route("/threads/{id}/history", get(history))
@@ -244,6 +252,48 @@ pub fn router(system: Shared, access: Guard, links: Option<crate::tool_servers::
             Arc::new(access),
             guard,
         ))
+}
+
+/// The stored agents (the newest version of each) and the default agent.
+async fn agents(State(system): State<Shared>) -> Answer {
+    let stored = match system.catalog() {
+        Some(catalog) => catalog
+            .list()
+            .await
+            .map_err(|e| error(StatusCode::SERVICE_UNAVAILABLE, e))?,
+        None => Vec::new(),
+    };
+    let rows: Vec<serde_json::Value> = stored
+        .iter()
+        .map(|a| {
+            json!({"name": a.name, "version": a.version, "description": a.description,
+                   "saved_at": a.saved_at})
+        })
+        .collect();
+    Ok(Json(json!({"default": system.default_agent(), "stored": rows})).into_response())
+}
+
+/// One stored agent: `NAME` (the newest version) or `NAME@VERSION`.
+async fn agent(State(system): State<Shared>, Path(name): Path<String>) -> Answer {
+    let reference = infinity_agent_core::catalog::AgentRef::parse(&name)
+        .map_err(|e| error(StatusCode::BAD_REQUEST, e))?;
+    let Some(catalog) = system.catalog() else {
+        return Err(error(
+            StatusCode::NOT_FOUND,
+            "this server has no stored agents (start it with --store)",
+        ));
+    };
+    let found = catalog
+        .get(&reference.name, reference.version)
+        .await
+        .map_err(|e| error(StatusCode::SERVICE_UNAVAILABLE, e))?
+        .ok_or_else(|| {
+            error(
+                StatusCode::NOT_FOUND,
+                format!("no stored agent {reference}"),
+            )
+        })?;
+    Ok(Json(found).into_response())
 }
 
 async fn threads(State(system): State<Shared>) -> Answer {

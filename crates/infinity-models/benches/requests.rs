@@ -1,14 +1,12 @@
 //! Model adapter benchmarks (`make bench-models`; results in docs/benchmarks.md). Parts, to run one
 //! alone: `cargo bench -p infinity-models --bench requests -- PART`.
-//! 1. `request_from_1000_entries`: what each adapter builds from a 1,000-entry thread: the
-//!    body's bytes (Anthropic, OpenAI); the SDK's history messages, and the whole Converse input
-//!    (Bedrock); and, for scale, serde_json writing the Anthropic body from a ready-made tree and
-//!    a copy of the finished body.
+//! 1. `request_from_1000_entries`: the body's bytes each adapter writes from a 1,000-entry
+//!    thread; Bedrock's also signed (SigV4, which hashes the body); and, for scale, serde_json
+//!    writing the Anthropic body from a ready-made tree and a copy of the finished body.
 //! 2. `engine_and_request`: one whole engine slice at 10 / 1,000 / 10,000 entries, as a host
 //!    drives it, with each adapter building its request from the slice's completion request
-//!    (bytes for Anthropic and OpenAI; for Bedrock the Converse input, and the SDK's own path
-//!    to the wire: serialized and signed, stopped by an interceptor before it is transmitted);
-//!    a canned completion answers it.
+//!    (the body's bytes; for Bedrock also the whole request as it goes to the wire: body,
+//!    SigV4 headers, not sent); a canned completion answers it.
 //! 3. `cache_share`: the share of input tokens read from Anthropic's prompt cache over a
 //!    50-slice conversation, against a local server that replays usage the way the cache works
 //!    (a request's longest prefix, at block boundaries, that an earlier request marked with
@@ -19,12 +17,10 @@
 use std::collections::HashMap;
 use std::hint::black_box;
 use std::path::Path;
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
-use aws_sdk_bedrockruntime::config::interceptors::BeforeTransmitInterceptorContextRef;
-use aws_sdk_bedrockruntime::config::{ConfigBag, Intercept, RuntimeComponents};
-use aws_sdk_bedrockruntime::error::BoxError;
+use aws_credential_types::provider::SharedCredentialsProvider;
+use aws_credential_types::Credentials;
 use axum::routing::post;
 use axum::Router;
 use criterion::{BatchSize, BenchmarkId, Criterion};
@@ -40,7 +36,7 @@ use infinity_agent_core::scripted::ScriptedModel;
 use infinity_agent_core::state::ThreadRecord;
 use infinity_agent_core::tools::ToolRegistry;
 use infinity_models::anthropic::{AnthropicConfig, AnthropicModel};
-use infinity_models::bedrock::BedrockModel;
+use infinity_models::bedrock::{BedrockConfig, BedrockModel};
 use infinity_models::openai::{OpenAiConfig, OpenAiModel};
 use infinity_models::transport::RetryPolicy;
 use jiff::Timestamp;
@@ -132,50 +128,33 @@ fn openai() -> OpenAiModel {
     )
 }
 
-/// Records the size of the request the SDK is about to transmit, and stops it there.
-#[derive(Debug)]
-struct StopBeforeTransmit {
-    body_bytes: Arc<AtomicUsize>,
-}
-
-impl Intercept for StopBeforeTransmit {
-    fn name(&self) -> &'static str {
-        "StopBeforeTransmit"
-    }
-
-    fn read_before_transmit(
-        &self,
-        context: &BeforeTransmitInterceptorContextRef<'_>,
-        _: &RuntimeComponents,
-        _: &mut ConfigBag,
-    ) -> Result<(), BoxError> {
-        let bytes = context.request().body().bytes().map_or(0, <[u8]>::len);
-        self.body_bytes.store(bytes, Ordering::Relaxed);
-        Err("stopped before transmitting (benchmark)".into())
-    }
-}
-
-/// A Bedrock model whose requests stop before they are transmitted, and the size of the last
-/// one.
-fn bedrock() -> (BedrockModel, Arc<AtomicUsize>) {
-    use aws_sdk_bedrockruntime::config::{
-        retry::RetryConfig, BehaviorVersion, Credentials, Region,
-    };
-    let body_bytes = Arc::new(AtomicUsize::new(0));
-    let config = aws_sdk_bedrockruntime::Config::builder()
-        .behavior_version(BehaviorVersion::latest())
-        .region(Region::new("us-east-1"))
-        .credentials_provider(Credentials::new("AKID", "SECRET", None, None, "bench"))
-        .retry_config(RetryConfig::disabled())
-        .interceptor(StopBeforeTransmit {
-            body_bytes: Arc::clone(&body_bytes),
-        })
-        .build();
-    let client = aws_sdk_bedrockruntime::Client::from_conf(config);
-    (
-        BedrockModel::new("anthropic.claude-sonnet-4-5-v1:0", client),
-        body_bytes,
+/// A Bedrock model with static credentials; nothing is sent.
+fn bedrock() -> BedrockModel {
+    BedrockModel::new(
+        "anthropic.claude-sonnet-4-5-v1:0",
+        BedrockConfig {
+            region: Some("us-east-1".into()),
+            endpoint_url: None,
+            credentials: Some(SharedCredentialsProvider::new(Credentials::new(
+                "AKID", "SECRET", None, None, "bench",
+            ))),
+            bearer_token: None,
+            retry: RetryPolicy::default(),
+        },
     )
+}
+
+/// Builds and signs Bedrock's request, as the first attempt sends it; its body's size.
+fn signed_bedrock_request(
+    rt: &Runtime,
+    model: &BedrockModel,
+    request: &CompletionRequest<'_>,
+) -> usize {
+    let signed = rt.block_on(model.signed_request(request)).unwrap();
+    black_box(&signed)
+        .body()
+        .and_then(|b| b.as_bytes())
+        .map_or(0, <[u8]>::len)
 }
 
 fn conversion(c: &mut Criterion) {
@@ -193,12 +172,17 @@ fn conversion(c: &mut Criterion) {
     };
     let anthropic = anthropic();
     let openai = openai();
-    let (bedrock, _) = bedrock();
+    let bedrock = bedrock();
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
     let body = anthropic.request_body(&request);
     println!(
-        "request_from_1000_entries: anthropic {} bytes, openai {} bytes",
+        "request_from_1000_entries: anthropic {} bytes, openai {} bytes, bedrock {} bytes",
         body.len(),
-        openai.request_body(&request).len()
+        openai.request_body(&request).len(),
+        bedrock.request_body(&request).len()
     );
     let tree: Value = serde_json::from_slice(&body).unwrap();
     let mut group = c.benchmark_group("request_from_1000_entries");
@@ -209,10 +193,10 @@ fn conversion(c: &mut Criterion) {
         b.iter(|| black_box(openai.request_body(&request)))
     });
     group.bench_function("bedrock", |b| {
-        b.iter(|| black_box(infinity_models::bedrock::convert_history(&request).unwrap()))
+        b.iter(|| black_box(bedrock.request_body(&request)))
     });
-    group.bench_function("bedrock_converse_input", |b| {
-        b.iter(|| black_box(bedrock.converse_input(&request).unwrap()))
+    group.bench_function("bedrock_signed", |b| {
+        b.iter(|| signed_bedrock_request(&rt, &bedrock, &request))
     });
     // References for the cost of writing the Anthropic body's bytes: serde_json writing them
     // from a tree built beforehand, and copying the finished body.
@@ -231,16 +215,14 @@ enum Adapter {
     EngineAlone(Arc<ScriptedModel>),
     Anthropic(Arc<AnthropicModel>),
     OpenAi(Arc<OpenAiModel>),
-    /// The Converse input our code builds.
-    BedrockInput(Arc<BedrockModel>),
-    /// The SDK's whole path up to the wire, stopped there.
-    BedrockSdk(Arc<BedrockModel>, Arc<AtomicUsize>),
+    Bedrock(Arc<BedrockModel>),
+    /// The body and its SigV4 headers: the whole request as it goes to the wire.
+    BedrockSigned(Arc<BedrockModel>),
 }
 
 impl Adapter {
     fn all() -> Vec<Self> {
-        let (bedrock, stop) = bedrock();
-        let bedrock = Arc::new(bedrock);
+        let bedrock = Arc::new(bedrock());
         let scripted = ScriptedModel::parse(
             "rules:\n  - reply: {text: Noted.}\n",
             Path::new("bench.yaml"),
@@ -250,8 +232,8 @@ impl Adapter {
             Adapter::EngineAlone(Arc::new(scripted)),
             Adapter::Anthropic(Arc::new(anthropic())),
             Adapter::OpenAi(Arc::new(openai())),
-            Adapter::BedrockInput(Arc::clone(&bedrock)),
-            Adapter::BedrockSdk(bedrock, stop),
+            Adapter::Bedrock(Arc::clone(&bedrock)),
+            Adapter::BedrockSigned(bedrock),
         ]
     }
 
@@ -260,8 +242,8 @@ impl Adapter {
             Adapter::EngineAlone(_) => "engine_alone",
             Adapter::Anthropic(_) => "anthropic",
             Adapter::OpenAi(_) => "openai",
-            Adapter::BedrockInput(_) => "bedrock_converse_input",
-            Adapter::BedrockSdk(..) => "bedrock_sdk_to_the_wire",
+            Adapter::Bedrock(_) => "bedrock",
+            Adapter::BedrockSigned(_) => "bedrock_signed",
         }
     }
 
@@ -270,26 +252,19 @@ impl Adapter {
             Adapter::EngineAlone(m) => m.clone(),
             Adapter::Anthropic(m) => m.clone(),
             Adapter::OpenAi(m) => m.clone(),
-            Adapter::BedrockInput(m) | Adapter::BedrockSdk(m, _) => m.clone(),
+            Adapter::Bedrock(m) | Adapter::BedrockSigned(m) => m.clone(),
         }
     }
 
-    /// Builds the request as the adapter does; its size in bytes (Bedrock's input: messages; no
-    /// request: the entries of the history).
+    /// Builds the request as the adapter does; its size in bytes (no request: the entries of
+    /// the history).
     fn build(&self, rt: &Runtime, request: CompletionRequest<'_>) -> usize {
         match self {
             Adapter::EngineAlone(_) => black_box(request).history.len(),
             Adapter::Anthropic(m) => black_box(m.request_body(&request)).len(),
             Adapter::OpenAi(m) => black_box(m.request_body(&request)).len(),
-            Adapter::BedrockInput(m) => {
-                let input = black_box(m.converse_input(&request).unwrap());
-                input.messages.map_or(0, |m| m.len())
-            }
-            Adapter::BedrockSdk(m, body_bytes) => {
-                let stopped = rt.block_on(m.complete(request));
-                assert!(stopped.is_err(), "the request was not stopped");
-                body_bytes.load(Ordering::Relaxed)
-            }
+            Adapter::Bedrock(m) => black_box(m.request_body(&request)).len(),
+            Adapter::BedrockSigned(m) => signed_bedrock_request(rt, m, &request),
         }
     }
 }
@@ -369,10 +344,7 @@ fn engine_and_request(c: &mut Criterion) {
             record.history_len = n as u64;
             record.version = 1;
             let size = one_slice(&rt, &adapter, &agents, record.clone(), &view);
-            println!(
-                "{} at {n} entries: request of {size} (bytes; Bedrock's input: messages)",
-                adapter.name()
-            );
+            println!("{} at {n} entries: request of {size} bytes", adapter.name());
             group.bench_with_input(BenchmarkId::new(adapter.name(), n), &n, |b, _| {
                 b.iter_batched(
                     || record.clone(),

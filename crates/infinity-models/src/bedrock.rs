@@ -1,66 +1,94 @@
-//! The Bedrock Converse adapter (`aws-sdk-bedrockruntime`). On Lambda it uses the function's
-//! role; elsewhere the standard AWS credential chain. Tool schemas and arguments cross as
-//! Smithy `Document`s, converted from and to `serde_json::Value` here.
+//! The Bedrock Converse adapter, not streamed.
+//!
+//! The request is written as bytes straight from the history (`request.rs`, as the Anthropic
+//! body is), POSTed to `/model/{modelId}/converse`, signed with SigV4 for each attempt
+//! (`signing.rs`) and sent through the shared retries ([`crate::transport`]). Credentials come
+//! from the standard AWS chain, on Lambda the function's role; a Bedrock API key
+//! (`AWS_BEARER_TOKEN_BEDROCK`) is sent instead of a signature when one is set.
 
-use std::collections::HashMap;
+mod request;
+mod response;
+mod signing;
+
+use std::time::SystemTime;
 
 use async_trait::async_trait;
-use aws_sdk_bedrockruntime::error::{ProvideErrorMetadata, SdkError};
-use aws_sdk_bedrockruntime::operation::converse::ConverseInput;
-use aws_sdk_bedrockruntime::types::{
-    CachePointBlock, CachePointType, ContentBlock, ConversationRole, ConverseOutput,
-    InferenceConfiguration, Message, StopReason as BedrockStop, SystemContentBlock, Tool,
-    ToolConfiguration, ToolInputSchema, ToolResultBlock, ToolResultContentBlock, ToolResultStatus,
-    ToolSpecification, ToolUseBlock,
-};
-use aws_sdk_bedrockruntime::Client;
-use aws_smithy_types::{Document, Number};
-use infinity_agent_core::history::{summary_text, Item, INJECTED_TOOL};
-use infinity_agent_core::model::Usage;
-use infinity_agent_core::model::{
-    Completion, CompletionRequest, ModelError, ModelProvider, ModelToolCall, StopReason, ToolSpec,
-};
-use serde_json::Value;
+use aws_credential_types::provider::error::CredentialsError;
+use aws_credential_types::provider::SharedCredentialsProvider;
+use aws_types::service_config::ServiceConfigKey;
+use aws_types::SdkConfig;
+use infinity_agent_core::model::{Completion, CompletionRequest, ModelError, ModelProvider};
+use reqwest::header::{ACCEPT, CONTENT_TYPE};
+use reqwest::{RequestBuilder, Url};
 
 use crate::catalog;
-use crate::convert::{message_text, NO_ARGUMENTS};
+use crate::transport::{body_error, send_with_retries, Attempt, RetryPolicy};
+use signing::CachedCredentials;
 
-/// `serde_json::Value` to a Smithy `Document`.
-pub fn to_document(value: &Value) -> Document {
-    match value {
-        Value::Null => Document::Null,
-        Value::Bool(b) => Document::Bool(*b),
-        Value::Number(n) => Document::Number(if let Some(u) = n.as_u64() {
-            Number::PosInt(u)
-        } else if let Some(i) = n.as_i64() {
-            Number::NegInt(i)
-        } else {
-            Number::Float(n.as_f64().unwrap_or(0.0))
-        }),
-        Value::String(s) => Document::String(s.clone()),
-        Value::Array(items) => Document::Array(items.iter().map(to_document).collect()),
-        Value::Object(map) => Document::Object(
-            map.iter()
-                .map(|(k, v)| (k.clone(), to_document(v)))
-                .collect::<HashMap<_, _>>(),
-        ),
+/// What to do when a request cannot be signed or sent anywhere.
+const CHECK_THE_ENVIRONMENT: &str = "check the AWS credentials and region: AWS_PROFILE or \
+    AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY, and AWS_REGION";
+
+/// Where Bedrock is and how to authenticate to it.
+#[derive(Clone)]
+pub struct BedrockConfig {
+    /// The region requests go to and are signed for (`AWS_REGION`, or the profile's). Without
+    /// one, each request fails and says so.
+    pub region: Option<String>,
+    /// Where requests go instead of `https://bedrock-runtime.{region}.amazonaws.com`
+    /// (`AWS_ENDPOINT_URL_BEDROCK_RUNTIME`, `AWS_ENDPOINT_URL`, or the profile's).
+    pub endpoint_url: Option<String>,
+    /// Where the credentials to sign with come from. Without a provider or a bearer token, each
+    /// request fails and says so.
+    pub credentials: Option<SharedCredentialsProvider>,
+    /// A Bedrock API key (`AWS_BEARER_TOKEN_BEDROCK`), sent instead of a signature; never
+    /// logged.
+    pub bearer_token: Option<String>,
+    /// Retries and timeouts.
+    pub retry: RetryPolicy,
+}
+
+impl std::fmt::Debug for BedrockConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("BedrockConfig")
+            .field("region", &self.region)
+            .field("endpoint_url", &self.endpoint_url)
+            .field("credentials", &self.credentials.is_some())
+            .field("bearer_token", &self.bearer_token.is_some())
+            .field("retry", &self.retry)
+            .finish()
     }
 }
 
-/// A Smithy `Document` to `serde_json::Value`.
-pub fn to_value(document: &Document) -> Value {
-    match document {
-        Document::Null => Value::Null,
-        Document::Bool(b) => Value::Bool(*b),
-        Document::Number(Number::PosInt(u)) => Value::from(*u),
-        Document::Number(Number::NegInt(i)) => Value::from(*i),
-        Document::Number(Number::Float(f)) => {
-            serde_json::Number::from_f64(*f).map_or(Value::Null, Value::Number)
-        }
-        Document::String(s) => Value::String(s.clone()),
-        Document::Array(items) => Value::Array(items.iter().map(to_value).collect()),
-        Document::Object(map) => {
-            Value::Object(map.iter().map(|(k, v)| (k.clone(), to_value(v))).collect())
+impl BedrockConfig {
+    /// From the standard AWS environment: variables, profile, and on AWS the instance's or the
+    /// function's role.
+    pub async fn from_env() -> Self {
+        let shared = aws_config::load_defaults(aws_config::BehaviorVersion::latest()).await;
+        Self::from_sdk_config(&shared)
+    }
+
+    /// From a loaded AWS configuration, read as the Bedrock Runtime SDK client reads it: its
+    /// own endpoint setting before the global one.
+    pub fn from_sdk_config(shared: &SdkConfig) -> Self {
+        let service_setting = |service_id: &str, env: &str, profile: &str| {
+            let key = ServiceConfigKey::builder()
+                .service_id(service_id)
+                .env(env)
+                .profile(profile)
+                .build()
+                .ok()?;
+            shared.service_config()?.load_config(key)
+        };
+        let endpoint_url = service_setting("Bedrock Runtime", "AWS_ENDPOINT_URL", "endpoint_url")
+            .or_else(|| shared.endpoint_url().map(str::to_owned));
+        Self {
+            region: shared.region().map(|r| r.to_string()),
+            endpoint_url,
+            credentials: shared.credentials_provider(),
+            bearer_token: service_setting("bedrock", "AWS_BEARER_TOKEN", "")
+                .filter(|t| !t.trim().is_empty()),
+            retry: RetryPolicy::default(),
         }
     }
 }
@@ -71,202 +99,191 @@ pub struct BedrockModel {
     model: String,
     max_tokens: u32,
     context_window: u32,
-    client: Client,
+    /// The model's Converse URL and the region it is signed for, or why there is none.
+    target: Result<(Url, String), String>,
+    auth: Auth,
+    retry: RetryPolicy,
+    http: reqwest::Client,
+}
+
+/// How requests are authenticated.
+enum Auth {
+    Signed(CachedCredentials),
+    Bearer(String),
+    Missing,
 }
 
 impl std::fmt::Debug for BedrockModel {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("BedrockModel")
             .field("model", &self.model)
+            .field("url", &self.target.as_ref().map(|(url, _)| url.as_str()))
             .finish_non_exhaustive()
     }
 }
 
 impl BedrockModel {
-    /// A model by Bedrock model id (or inference profile id).
-    pub fn new(model: &str, client: Client) -> Self {
+    /// A model by Bedrock model id (or inference profile id or ARN).
+    pub fn new(model: &str, config: BedrockConfig) -> Self {
         // Bedrock ids embed the vendor's model name: `anthropic.claude-sonnet-4-5-...`.
         let vendor_model = model.rsplit('.').next().unwrap_or(model);
         let info = catalog::lookup("anthropic", vendor_model);
+        let auth = match (config.bearer_token, config.credentials) {
+            (Some(token), _) => Auth::Bearer(token),
+            (None, Some(provider)) => Auth::Signed(CachedCredentials::new(provider)),
+            (None, None) => Auth::Missing,
+        };
         Self {
             name: format!("bedrock:{model}"),
             model: model.to_owned(),
             max_tokens: info.max_output_tokens,
             context_window: info.context_window,
-            client,
+            target: converse_url(config.region, config.endpoint_url.as_deref(), model),
+            auth,
+            retry: config.retry,
+            http: reqwest::Client::new(),
         }
     }
 
-    /// A model with a client from the standard AWS environment (region, credentials, endpoint).
+    /// A model configured from the standard AWS environment ([`BedrockConfig::from_env`]).
     pub async fn from_env(model: &str) -> Self {
-        let shared = aws_config::load_defaults(aws_config::BehaviorVersion::latest()).await;
-        Self::new(model, Client::new(&shared))
+        Self::new(model, BedrockConfig::from_env().await)
     }
 
-    /// The Converse input for a completion, as the adapter sends it; the SDK writes it as JSON
-    /// and signs it on sending (public for the request benchmark).
-    pub fn converse_input(
+    /// The Converse body for a completion, as the adapter sends it (public for tests and the
+    /// request benchmark).
+    pub fn request_body(&self, request: &CompletionRequest<'_>) -> Vec<u8> {
+        request::body(self.max_tokens, request)
+    }
+
+    /// The first attempt's request for a completion, signed and ready to send (public for the
+    /// request benchmark; [`ModelProvider::complete`] signs each attempt anew).
+    pub async fn signed_request(
         &self,
         request: &CompletionRequest<'_>,
-    ) -> Result<ConverseInput, ModelError> {
-        let cache = CachePointBlock::builder()
-            .r#type(CachePointType::Default)
+    ) -> Result<reqwest::Request, ModelError> {
+        let (url, region) = self.target()?;
+        let body = bytes::Bytes::from(self.request_body(request));
+        let authentication = self.authentication().await?;
+        self.attempt(url, region, &body, &authentication)?
             .build()
-            .map_err(bad)?;
-        ConverseInput::builder()
-            .model_id(&self.model)
-            .system(SystemContentBlock::Text(request.system.to_owned()))
-            .system(SystemContentBlock::CachePoint(cache))
-            .set_messages(Some(convert_history(request)?))
-            .tool_config(tool_config(request.tools)?)
-            .inference_config(
-                InferenceConfiguration::builder()
-                    .max_tokens(self.max_tokens as i32)
-                    .build(),
-            )
-            .build()
-            .map_err(bad)
+            .map_err(|e| ModelError::Terminal(format!("bedrock: {e}")))
+    }
+
+    fn target(&self) -> Result<(&Url, &str), ModelError> {
+        match &self.target {
+            Ok((url, region)) => Ok((url, region.as_str())),
+            Err(why) => Err(ModelError::Terminal(format!(
+                "bedrock: {why} ({CHECK_THE_ENVIRONMENT})"
+            ))),
+        }
+    }
+
+    /// What authenticates this completion's attempts.
+    async fn authentication(&self) -> Result<Authentication<'_>, ModelError> {
+        match &self.auth {
+            Auth::Bearer(token) => Ok(Authentication::Bearer(token)),
+            Auth::Signed(cache) => cache.get().await.map(Authentication::Signed).map_err(|e| {
+                let why = format!("bedrock: no AWS credentials: {}", causes(&e));
+                // A provider that timed out may answer next time; one with nothing to give will
+                // not, however often it is asked.
+                match e {
+                    CredentialsError::ProviderTimedOut(_) => ModelError::Retryable(why),
+                    _ => ModelError::Terminal(format!("{why} ({CHECK_THE_ENVIRONMENT})")),
+                }
+            }),
+            Auth::Missing => Err(ModelError::Terminal(format!(
+                "bedrock: no AWS credentials were found ({CHECK_THE_ENVIRONMENT})"
+            ))),
+        }
+    }
+
+    /// One attempt's request, signed now.
+    fn attempt(
+        &self,
+        url: &Url,
+        region: &str,
+        body: &bytes::Bytes,
+        authentication: &Authentication<'_>,
+    ) -> Result<RequestBuilder, ModelError> {
+        let request = self
+            .http
+            .post(url.clone())
+            .header(CONTENT_TYPE, "application/json")
+            .header(ACCEPT, "application/json")
+            .body(body.clone());
+        match authentication {
+            Authentication::Bearer(token) => Ok(request.bearer_auth(token)),
+            Authentication::Signed(credentials) => {
+                signing::sign_request(request, credentials, region, url, body, SystemTime::now())
+                    .map_err(|why| {
+                        ModelError::Terminal(format!("bedrock: cannot sign the request: {why}"))
+                    })
+            }
+        }
     }
 }
 
-/// A request the SDK refused to build (a required field missing: a bug of ours).
-fn bad(e: aws_sdk_bedrockruntime::error::BuildError) -> ModelError {
-    ModelError::Terminal(format!("bedrock: {e}"))
+/// What authenticates one completion's attempts.
+enum Authentication<'a> {
+    Signed(aws_credential_types::Credentials),
+    Bearer(&'a str),
 }
 
-/// The tools on offer, then the injected one.
-fn tool_config(tools: &[ToolSpec]) -> Result<ToolConfiguration, ModelError> {
-    let spec = |name: &str, description: &str, schema: &Value| {
-        ToolSpecification::builder()
-            .name(name)
-            .description(description)
-            .input_schema(ToolInputSchema::Json(to_document(schema)))
-            .build()
-            .map(Tool::ToolSpec)
-            .map_err(bad)
-    };
-    let mut converted = Vec::with_capacity(tools.len() + 1);
-    for tool in tools {
-        converted.push(spec(&tool.name, &tool.description, &tool.input_schema)?);
-    }
-    converted.push(spec(
-        INJECTED_TOOL,
-        "Reserved: the runtime uses it to deliver events. Never call it.",
-        &NO_ARGUMENTS,
-    )?);
-    ToolConfiguration::builder()
-        .set_tools(Some(converted))
-        .build()
-        .map_err(bad)
-}
-
-fn message(role: ConversationRole, content: Vec<ContentBlock>) -> Result<Message, ModelError> {
-    Message::builder()
-        .role(role)
-        .set_content(Some(content))
-        .build()
-        .map_err(bad)
-}
-
-/// Our history as Converse messages: consecutive entries of one role merge into one turn, tool
-/// results first.
-pub fn convert_history(request: &CompletionRequest<'_>) -> Result<Vec<Message>, ModelError> {
-    let mut turns: Vec<(ConversationRole, Vec<ContentBlock>)> = Vec::new();
-    let mut push = |role: ConversationRole, block: ContentBlock| match turns.last_mut() {
-        Some((last, blocks)) if *last == role => {
-            if matches!(block, ContentBlock::ToolResult(_)) {
-                let at = blocks
-                    .iter()
-                    .take_while(|b| matches!(b, ContentBlock::ToolResult(_)))
-                    .count();
-                blocks.insert(at, block);
+/// The Converse URL of `model`: at the endpoint when one is set, else at Bedrock's in `region`.
+fn converse_url(
+    region: Option<String>,
+    endpoint: Option<&str>,
+    model: &str,
+) -> Result<(Url, String), String> {
+    let region = region
+        .filter(|r| !r.trim().is_empty())
+        .ok_or("no AWS region is set")?;
+    let endpoint = match endpoint.map(str::trim).filter(|e| !e.is_empty()) {
+        Some(endpoint) => endpoint.trim_end_matches('/').to_owned(),
+        None => {
+            let domain = if region.starts_with("cn-") {
+                "amazonaws.com.cn"
             } else {
-                blocks.push(block);
-            }
+                "amazonaws.com"
+            };
+            format!("https://bedrock-runtime.{region}.{domain}")
         }
-        _ => turns.push((role, vec![block])),
     };
-    for entry in request.history.iter() {
-        match &entry.item {
-            Item::Message { text, from } => {
-                let text = message_text(text, from).into_owned();
-                push(ConversationRole::User, ContentBlock::Text(text));
-            }
-            Item::Summary { text, .. } => push(
-                ConversationRole::User,
-                ContentBlock::Text(summary_text(text)),
-            ),
-            Item::Assistant {
-                text, tool_calls, ..
-            } => {
-                if let Some(text) = text.as_ref().filter(|t| !t.trim().is_empty()) {
-                    push(
-                        ConversationRole::Assistant,
-                        ContentBlock::Text(text.clone()),
-                    );
-                }
-                for call in tool_calls {
-                    let block = ToolUseBlock::builder()
-                        .tool_use_id(call.id.as_str())
-                        .name(&call.name)
-                        .input(to_document(&call.args))
-                        .build()
-                        .map_err(bad)?;
-                    push(ConversationRole::Assistant, ContentBlock::ToolUse(block));
-                }
-            }
-            Item::ToolResult {
-                call_id,
-                text,
-                is_error,
-                images,
-                ..
-            } => {
-                let mut block = ToolResultBlock::builder()
-                    .tool_use_id(call_id.as_str())
-                    .content(ToolResultContentBlock::Text(text.clone()));
-                // Images reach Bedrock models as a note for now (see docs/models.md).
-                for image in images {
-                    block = block.content(ToolResultContentBlock::Text(image.placeholder()));
-                }
-                if *is_error {
-                    block = block.status(ToolResultStatus::Error);
-                }
-                push(
-                    ConversationRole::User,
-                    ContentBlock::ToolResult(block.build().map_err(bad)?),
-                );
-            }
-            Item::Notice { .. } => {}
+    let url = format!("{endpoint}/model/{}/converse", path_segment(model));
+    match Url::parse(&url) {
+        Ok(url) if matches!(url.scheme(), "http" | "https") && url.host_str().is_some() => {
+            Ok((url, region))
         }
+        Ok(_) => Err(format!(
+            "the Bedrock endpoint `{endpoint}` is not an http(s) URL with a host"
+        )),
+        Err(e) => Err(format!(
+            "the Bedrock endpoint `{endpoint}` is not a URL: {e}"
+        )),
     }
-    turns
-        .into_iter()
-        .map(|(role, content)| message(role, content))
-        .collect()
 }
 
-fn classify<E: ProvideErrorMetadata + std::error::Error + 'static>(err: SdkError<E>) -> ModelError {
-    if let Some(e) = err.as_service_error() {
-        let code = e.code().unwrap_or("error").to_owned();
-        let why = format!("bedrock: {code}: {}", e.message().unwrap_or(""));
-        let retryable = matches!(
-            code.as_str(),
-            "ThrottlingException"
-                | "ServiceUnavailableException"
-                | "InternalServerException"
-                | "ModelNotReadyException"
-                | "ModelTimeoutException"
-        );
-        return if retryable {
-            ModelError::Retryable(why)
+/// `text` as one segment of a URL's path: everything but letters, digits and `-._~`
+/// percent-encoded (a model id's `:`, an ARN's `/`).
+fn path_segment(text: &str) -> String {
+    use std::fmt::Write;
+    let mut segment = String::with_capacity(text.len());
+    for byte in text.bytes() {
+        if byte.is_ascii_alphanumeric() || matches!(byte, b'-' | b'.' | b'_' | b'~') {
+            segment.push(char::from(byte));
         } else {
-            ModelError::Terminal(why)
-        };
+            // Writing to a `String` cannot fail.
+            _ = write!(segment, "%{byte:02X}");
+        }
     }
-    // The causes, on one line: "dispatch failure" alone says nothing.
-    let mut causes = vec![err.to_string()];
-    let mut source = std::error::Error::source(&err);
+    segment
+}
+
+/// An error and its causes on one line.
+fn causes(error: &(dyn std::error::Error + 'static)) -> String {
+    let mut causes = vec![error.to_string()];
+    let mut source = error.source();
     while let Some(cause) = source {
         let text = cause.to_string();
         if !causes.iter().any(|c| c.contains(&text)) {
@@ -274,26 +291,7 @@ fn classify<E: ProvideErrorMetadata + std::error::Error + 'static>(err: SdkError
         }
         source = cause.source();
     }
-    let chain = causes
-        .join(": ")
-        .split_whitespace()
-        .collect::<Vec<_>>()
-        .join(" ");
-    // A network that failed or timed out may recover; a request that could not be built or
-    // signed (no credentials, no region) will not, however often it is tried.
-    let network = match &err {
-        SdkError::TimeoutError(_) | SdkError::ResponseError(_) => true,
-        SdkError::DispatchFailure(d) => d.is_io() || d.is_timeout(),
-        _ => false,
-    };
-    if network {
-        ModelError::Retryable(format!("bedrock: {chain}"))
-    } else {
-        ModelError::Terminal(format!(
-            "bedrock: {chain} (check the AWS credentials and region: AWS_PROFILE or \
-             AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY, and AWS_REGION)"
-        ))
-    }
+    causes.join(": ")
 }
 
 #[async_trait]
@@ -307,51 +305,24 @@ impl ModelProvider for BedrockModel {
     }
 
     async fn complete(&self, request: CompletionRequest<'_>) -> Result<Completion, ModelError> {
-        let input = self.converse_input(&request)?;
-        let output = self
-            .client
-            .converse()
-            .set_model_id(input.model_id)
-            .set_system(input.system)
-            .set_messages(input.messages)
-            .set_tool_config(input.tool_config)
-            .set_inference_config(input.inference_config)
-            .send()
-            .await
-            .map_err(classify)?;
-        let mut text = String::new();
-        let mut tool_calls = Vec::new();
-        if let Some(ConverseOutput::Message(message)) = output.output() {
-            for block in message.content() {
-                match block {
-                    ContentBlock::Text(t) => text.push_str(t),
-                    ContentBlock::ToolUse(call) => tool_calls.push(ModelToolCall {
-                        id: Some(call.tool_use_id().to_owned()),
-                        name: call.name().to_owned(),
-                        args: to_value(call.input()),
-                    }),
-                    _ => {}
-                }
-            }
-        }
-        let stop_reason = match output.stop_reason() {
-            BedrockStop::ToolUse => StopReason::ToolUse,
-            BedrockStop::MaxTokens => StopReason::MaxTokens,
-            _ => StopReason::EndTurn,
-        };
-        let usage = output.usage().map_or_else(Usage::default, |u| Usage {
-            completions: 0,
-            input_tokens: u.input_tokens().max(0) as u64,
-            output_tokens: u.output_tokens().max(0) as u64,
-            cache_read_tokens: u.cache_read_input_tokens().unwrap_or(0).max(0) as u64,
-            cache_write_tokens: u.cache_write_input_tokens().unwrap_or(0).max(0) as u64,
-        });
-        Ok(Completion {
-            text: Some(text).filter(|t| !t.is_empty()),
-            tool_calls,
-            stop_reason,
-            usage,
-        })
+        let (url, region) = self.target()?;
+        let body = bytes::Bytes::from(self.request_body(&request));
+        let authentication = self.authentication().await?;
+        send_with_retries(
+            "bedrock",
+            &self.retry,
+            || self.attempt(url, region, &body, &authentication),
+            response::failure,
+            |reply| async move {
+                let body = reply
+                    .bytes()
+                    .await
+                    .map_err(|e| body_error("bedrock", &self.retry, &e))?;
+                // A reply cut short or garbled on the way may come whole next time.
+                response::completion(&body).map_err(|why| Attempt::Retry(why, None))
+            },
+        )
+        .await
     }
 }
 
@@ -360,8 +331,58 @@ mod tests {
     use super::*;
 
     #[test]
-    fn documents_round_trip() {
-        let v = serde_json::json!({"a": [1, -2, 2.5, "x", true, null, {"b": {}}]});
-        assert_eq!(to_value(&to_document(&v)), v);
+    fn an_aws_configuration_gives_the_region_endpoint_and_credentials() {
+        let credentials = aws_credential_types::Credentials::new("AKID", "SECRET", None, None, "t");
+        let shared = SdkConfig::builder()
+            .region(aws_config::Region::new("eu-central-1"))
+            .endpoint_url("http://localhost:4566")
+            .credentials_provider(SharedCredentialsProvider::new(credentials))
+            .build();
+        let config = BedrockConfig::from_sdk_config(&shared);
+        assert_eq!(config.region.as_deref(), Some("eu-central-1"));
+        assert_eq!(
+            config.endpoint_url.as_deref(),
+            Some("http://localhost:4566")
+        );
+        assert!(config.credentials.is_some());
+        assert!(config.bearer_token.is_none());
+    }
+
+    #[test]
+    fn model_ids_are_one_path_segment() {
+        assert_eq!(
+            path_segment("anthropic.claude-sonnet-4-5-v1:0"),
+            "anthropic.claude-sonnet-4-5-v1%3A0"
+        );
+        assert_eq!(
+            path_segment("arn:aws:bedrock:us-east-1:123:inference-profile/us.x"),
+            "arn%3Aaws%3Abedrock%3Aus-east-1%3A123%3Ainference-profile%2Fus.x"
+        );
+        assert_eq!(path_segment("ü ~"), "%C3%BC%20~");
+    }
+
+    #[test]
+    fn the_url_is_bedrocks_in_the_region_or_at_the_endpoint() {
+        let url = |region: Option<&str>, endpoint: Option<&str>| {
+            converse_url(region.map(str::to_owned), endpoint, "m:0").map(|(url, _)| url.to_string())
+        };
+        assert_eq!(
+            url(Some("eu-west-1"), None).unwrap(),
+            "https://bedrock-runtime.eu-west-1.amazonaws.com/model/m%3A0/converse"
+        );
+        assert_eq!(
+            url(Some("cn-north-1"), None).unwrap(),
+            "https://bedrock-runtime.cn-north-1.amazonaws.com.cn/model/m%3A0/converse"
+        );
+        assert_eq!(
+            url(Some("us-east-1"), Some("http://127.0.0.1:4566/")).unwrap(),
+            "http://127.0.0.1:4566/model/m%3A0/converse"
+        );
+        assert!(url(None, Some("http://127.0.0.1:4566"))
+            .unwrap_err()
+            .contains("region"));
+        assert!(url(Some("us-east-1"), Some("localhost"))
+            .unwrap_err()
+            .contains("`localhost`"));
     }
 }

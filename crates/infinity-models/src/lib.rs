@@ -4,7 +4,8 @@
 //! - [`anthropic::AnthropicModel`]: the Messages API, streaming, with prompt caching.
 //! - [`openai::OpenAiModel`]: OpenAI-compatible chat completions, streaming (OpenAI, Ollama, vLLM,
 //!   llama.cpp).
-//! - [`bedrock::BedrockModel`]: Bedrock Converse, with the function's role on Lambda.
+//! - [`bedrock::BedrockModel`]: Bedrock Converse, signed with SigV4 (the function's role on
+//!   Lambda).
 //! - [`resolve_model`]: `PROVIDER:MODEL` to a provider, keys and base URLs from the environment.
 //! - [`fetch::fetch_skills`]: the text of skills an agent file loads from a url.
 //! - [`load_agent`]: an agent file to an [`AgentSpec`] (model resolved, skills fetched), the
@@ -19,7 +20,9 @@ pub mod fetch;
 mod json;
 pub mod openai;
 pub mod sse;
+pub mod stored;
 pub mod transport;
+mod turns;
 
 use std::path::Path;
 use std::sync::Arc;

@@ -2,12 +2,14 @@
 //!
 //! Retries with exponential backoff and jitter on 429, 5xx (including Anthropic's 529
 //! `overloaded_error`) and connection errors, honouring `retry-after` (seconds or an HTTP date)
-//! and `retry-after-ms`; never on other 4xx. Every attempt has a timeout. Errors never contain
-//! request headers, so API keys stay out of logs and of the thread.
+//! and `retry-after-ms`; never on other 4xx. An adapter whose errors name their type (Bedrock)
+//! decides per error instead ([`send_with_retries`]). Every attempt has a timeout. Errors never
+//! contain request headers, so API keys and signatures stay out of logs and of the thread.
 
 use std::time::Duration;
 
 use infinity_agent_core::model::ModelError;
+use reqwest::header::HeaderMap;
 use reqwest::{RequestBuilder, Response, StatusCode};
 
 /// How requests are retried and timed out.
@@ -98,10 +100,36 @@ where
     R: Fn(Response) -> F,
     F: std::future::Future<Output = Result<T, Attempt>>,
 {
+    send_with_retries(
+        provider,
+        policy,
+        || Ok(build()),
+        |failure| failure.by_status(provider),
+        read,
+    )
+    .await
+}
+
+/// [`with_retries`] for a provider whose requests are built afresh for each attempt and may fail
+/// to build (a signature that includes the time), and whose error responses say more than their
+/// status (an error type in a header): `failed` decides what each one means.
+pub async fn send_with_retries<T, B, E, R, F>(
+    provider: &str,
+    policy: &RetryPolicy,
+    build: B,
+    failed: E,
+    read: R,
+) -> Result<T, ModelError>
+where
+    B: Fn() -> Result<RequestBuilder, ModelError>,
+    E: Fn(ErrorResponse) -> Attempt,
+    R: Fn(Response) -> F,
+    F: std::future::Future<Output = Result<T, Attempt>>,
+{
     let mut backoff = policy.initial_backoff;
     let mut attempt = 0;
     loop {
-        let outcome = match build().timeout(policy.timeout).send().await {
+        let outcome = match build()?.timeout(policy.timeout).send().await {
             Err(err) => {
                 let why = if err.is_timeout() {
                     format!(
@@ -122,13 +150,15 @@ where
             Ok(response) => {
                 let status = response.status();
                 let wait = retry_after(&response);
+                // A copy: `text()` reads the charset from the headers.
+                let headers = response.headers().clone();
                 let body = response.text().await.unwrap_or_default();
-                let why = format!("{provider}: HTTP {status}: {}", error_message(&body));
-                if retryable_status(status) {
-                    Attempt::Retry(why, wait)
-                } else {
-                    Attempt::Fail(ModelError::Terminal(why))
-                }
+                failed(ErrorResponse {
+                    status,
+                    headers,
+                    body,
+                    retry_after: wait,
+                })
             }
         };
         match outcome {
@@ -148,6 +178,36 @@ where
                 tokio::time::sleep(pause).await;
                 backoff = (backoff * 2).min(policy.max_backoff);
             }
+        }
+    }
+}
+
+/// A response that is not a success, read to its end.
+#[derive(Debug)]
+pub struct ErrorResponse {
+    /// A status other than a success.
+    pub status: StatusCode,
+    /// Where some providers name the error (Bedrock's `x-amzn-ErrorType`).
+    pub headers: HeaderMap,
+    /// The body as text (empty when it could not be read).
+    pub body: String,
+    /// The wait it asks for ([`retry_after`]).
+    pub retry_after: Option<Duration>,
+}
+
+impl ErrorResponse {
+    /// What the status alone says: retry on 429 and 5xx, give up on the rest; the error names
+    /// `provider`, the status and the body's message.
+    pub fn by_status(self, provider: &str) -> Attempt {
+        let why = format!(
+            "{provider}: HTTP {}: {}",
+            self.status,
+            error_message(&self.body)
+        );
+        if retryable_status(self.status) {
+            Attempt::Retry(why, self.retry_after)
+        } else {
+            Attempt::Fail(ModelError::Terminal(why))
         }
     }
 }

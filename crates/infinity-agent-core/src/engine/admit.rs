@@ -28,12 +28,11 @@ pub(super) fn drop_input(
     });
 }
 
-/// The draft to apply the fresh inputs to, with those inputs; `None` when no input is left to
-/// act on (nothing to commit).
+/// What the slice acts on: the draft to apply the fresh inputs to, with those inputs.
 pub(super) fn admit<'a>(
     request: SliceRequest<'a>,
     dropped: &mut Vec<DroppedInput>,
-) -> Result<Option<(Draft<'a>, Vec<Input>)>, SliceError> {
+) -> Result<Admitted<'a>, SliceError> {
     let SliceRequest {
         thread_id,
         record,
@@ -48,6 +47,7 @@ pub(super) fn admit<'a>(
         conversation,
         session_toolset,
         live_output,
+        library,
     } = request;
 
     let mut seen = already_processed;
@@ -63,7 +63,7 @@ pub(super) fn admit<'a>(
         }
     }
     if fresh.is_empty() {
-        return Ok(None);
+        return Ok(Admitted::Nothing);
     }
 
     let expected_version = record.as_ref().map(|r| r.version);
@@ -77,7 +77,7 @@ pub(super) fn admit<'a>(
                 for input in &fresh {
                     drop_input(dropped, &thread_id, input, DropReason::UnknownThread);
                 }
-                return Ok(None);
+                return Ok(Admitted::Nothing);
             };
             for input in fresh.drain(..creator) {
                 drop_input(dropped, &thread_id, &input, DropReason::BeforeCreation);
@@ -87,6 +87,14 @@ pub(super) fn admit<'a>(
         }
     };
     let Some(agent) = agents.agent(&record.agent) else {
+        if original.is_none() && record.delegated_by.is_some() {
+            // A delegation to an agent this host cannot run: the caller gets an error result
+            // rather than waiting for one that cannot come, and the thread is closed at birth.
+            let task = fresh.swap_remove(0);
+            return Ok(Admitted::Refused(Box::new(refuse_delegation(
+                record, &task, now, ids,
+            ))));
+        }
         return Err(SliceError::UnknownAgent {
             thread_id,
             agent: record.agent,
@@ -95,6 +103,13 @@ pub(super) fn admit<'a>(
 
     let mut record = record;
     let created = expected_version.is_none();
+    // A thread created with a stored agent keeps the version it started with.
+    if let Some(version) = agent
+        .version
+        .filter(|_| created && !record.agent.contains('@'))
+    {
+        record.agent = format!("{}@{version}", agent.name);
+    }
     let mut conversation = if record.is_root() {
         Conversation::take_from(&mut record)
     } else {
@@ -144,11 +159,12 @@ pub(super) fn admit<'a>(
         completions: 0,
         compacted: false,
         usage_to_report: crate::state::HourlyUsage::default(),
+        library,
     };
     for text in problems {
         draft.output(crate::effect::OutputKind::Error { text });
     }
-    Ok(Some((draft, fresh)))
+    Ok(Admitted::Run(draft, fresh))
 }
 
 /// True for an input that creates the thread it is addressed to when there is none.
@@ -157,6 +173,61 @@ fn creates(body: &InputBody, default_agent: Option<&str>) -> bool {
         InputBody::UserMessage { .. } => default_agent.is_some(),
         InputBody::ChildSeed { .. } | InputBody::DelegatedTask { .. } => true,
         _ => false,
+    }
+}
+
+/// What a slice acts on.
+// Returned once per slice and unpacked at once: boxing the draft would cost an allocation per
+// slice to save stack that is never held.
+#[allow(clippy::large_enum_variant)]
+pub(super) enum Admitted<'a> {
+    /// The draft to apply the fresh inputs to, with those inputs.
+    Run(Draft<'a>, Vec<Input>),
+    /// No input is left to act on (nothing to commit).
+    Nothing,
+    /// A delegated task for an agent this host cannot run: the closed thread and the caller's
+    /// error result, to commit as they are.
+    Refused(Box<crate::commit::Commit>),
+}
+
+fn refuse_delegation(
+    mut record: ThreadRecord,
+    task: &Input,
+    now: jiff::Timestamp,
+    ids: &mut dyn crate::ids::IdSource,
+) -> crate::commit::Commit {
+    let text = format!(
+        "Error: the agent `{}` is not available on this host (it is not stored, or it cannot \
+         run here), so the task was not started. Do it yourself or ask the user.",
+        record.agent
+    );
+    tracing::warn!(thread = %record.id, agent = %record.agent, "a task delegated to an agent this host cannot run is refused");
+    let mut effects = Vec::new();
+    crate::tools::internal::delegation::return_result(
+        &mut record,
+        text.clone(),
+        true,
+        &mut effects,
+    );
+    record.status = crate::state::ThreadStatus::Closed;
+    record.version = 1;
+    record.history_len = 1;
+    record.updated_at = now;
+    crate::commit::Commit {
+        thread_id: record.id.clone(),
+        expected_version: None,
+        new_entries: vec![crate::history::HistoryEntry {
+            seq: 0,
+            at: now,
+            input_id: Some(task.id.clone()),
+            item: crate::history::Item::Notice {
+                text,
+                is_error: true,
+            },
+        }],
+        processed_inputs: vec![task.id.clone()],
+        effects: super::with_ids(effects, ids),
+        record,
     }
 }
 

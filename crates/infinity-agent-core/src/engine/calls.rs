@@ -259,10 +259,14 @@ impl Draft<'_> {
                 threads_left,
                 ids: &mut *self.ids,
                 effects: &mut self.effects,
+                library: self.library,
             };
             tool.call(&call.args, &mut ctx)
         };
         let started = starts_threads(&self.effects[before..]);
+        let delegated = self.effects[before..].iter().any(|e| {
+            matches!(e, Effect::Send { input } if matches!(input.body, InputBody::DelegatedTask { .. }))
+        });
         self.count_threads(started);
         self.flush_live();
         let (id, name) = (call.id.clone(), call.name.clone());
@@ -279,7 +283,12 @@ impl Draft<'_> {
                 text,
                 is_error: true,
             } => self.append(Item::tool_error(id, name, text)),
-            ToolOutcome::Dispatched => self.add_pending(call, PendingKind::Dispatched, None),
+            ToolOutcome::Dispatched => {
+                self.add_pending(call, PendingKind::Dispatched, None);
+                if let Some(pending) = self.record.pending_calls.last_mut() {
+                    pending.delegated = delegated;
+                }
+            }
             ToolOutcome::Passive { due } => self.add_pending(call, PendingKind::Passive, due),
         }
     }
@@ -294,6 +303,7 @@ impl Draft<'_> {
             moved_on: false,
             due,
             authorizing: false,
+            delegated: false,
         });
     }
 

@@ -481,7 +481,7 @@ impl Draft<'_> {
         if call.kind != PendingKind::Dispatched {
             return;
         }
-        if call.tool == delegation::TOOL {
+        if call.delegated || call.tool == delegation::TOOL {
             delegation::close_delegated(&self.record.id, &call.call_id, &mut self.effects);
         } else if !crate::tools::BUILTIN_TOOL_NAMES.contains(&call.tool.as_str()) {
             self.effects.push(Effect::Notify {

@@ -126,6 +126,8 @@ pub struct SliceRequest<'a> {
     /// True: output events are handed out as [`Step::Output`] as they happen. False: they
     /// become `output` effects, performed after the commit.
     pub live_output: bool,
+    /// The host's library (knowledge), for the tools that read it; `None`: it keeps none.
+    pub library: Option<&'a crate::library::Library>,
 }
 
 impl<'a> SliceRequest<'a> {
@@ -152,6 +154,7 @@ impl<'a> SliceRequest<'a> {
             conversation: None,
             session_toolset: None,
             live_output: false,
+            library: None,
         }
     }
 }
@@ -201,6 +204,16 @@ pub enum SliceError {
         thread_id: ThreadId,
         /// The agent.
         agent: String,
+    },
+    /// The thread's agent is stored but cannot run (see [`crate::agent::PrepareError::Broken`]).
+    #[error("thread {thread_id} runs agent `{agent}`, which cannot run here: {reason}")]
+    AgentBroken {
+        /// The thread.
+        thread_id: ThreadId,
+        /// The agent.
+        agent: String,
+        /// Why.
+        reason: String,
     },
     /// The slice was polled after it ended (a bug in the host).
     #[error("the slice already ended")]
@@ -282,13 +295,20 @@ impl<'a> Slice<'a> {
             end: None,
         };
         match admit::admit(request, &mut slice.dropped) {
-            Ok(Some((mut draft, inputs))) => {
+            Ok(admit::Admitted::Run(mut draft, inputs)) => {
                 draft.apply_all(inputs, &mut slice.dropped);
                 slice.draft = Some(draft);
             }
-            Ok(None) => {
+            Ok(admit::Admitted::Nothing) => {
                 slice.end = Some(Ok(SliceOutcome {
                     commit: None,
+                    dropped: std::mem::take(&mut slice.dropped),
+                    completions: 0,
+                }));
+            }
+            Ok(admit::Admitted::Refused(commit)) => {
+                slice.end = Some(Ok(SliceOutcome {
+                    commit: Some(*commit),
                     dropped: std::mem::take(&mut slice.dropped),
                     completions: 0,
                 }));

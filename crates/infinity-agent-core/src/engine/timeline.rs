@@ -87,6 +87,8 @@ pub(super) struct Draft<'a> {
     /// For a child: what this slice counted against the conversation's hour, sent to the root
     /// with the commit.
     pub(super) usage_to_report: crate::state::HourlyUsage,
+    /// The host's library, for tools that read it.
+    pub(super) library: Option<&'a crate::library::Library>,
 }
 
 impl Draft<'_> {

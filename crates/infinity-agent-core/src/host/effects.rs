@@ -38,6 +38,9 @@ pub enum EffectFailure {
     /// Output events could not be shown.
     #[error(transparent)]
     Output(#[from] OutputError),
+    /// A write to the library (knowledge) could not be made.
+    #[error("library write: {0}")]
+    Library(String),
 }
 
 /// What became of an input a host accepted.
@@ -102,6 +105,11 @@ pub trait EffectPerformer: Send + Sync {
                     .to_owned(),
             )),
         }
+    }
+
+    /// The host's library (knowledge), when it keeps one.
+    fn library(&self) -> Option<&crate::library::Library> {
+        None
     }
 
     /// Tells tool servers about a closed thread or a cancelled call (best effort).
@@ -209,6 +217,21 @@ pub async fn perform_effects(
                     .await
                     .map(|()| Handoff::Delivered)
                     .map_err(Into::into),
+                Effect::Library { op } => match performer.library() {
+                    Some(library) => match library.perform(op).await {
+                        Ok(()) => Ok(Handoff::Delivered),
+                        // Retrying cannot fix an entry that breaks a limit (the tool checked it):
+                        // it is logged and dropped rather than retried for ever.
+                        Err(err) if !err.is_retryable() => {
+                            tracing::error!(thread = %thread_id, %err, "a library write was refused; dropped");
+                            Ok(Handoff::Delivered)
+                        }
+                        Err(err) => Err(EffectFailure::Library(err.to_string())),
+                    },
+                    None => Err(EffectFailure::Library(
+                        "this host keeps no library (knowledge)".to_owned(),
+                    )),
+                },
             };
             results.push((id, result));
         }

@@ -14,7 +14,7 @@ pub use effects::{
     perform_effects, EffectFailure, EffectPerformer, EffectRef, Handoff, OutputError, PerformError,
 };
 
-use crate::agent::AgentLookup;
+use crate::agent::{AgentLookup, PrepareError};
 use crate::effect::{LiveOutput, Notification, OutputEvent, OutputKind, ToolInvocation};
 use crate::engine::{Slice, SliceError, SliceOutcome, SliceRequest, Step};
 use crate::ids::{IdSource, InputId, ThreadId};
@@ -144,6 +144,9 @@ pub struct HostContext<'a> {
     pub live: Option<&'a LiveOutput<'a>>,
     /// Retries of a temporarily unavailable model.
     pub model_retry: ModelRetry,
+    /// The host's library (knowledge), loaded before a slice whose agent has the `knowledge`
+    /// category on.
+    pub library: Option<&'a crate::library::Library>,
 }
 
 impl std::fmt::Debug for HostContext<'_> {
@@ -176,6 +179,25 @@ fn starts_session<'a>(inputs: &'a [Input], default_agent: Option<&'a str>) -> Op
         InputBody::ChildSeed { .. } => Some(None),
         _ => None,
     })?
+}
+
+/// The agent of the thread these inputs create, if one does: a first user message's (the
+/// host's default), a delegated task's or a child seed's.
+fn creating_agent<'a>(inputs: &'a [Input], default_agent: Option<&'a str>) -> Option<&'a str> {
+    inputs.iter().find_map(|i| match &i.body {
+        InputBody::UserMessage { .. } => default_agent,
+        InputBody::DelegatedTask { agent, .. } | InputBody::ChildSeed { agent, .. } => {
+            Some(agent.as_str())
+        }
+        _ => None,
+    })
+}
+
+/// True when the inputs start a delegated thread.
+fn delegates(inputs: &[Input]) -> bool {
+    inputs
+        .iter()
+        .any(|i| matches!(i.body, InputBody::DelegatedTask { .. }))
 }
 
 /// What every host does for one batch of a thread's inputs: load the thread (its record, its
@@ -213,6 +235,43 @@ pub async fn run_loaded_slice(
         processed: already_processed,
         outbox: _,
     } = state;
+    // A stored agent is read and built before the engine, which cannot wait, looks it up.
+    let agent_name = match &record {
+        Some(record) => Some(record.agent.as_str()),
+        None => creating_agent(&inputs, host.default_agent),
+    };
+    if let Some(name) = agent_name {
+        match host.agents.prepare(name).await {
+            Ok(()) => {}
+            Err(PrepareError::Unavailable(why)) => return Err(SliceError::Retryable(why).into()),
+            // A task delegated to it is refused by the engine, so its caller hears of it.
+            Err(PrepareError::Broken(reason)) if record.is_none() && delegates(&inputs) => {
+                tracing::warn!(thread = %thread_id, agent = name, %reason, "the delegated task's agent cannot run");
+            }
+            Err(PrepareError::Broken(reason)) => {
+                return Err(SliceError::AgentBroken {
+                    thread_id: thread_id.clone(),
+                    agent: name.to_owned(),
+                    reason,
+                }
+                .into())
+            }
+        }
+    }
+    if let (Some(library), Some(name)) = (host.library, agent_name) {
+        let uses_library = host.agents.agent(name).is_some_and(|agent| {
+            agent
+                .tools
+                .get(crate::tools::internal::KNOWLEDGE_SEARCH)
+                .is_some()
+        });
+        if uses_library {
+            if let Err(err) = library.prepare().await {
+                // Tools work on the copy the host has (or say there is none); the slice goes on.
+                tracing::warn!(thread = %thread_id, %err, "the knowledge could not be loaded");
+            }
+        }
+    }
     let session_toolset = match (&record, starts_session(&inputs, host.default_agent)) {
         (None, Some(name)) => match host.agents.agent(name) {
             Some(agent) if !agent.tool_servers.is_empty() => {
@@ -274,6 +333,7 @@ pub async fn run_loaded_slice(
         session_toolset,
         live_output: host.live.is_some(),
         view_start,
+        library: host.library,
         ..SliceRequest::new(thread_id.clone(), record, &view, host.agents, now, ids)
     };
     let outcome = drive(host, Slice::start(request), thread_id, now)

@@ -67,6 +67,7 @@ async fn session(store: &MemoryStore) {
         moved_on: false,
         due: None,
         authorizing: false,
+        delegated: false,
     });
     root.schedules.push(crate::state::Schedule {
         id: "sch-daily".into(),
@@ -105,6 +106,7 @@ async fn session(store: &MemoryStore) {
         moved_on: false,
         due: Some("2026-03-07T18:00:00Z".parse().unwrap()),
         authorizing: false,
+        delegated: false,
     });
     put(store, root, 150).await;
     put(store, child, 4).await;

@@ -44,6 +44,7 @@
 //! # }
 //! ```
 
+mod builder;
 mod clock;
 mod people;
 
@@ -59,11 +60,13 @@ use async_trait::async_trait;
 use jiff::Timestamp;
 use tokio::sync::{mpsc, Notify};
 
+pub use builder::{AgentSystemBuilder, BuildError};
 pub use clock::Clock;
 use timers::Deliver;
 pub use timers::TokioTimers;
 
-use crate::agent::{Agent, AgentSpec};
+use crate::agent::AgentLookup;
+use crate::catalog::AgentCatalog;
 use crate::effect::{OutputEvent, OutputKind, PendingEffect};
 use crate::history::HistoryEntry;
 use crate::host::{
@@ -72,199 +75,10 @@ use crate::host::{
 };
 use crate::ids::{EffectId, InputId, RandomIds, ThreadId};
 use crate::input::Input;
+use crate::library::Library;
 use crate::state::ThreadRecord;
-use crate::store::{load_view, MemoryStore, StoreError, ThreadStore};
+use crate::store::{load_view, StoreError, ThreadStore};
 use crate::tools::remote::ToolDiscovery;
-use crate::tools::{RegistryError, Tool};
-
-/// Why an [`AgentSystem`] could not be built.
-#[derive(Debug, thiserror::Error)]
-#[non_exhaustive]
-pub enum BuildError {
-    /// No agent was registered.
-    #[error("no agent registered: call with_agent(...)")]
-    NoAgent,
-    /// The sleep tools need a timer backend.
-    #[error("the sleep tools need timers: call with_tokio_sleep_tools() or with_timers(...)")]
-    NoTimers,
-    /// The default agent is not registered.
-    #[error("default agent `{0}` is not registered")]
-    UnknownDefaultAgent(String),
-    /// Two agents with one name.
-    #[error("agent `{0}` is registered twice")]
-    DuplicateAgent(String),
-    /// An application tool could not be registered.
-    #[error(transparent)]
-    Tool(#[from] RegistryError),
-    /// The store could not be read for recovery.
-    #[error("cannot recover the store: {0}")]
-    Store(#[from] StoreError),
-}
-
-/// Builds an [`AgentSystem`]: the embedded runtime, in this process, on tokio (the module docs
-/// have a runnable example).
-#[derive(Default)]
-pub struct AgentSystemBuilder {
-    store: Option<Arc<dyn ThreadStore>>,
-    agents: Vec<AgentSpec>,
-    tools: Vec<Arc<dyn Tool>>,
-    default_agent: Option<String>,
-    tokio_sleep: bool,
-    timers: Option<Arc<dyn Timers>>,
-    clock_start: Option<Timestamp>,
-    dispatcher: Option<Arc<dyn ToolDispatcher>>,
-    discovery: Option<Arc<dyn ToolDiscovery>>,
-}
-
-impl fmt::Debug for AgentSystemBuilder {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("AgentSystemBuilder")
-            .field("agents", &self.agents)
-            .field("tools", &self.tools)
-            .finish_non_exhaustive()
-    }
-}
-
-impl AgentSystemBuilder {
-    /// A builder with an in-memory store and no agents.
-    pub fn new() -> Self {
-        Self::default()
-    }
-
-    /// Keeps threads in `store` (default: a [`MemoryStore`]).
-    pub fn with_store(mut self, store: Arc<dyn ThreadStore>) -> Self {
-        self.store = Some(store);
-        self
-    }
-
-    /// Registers an agent. The first one registered is the default for new root threads.
-    pub fn with_agent(mut self, agent: AgentSpec) -> Self {
-        self.agents.push(agent);
-        self
-    }
-
-    /// The agent that runs root threads created by a first user message.
-    pub fn with_default_agent(mut self, name: impl Into<String>) -> Self {
-        self.default_agent = Some(name.into());
-        self
-    }
-
-    /// Adds an application tool (e.g. [`crate::tools::SetTitle`]) next to the built-ins, for
-    /// every agent.
-    pub fn with_tool(mut self, tool: Arc<dyn Tool>) -> Self {
-        self.tools.push(tool);
-        self
-    }
-
-    /// Backs the sleep tools with tokio timers.
-    pub fn with_tokio_sleep_tools(mut self) -> Self {
-        self.tokio_sleep = true;
-        self
-    }
-
-    /// Backs the sleep tools with other timers.
-    pub fn with_timers(mut self, timers: Arc<dyn Timers>) -> Self {
-        self.timers = Some(timers);
-        self
-    }
-
-    /// Starts the runtime's clock at `start` instead of the system time (for tests and demos;
-    /// the clock then advances with tokio's).
-    pub fn with_clock_start(mut self, start: Timestamp) -> Self {
-        self.clock_start = Some(start);
-        self
-    }
-
-    /// Discovers the tools of the agents' tool servers when a session starts.
-    pub fn with_discovery(mut self, discovery: Arc<dyn ToolDiscovery>) -> Self {
-        self.discovery = Some(discovery);
-        self
-    }
-
-    /// Sets what runs calls of tools that leave the process (tool servers) and delivers
-    /// notifications to them.
-    pub fn with_dispatcher(mut self, dispatcher: Arc<dyn ToolDispatcher>) -> Self {
-        self.dispatcher = Some(dispatcher);
-        self
-    }
-
-    /// Builds the system, recovers the store's outboxes (re-sending inputs, re-arming timers) and
-    /// starts it on the current tokio runtime. Afterwards inputs may be sent from any thread.
-    pub async fn build(self) -> Result<AgentSystem, BuildError> {
-        let first = self.agents.first().ok_or(BuildError::NoAgent)?;
-        let default_agent = self.default_agent.unwrap_or_else(|| first.name.clone());
-        let mut agents = HashMap::new();
-        for spec in self.agents {
-            let agent = Agent::from_spec(spec, &self.tools)?;
-            let name = agent.name.clone();
-            if agents.insert(name.clone(), Arc::new(agent)).is_some() {
-                return Err(BuildError::DuplicateAgent(name));
-            }
-        }
-        if !agents.contains_key(&default_agent) {
-            return Err(BuildError::UnknownDefaultAgent(default_agent));
-        }
-        let clock = self
-            .clock_start
-            .map_or_else(Clock::system, Clock::starting_at);
-        let (timers, tokio_timers): (Arc<dyn Timers>, Option<Arc<TokioTimers>>) =
-            match (self.timers, self.tokio_sleep) {
-                (Some(timers), _) => (timers, None),
-                (None, true) => {
-                    let t = TokioTimers::new(clock);
-                    (t.clone(), Some(t))
-                }
-                (None, false) => return Err(BuildError::NoTimers),
-            };
-        let store = self.store.unwrap_or_else(|| Arc::new(MemoryStore::new()));
-        let runtime = tokio::runtime::Handle::current();
-        let inner = Arc::new_cyclic(|weak: &Weak<Inner>| Inner {
-            this: weak.clone(),
-            runtime,
-            store,
-            agents,
-            default_agent,
-            timers,
-            tokio_timers,
-            dispatcher: self.dispatcher,
-            discovery: self.discovery,
-            clock,
-            workers: Mutex::new(HashMap::new()),
-            acks: Mutex::new(HashMap::new()),
-            subscribers: Mutex::new(Vec::new()),
-            in_flight: AtomicUsize::new(0),
-            activity: Notify::new(),
-        });
-        if let Some(t) = &inner.tokio_timers {
-            let weak: Weak<Inner> = Arc::downgrade(&inner);
-            let target: Weak<dyn Deliver> = weak;
-            t.start(target);
-        }
-        let outbox = inner.store.outbox().await?;
-        let mut by_thread: Vec<(ThreadId, Vec<PendingEffect>)> = Vec::new();
-        for (thread_id, effect) in outbox {
-            match by_thread.last_mut() {
-                Some((t, effects)) if *t == thread_id => effects.push(effect),
-                _ => by_thread.push((thread_id, vec![effect])),
-            }
-        }
-        for (thread_id, effects) in by_thread {
-            tracing::info!(thread = %thread_id, effects = effects.len(), "recovering outbox");
-            let performed = perform_effects(
-                inner.as_ref(),
-                inner.store.as_ref(),
-                &thread_id,
-                &effects,
-                None,
-            )
-            .await;
-            if let Err(err) = performed {
-                tracing::warn!(%err, "recovered effects not all performed; they stay in the outbox");
-            }
-        }
-        Ok(AgentSystem { inner })
-    }
-}
 
 /// Why a message was not sent.
 #[derive(Debug, thiserror::Error)]
@@ -396,9 +210,26 @@ impl AgentSystem {
         }
     }
 
-    /// True when the system runs an agent by this name.
+    /// True when the system runs an agent by this name: a registered one, or a stored version
+    /// it has read already.
     pub fn has_agent(&self, name: &str) -> bool {
-        self.inner.agents.contains_key(name)
+        self.inner.agents.agent(name).is_some()
+    }
+
+    /// The catalog of stored agents, when the system has one (see
+    /// [`AgentSystemBuilder::with_catalog`]).
+    pub fn catalog(&self) -> Option<&Arc<dyn AgentCatalog>> {
+        self.inner.catalog.as_ref()
+    }
+
+    /// The library (knowledge), when the system keeps one.
+    pub fn library(&self) -> Option<&Arc<Library>> {
+        self.inner.library.as_ref()
+    }
+
+    /// The agent of root threads a first user message creates.
+    pub fn default_agent(&self) -> &str {
+        &self.inner.default_agent
     }
 
     /// The store.
@@ -447,7 +278,9 @@ struct Inner {
     /// Workers are spawned here, so inputs may be sent from any thread.
     runtime: tokio::runtime::Handle,
     store: Arc<dyn ThreadStore>,
-    agents: HashMap<String, Arc<Agent>>,
+    agents: Arc<dyn AgentLookup>,
+    catalog: Option<Arc<dyn AgentCatalog>>,
+    library: Option<Arc<Library>>,
     default_agent: String,
     timers: Arc<dyn Timers>,
     tokio_timers: Option<Arc<TokioTimers>>,
@@ -609,12 +442,13 @@ impl Inner {
         let live = |event: OutputEvent| self.publish(event);
         let host = HostContext {
             store: self.store.as_ref(),
-            agents: &self.agents,
+            agents: self.agents.as_ref(),
             default_agent: Some(&self.default_agent),
             discovery: self.discovery.as_deref(),
             effects: self.as_ref(),
             live: Some(&live),
             model_retry: ModelRetry::default(),
+            library: self.library.as_deref(),
         };
         // Boxed: the slice's state machine is large, and a worker's future is allocated when the
         // worker is spawned, long before it runs; inline, a thousand queued workers held a
@@ -685,6 +519,10 @@ impl EffectPerformer for Inner {
 
     fn tool_dispatcher(&self) -> Option<&dyn ToolDispatcher> {
         self.dispatcher.as_deref()
+    }
+
+    fn library(&self) -> Option<&Library> {
+        self.library.as_deref()
     }
 
     async fn output(&self, events: &[&OutputEvent]) -> Result<(), OutputError> {

@@ -126,6 +126,10 @@ pub struct PendingCall {
     /// pending, invisibly to the model, until the tool sends its result.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub authorizing: bool,
+    /// True when the call delegated a task to a thread of its own (`agent`, a configured
+    /// agent's tool, `execute_tool` of an agent): cancelling it closes that thread.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub delegated: bool,
 }
 
 /// Entries held back while dispatched calls are pending (see [`ThreadRecord::deferred`]).

@@ -107,6 +107,8 @@ pub struct ToolContext<'a> {
     /// Where fresh ids come from (never mint one at random: a seeded run must replay).
     pub ids: &'a mut dyn IdSource,
     pub(crate) effects: &'a mut Vec<Effect>,
+    /// The host's library (knowledge); `None` when it keeps none.
+    pub library: Option<&'a crate::library::Library>,
 }
 
 impl fmt::Debug for ToolContext<'_> {

@@ -63,6 +63,17 @@ pub struct Setup {
     pub clock_start: Timestamp,
     pub tool_servers: Vec<infinity_agent_core::tools::remote::ToolServerConfig>,
     pub discovery: Option<Arc<dyn infinity_agent_core::tools::remote::ToolDiscovery>>,
+    /// Stored agents, and how they are built.
+    pub catalog: Option<(
+        Arc<dyn infinity_agent_core::catalog::AgentCatalog>,
+        Arc<dyn infinity_agent_core::catalog::AgentBuilder>,
+    )>,
+    /// `agents:` of the test agent.
+    pub sub_agents: Vec<infinity_agent_core::tools::internal::delegation::SubAgent>,
+    /// The agent of new conversations, when it is not the test agent (a stored one).
+    pub default_agent: Option<String>,
+    /// The deployment's knowledge.
+    pub library: Option<Arc<infinity_agent_core::library::Library>>,
 }
 
 impl Setup {
@@ -77,6 +88,10 @@ impl Setup {
             clock_start: start_time(),
             tool_servers: Vec::new(),
             discovery: None,
+            catalog: None,
+            sub_agents: Vec::new(),
+            default_agent: None,
+            library: None,
         }
     }
 
@@ -89,6 +104,7 @@ impl Setup {
         agent.output_schema = self.output_schema;
         agent.skills = self.skills;
         agent.tool_servers = self.tool_servers;
+        agent.sub_agents = self.sub_agents;
         let mut builder = AgentSystemBuilder::new()
             .with_agent(agent)
             .with_tool(Arc::new(SetTitle))
@@ -103,6 +119,15 @@ impl Setup {
         }
         if let Some(discovery) = self.discovery {
             builder = builder.with_discovery(discovery);
+        }
+        if let Some((catalog, agents)) = self.catalog {
+            builder = builder.with_catalog(catalog, agents);
+        }
+        if let Some(name) = self.default_agent {
+            builder = builder.with_default_agent(name);
+        }
+        if let Some(library) = self.library {
+            builder = builder.with_library(library);
         }
         let system = builder.build().await.unwrap();
         let events = system.subscribe();

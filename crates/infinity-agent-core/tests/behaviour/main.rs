@@ -6,6 +6,7 @@
 mod harness;
 
 mod agent_tool;
+mod catalog;
 mod children;
 mod compaction;
 mod crash;
@@ -14,6 +15,7 @@ mod dependencies;
 mod events;
 mod finish;
 mod idle;
+mod knowledge_tools;
 mod limits;
 mod loops;
 mod memory;

@@ -209,6 +209,7 @@ async fn a_cascade_cut_short_by_a_crash_finishes_after_the_restart() {
         effects: &DeadHost,
         live: None,
         model_retry: ModelRetry::default(),
+        library: None,
     };
     let close = Input::new(tid("top"), InputBody::Close {});
     let report = run_slice(

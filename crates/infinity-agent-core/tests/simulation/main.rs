@@ -168,6 +168,7 @@ impl Sim {
                 attempts: 3,
                 first_delay: Duration::from_millis(100),
             },
+            library: None,
         };
         let (now, seed) = {
             let mut net = self.net.lock();

@@ -1,14 +1,15 @@
 //! `infinity-local`: runs the real agent and relay handlers against the local emulators
 //! (polling the queues like Lambda's event sources) and fires due Scheduler schedules.
 //! Configuration: the same environment as the Lambda functions (`source infra/local/env.sh`),
-//! plus `INFINITY_AGENT_FILE` or `INFINITY_AGENT_YAML`. When the agent has tool servers it also
+//! plus `INFINITY_AGENT_FILE` or `INFINITY_AGENT_YAML`, or `INFINITY_DEFAULT_AGENT` naming an
+//! agent stored in the table (`infinity agents save`). When the agent has tool servers it also
 //! serves the callback function's handler on the port of `INFINITY_CALLBACK_URL` (with
 //! `INFINITY_CALLBACK_SECRET`), as the Function URL does on AWS.
 
 use std::sync::Arc;
 
 use infinity_aws::config::{AwsConfig, Clients};
-use infinity_aws::handler::{agent_from_env, AgentHandler};
+use infinity_aws::handler::{agent_from_env, AgentHandler, SetupError};
 use infinity_aws::local::LocalRunner;
 
 #[tokio::main]
@@ -23,13 +24,28 @@ async fn main() {
     let setup = async {
         let config = AwsConfig::from_env()?;
         let clients = Clients::from_env().await;
-        let agent = agent_from_env().await?;
-        let tool_servers = infinity_aws::tool_servers::rap_client_for(&agent).await?;
-        if tool_servers.is_some() {
-            serve_callbacks(&clients, &config).await?;
-        }
+        let stored_default = std::env::var("INFINITY_DEFAULT_AGENT")
+            .ok()
+            .filter(|s| !s.trim().is_empty());
+        let handler = match (agent_from_env().await, stored_default) {
+            (Ok(agent), _) => {
+                let tool_servers = infinity_aws::tool_servers::rap_client_for(&agent).await?;
+                if tool_servers.is_some() {
+                    serve_callbacks(&clients, &config).await?;
+                }
+                AgentHandler::new(&clients, &config, agent).with_tool_servers(tool_servers)
+            }
+            (Err(SetupError::NoAgent), Some(name)) => {
+                let tool_servers = infinity_aws::tool_servers::rap_client_without_agent().await?;
+                if tool_servers.is_some() {
+                    serve_callbacks(&clients, &config).await?;
+                }
+                AgentHandler::for_stored(&clients, &config, name).with_tool_servers(tool_servers)
+            }
+            (Err(err), _) => return Err(err.into()),
+        };
         let handler =
-            Arc::new(AgentHandler::new(&clients, &config, agent).with_tool_servers(tool_servers));
+            Arc::new(handler.with_stored_agents(&[], &infinity_models::CustomProviders::new()));
         Ok::<_, Box<dyn std::error::Error>>(LocalRunner::new(clients, config, handler))
     };
     match setup.await {

@@ -12,6 +12,12 @@
 //! none). A racing slice that writes ahead finds the lock and gets a conflict; one that commits
 //! without writing ahead replaces the record, which fails every later step of the locked one. A
 //! lock left by a crashed slice is taken over after [`LOCK_STALE`].
+//!
+//! **A new thread's first slice** has no record to lock yet: its first write-ahead transaction
+//! puts a placeholder record (version 0, no body, the lock), which readers take for no thread,
+//! and its commit replaces it (conditioned on the lock). A creating slice that needs no
+//! write-ahead takes over a placeholder whose lock is stale, so a crash never blocks a thread
+//! from being created.
 
 use std::collections::HashMap;
 
@@ -32,6 +38,11 @@ pub(super) const ENTRIES_PER_WRITE: usize = MAX_TRANSACTION_ITEMS / 4;
 /// After this long a write-ahead lock is taken to be a crashed slice's (a slice on Lambda ends
 /// within the function's 15-minute timeout).
 const LOCK_STALE: std::time::Duration = std::time::Duration::from_secs(15 * 60);
+
+/// Lock times before this (seconds since the epoch, as a DynamoDB number) are stale.
+pub(super) fn stale_before() -> String {
+    (jiff::Timestamp::now().as_second() - LOCK_STALE.as_secs() as i64).to_string()
+}
 
 impl DynamoThreadStore {
     /// Writes `record`'s thread with `entries` and `effects`: entries first, in transactions of
@@ -60,10 +71,8 @@ impl DynamoThreadStore {
     /// A commit with more entries than one transaction holds: the older ones written ahead
     /// under the record's write-ahead lock, the newest with the record (see the module docs).
     pub(super) async fn commit_wide(&self, commit: &Commit) -> Result<(), StoreError> {
-        let Some(base) = commit.expected_version else {
-            // The slice that creates a thread has no record to lock: one transaction only.
-            return self.commit_holding(commit, None).await;
-        };
+        // The slice that creates a thread locks a placeholder record (version 0) instead.
+        let base = commit.expected_version.unwrap_or(0);
         let pk = pk(&commit.thread_id);
         let lock = EffectId::generate().to_string();
         let ahead = commit.new_entries.len() - ENTRIES_PER_WRITE;
@@ -75,7 +84,24 @@ impl DynamoThreadStore {
             .chunks(ENTRIES_PER_WRITE)
             .enumerate()
         {
-            let guard = if i == 0 {
+            let guard = if i == 0 && commit.expected_version.is_none() {
+                let now = jiff::Timestamp::now().as_second();
+                let mut placeholder = record_key.clone();
+                placeholder.insert("v".to_owned(), AttributeValue::N("0".to_owned()));
+                placeholder.insert("wlock".to_owned(), AttributeValue::S(lock.clone()));
+                placeholder.insert("wlock_at".to_owned(), AttributeValue::N(now.to_string()));
+                let put = Put::builder()
+                    .table_name(&*self.table)
+                    .set_item(Some(placeholder))
+                    .condition_expression(
+                        "attribute_not_exists(pk) OR (v = :zero AND wlock_at < :stale)",
+                    )
+                    .expression_attribute_values(":zero", AttributeValue::N("0".to_owned()))
+                    .expression_attribute_values(":stale", AttributeValue::N(stale_before()))
+                    .build()
+                    .map_err(|e| unavailable("building a write", e))?;
+                TransactWriteItem::builder().put(put).build()
+            } else if i == 0 {
                 let now = jiff::Timestamp::now().as_second();
                 let update = Update::builder()
                     .table_name(&*self.table)
@@ -121,7 +147,7 @@ impl DynamoThreadStore {
                 return Err(match conflict {
                     true => StoreError::Conflict {
                         thread_id: commit.thread_id.clone(),
-                        expected: Some(base),
+                        expected: commit.expected_version,
                         found: None,
                     },
                     false => sdk_error("writing history entries ahead", err),

@@ -317,7 +317,9 @@ impl DynamoThreadStore {
         let mut processed = HashSet::new();
         for item in self.get_keys(keys, "reading the thread").await? {
             match item.get("sk") {
-                Some(AttributeValue::S(sk)) if sk == "R" => record_item = Some(item),
+                Some(AttributeValue::S(sk)) if sk == "R" => {
+                    record_item = Some(item).filter(|item| !super::is_placeholder(item));
+                }
                 Some(AttributeValue::S(sk)) => {
                     if let Some(id) = sk.strip_prefix("P#").and_then(|s| InputId::new(s).ok()) {
                         processed.insert(id);

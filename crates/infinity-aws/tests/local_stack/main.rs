@@ -5,6 +5,7 @@
 
 mod harness;
 
+mod catalog;
 mod delivery;
 mod migration;
 mod oversize;

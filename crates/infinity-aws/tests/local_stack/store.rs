@@ -268,3 +268,79 @@ async fn a_slice_with_more_entries_than_a_transaction_holds_commits_whole() {
     assert_eq!(loaded[151].item, Item::user("result 151"));
     assert_eq!(loaded[152].item, Item::user("after"));
 }
+
+#[tokio::test]
+async fn a_new_threads_first_slice_may_hold_more_than_a_transaction() {
+    // A first message that spawns 1,000 children: the thread's creating commit has 1,000
+    // results. Found by the fan-out bench, whose parent could never be created.
+    use aws_sdk_dynamodb::types::AttributeValue;
+    let s = stack("rules:\n  - reply: {text: ok}\n").await;
+    let store = s.store();
+    let record = ThreadRecord::new(tid("born-wide"), "tester", None, Timestamp::UNIX_EPOCH);
+    let created = commit(
+        &record,
+        None,
+        entries(0, 230, |i| format!("result {i}")),
+        vec![InputId::new("fan").unwrap()],
+    );
+    store.commit(&created).await.unwrap();
+    assert_eq!(
+        store.load_record(&tid("born-wide")).await.unwrap().unwrap(),
+        created.record
+    );
+    let loaded = store.load_entries(&tid("born-wide"), 230).await.unwrap();
+    assert_eq!(loaded.len(), 230);
+    assert_eq!(loaded[229].item, Item::user("result 229"));
+    // Created once: a second creating commit (a redelivery that raced it) is a conflict.
+    assert!(matches!(
+        store.commit(&created).await,
+        Err(StoreError::Conflict { .. })
+    ));
+
+    // A creating slice that crashed after writing ahead leaves a placeholder: no thread to
+    // readers, and while its lock is fresh another creating commit waits (a conflict)...
+    let placeholder = |at: i64| {
+        s.clients
+            .dynamodb
+            .put_item()
+            .table_name(&s.config.table)
+            .item("pk", AttributeValue::S("T#orphan".into()))
+            .item("sk", AttributeValue::S("R".into()))
+            .item("v", AttributeValue::N("0".into()))
+            .item("wlock", AttributeValue::S("crashed".into()))
+            .item("wlock_at", AttributeValue::N(at.to_string()))
+            .send()
+    };
+    placeholder(Timestamp::now().as_second()).await.unwrap();
+    assert_eq!(store.load_record(&tid("orphan")).await.unwrap(), None);
+    let state = store
+        .load_slice(&tid("orphan"), &[InputId::new("hello").unwrap()], true)
+        .await
+        .unwrap();
+    assert!(state.record.is_none(), "a placeholder is no thread");
+    let orphan = ThreadRecord::new(tid("orphan"), "tester", None, Timestamp::UNIX_EPOCH);
+    let narrow = commit(&orphan, None, entries(0, 1, |_| "hello".into()), Vec::new());
+    assert!(matches!(
+        store.commit(&narrow).await,
+        Err(StoreError::Conflict { .. })
+    ));
+    let wide = commit(
+        &orphan,
+        None,
+        entries(0, 150, |i| format!("w {i}")),
+        Vec::new(),
+    );
+    assert!(matches!(
+        store.commit(&wide).await,
+        Err(StoreError::Conflict { .. })
+    ));
+    // ...and once it is stale, the thread is created over it, narrow or wide.
+    placeholder(Timestamp::now().as_second() - 16 * 60)
+        .await
+        .unwrap();
+    store.commit(&narrow).await.unwrap();
+    assert_eq!(
+        store.load_record(&tid("orphan")).await.unwrap().unwrap(),
+        narrow.record
+    );
+}

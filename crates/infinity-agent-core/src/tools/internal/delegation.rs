@@ -35,31 +35,75 @@ pub fn delegated_thread_id(caller: &ThreadId, call_id: &CallId) -> ThreadId {
     ThreadId::derived(&format!("{caller}-{call_id}"), "agent")
 }
 
+/// A stored agent an agent file lists under `agents:`, offered as a tool that delegates to it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SubAgent {
+    /// The agent's name (its newest version runs each delegation).
+    pub name: String,
+    /// What it does (its file's `description:`), for the tool's description.
+    pub description: Option<String>,
+}
+
+/// The tool that delegates to a configured agent: its name with `.` written `_` (tool names
+/// allow letters, digits, `_` and `-`).
+pub fn agent_tool_name(agent: &str) -> String {
+    agent.replace('.', "_")
+}
+
+/// `agent` (a copy of the calling agent, `target` none) or a configured agent's tool.
 #[derive(Debug)]
-pub(super) struct AgentTool;
+pub struct AgentTool {
+    target: Option<SubAgent>,
+}
+
+impl AgentTool {
+    /// The `agent` tool: delegates to a copy of the caller.
+    pub(super) fn copy() -> Self {
+        Self { target: None }
+    }
+
+    /// The tool that delegates to the configured agent `target`.
+    pub fn to(target: SubAgent) -> Self {
+        Self {
+            target: Some(target),
+        }
+    }
+
+    fn name(&self) -> String {
+        match &self.target {
+            Some(target) => agent_tool_name(&target.name),
+            None => TOOL.to_owned(),
+        }
+    }
+}
 
 impl Tool for AgentTool {
     fn spec(&self) -> ToolSpec {
-        ToolSpec {
-            name: TOOL.to_owned(),
-            description: format!(
+        let description = match &self.target {
+            None => format!(
                 "Delegate a side task to a copy of yourself: same instructions and tools, but a \
                  fresh context that holds none of this conversation, so put everything it needs \
                  in `task` and `context`. It runs as a thread of its own; its finish result (or \
                  its last message) comes back as this call's result. At most {MAX_RUNNING} \
                  delegations of a conversation run at once."
             ),
-            input_schema: json!({
-                "type": "object",
-                "properties": {
-                    "task": {"type": "string", "minLength": 1,
-                             "description": "What the copy should do, and what to return."},
-                    "context": {"type": "string",
-                                "description": "Facts from this conversation the copy needs."}
-                },
-                "required": ["task"],
-                "additionalProperties": false
-            }),
+            Some(target) => format!(
+                "Delegate a task to the agent `{}`{}. It starts a fresh conversation that holds \
+                 none of this one, so put everything it needs in `task` and `context`; its \
+                 finish result (or its last message) comes back as this call's result. At most \
+                 {MAX_RUNNING} delegations of a conversation run at once.",
+                target.name,
+                target
+                    .description
+                    .as_deref()
+                    .map(|d| format!(": {d}"))
+                    .unwrap_or_default()
+            ),
+        };
+        ToolSpec {
+            name: self.name(),
+            description,
+            input_schema: delegation_schema(),
         }
     }
 
@@ -69,78 +113,125 @@ impl Tool for AgentTool {
 
     fn not_offered(&self, record: &ThreadRecord) -> String {
         format!(
-            "Error: `agent` is not available here: this thread is at delegation depth {} and \
+            "Error: `{}` is not available here: this thread is at delegation depth {} and \
              delegation stops at depth {MAX_DEPTH}. Do the task yourself.",
+            self.name(),
             record.depth
         )
     }
 
     fn call(&self, args: &Value, ctx: &mut ToolContext<'_>) -> ToolOutcome {
-        if ctx.threads_left == 0 {
-            return ToolOutcome::error(crate::tools::builtin::threads::threads_exhausted());
+        let agent = match &self.target {
+            Some(target) => target.name.clone(),
+            None => ctx.record.agent.clone(),
+        };
+        delegate(&agent, args, ctx)
+    }
+}
+
+/// The arguments of every delegation: `task`, `context`, `images`.
+pub fn delegation_schema() -> Value {
+    json!({
+        "type": "object",
+        "properties": {
+            "task": {"type": "string", "minLength": 1,
+                     "description": "What the agent should do, and what to return."},
+            "context": {"type": "string",
+                        "description": "Facts from this conversation it needs."},
+            "images": {"type": "array", "maxItems": 8,
+                       "items": {"type": "string", "minLength": 1, "maxLength": 2048},
+                       "description": "URLs of images the task is about (passed on as links)."}
+        },
+        "required": ["task"],
+        "additionalProperties": false
+    })
+}
+
+/// Delegates the task in `args` (see [`delegation_schema`]) to a fresh thread of `agent`
+/// (`NAME` for its newest version, `NAME@VERSION` for that one), under the `agent` category's
+/// limits: [`MAX_DEPTH`] (checked by the caller's offer) and [`MAX_RUNNING`] per conversation.
+pub(crate) fn delegate(agent: &str, args: &Value, ctx: &mut ToolContext<'_>) -> ToolOutcome {
+    if ctx.record.depth >= MAX_DEPTH {
+        return ToolOutcome::error(format!(
+            "Error: delegation is not available here: this thread is at delegation depth {} \
+             and delegation stops at depth {MAX_DEPTH}. Do the task yourself.",
+            ctx.record.depth
+        ));
+    }
+    if ctx.threads_left == 0 {
+        return ToolOutcome::error(crate::tools::builtin::threads::threads_exhausted());
+    }
+    let running = &ctx.conversation.delegations;
+    if running.len() >= MAX_RUNNING {
+        let ids: Vec<&str> = running.iter().map(|d| d.thread_id.as_str()).collect();
+        return ToolOutcome::error(format!(
+            "Error: this conversation already has {MAX_RUNNING} delegations running ({}); \
+             at most {MAX_RUNNING} run at once. Wait until one of them returns, or do the \
+             task yourself.",
+            ids.join(", ")
+        ));
+    }
+    let task = args["task"].as_str().unwrap_or_default();
+    let mut text = format!("Task: {task}");
+    if let Some(context) = args["context"].as_str().filter(|c| !c.trim().is_empty()) {
+        text.push_str(&format!("\n\nContext:\n{context}"));
+    }
+    let images: Vec<&str> = args["images"]
+        .as_array()
+        .map(|a| a.iter().filter_map(Value::as_str).collect())
+        .unwrap_or_default();
+    if !images.is_empty() {
+        text.push_str("\n\nImages:");
+        for url in images {
+            text.push_str(&format!("\n- {url}"));
         }
-        let running = &ctx.conversation.delegations;
-        if running.len() >= MAX_RUNNING {
-            let ids: Vec<&str> = running.iter().map(|d| d.thread_id.as_str()).collect();
-            return ToolOutcome::error(format!(
-                "Error: this conversation already has {MAX_RUNNING} delegations running ({}); \
-                 at most {MAX_RUNNING} run at once. Wait until one of them returns, or do the \
-                 task yourself.",
-                ids.join(", ")
-            ));
-        }
-        let task = args["task"].as_str().unwrap_or_default();
-        let mut text = format!("Task: {task}");
-        if let Some(context) = args["context"].as_str().filter(|c| !c.trim().is_empty()) {
-            text.push_str(&format!("\n\nContext:\n{context}"));
-        }
-        text.push_str(
-            "\n\n(Another thread of this agent delegated this task to you; you do not see its \
+    }
+    text.push_str(
+        "\n\n(Another thread delegated this task to you; you do not see its \
              conversation. Work on the task on your own. When it is done, call finish with the \
              result: that result is returned to the delegating thread and this thread ends.)",
-        );
-        let thread_id = delegated_thread_id(&ctx.record.id, &ctx.call.id);
-        let delegation = Delegation {
-            thread_id: thread_id.clone(),
-            caller: ctx.record.id.clone(),
-            call_id: ctx.call.id.clone(),
-        };
-        ctx.conversation.delegations.push(delegation.clone());
-        if !ctx.record.is_root() {
-            let root = ctx.record.root().clone();
-            ctx.emit(Effect::Send {
-                input: Input {
-                    id: InputId::derived(thread_id.as_str(), "started"),
-                    thread_id: root,
-                    body: InputBody::DelegationUpdate {
-                        delegation,
-                        running: true,
-                    },
-                },
-            });
-        }
+    );
+    let thread_id = delegated_thread_id(&ctx.record.id, &ctx.call.id);
+    let delegation = Delegation {
+        thread_id: thread_id.clone(),
+        caller: ctx.record.id.clone(),
+        call_id: ctx.call.id.clone(),
+    };
+    ctx.conversation.delegations.push(delegation.clone());
+    if !ctx.record.is_root() {
+        let root = ctx.record.root().clone();
         ctx.emit(Effect::Send {
             input: Input {
-                id: InputId::derived(thread_id.as_str(), "task"),
-                thread_id: thread_id.clone(),
-                body: InputBody::DelegatedTask {
-                    agent: ctx.record.agent.clone(),
-                    delegated_by: DelegatedBy {
-                        thread_id: ctx.record.id.clone(),
-                        call_id: ctx.call.id.clone(),
-                        conversation: ctx.record.root().clone(),
-                        returned: false,
-                    },
-                    depth: ctx.record.depth + 1,
-                    text,
+                id: InputId::derived(thread_id.as_str(), "started"),
+                thread_id: root,
+                body: InputBody::DelegationUpdate {
+                    delegation,
+                    running: true,
                 },
             },
         });
-        ctx.output(OutputKind::ThreadSpawned {
-            child_id: thread_id,
-        });
-        ToolOutcome::Dispatched
     }
+    ctx.emit(Effect::Send {
+        input: Input {
+            id: InputId::derived(thread_id.as_str(), "task"),
+            thread_id: thread_id.clone(),
+            body: InputBody::DelegatedTask {
+                agent: agent.to_owned(),
+                delegated_by: DelegatedBy {
+                    thread_id: ctx.record.id.clone(),
+                    call_id: ctx.call.id.clone(),
+                    conversation: ctx.record.root().clone(),
+                    returned: false,
+                },
+                depth: ctx.record.depth + 1,
+                text,
+            },
+        },
+    });
+    ctx.output(OutputKind::ThreadSpawned {
+        child_id: thread_id,
+    });
+    ToolOutcome::Dispatched
 }
 
 /// A `delegation_update` that says a delegation ended which the conversation does not count.
@@ -254,7 +345,7 @@ pub(crate) fn on_close(record: &mut ThreadRecord, report: Option<&str>, effects:
     let open: Vec<CallId> = record
         .pending_calls
         .iter()
-        .filter(|p| p.tool == TOOL)
+        .filter(|p| p.delegated || p.tool == TOOL)
         .map(|p| p.call_id.clone())
         .collect();
     for call_id in open {

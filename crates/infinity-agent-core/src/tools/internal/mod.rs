@@ -10,6 +10,7 @@
 
 pub mod delegation;
 mod finish;
+mod knowledge;
 mod memory;
 mod plan;
 mod skills;
@@ -21,6 +22,7 @@ use std::sync::Arc;
 use serde::{Deserialize, Serialize};
 
 pub use finish::MAX_RESULT_BYTES as MAX_FINISH_RESULT_BYTES;
+pub use knowledge::KNOWLEDGE_SEARCH;
 pub use skills::Skill;
 pub use widget::{render_text as render_widget, WIDGET_SCHEMA};
 
@@ -311,7 +313,22 @@ pub const TABLE: &[InternalToolDef] = &[
     InternalToolDef {
         name: "agent",
         category: Category::Agent,
-        make: |_, _| Arc::new(delegation::AgentTool),
+        make: |_, _| Arc::new(delegation::AgentTool::copy()),
+    },
+    InternalToolDef {
+        name: KNOWLEDGE_SEARCH,
+        category: Category::Knowledge,
+        make: |_, _| Arc::new(knowledge::KnowledgeSearch),
+    },
+    InternalToolDef {
+        name: "knowledge_get",
+        category: Category::Knowledge,
+        make: |_, _| Arc::new(knowledge::KnowledgeGet),
+    },
+    InternalToolDef {
+        name: "knowledge_save",
+        category: Category::Knowledge,
+        make: |_, _| Arc::new(knowledge::KnowledgeSave),
     },
     InternalToolDef {
         name: "finish",

@@ -2,13 +2,13 @@
 //! calls exactly these.
 
 use std::collections::HashMap;
-use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
 use aws_lambda_events::event::sqs::{SqsBatchResponse, SqsEvent, SqsMessage};
-use infinity_agent_core::agent::{Agent, AgentFile};
+use infinity_agent_core::agent::{Agent, AgentLookup};
+use infinity_agent_core::catalog::{AgentCatalog, CatalogAgents};
 use infinity_agent_core::effect::{OutputEvent, OutputKind};
 use infinity_agent_core::engine::SliceError;
 use infinity_agent_core::host::{
@@ -19,140 +19,25 @@ use infinity_agent_core::host::{
 use infinity_agent_core::ids::{InputId, RandomIds, ThreadId};
 use infinity_agent_core::input::{Input, InputBody};
 use infinity_agent_core::store::{StoreError, ThreadStore};
-use infinity_agent_core::tools::{SetTitle, Tool};
+use infinity_agent_core::tools::Tool;
 use jiff::Timestamp;
 use tokio::task::JoinSet;
 
+use crate::catalog::DynamoAgentCatalog;
 use crate::config::{AwsConfig, Clients};
+use crate::knowledge::DynamoKnowledgeStore;
 use crate::queue::{AwsTimers, OutputQueue, SqsInputSender};
 use crate::store::DynamoThreadStore;
 use crate::wire::{parse_input, Carried, RelayEnvelope, WireError};
 
-/// Why the agent could not be set up (at init: the function fails to start, loudly).
-#[derive(Debug, thiserror::Error)]
-#[non_exhaustive]
-pub enum SetupError {
-    /// Neither `INFINITY_AGENT_YAML` nor `INFINITY_AGENT_FILE` is set.
-    #[error(
-        "set INFINITY_AGENT_YAML (the agent file's content) or INFINITY_AGENT_FILE (its path)"
-    )]
-    NoAgent,
-    /// The agent file is invalid.
-    #[error(transparent)]
-    AgentFile(#[from] infinity_agent_core::agent::AgentFileError),
-    /// The model key could not be read from SSM.
-    #[error("cannot read the model key: {0}")]
-    ModelKey(SsmError),
-    /// The agent could not be loaded (its model, its skills).
-    #[error(transparent)]
-    Load(#[from] infinity_models::LoadAgentError),
-    /// An application tool could not be registered.
-    #[error(transparent)]
-    Tool(#[from] infinity_agent_core::tools::RegistryError),
-}
+mod setup;
 
-/// An SSM parameter that could not be read.
-#[derive(Debug, Clone, thiserror::Error)]
-#[error("cannot read SSM parameter {name}: {reason}")]
-pub struct SsmError {
-    /// The parameter.
-    pub name: String,
-    /// Why.
-    pub reason: String,
-}
-
-/// Loads the deployment's agent from `INFINITY_AGENT_YAML` (content; relative paths resolve
-/// against `INFINITY_AGENT_DIR`, default the working folder) or `INFINITY_AGENT_FILE` (a path).
-pub async fn agent_from_env() -> Result<Arc<Agent>, SetupError> {
-    agent_from_env_with(&[], &infinity_models::CustomProviders::new()).await
-}
-
-/// [`agent_from_env`] with the application's own tools (beside the built-in ones and
-/// `set_title`) and model providers; see [`crate::lambda::AgentLambda`].
-pub async fn agent_from_env_with(
-    tools: &[Arc<dyn Tool>],
-    providers: &infinity_models::CustomProviders,
-) -> Result<Arc<Agent>, SetupError> {
-    let file = match (
-        std::env::var("INFINITY_AGENT_YAML")
-            .ok()
-            .filter(|s| !s.trim().is_empty()),
-        std::env::var("INFINITY_AGENT_FILE")
-            .ok()
-            .filter(|s| !s.trim().is_empty()),
-    ) {
-        (Some(text), _) => {
-            let dir = std::env::var("INFINITY_AGENT_DIR").unwrap_or_else(|_| ".".into());
-            AgentFile::parse(&text, &Path::new(&dir).join("INFINITY_AGENT_YAML"))?
-        }
-        (None, Some(path)) => AgentFile::load(&PathBuf::from(path))?,
-        (None, None) => return Err(SetupError::NoAgent),
-    };
-    build_agent_with(&file, tools, providers).await
-}
-
-/// The model API key from the SSM parameter named by `INFINITY_MODEL_KEY_PARAMETER` (a
-/// SecureString, decrypted), when that variable is set. The key is never logged.
-async fn model_key_from_ssm() -> Result<Option<String>, SsmError> {
-    let Some(name) = std::env::var("INFINITY_MODEL_KEY_PARAMETER")
-        .ok()
-        .filter(|n| !n.trim().is_empty())
-    else {
-        return Ok(None);
-    };
-    read_ssm_parameter(&name).await.map(Some)
-}
-
-/// An SSM parameter's value, decrypted (a SecureString, or a Secrets Manager secret through
-/// `/aws/reference/secretsmanager/NAME`). The value is never logged.
-pub async fn read_ssm_parameter(name: &str) -> Result<String, SsmError> {
-    let error = |reason: String| SsmError {
-        name: name.to_owned(),
-        reason,
-    };
-    let shared = aws_config::load_defaults(aws_config::BehaviorVersion::latest()).await;
-    let out = aws_sdk_ssm::Client::new(&shared)
-        .get_parameter()
-        .name(name)
-        .with_decryption(true)
-        .send()
-        .await
-        .map_err(|e| {
-            error(
-                e.as_service_error()
-                    .map(|s| format!("{s:?}"))
-                    .unwrap_or_else(|| e.to_string()),
-            )
-        })?;
-    out.parameter()
-        .and_then(|p| p.value())
-        .filter(|v| !v.is_empty())
-        .map(str::to_owned)
-        .ok_or_else(|| error("it is empty".to_owned()))
-}
-
-/// Builds a runnable agent from an agent file, through the loader every host shares: its
-/// model (the key from SSM when `INFINITY_MODEL_KEY_PARAMETER` names one), its skills, the
-/// built-in and internal tools, and `set_title`.
-pub async fn build_agent(file: &AgentFile) -> Result<Arc<Agent>, SetupError> {
-    build_agent_with(file, &[], &infinity_models::CustomProviders::new()).await
-}
-
-/// [`build_agent`] with the application's own tools and model providers.
-pub async fn build_agent_with(
-    file: &AgentFile,
-    tools: &[Arc<dyn Tool>],
-    providers: &infinity_models::CustomProviders,
-) -> Result<Arc<Agent>, SetupError> {
-    let mut options = infinity_models::LoadOptions::default().with_providers(providers.clone());
-    if let Some(key) = model_key_from_ssm().await.map_err(SetupError::ModelKey)? {
-        options = options.with_key(key);
-    }
-    let spec = infinity_models::load_agent(file, options).await?;
-    let mut all: Vec<Arc<dyn Tool>> = vec![Arc::new(SetTitle)];
-    all.extend(tools.iter().cloned());
-    Ok(Arc::new(Agent::from_spec(spec, &all)?))
-}
+use infinity_agent_core::library::Library;
+use setup::StoredAgentBuilder;
+pub use setup::{
+    agent_from_env, agent_from_env_with, build_agent, build_agent_with, read_ssm_parameter,
+    SetupError, SsmError,
+};
 
 /// Why a thread's messages could not be handled; SQS delivers them again.
 #[derive(Debug, thiserror::Error)]
@@ -185,7 +70,10 @@ pub struct AgentHandler {
     sender: SqsInputSender,
     timers: AwsTimers,
     output: Option<OutputQueue>,
-    agents: HashMap<String, Arc<Agent>>,
+    /// The deployment's agent (when it has one of its own) and the ones stored in its table.
+    agents: CatalogAgents,
+    /// The deployment's knowledge (in the table), loaded by the first slice that needs it.
+    library: Library,
     default_agent: String,
     /// Talks to the agent's tool servers, when it has any.
     tool_servers: Option<Arc<infinity_rap::client::RapClient>>,
@@ -209,6 +97,10 @@ fn attribute<'a>(message: &'a SqsMessage, name: &str) -> Option<&'a str> {
     message.attributes.get(name).map(String::as_str)
 }
 
+/// How stale a warm instance's copy of the knowledge may get before a slice that uses it reads
+/// it again (other instances write to it too; an instance's own saves show at once).
+pub const KNOWLEDGE_REFRESH: Duration = Duration::from_secs(60);
+
 /// Model retries within one slice on Lambda: one quick retry, then SQS delivers the input
 /// again after the visibility timeout.
 const LAMBDA_MODEL_RETRY: ModelRetry = ModelRetry {
@@ -217,9 +109,54 @@ const LAMBDA_MODEL_RETRY: ModelRetry = ModelRetry {
 };
 
 impl AgentHandler {
-    /// A handler with clients built once at init. The first agent is the default for new
-    /// threads.
+    /// A handler with clients built once at init. `agent` is the default for new threads; the
+    /// agents stored in the table run too (see [`AgentHandler::with_stored_agents`]).
     pub fn new(clients: &Clients, config: &AwsConfig, agent: Arc<Agent>) -> Self {
+        let name = agent.name.clone();
+        Self::with_agents(
+            clients,
+            config,
+            HashMap::from([(name.clone(), agent)]),
+            name,
+        )
+    }
+
+    /// A handler whose default agent is a stored one (`INFINITY_DEFAULT_AGENT`, the newest
+    /// version when a thread starts), with no agent of its own.
+    pub fn for_stored(clients: &Clients, config: &AwsConfig, default_agent: String) -> Self {
+        Self::with_agents(clients, config, HashMap::new(), default_agent)
+    }
+
+    /// Stored agents are built with the application's `tools` and model `providers` (the
+    /// default: the built-in tools, `set_title` and the built-in providers).
+    pub fn with_stored_agents(
+        mut self,
+        tools: &[Arc<dyn Tool>],
+        providers: &infinity_models::CustomProviders,
+    ) -> Self {
+        let catalog = Arc::clone(self.agents.catalog());
+        self.agents = CatalogAgents::new(
+            self.agents.own().clone(),
+            Arc::clone(&catalog),
+            Arc::new(StoredAgentBuilder {
+                tools: tools.to_vec(),
+                providers: providers.clone(),
+                catalog,
+            }),
+        );
+        self
+    }
+
+    fn with_agents(
+        clients: &Clients,
+        config: &AwsConfig,
+        own: HashMap<String, Arc<Agent>>,
+        default_agent: String,
+    ) -> Self {
+        let catalog: Arc<dyn AgentCatalog> = Arc::new(DynamoAgentCatalog::new(
+            clients.dynamodb.clone(),
+            config.table.clone(),
+        ));
         let store = DynamoThreadStore::new(
             clients.dynamodb.clone(),
             config.table.clone(),
@@ -241,8 +178,23 @@ impl AgentHandler {
                 .output_queue_url
                 .as_ref()
                 .map(|url| OutputQueue::new(clients.sqs.clone(), url.clone())),
-            default_agent: agent.name.clone(),
-            agents: HashMap::from([(agent.name.clone(), agent)]),
+            default_agent,
+            library: Library::new().with_knowledge(
+                Arc::new(DynamoKnowledgeStore::new(
+                    clients.dynamodb.clone(),
+                    config.table.clone(),
+                )),
+                Some(KNOWLEDGE_REFRESH),
+            ),
+            agents: CatalogAgents::new(
+                own,
+                Arc::clone(&catalog),
+                Arc::new(StoredAgentBuilder {
+                    tools: Vec::new(),
+                    providers: infinity_models::CustomProviders::new(),
+                    catalog,
+                }),
+            ),
             tool_servers: None,
         }
     }
@@ -262,9 +214,10 @@ impl AgentHandler {
         &self.store
     }
 
-    /// The agent of this name, if the deployment has it.
+    /// The agent of this name, if the deployment has it ready (its own, or a stored version
+    /// read already).
     pub fn agent(&self, name: &str) -> Option<Arc<Agent>> {
-        self.agents.get(name).cloned()
+        self.agents.agent(name)
     }
 
     /// Handles one SQS batch. Messages are grouped by thread (`MessageGroupId`) in order; each
@@ -460,6 +413,7 @@ impl AgentHandler {
             effects: self,
             live: None,
             model_retry: LAMBDA_MODEL_RETRY,
+            library: Some(&self.library),
         };
         let mut ids = RandomIds;
         let slice = run_loaded_slice(&host, thread_id, inputs, state, Timestamp::now(), &mut ids);
@@ -527,6 +481,10 @@ impl EffectPerformer for AgentHandler {
     ) -> Result<Handoff, SendError> {
         self.timers.schedule(input.clone(), due).await?;
         Ok(Handoff::Delivered)
+    }
+
+    fn library(&self) -> Option<&Library> {
+        Some(&self.library)
     }
 
     fn tool_dispatcher(&self) -> Option<&dyn ToolDispatcher> {

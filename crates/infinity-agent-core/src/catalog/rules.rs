@@ -1,0 +1,80 @@
+//! The name rule a version must pass to be saved: a tool the agent defines (a configured
+//! sub-agent, a tool server's tool) may not have the name of a built-in tool, nor of an internal
+//! tool of a category the agent has on. A category that is off frees its names.
+//!
+//! A version saved before the rule caught something (a tool server added a tool, a category's
+//! default changed) still runs: the clashing tool is left out with a warning and the rest stay
+//! (see [`crate::tools::remote::assemble`] and [`crate::agent::Agent::from_spec`]).
+
+use std::fmt;
+
+use crate::agent::AgentFile;
+use crate::tools::internal::{Category, TABLE};
+use crate::tools::BUILTIN_TOOL_NAMES;
+
+/// A tool of the agent's own whose name is taken.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NameClash {
+    /// The tool's name.
+    pub name: String,
+    /// Where the agent's tool comes from (`agents:` or a tool server's URL).
+    pub source: String,
+    /// The internal tool's category, or `None` for a built-in tool (which cannot be turned off).
+    pub category: Option<Category>,
+}
+
+impl fmt::Display for NameClash {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.category {
+            Some(category) => write!(
+                f,
+                "tool `{}` ({}) has the name of an internal tool of the `{category}` category, \
+                 which this agent has on: set `internal_tools: {{{category}: false}}` or rename \
+                 the tool",
+                self.name, self.source
+            ),
+            None => write!(
+                f,
+                "tool `{}` ({}) has the name of a built-in tool: rename it",
+                self.name, self.source
+            ),
+        }
+    }
+}
+
+/// Checks the names of the tools `file` defines: its configured sub-agents and `server_tools`,
+/// the tools its servers offer as `(name, server)` (the host discovers them; an unreachable
+/// server contributes none). Every clash is returned, not only the first.
+pub fn check_names(file: &AgentFile, server_tools: &[(String, String)]) -> Vec<NameClash> {
+    let flags = file.internal_tools.resolve();
+    let own = file
+        .agents
+        .iter()
+        .map(|agent| {
+            (
+                crate::tools::internal::delegation::agent_tool_name(agent),
+                "agents:".to_owned(),
+            )
+        })
+        .chain(server_tools.iter().cloned());
+    let mut clashes = Vec::new();
+    for (name, source) in own {
+        if BUILTIN_TOOL_NAMES.contains(&name.as_str()) {
+            clashes.push(NameClash {
+                name,
+                source,
+                category: None,
+            });
+        } else if let Some(def) = TABLE
+            .iter()
+            .find(|d| d.name == name && flags.enabled(d.category))
+        {
+            clashes.push(NameClash {
+                name,
+                source,
+                category: Some(def.category),
+            });
+        }
+    }
+    clashes
+}

@@ -1,0 +1,140 @@
+//! [`Library`]: what a host holds for tools that reach beyond a conversation: the deployment's
+//! knowledge (the `knowledge` category).
+//!
+//! Tools run inside a slice and cannot wait, so they read an in-memory copy the host keeps
+//! ([`Library::prepare`] loads it before a slice that may need it, and reloads it when it is
+//! older than the host's refresh interval). Writes are effects ([`LibraryOp`]): committed with
+//! the slice, performed after it (the store first, then the copy), retried from the outbox until
+//! they are done, so a crash loses none and the thread never waits on the store.
+
+use std::sync::{Arc, Mutex, RwLock, RwLockReadGuard};
+use std::time::{Duration, Instant};
+
+pub use crate::effect::LibraryOp;
+use crate::knowledge::{Knowledge, KnowledgeStore, KnowledgeStoreError};
+
+/// The host's library. Cheap to share (`Arc`).
+#[derive(Debug, Default)]
+pub struct Library {
+    knowledge: Option<Shelf>,
+}
+
+#[derive(Debug)]
+struct Shelf {
+    store: Arc<dyn KnowledgeStore>,
+    copy: RwLock<Knowledge>,
+    loaded_at: Mutex<Option<Instant>>,
+    /// Reload the copy when it is older than this (another process may have written); `None`:
+    /// this process is the only writer, so the copy is loaded once.
+    refresh: Option<Duration>,
+}
+
+impl Library {
+    /// A library with nothing in it (knowledge tools then say the host has none).
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Keeps knowledge in `store`. `refresh`: how stale the in-memory copy may get when other
+    /// processes write to the store too (`None` when this one is the only writer).
+    pub fn with_knowledge(
+        mut self,
+        store: Arc<dyn KnowledgeStore>,
+        refresh: Option<Duration>,
+    ) -> Self {
+        self.knowledge = Some(Shelf {
+            store,
+            copy: RwLock::new(Knowledge::new()),
+            loaded_at: Mutex::new(None),
+            refresh,
+        });
+        self
+    }
+
+    /// True when the host keeps knowledge.
+    pub fn has_knowledge(&self) -> bool {
+        self.knowledge.is_some()
+    }
+
+    /// Loads the knowledge copy if it was never loaded or is stale. A failure leaves the old
+    /// copy (or none) and is returned for the host to log; tools then work on what is there.
+    pub async fn prepare(&self) -> Result<(), KnowledgeStoreError> {
+        let Some(shelf) = &self.knowledge else {
+            return Ok(());
+        };
+        let fresh = {
+            let loaded = shelf
+                .loaded_at
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            match (*loaded, shelf.refresh) {
+                (None, _) => false,
+                (Some(_), None) => true,
+                (Some(at), Some(every)) => at.elapsed() < every,
+            }
+        };
+        if fresh {
+            return Ok(());
+        }
+        let entries = shelf.store.load_all().await?;
+        let copy = Knowledge::from_entries(entries);
+        *shelf
+            .copy
+            .write()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = copy;
+        *shelf
+            .loaded_at
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(Instant::now());
+        Ok(())
+    }
+
+    /// The knowledge as this host holds it now (`None`: the host keeps none, or could not load
+    /// it yet).
+    pub fn knowledge(&self) -> Option<RwLockReadGuard<'_, Knowledge>> {
+        let shelf = self.knowledge.as_ref()?;
+        shelf
+            .loaded_at
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .as_ref()?;
+        Some(
+            shelf
+                .copy
+                .read()
+                .unwrap_or_else(std::sync::PoisonError::into_inner),
+        )
+    }
+
+    /// The knowledge store, for people's commands and hosts.
+    pub fn knowledge_store(&self) -> Option<&Arc<dyn KnowledgeStore>> {
+        self.knowledge.as_ref().map(|s| &s.store)
+    }
+
+    /// Performs a write: the store, then the copy. An error leaves the effect in the outbox (a
+    /// store that cannot be reached) or is final (an entry that breaks a limit, which the tool
+    /// checked already).
+    pub async fn perform(&self, op: &LibraryOp) -> Result<(), KnowledgeStoreError> {
+        let Some(shelf) = &self.knowledge else {
+            return Err(KnowledgeStoreError::Unavailable(
+                "this host keeps no knowledge".to_owned(),
+            ));
+        };
+        match op {
+            LibraryOp::SaveKnowledge { entry } => {
+                let mut entry = entry.clone();
+                // A re-performed save keeps the first write's creation time.
+                if let Some(old) = shelf.store.get(&entry.name).await? {
+                    entry.created_at = old.created_at;
+                }
+                entry.version = shelf.store.put(&entry, None).await?;
+                let mut copy = shelf
+                    .copy
+                    .write()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner);
+                copy.upsert(entry)?;
+                Ok(())
+            }
+        }
+    }
+}
