@@ -34,15 +34,7 @@ fn unavailable<E: ProvideErrorMetadata + std::fmt::Debug>(
     what: &str,
     err: aws_sdk_dynamodb::error::SdkError<E>,
 ) -> CatalogError {
-    let detail = match err.as_service_error() {
-        Some(service) => format!(
-            "{}: {}",
-            service.code().unwrap_or("error"),
-            service.message().unwrap_or("")
-        ),
-        None => format!("{err}"),
-    };
-    CatalogError::Unavailable(format!("{what}: {detail}"))
+    CatalogError::Unavailable(format!("{what}: {}", crate::store::sdk_detail(&err)))
 }
 
 fn s(value: impl Into<String>) -> AttributeValue {

@@ -35,15 +35,7 @@ fn unavailable<E: ProvideErrorMetadata + std::fmt::Debug>(
     what: &str,
     err: &aws_sdk_dynamodb::error::SdkError<E>,
 ) -> KnowledgeStoreError {
-    let detail = match err.as_service_error() {
-        Some(service) => format!(
-            "{}: {}",
-            service.code().unwrap_or("error"),
-            service.message().unwrap_or("")
-        ),
-        None => format!("{err}"),
-    };
-    KnowledgeStoreError::Unavailable(format!("{what}: {detail}"))
+    KnowledgeStoreError::Unavailable(format!("{what}: {}", crate::store::sdk_detail(err)))
 }
 
 fn entry_of(item: &Item) -> Result<KnowledgeEntry, KnowledgeStoreError> {

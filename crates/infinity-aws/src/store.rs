@@ -78,15 +78,22 @@ fn sdk_error<E: ProvideErrorMetadata + std::fmt::Debug>(
     what: &str,
     err: aws_sdk_dynamodb::error::SdkError<E>,
 ) -> StoreError {
-    let detail = match err.as_service_error() {
+    StoreError::Unavailable(format!("{what}: {}", sdk_detail(&err)))
+}
+
+/// What a DynamoDB request's error says: the service's code and message, or the SDK's own error
+/// (a connection, a timeout).
+pub(crate) fn sdk_detail<E: ProvideErrorMetadata + std::fmt::Debug>(
+    err: &aws_sdk_dynamodb::error::SdkError<E>,
+) -> String {
+    match err.as_service_error() {
         Some(service) => format!(
             "{}: {}",
             service.code().unwrap_or("error"),
             service.message().unwrap_or("")
         ),
         None => format!("{err}"),
-    };
-    StoreError::Unavailable(format!("{what}: {detail}"))
+    }
 }
 
 /// The record item a creating slice that writes entries ahead puts first (version 0, no body,

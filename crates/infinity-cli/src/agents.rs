@@ -4,7 +4,7 @@
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use anyhow::{Context, Result};
+use anyhow::Result;
 use async_trait::async_trait;
 use clap::{Args, Subcommand};
 use infinity_agent_core::agent::Agent;
@@ -15,9 +15,8 @@ use infinity_agent_core::catalog::{
 use infinity_agent_core::tools::remote::{ToolDiscovery, ToolServerEntry};
 use infinity_agent_core::tools::{SetTitle, Tool};
 use infinity_aws::catalog::DynamoAgentCatalog;
-use infinity_aws::config::Clients;
 
-use crate::aws::Endpoint;
+use crate::place::{Opened, Place};
 
 #[derive(Debug, Subcommand)]
 pub enum AgentsCommand {
@@ -30,23 +29,10 @@ pub enum AgentsCommand {
     Show(ShowArgs),
 }
 
-/// Where the agents are stored.
-#[derive(Debug, Args)]
-pub struct CatalogArgs {
-    /// A store folder (the one `run`, `chat` and `serve` are given with --store).
-    #[arg(long, conflicts_with = "table")]
-    store: Option<PathBuf>,
-    /// An AWS (or local) stack's table (default without --store: $INFINITY_TABLE).
-    #[arg(long)]
-    table: Option<String>,
-    #[command(flatten)]
-    endpoint: Endpoint,
-}
-
 #[derive(Debug, Args)]
 pub struct SaveArgs {
     #[command(flatten)]
-    catalog: CatalogArgs,
+    catalog: Place,
     /// The agent file.
     file: PathBuf,
 }
@@ -54,7 +40,7 @@ pub struct SaveArgs {
 #[derive(Debug, Args)]
 pub struct ListArgs {
     #[command(flatten)]
-    catalog: CatalogArgs,
+    catalog: Place,
     /// Print JSON.
     #[arg(long)]
     json: bool,
@@ -63,7 +49,7 @@ pub struct ListArgs {
 #[derive(Debug, Args)]
 pub struct ShowArgs {
     #[command(flatten)]
-    catalog: CatalogArgs,
+    catalog: Place,
     /// NAME or NAME@VERSION.
     agent: String,
     /// Print the stored version as JSON.
@@ -71,26 +57,13 @@ pub struct ShowArgs {
     json: bool,
 }
 
-async fn open(args: &CatalogArgs, create: bool) -> Result<Arc<dyn AgentCatalog>> {
-    if let Some(dir) = &args.store {
-        if create {
-            // Saving may start a store folder; reading a mistyped one is an error.
-            std::fs::create_dir_all(dir)
-                .with_context(|| format!("cannot create {}", dir.display()))?;
+async fn open(place: &Place, create: bool) -> Result<Arc<dyn AgentCatalog>> {
+    Ok(match place.open(create).await? {
+        Opened::Folder(dir) => Arc::new(FileCatalog::new(&dir)),
+        Opened::Table { clients, table } => {
+            Arc::new(DynamoAgentCatalog::new(clients.dynamodb, table))
         }
-        if !dir.is_dir() {
-            anyhow::bail!("{}: no such store folder", dir.display());
-        }
-        return Ok(Arc::new(FileCatalog::new(dir)));
-    }
-    let table = crate::aws::setting(
-        args.table.clone(),
-        "INFINITY_TABLE",
-        "store folder or table",
-    )
-    .context("pass --store DIR for a local store")?;
-    let clients = Clients::from_env_with_endpoint(args.endpoint.endpoint.as_deref()).await;
-    Ok(Arc::new(DynamoAgentCatalog::new(clients.dynamodb, table)))
+    })
 }
 
 pub async fn run(command: AgentsCommand) -> Result<u8> {

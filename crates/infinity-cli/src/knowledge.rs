@@ -9,10 +9,9 @@ use clap::{Args, Subcommand};
 use infinity_agent_core::knowledge::{
     EntryType, FileKnowledgeStore, Knowledge, KnowledgeEntry, KnowledgeStore,
 };
-use infinity_aws::config::Clients;
 use infinity_aws::knowledge::DynamoKnowledgeStore;
 
-use crate::aws::Endpoint;
+use crate::place::{Opened, Place};
 
 #[derive(Debug, Subcommand)]
 pub enum KnowledgeCommand {
@@ -26,19 +25,6 @@ pub enum KnowledgeCommand {
     Rm(NameArgs),
     /// The entries best matching some words, as the agents' `knowledge_search` finds them.
     Search(SearchArgs),
-}
-
-/// Where the knowledge is kept.
-#[derive(Debug, Args)]
-pub struct Place {
-    /// A store folder (the one `run`, `chat` and `serve` are given with --store).
-    #[arg(long, conflicts_with = "table")]
-    store: Option<PathBuf>,
-    /// An AWS (or local) stack's table (default without --store: $INFINITY_TABLE).
-    #[arg(long)]
-    table: Option<String>,
-    #[command(flatten)]
-    endpoint: Endpoint,
 }
 
 #[derive(Debug, Args)]
@@ -113,25 +99,12 @@ pub fn file_store(store: &std::path::Path) -> Result<FileKnowledgeStore> {
 }
 
 async fn open(place: &Place, create: bool) -> Result<Arc<dyn KnowledgeStore>> {
-    if let Some(dir) = &place.store {
-        if create {
-            // Adding may start a store folder; reading a mistyped one is an error.
-            std::fs::create_dir_all(dir)
-                .with_context(|| format!("cannot create {}", dir.display()))?;
+    Ok(match place.open(create).await? {
+        Opened::Folder(dir) => Arc::new(file_store(&dir)?),
+        Opened::Table { clients, table } => {
+            Arc::new(DynamoKnowledgeStore::new(clients.dynamodb, table))
         }
-        if !dir.is_dir() {
-            anyhow::bail!("{}: no such store folder", dir.display());
-        }
-        return Ok(Arc::new(file_store(dir)?));
-    }
-    let table = crate::aws::setting(
-        place.table.clone(),
-        "INFINITY_TABLE",
-        "store folder or table",
-    )
-    .context("pass --store DIR for a local store")?;
-    let clients = Clients::from_env_with_endpoint(place.endpoint.endpoint.as_deref()).await;
-    Ok(Arc::new(DynamoKnowledgeStore::new(clients.dynamodb, table)))
+    })
 }
 
 pub async fn run(command: KnowledgeCommand) -> Result<u8> {

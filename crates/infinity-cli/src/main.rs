@@ -6,6 +6,7 @@ mod display;
 mod knowledge;
 mod migrate;
 mod people;
+mod place;
 mod render;
 mod serve;
 mod system;
