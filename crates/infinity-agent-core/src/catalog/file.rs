@@ -17,6 +17,9 @@ use super::{AgentCatalog, CatalogError, StoredAgent};
 /// How many versions a save tries before giving up to other savers.
 const SAVE_ATTEMPTS: u32 = 16;
 
+/// Saves this process has begun (names their temporary files apart).
+static SAVES: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
 /// The agents of a store folder.
 #[derive(Debug, Clone)]
 pub struct FileCatalog {
@@ -107,7 +110,13 @@ impl AgentCatalog for FileCatalog {
             agent.version = self.versions_in(&agent.name)?.last().map_or(1, |v| v + 1);
             let bytes = serde_json::to_vec_pretty(&agent)
                 .map_err(|e| CatalogError::Corrupt(e.to_string()))?;
-            let tmp = dir.join(format!(".{}.{}.tmp", agent.version, std::process::id()));
+            // Unique per save, so two saves at once (in one process or two) never share it.
+            let tmp = dir.join(format!(
+                ".{}.{}.{}.tmp",
+                agent.version,
+                std::process::id(),
+                SAVES.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+            ));
             let mut file = fs::File::create(&tmp).map_err(|e| unavailable(&tmp, e))?;
             file.write_all(&bytes).map_err(|e| unavailable(&tmp, e))?;
             file.sync_all().map_err(|e| unavailable(&tmp, e))?;

@@ -71,7 +71,7 @@ async fn file_catalog_versions_and_reopening() {
     assert_eq!(again.get("..", None).await.unwrap(), None);
 }
 
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn concurrent_saves_get_distinct_versions() {
     let dir = tempfile::tempdir().unwrap();
     let catalog = Arc::new(FileCatalog::new(dir.path()));
