@@ -193,34 +193,16 @@ impl AgentCatalog for DynamoAgentCatalog {
 type Item = std::collections::HashMap<String, AttributeValue>;
 
 impl DynamoAgentCatalog {
-    /// Every item of a partition, page by page.
+    /// Every item of a partition.
     async fn query_all(
         &self,
         pk: &str,
         projection: Option<&str>,
         what: &str,
     ) -> Result<Vec<Item>, CatalogError> {
-        let mut items = Vec::new();
-        let mut start: Option<Item> = None;
-        loop {
-            let page = self
-                .client
-                .query()
-                .table_name(&self.table)
-                .key_condition_expression("pk = :pk")
-                .expression_attribute_values(":pk", s(pk))
-                .set_projection_expression(projection.map(str::to_owned))
-                .consistent_read(true)
-                .set_exclusive_start_key(start)
-                .send()
-                .await
-                .map_err(|e| unavailable(what, e))?;
-            items.extend(page.items().iter().cloned());
-            start = page.last_evaluated_key().cloned();
-            if start.is_none() {
-                return Ok(items);
-            }
-        }
+        crate::store::query_partition(&self.client, &self.table, pk, projection)
+            .await
+            .map_err(|e| unavailable(what, e))
     }
 }
 

@@ -65,31 +65,18 @@ impl DynamoKnowledgeStore {
 #[async_trait]
 impl KnowledgeStore for DynamoKnowledgeStore {
     async fn load_all(&self) -> Result<Vec<KnowledgeEntry>, KnowledgeStoreError> {
-        let mut entries = Vec::new();
-        let mut start: Option<Item> = None;
-        loop {
-            let page = self
-                .client
-                .query()
-                .table_name(&self.table)
-                .key_condition_expression("pk = :pk")
-                .expression_attribute_values(":pk", s(PARTITION))
-                .set_exclusive_start_key(start)
-                .send()
-                .await
-                .map_err(|e| unavailable("loading knowledge", &e))?;
-            for item in page.items() {
-                match entry_of(item) {
-                    Ok(entry) => entries.push(entry),
-                    // One unreadable entry does not hide the others; it is logged.
-                    Err(err) => tracing::error!(%err, "knowledge entry left out"),
-                }
-            }
-            start = page.last_evaluated_key().cloned();
-            if start.is_none() {
-                return Ok(entries);
+        let items = crate::store::query_partition(&self.client, &self.table, PARTITION, None)
+            .await
+            .map_err(|e| unavailable("loading knowledge", &e))?;
+        let mut entries = Vec::with_capacity(items.len());
+        for item in &items {
+            match entry_of(item) {
+                Ok(entry) => entries.push(entry),
+                // One unreadable entry does not hide the others; it is logged.
+                Err(err) => tracing::error!(%err, "knowledge entry left out"),
             }
         }
+        Ok(entries)
     }
 
     async fn get(&self, name: &str) -> Result<Option<KnowledgeEntry>, KnowledgeStoreError> {

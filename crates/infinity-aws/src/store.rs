@@ -81,6 +81,38 @@ fn sdk_error<E: ProvideErrorMetadata + std::fmt::Debug>(
     StoreError::Unavailable(format!("{what}: {}", sdk_detail(&err)))
 }
 
+/// Every item of the partition `pk` (only the `projection` attributes, when given), page by
+/// page, strongly consistent.
+pub(crate) async fn query_partition(
+    client: &Client,
+    table: &str,
+    pk: &str,
+    projection: Option<&str>,
+) -> Result<
+    Vec<HashMap<String, AttributeValue>>,
+    aws_sdk_dynamodb::error::SdkError<aws_sdk_dynamodb::operation::query::QueryError>,
+> {
+    let mut items = Vec::new();
+    let mut start: Option<HashMap<String, AttributeValue>> = None;
+    loop {
+        let page = client
+            .query()
+            .table_name(table)
+            .key_condition_expression("pk = :pk")
+            .expression_attribute_values(":pk", AttributeValue::S(pk.to_owned()))
+            .set_projection_expression(projection.map(str::to_owned))
+            .consistent_read(true)
+            .set_exclusive_start_key(start)
+            .send()
+            .await?;
+        items.extend(page.items().iter().cloned());
+        start = page.last_evaluated_key().cloned();
+        if start.is_none() {
+            return Ok(items);
+        }
+    }
+}
+
 /// What a DynamoDB request's error says: the service's code and message, or the SDK's own error
 /// (a connection, a timeout).
 pub(crate) fn sdk_detail<E: ProvideErrorMetadata + std::fmt::Debug>(

@@ -170,34 +170,19 @@ pub struct SliceReport {
     pub effects: Result<(), PerformError>,
 }
 
-/// The agent of the session these inputs start, if they create a root thread (a first user
-/// message, or a delegated task).
-fn starts_session<'a>(inputs: &'a [Input], default_agent: Option<&'a str>) -> Option<&'a str> {
+/// The input that creates the thread when it has no record yet (a first user message, with the
+/// host's default agent; a delegated task; a child seed), and the agent the new thread runs.
+fn creator<'a>(
+    inputs: &'a [Input],
+    default_agent: Option<&'a str>,
+) -> Option<(&'a InputBody, &'a str)> {
     inputs.iter().find_map(|i| match &i.body {
-        InputBody::UserMessage { .. } => default_agent.map(Some),
-        InputBody::DelegatedTask { agent, .. } => Some(Some(agent.as_str())),
-        InputBody::ChildSeed { .. } => Some(None),
-        _ => None,
-    })?
-}
-
-/// The agent of the thread these inputs create, if one does: a first user message's (the
-/// host's default), a delegated task's or a child seed's.
-fn creating_agent<'a>(inputs: &'a [Input], default_agent: Option<&'a str>) -> Option<&'a str> {
-    inputs.iter().find_map(|i| match &i.body {
-        InputBody::UserMessage { .. } => default_agent,
+        InputBody::UserMessage { .. } => default_agent.map(|agent| (&i.body, agent)),
         InputBody::DelegatedTask { agent, .. } | InputBody::ChildSeed { agent, .. } => {
-            Some(agent.as_str())
+            Some((&i.body, agent.as_str()))
         }
         _ => None,
     })
-}
-
-/// True when the inputs start a delegated thread.
-fn delegates(inputs: &[Input]) -> bool {
-    inputs
-        .iter()
-        .any(|i| matches!(i.body, InputBody::DelegatedTask { .. }))
 }
 
 /// What every host does for one batch of a thread's inputs: load the thread (its record, its
@@ -236,16 +221,25 @@ pub async fn run_loaded_slice(
         outbox: _,
     } = state;
     // A stored agent is read and built before the engine, which cannot wait, looks it up.
+    let created_by = match &record {
+        Some(_) => None,
+        None => creator(&inputs, host.default_agent),
+    };
     let agent_name = match &record {
         Some(record) => Some(record.agent.as_str()),
-        None => creating_agent(&inputs, host.default_agent),
+        None => created_by.map(|(_, agent)| agent),
     };
+    let delegated = matches!(created_by, Some((InputBody::DelegatedTask { .. }, _)));
+    // A root thread being created starts a session (a child shares its parent's).
+    let starts_session = created_by
+        .filter(|(body, _)| !matches!(body, InputBody::ChildSeed { .. }))
+        .map(|(_, agent)| agent);
     if let Some(name) = agent_name {
         match host.agents.prepare(name).await {
             Ok(()) => {}
             Err(PrepareError::Unavailable(why)) => return Err(SliceError::Retryable(why).into()),
             // A task delegated to it is refused by the engine, so its caller hears of it.
-            Err(PrepareError::Broken(reason)) if record.is_none() && delegates(&inputs) => {
+            Err(PrepareError::Broken(reason)) if delegated => {
                 tracing::warn!(thread = %thread_id, agent = name, %reason, "the delegated task's agent cannot run");
             }
             Err(PrepareError::Broken(reason)) => {
@@ -272,8 +266,8 @@ pub async fn run_loaded_slice(
             }
         }
     }
-    let session_toolset = match (&record, starts_session(&inputs, host.default_agent)) {
-        (None, Some(name)) => match host.agents.agent(name) {
+    let session_toolset = match starts_session {
+        Some(name) => match host.agents.agent(name) {
             Some(agent) if !agent.tool_servers.is_empty() => {
                 let discovered = match host.discovery {
                     Some(d) => d.discover(&agent.tool_servers).await,

@@ -3,10 +3,10 @@
 //! buffer (see [`JsonBuf`]); no JSON tree is built and none of the conversation's text is copied
 //! on the way.
 
-use infinity_agent_core::history::{summary_text, INJECTED_TOOL};
+use infinity_agent_core::history::summary_text;
 use infinity_agent_core::model::CompletionRequest;
 
-use crate::convert::{message_text, NO_ARGUMENTS};
+use crate::convert::{message_text, offered_tools};
 use crate::json::JsonBuf;
 use crate::turns::{Block, Role, Turns};
 
@@ -41,13 +41,8 @@ pub(super) fn body(settings: Settings<'_>, request: &CompletionRequest<'_>) -> V
     json.string(request.system);
     json.raw(CACHE_BREAKPOINT);
     json.raw(r#"}],"tools":"#);
-    let injected = (INJECTED_TOOL, INJECTED_DESCRIPTION, &*NO_ARGUMENTS);
-    let offered = request
-        .tools
-        .iter()
-        .map(|t| (&*t.name, &*t.description, &t.input_schema));
     json.array(
-        offered.chain([injected]),
+        offered_tools(request, INJECTED_DESCRIPTION),
         |json, (name, description, schema)| {
             json.raw(r#"{"name":"#);
             json.string(name);

@@ -2,10 +2,10 @@
 //! is: the conversation arranged into [`Turns`] of borrowed blocks, then written into one
 //! buffer ([`JsonBuf`]). The model id is not in the body; it is part of the URL.
 
-use infinity_agent_core::history::{summary_text, INJECTED_TOOL};
+use infinity_agent_core::history::summary_text;
 use infinity_agent_core::model::CompletionRequest;
 
-use crate::convert::{message_text, NO_ARGUMENTS};
+use crate::convert::{message_text, offered_tools};
 use crate::json::JsonBuf;
 use crate::turns::{Block, Role, Turns};
 
@@ -25,13 +25,8 @@ pub(super) fn body(max_tokens: u32, request: &CompletionRequest<'_>) -> Vec<u8> 
     json.raw(r#"},"system":[{"text":"#);
     json.string(request.system);
     json.raw(r#"},{"cachePoint":{"type":"default"}}],"toolConfig":{"tools":"#);
-    let injected = (INJECTED_TOOL, INJECTED_DESCRIPTION, &*NO_ARGUMENTS);
-    let offered = request
-        .tools
-        .iter()
-        .map(|t| (&*t.name, &*t.description, &t.input_schema));
     json.array(
-        offered.chain([injected]),
+        offered_tools(request, INJECTED_DESCRIPTION),
         |json, (name, description, schema)| {
             json.raw(r#"{"toolSpec":{"name":"#);
             json.string(name);

@@ -4,10 +4,10 @@
 
 use std::borrow::Cow;
 
-use infinity_agent_core::history::{summary_text, Item, ToolCall, INJECTED_TOOL};
+use infinity_agent_core::history::{summary_text, Item, ToolCall};
 use infinity_agent_core::model::CompletionRequest;
 
-use crate::convert::{message_text, NO_ARGUMENTS};
+use crate::convert::{message_text, offered_tools};
 use crate::json::JsonBuf;
 
 /// What the injected tool says to the model.
@@ -36,13 +36,8 @@ pub(super) fn body(
         write_message(&mut json, &entry.item, &mut arguments);
     }
     json.raw(r#"],"tools":"#);
-    let injected = (INJECTED_TOOL, INJECTED_DESCRIPTION, &*NO_ARGUMENTS);
-    let offered = request
-        .tools
-        .iter()
-        .map(|t| (&*t.name, &*t.description, &t.input_schema));
     json.array(
-        offered.chain([injected]),
+        offered_tools(request, INJECTED_DESCRIPTION),
         |json, (name, description, parameters)| {
             json.raw(r#"{"type":"function","function":{"name":"#);
             json.string(name);
