@@ -30,8 +30,8 @@ pub(crate) async fn build_system(args: &AgentArgs, access: StoreAccess) -> Resul
 }
 
 /// [`build_system`], and its link to tool servers and other hosts when it has one: always when
-/// `receiver` (a served runtime takes sessions moved from another host), else when the agent
-/// has tool servers.
+/// `receiver` (a served runtime takes sessions moved from another host) or with a store (its
+/// stored agents' servers, the meta catalog's apps), else when the agent has tool servers.
 pub(crate) async fn build_system_with_receiver(
     args: &AgentArgs,
     access: StoreAccess,
@@ -126,9 +126,7 @@ pub(crate) async fn build_system_with_receiver(
         ),
         None => (Arc::new(MemoryKnowledgeStore::new()), None),
     };
-    builder = builder.with_library(Arc::new(
-        Library::new().with_knowledge(knowledge.0, knowledge.1),
-    ));
+    builder = builder.with_library(Library::new().with_knowledge(knowledge.0, knowledge.1));
     if let Some(catalog) = catalog {
         let stored_agents = agents::CliAgentBuilder {
             catalog: Arc::clone(&catalog),
@@ -157,8 +155,9 @@ pub(crate) async fn build_system_with_receiver(
         port: args.callback_port,
         public_url: args.callback_url.clone(),
     };
+    let link = receiver || args.store.is_some();
     let (builder, receiver) =
-        tool_servers::prepare(&file, args.store.as_deref(), &options, builder, receiver).await?;
+        tool_servers::prepare(&file, args.store.as_deref(), &options, builder, link).await?;
     let system = builder.build().await?;
     let links = receiver.map(|receiver| receiver.serve(&system));
     Ok((system, links))

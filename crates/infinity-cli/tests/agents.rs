@@ -235,6 +235,27 @@ async fn serve_lists_stored_agents_and_internal_tools() {
         (plan["category"].as_str(), plan["default_enabled"].as_bool()),
         (Some("plan"), Some(true))
     );
+    // Every tool of the opt-in meta and knowledge categories, off by default.
+    for (name, category) in [
+        ("search_tools", "meta"),
+        ("list_tools", "meta"),
+        ("execute_tool", "meta"),
+        ("knowledge_search", "knowledge"),
+        ("knowledge_get", "knowledge"),
+        ("knowledge_save", "knowledge"),
+    ] {
+        let tool = tools
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|t| t["name"] == name)
+            .unwrap_or_else(|| panic!("{name} is not listed: {tools}"));
+        assert_eq!(
+            (tool["category"].as_str(), tool["default_enabled"].as_bool()),
+            (Some(category), Some(false)),
+            "{name}"
+        );
+    }
 }
 
 #[test]

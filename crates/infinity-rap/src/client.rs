@@ -343,7 +343,7 @@ impl RapClient {
         wire::parse_manifest(&body).map_err(|e| format!("invalid manifest: {e}"))
     }
 
-    async fn fetch_manifest(&self, base_url: &str) -> Result<(String, Vec<ToolSpec>), String> {
+    async fn fetch_manifest(&self, base_url: &str) -> Result<Discovered, String> {
         let manifest = self.manifest(base_url).await?;
         let tools = manifest
             .tools
@@ -354,7 +354,11 @@ impl RapClient {
                 input_schema: t.input_schema,
             })
             .collect();
-        Ok((manifest.endpoint, tools))
+        Ok(Discovered {
+            server: base_url.to_owned(),
+            result: Ok((manifest.endpoint, tools)),
+            about: Some((manifest.name, manifest.description)),
+        })
     }
 
     /// Asks the server at `base_url` to move a session's state to its instance at
@@ -444,13 +448,13 @@ impl RapClient {
 impl ToolDiscovery for RapClient {
     async fn discover(&self, servers: &[ToolServerConfig]) -> Vec<Discovered> {
         let fetches = servers.iter().map(|s| async move {
-            Discovered {
-                server: s.url.clone(),
-                result: self
-                    .fetch_manifest(&s.url)
-                    .await
-                    .map_err(DiscoveryError::Failed),
-            }
+            self.fetch_manifest(&s.url)
+                .await
+                .unwrap_or_else(|why| Discovered {
+                    server: s.url.clone(),
+                    result: Err(DiscoveryError::Failed(why)),
+                    about: None,
+                })
         });
         futures_util::future::join_all(fetches).await
     }

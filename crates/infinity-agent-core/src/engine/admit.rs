@@ -128,7 +128,7 @@ pub(super) fn admit<'a>(
         .filter(|t| !t.tools.is_empty())
         .map(|t| agent.session_tools(record.root(), t));
     let offered = match crate::tools::OfferedTools::new(&agent.tools, session_tools.as_deref())
-        .specs_for(&record)
+        .specs_for(&record, library)
     {
         std::borrow::Cow::Borrowed(_) => None,
         std::borrow::Cow::Owned(specs) => Some(specs),

@@ -242,7 +242,7 @@ impl Draft<'_> {
         let tool = match offered.check(&call.name, &call.args, &self.record) {
             Ok(tool) => tool,
             Err(rejection) => {
-                let text = rejection.message(&call.name, &offered.specs_for(&self.record));
+                let text = rejection.message(&call.name, &offered.specs_for(&self.record, None));
                 self.append(Item::tool_error(call.id.clone(), call.name.clone(), text));
                 return;
             }
@@ -260,6 +260,7 @@ impl Draft<'_> {
                 ids: &mut *self.ids,
                 effects: &mut self.effects,
                 library: self.library,
+                offered,
             };
             tool.call(&call.args, &mut ctx)
         };

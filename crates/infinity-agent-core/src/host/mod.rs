@@ -253,16 +253,21 @@ pub async fn run_loaded_slice(
         }
     }
     if let (Some(library), Some(name)) = (host.library, agent_name) {
-        let uses_library = host.agents.agent(name).is_some_and(|agent| {
-            agent
-                .tools
-                .get(crate::tools::internal::KNOWLEDGE_SEARCH)
-                .is_some()
-        });
-        if uses_library {
+        let has = |tool: &str| {
+            host.agents
+                .agent(name)
+                .is_some_and(|agent| agent.tools.get(tool).is_some())
+        };
+        let meta = has(crate::tools::internal::SEARCH_TOOLS);
+        // Tools work on the copies the host has (or say there are none); the slice goes on.
+        if meta || has(crate::tools::internal::KNOWLEDGE_SEARCH) {
             if let Err(err) = library.prepare().await {
-                // Tools work on the copy the host has (or say there is none); the slice goes on.
                 tracing::warn!(thread = %thread_id, %err, "the knowledge could not be loaded");
+            }
+        }
+        if meta {
+            if let Err(err) = library.prepare_catalog().await {
+                tracing::warn!(thread = %thread_id, %err, "the meta catalog could not be loaded");
             }
         }
     }
@@ -277,6 +282,7 @@ pub async fn run_loaded_slice(
                         .map(|s| Discovered {
                             server: s.url.clone(),
                             result: Err(DiscoveryError::NoClient),
+                            about: None,
                         })
                         .collect(),
                 };

@@ -185,10 +185,23 @@ impl Knowledge {
     /// The entries (of one type, or all) best matching `query`, at most `limit` of them, best
     /// first; equal scores in key order. A query of stop words only finds nothing.
     pub fn search(&self, query: &str, entry_type: Option<EntryType>, limit: usize) -> Vec<Hit> {
+        self.search_where(
+            query,
+            |t| entry_type.is_none_or(|wanted| t == wanted),
+            limit,
+        )
+    }
+
+    /// [`Knowledge::search`] over the entries whose type passes `types`.
+    pub fn search_where(
+        &self,
+        query: &str,
+        types: impl Fn(EntryType) -> bool,
+        limit: usize,
+    ) -> Vec<Hit> {
         let query = Query::parse(query);
-        let of_type = |indexed: &Indexed| entry_type.is_none_or(|t| indexed.entry_type == t);
         self.index
-            .search_query(&query, limit, of_type)
+            .search_query(&query, limit, |indexed| types(indexed.entry_type))
             .into_iter()
             .filter_map(|(indexed, score)| {
                 let entry = self.entries.get(&indexed.key)?;

@@ -11,11 +11,11 @@ use tokio::sync::Notify;
 use super::timers::{Deliver, TokioTimers};
 use super::{AgentSystem, Clock, Inner};
 use crate::agent::{Agent, AgentLookup, AgentSpec};
-use crate::catalog::{AgentBuilder, AgentCatalog, CatalogAgents};
+use crate::catalog::{AgentBuilder, AgentCatalog, CatalogAgents, StoredCatalog};
 use crate::effect::PendingEffect;
 use crate::host::{perform_effects, Timers, ToolDispatcher};
 use crate::ids::ThreadId;
-use crate::library::Library;
+use crate::library::{Library, CATALOG_REFRESH};
 use crate::store::{MemoryStore, StoreError, ThreadStore};
 use crate::tools::remote::ToolDiscovery;
 use crate::tools::{RegistryError, Tool};
@@ -58,7 +58,7 @@ pub struct AgentSystemBuilder {
     dispatcher: Option<Arc<dyn ToolDispatcher>>,
     discovery: Option<Arc<dyn ToolDiscovery>>,
     catalog: Option<(Arc<dyn AgentCatalog>, Arc<dyn AgentBuilder>)>,
-    library: Option<Arc<Library>>,
+    library: Option<Library>,
 }
 
 impl fmt::Debug for AgentSystemBuilder {
@@ -146,8 +146,9 @@ impl AgentSystemBuilder {
     }
 
     /// Keeps the deployment's knowledge (the `knowledge` category's tools read and write it)
-    /// in `library`.
-    pub fn with_library(mut self, library: Arc<Library>) -> Self {
+    /// in `library`. With a catalog ([`AgentSystemBuilder::with_catalog`]) the library also
+    /// holds the meta catalog of its stored agents and their tool servers.
+    pub fn with_library(mut self, library: Library) -> Self {
         self.library = Some(library);
         self
     }
@@ -172,6 +173,17 @@ impl AgentSystemBuilder {
             .catalog
             .as_ref()
             .map(|(catalog, _)| Arc::clone(catalog));
+        let library = match &stored {
+            Some(catalog) => Some(self.library.unwrap_or_default().with_catalog(
+                Arc::new(StoredCatalog::new(
+                    Arc::clone(catalog),
+                    self.discovery.clone(),
+                )),
+                CATALOG_REFRESH,
+            )),
+            None => self.library,
+        }
+        .map(Arc::new);
         let agents: Arc<dyn AgentLookup> = match self.catalog {
             Some((catalog, builder)) => Arc::new(CatalogAgents::new(agents, catalog, builder)),
             None if !agents.contains_key(&default_agent) => {
@@ -199,7 +211,7 @@ impl AgentSystemBuilder {
             store,
             agents,
             catalog: stored,
-            library: self.library,
+            library,
             default_agent,
             timers,
             tokio_timers,

@@ -107,8 +107,10 @@ pub struct ToolContext<'a> {
     /// Where fresh ids come from (never mint one at random: a seeded run must replay).
     pub ids: &'a mut dyn IdSource,
     pub(crate) effects: &'a mut Vec<Effect>,
-    /// The host's library (knowledge); `None` when it keeps none.
+    /// The host's library (knowledge, the meta catalog); `None` when it keeps none.
     pub library: Option<&'a crate::library::Library>,
+    /// The tools this thread is offered (the agent's and its session's), for `execute_tool`.
+    pub(crate) offered: OfferedTools<'a>,
 }
 
 impl fmt::Debug for ToolContext<'_> {
@@ -206,6 +208,19 @@ pub trait Tool: Send + Sync + fmt::Debug {
 
     /// Runs the call. `args` already passed the spec's JSON Schema.
     fn call(&self, args: &serde_json::Value, ctx: &mut ToolContext<'_>) -> ToolOutcome;
+
+    /// True when the spec models see depends on what the host's library holds now
+    /// ([`Tool::spec_in`]); such a tool's spec is made again for each slice.
+    fn describes_library(&self) -> bool {
+        false
+    }
+
+    /// The spec with what `library` holds now (`search_tools` says how many apps the catalog
+    /// has). Only asked of tools that [`Tool::describes_library`]; default: [`Tool::spec`].
+    fn spec_in(&self, library: &crate::library::Library) -> ToolSpec {
+        let _ = library;
+        self.spec()
+    }
 
     /// Whether this thread is offered the tool (some tools are for top-level threads only,
     /// some for children only). Default: every thread.

@@ -8,6 +8,7 @@ use std::sync::Arc;
 
 use super::{builtin_tools, clip, internal, Tool, BUILTIN_TOOL_NAMES};
 use crate::history::INJECTED_TOOL;
+use crate::library::Library;
 use crate::model::ToolSpec;
 use crate::state::ThreadRecord;
 
@@ -47,6 +48,8 @@ struct Registered {
     spec: ToolSpec,
     tool: Arc<dyn Tool>,
     validator: jsonschema::Validator,
+    /// The tool's spec depends on the host's library ([`Tool::describes_library`]).
+    live: bool,
 }
 
 /// Tools with their compiled argument schemas: an agent's, or a session's from tool servers.
@@ -54,6 +57,8 @@ pub struct ToolRegistry {
     tools: Vec<Registered>,
     by_name: HashMap<String, usize>,
     specs: Vec<ToolSpec>,
+    /// Some tool's spec depends on the host's library.
+    live: bool,
 }
 
 impl fmt::Debug for ToolRegistry {
@@ -182,6 +187,7 @@ impl ToolRegistry {
             tools: Vec::new(),
             by_name: HashMap::new(),
             specs: Vec::new(),
+            live: false,
         }
     }
 
@@ -209,10 +215,13 @@ impl ToolRegistry {
         })?;
         self.by_name.insert(spec.name.clone(), self.tools.len());
         self.specs.push(spec.clone());
+        let live = tool.describes_library();
+        self.live |= live;
         self.tools.push(Registered {
             spec,
             tool,
             validator,
+            live,
         });
         Ok(())
     }
@@ -237,11 +246,18 @@ impl ToolRegistry {
         self.by_name.get(name).map(|&i| &self.tools[i].tool)
     }
 
-    fn offered<'r>(&'r self, record: &'r ThreadRecord) -> impl Iterator<Item = &'r ToolSpec> {
+    fn offered<'r>(
+        &'r self,
+        record: &'r ThreadRecord,
+        library: Option<&'r Library>,
+    ) -> impl Iterator<Item = ToolSpec> + 'r {
         self.tools
             .iter()
             .filter(|r| r.tool.offered_to(record))
-            .map(|r| &r.spec)
+            .map(move |r| match library {
+                Some(library) if r.live => r.tool.spec_in(library),
+                _ => r.spec.clone(),
+            })
     }
 
     fn all_offered(&self, record: &ThreadRecord) -> bool {
@@ -286,16 +302,22 @@ impl<'a> OfferedTools<'a> {
         Self { agent, session }
     }
 
-    /// The specs this thread is offered, in order: borrowed when nothing is hidden from it and
-    /// the session has no tools of its own.
-    pub fn specs_for(&self, record: &ThreadRecord) -> Cow<'a, [ToolSpec]> {
+    /// The specs this thread is offered, in order, those that describe the host's `library`
+    /// made for what it holds now: borrowed when nothing is hidden from the thread, none
+    /// describes the library and the session has no tools of its own.
+    pub fn specs_for(
+        &self,
+        record: &ThreadRecord,
+        library: Option<&Library>,
+    ) -> Cow<'a, [ToolSpec]> {
         let session = self.session.filter(|s| !s.is_empty());
-        if session.is_none() && self.agent.all_offered(record) {
+        let live = library.filter(|_| self.agent.live);
+        if session.is_none() && live.is_none() && self.agent.all_offered(record) {
             return Cow::Borrowed(self.agent.specs());
         }
-        let mut specs: Vec<ToolSpec> = self.agent.offered(record).cloned().collect();
+        let mut specs: Vec<ToolSpec> = self.agent.offered(record, live).collect();
         if let Some(session) = session {
-            specs.extend(session.offered(record).cloned());
+            specs.extend(session.offered(record, None));
         }
         Cow::Owned(specs)
     }

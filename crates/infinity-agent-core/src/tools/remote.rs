@@ -215,6 +215,8 @@ pub struct Discovered {
     pub server: String,
     /// Its endpoint and tools, or the reason it has none.
     pub result: Result<(String, Vec<ToolSpec>), DiscoveryError>,
+    /// The manifest's `name` and `description`, when it was read (the meta catalog shows them).
+    pub about: Option<(String, Option<String>)>,
 }
 
 /// Fetches tool servers' manifests. `infinity-rap` implements it over HTTP.
@@ -382,23 +384,15 @@ impl Tool for ServerTool {
                 }
             }
         }
-        let invocation = ToolInvocation {
-            thread_id: ctx.record.id.clone(),
-            stack: ctx.record.stack.clone(),
-            call_id: ctx.call.id.clone(),
-            tool: self.tool.spec.name.clone(),
-            args,
-            server: Some(RemoteTarget {
+        dispatch(
+            ctx,
+            RemoteTarget {
                 base_url: self.tool.server.clone(),
                 endpoint: self.tool.endpoint.clone(),
-            }),
-            notify_key: ctx
-                .record
-                .notify_keys
-                .get(self.tool.server.trim_end_matches('/'))
-                .cloned(),
-        };
-        ctx.emit(Effect::Dispatch { invocation });
+            },
+            &self.tool.spec.name,
+            args,
+        );
         if let Some(deadline) = &self.tool.deadline {
             let due = ctx
                 .now
@@ -419,6 +413,31 @@ impl Tool for ServerTool {
         }
         ToolOutcome::Dispatched
     }
+}
+
+/// Dispatches the current call to the tool `tool` of the server `target`, with `args` (already
+/// checked): performed after the commit; the result arrives as a `tool_result` input.
+pub(crate) fn dispatch(
+    ctx: &mut ToolContext<'_>,
+    target: RemoteTarget,
+    tool: &str,
+    args: serde_json::Value,
+) {
+    let notify_key = ctx
+        .record
+        .notify_keys
+        .get(target.base_url.trim_end_matches('/'))
+        .cloned();
+    let invocation = ToolInvocation {
+        thread_id: ctx.record.id.clone(),
+        stack: ctx.record.stack.clone(),
+        call_id: ctx.call.id.clone(),
+        tool: tool.to_owned(),
+        args,
+        server: Some(target),
+        notify_key,
+    };
+    ctx.emit(Effect::Dispatch { invocation });
 }
 
 /// The registry of a session's tools, their argument schemas compiled. [`assemble`] already
@@ -455,6 +474,7 @@ mod tests {
                 format!("{url}/invoke"),
                 names.iter().map(|n| spec(n)).collect(),
             )),
+            about: None,
         }
     }
 
@@ -476,6 +496,7 @@ mod tests {
                 Discovered {
                     server: "http://c".to_owned(),
                     result: Err(DiscoveryError::Failed("HTTP 500".to_owned())),
+                    about: None,
                 },
             ],
         );

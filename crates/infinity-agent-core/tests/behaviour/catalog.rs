@@ -19,7 +19,7 @@ use infinity_agent_core::tools::{SetTitle, Tool};
 use crate::harness::{assert_in_order, count, tid, Harness, Setup};
 
 /// Builds stored agents the way hosts do: the file parsed, its scripted model read next to it.
-struct Builder;
+pub(crate) struct Builder;
 
 #[async_trait]
 impl AgentBuilder for Builder {
@@ -36,13 +36,13 @@ impl AgentBuilder for Builder {
 }
 
 /// A catalog whose agents' scripts live in a folder of their own.
-struct Stored {
+pub(crate) struct Stored {
     dir: tempfile::TempDir,
-    catalog: Arc<MemoryCatalog>,
+    pub(crate) catalog: Arc<MemoryCatalog>,
 }
 
 impl Stored {
-    fn new() -> Self {
+    pub(crate) fn new() -> Self {
         Self {
             dir: tempfile::tempdir().unwrap(),
             catalog: Arc::new(MemoryCatalog::new()),
@@ -50,7 +50,7 @@ impl Stored {
     }
 
     /// Saves a version of `name` answering with `script`; `extra` is more of its agent file.
-    async fn save(&self, name: &str, extra: &str, script: &str) -> u32 {
+    pub(crate) async fn save(&self, name: &str, extra: &str, script: &str) -> u32 {
         let n = self.catalog.versions(name).await.unwrap().len() + 1;
         let script_file = format!("{name}.v{n}.script.yaml");
         std::fs::write(self.dir.path().join(&script_file), script).unwrap();
@@ -68,7 +68,7 @@ impl Stored {
             .version
     }
 
-    fn setup(&self, script: &str) -> Setup {
+    pub(crate) fn setup(&self, script: &str) -> Setup {
         let mut setup = Setup::new(script);
         setup.catalog = Some((
             Arc::clone(&self.catalog) as Arc<dyn AgentCatalog>,

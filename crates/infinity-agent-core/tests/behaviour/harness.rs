@@ -73,7 +73,7 @@ pub struct Setup {
     /// The agent of new conversations, when it is not the test agent (a stored one).
     pub default_agent: Option<String>,
     /// The deployment's knowledge.
-    pub library: Option<Arc<infinity_agent_core::library::Library>>,
+    pub library: Option<infinity_agent_core::library::Library>,
 }
 
 impl Setup {

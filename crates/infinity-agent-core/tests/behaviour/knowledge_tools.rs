@@ -39,9 +39,7 @@ rules:
 async fn start(store: Arc<MemoryKnowledgeStore>) -> crate::harness::Harness {
     let mut setup = Setup::new(SCRIPT);
     setup.internal_tools = InternalTools::builder().knowledge(true).build();
-    setup.library = Some(Arc::new(
-        Library::new().with_knowledge(store as Arc<dyn KnowledgeStore>, None),
-    ));
+    setup.library = Some(Library::new().with_knowledge(store as Arc<dyn KnowledgeStore>, None));
     setup.start().await
 }
 

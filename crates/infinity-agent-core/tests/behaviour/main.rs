@@ -19,6 +19,7 @@ mod knowledge_tools;
 mod limits;
 mod loops;
 mod memory;
+mod meta;
 mod parallel_calls;
 mod plan;
 mod restart;

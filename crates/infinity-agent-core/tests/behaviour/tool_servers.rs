@@ -29,6 +29,7 @@ impl ToolDiscovery for FixedDiscovery {
             .iter()
             .map(|s| Discovered {
                 server: s.url.clone(),
+                about: None,
                 result: if s.url.contains("broken") {
                     Err(infinity_agent_core::tools::remote::DiscoveryError::Failed(
                         "HTTP 500 from the manifest".to_owned(),

@@ -23,6 +23,7 @@ impl ToolDiscovery for Quotes {
             .iter()
             .map(|s| Discovered {
                 server: s.url.clone(),
+                about: None,
                 result: Ok((
                     format!("{}/invoke", s.url),
                     vec![ToolSpec {

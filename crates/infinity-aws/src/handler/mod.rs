@@ -8,7 +8,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use aws_lambda_events::event::sqs::{SqsBatchResponse, SqsEvent, SqsMessage};
 use infinity_agent_core::agent::{Agent, AgentLookup};
-use infinity_agent_core::catalog::{AgentCatalog, CatalogAgents};
+use infinity_agent_core::catalog::{AgentCatalog, CatalogAgents, StoredCatalog};
 use infinity_agent_core::effect::{OutputEvent, OutputKind};
 use infinity_agent_core::engine::SliceError;
 use infinity_agent_core::host::{
@@ -32,7 +32,7 @@ use crate::wire::{parse_input, Carried, RelayEnvelope, WireError};
 
 mod setup;
 
-use infinity_agent_core::library::Library;
+use infinity_agent_core::library::{Library, CATALOG_REFRESH};
 use setup::StoredAgentBuilder;
 pub use setup::{
     agent_from_env, agent_from_env_with, build_agent, build_agent_with, read_ssm_parameter,
@@ -179,13 +179,18 @@ impl AgentHandler {
                 .as_ref()
                 .map(|url| OutputQueue::new(clients.sqs.clone(), url.clone())),
             default_agent,
-            library: Library::new().with_knowledge(
-                Arc::new(DynamoKnowledgeStore::new(
-                    clients.dynamodb.clone(),
-                    config.table.clone(),
-                )),
-                Some(KNOWLEDGE_REFRESH),
-            ),
+            library: Library::new()
+                .with_knowledge(
+                    Arc::new(DynamoKnowledgeStore::new(
+                        clients.dynamodb.clone(),
+                        config.table.clone(),
+                    )),
+                    Some(KNOWLEDGE_REFRESH),
+                )
+                .with_catalog(
+                    Arc::new(StoredCatalog::new(Arc::clone(&catalog), None)),
+                    CATALOG_REFRESH,
+                ),
             agents: CatalogAgents::new(
                 own,
                 Arc::clone(&catalog),
@@ -205,6 +210,13 @@ impl AgentHandler {
         mut self,
         client: Option<Arc<infinity_rap::client::RapClient>>,
     ) -> Self {
+        // The meta catalog's apps are found through the same client.
+        let discovery = client
+            .clone()
+            .map(|c| c as Arc<dyn infinity_agent_core::tools::remote::ToolDiscovery>);
+        let catalog = StoredCatalog::new(Arc::clone(self.agents.catalog()), discovery);
+        self.library =
+            std::mem::take(&mut self.library).with_catalog(Arc::new(catalog), CATALOG_REFRESH);
         self.tool_servers = client;
         self
     }

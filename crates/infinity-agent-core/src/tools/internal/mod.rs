@@ -12,6 +12,7 @@ pub mod delegation;
 mod finish;
 mod knowledge;
 mod memory;
+mod meta;
 mod plan;
 mod skills;
 mod widget;
@@ -23,6 +24,7 @@ use serde::{Deserialize, Serialize};
 
 pub use finish::MAX_RESULT_BYTES as MAX_FINISH_RESULT_BYTES;
 pub use knowledge::KNOWLEDGE_SEARCH;
+pub use meta::SEARCH_TOOLS;
 pub use skills::Skill;
 pub use widget::{render_text as render_widget, WIDGET_SCHEMA};
 
@@ -43,7 +45,7 @@ pub enum Category {
     Finish,
     /// Skills loaded on demand.
     Skills,
-    /// Tools about the agent itself.
+    /// A catalog of apps, agents, skills and knowledge to search and use.
     Meta,
     /// Artifacts.
     Artifact,
@@ -329,6 +331,21 @@ pub const TABLE: &[InternalToolDef] = &[
         name: "knowledge_save",
         category: Category::Knowledge,
         make: |_, _| Arc::new(knowledge::KnowledgeSave),
+    },
+    InternalToolDef {
+        name: SEARCH_TOOLS,
+        category: Category::Meta,
+        make: |_, _| Arc::new(meta::SearchTools),
+    },
+    InternalToolDef {
+        name: "list_tools",
+        category: Category::Meta,
+        make: |_, _| Arc::new(meta::ListTools),
+    },
+    InternalToolDef {
+        name: "execute_tool",
+        category: Category::Meta,
+        make: |_, _| Arc::new(meta::ExecuteTool),
     },
     InternalToolDef {
         name: "finish",

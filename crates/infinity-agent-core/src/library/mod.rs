@@ -1,5 +1,6 @@
 //! [`Library`]: what a host holds for tools that reach beyond a conversation: the deployment's
-//! knowledge (the `knowledge` category).
+//! knowledge (the `knowledge` category) and the catalog of apps, agents and skills the `meta`
+//! category searches ([`catalog`]).
 //!
 //! Tools run inside a slice and cannot wait, so they read an in-memory copy the host keeps
 //! ([`Library::prepare`] loads it before a slice that may need it, and reloads it when it is
@@ -7,16 +8,42 @@
 //! the slice, performed after it (the store first, then the copy), retried from the outbox until
 //! they are done, so a crash loses none and the thread never waits on the store.
 
-use std::sync::{Arc, Mutex, RwLock, RwLockReadGuard};
+pub mod catalog;
+
+use std::sync::{Arc, Mutex, PoisonError, RwLock, RwLockReadGuard};
 use std::time::{Duration, Instant};
 
 pub use crate::effect::LibraryOp;
 use crate::knowledge::{Knowledge, KnowledgeStore, KnowledgeStoreError};
+use catalog::{Catalog, CatalogSource};
+
+/// How stale a host's copy of the meta catalog may get: agents saved and servers changed
+/// meanwhile show from the next reload on.
+pub const CATALOG_REFRESH: Duration = Duration::from_secs(60);
 
 /// The host's library. Cheap to share (`Arc`).
 #[derive(Debug, Default)]
 pub struct Library {
     knowledge: Option<Shelf>,
+    catalog: Option<CatalogShelf>,
+}
+
+#[derive(Debug)]
+struct CatalogShelf {
+    source: Arc<dyn CatalogSource>,
+    copy: RwLock<Option<Arc<Catalog>>>,
+    loaded_at: Mutex<Option<Instant>>,
+    refresh: Duration,
+}
+
+/// True when a copy loaded at `loaded_at` needs no reload yet (`refresh` `None`: loaded once).
+fn fresh(loaded_at: &Mutex<Option<Instant>>, refresh: Option<Duration>) -> bool {
+    let loaded = loaded_at.lock().unwrap_or_else(PoisonError::into_inner);
+    match (*loaded, refresh) {
+        (None, _) => false,
+        (Some(_), None) => true,
+        (Some(at), Some(every)) => at.elapsed() < every,
+    }
 }
 
 #[derive(Debug)]
@@ -62,31 +89,59 @@ impl Library {
         let Some(shelf) = &self.knowledge else {
             return Ok(());
         };
-        let fresh = {
-            let loaded = shelf
-                .loaded_at
-                .lock()
-                .unwrap_or_else(std::sync::PoisonError::into_inner);
-            match (*loaded, shelf.refresh) {
-                (None, _) => false,
-                (Some(_), None) => true,
-                (Some(at), Some(every)) => at.elapsed() < every,
-            }
-        };
-        if fresh {
+        if fresh(&shelf.loaded_at, shelf.refresh) {
             return Ok(());
         }
         let entries = shelf.store.load_all().await?;
         let copy = Knowledge::from_entries(entries);
-        *shelf
-            .copy
-            .write()
-            .unwrap_or_else(std::sync::PoisonError::into_inner) = copy;
+        *shelf.copy.write().unwrap_or_else(PoisonError::into_inner) = copy;
         *shelf
             .loaded_at
             .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(Instant::now());
+            .unwrap_or_else(PoisonError::into_inner) = Some(Instant::now());
         Ok(())
+    }
+
+    /// Keeps the catalog `source` finds for the `meta` category, read again when older than
+    /// `refresh` (agents are saved and servers change while a host runs).
+    pub fn with_catalog(mut self, source: Arc<dyn CatalogSource>, refresh: Duration) -> Self {
+        self.catalog = Some(CatalogShelf {
+            source,
+            copy: RwLock::new(None),
+            loaded_at: Mutex::new(None),
+            refresh,
+        });
+        self
+    }
+
+    /// Loads the catalog if it was never loaded or is stale. A failure leaves the old copy (or
+    /// none) and is returned for the host to log.
+    pub async fn prepare_catalog(&self) -> Result<(), String> {
+        let Some(shelf) = &self.catalog else {
+            return Ok(());
+        };
+        if fresh(&shelf.loaded_at, Some(shelf.refresh)) {
+            return Ok(());
+        }
+        // Stamped first: a source that fails is not asked again by every slice until `refresh`.
+        *shelf
+            .loaded_at
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner) = Some(Instant::now());
+        let contents = shelf.source.load().await?;
+        *shelf.copy.write().unwrap_or_else(PoisonError::into_inner) =
+            Some(Arc::new(Catalog::new(contents)));
+        Ok(())
+    }
+
+    /// The catalog as this host holds it now (`None`: it keeps none, or could not load it yet).
+    pub fn catalog(&self) -> Option<Arc<Catalog>> {
+        let shelf = self.catalog.as_ref()?;
+        shelf
+            .copy
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
     }
 
     /// The knowledge as this host holds it now (`None`: the host keeps none, or could not load
@@ -96,14 +151,9 @@ impl Library {
         shelf
             .loaded_at
             .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .unwrap_or_else(PoisonError::into_inner)
             .as_ref()?;
-        Some(
-            shelf
-                .copy
-                .read()
-                .unwrap_or_else(std::sync::PoisonError::into_inner),
-        )
+        Some(shelf.copy.read().unwrap_or_else(PoisonError::into_inner))
     }
 
     /// The knowledge store, for people's commands and hosts.
@@ -128,10 +178,7 @@ impl Library {
                     entry.created_at = old.created_at;
                 }
                 entry.version = shelf.store.put(&entry, None).await?;
-                let mut copy = shelf
-                    .copy
-                    .write()
-                    .unwrap_or_else(std::sync::PoisonError::into_inner);
+                let mut copy = shelf.copy.write().unwrap_or_else(PoisonError::into_inner);
                 copy.upsert(entry)?;
                 Ok(())
             }

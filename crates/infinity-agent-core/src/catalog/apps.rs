@@ -1,0 +1,93 @@
+//! [`StoredCatalog`]: the meta catalog of a deployment, read from its agent catalog: the stored
+//! agents (newest versions), their skills, and the tool servers they name, each an app.
+//!
+//! An app is in the catalog because a stored agent uses its server: to offer one to every
+//! agent with `meta`, store an agent that lists it (an agent kept for that, with its servers
+//! and a description, is enough). MCP servers are not apps: their bridges belong to the
+//! process that runs the agent naming them.
+
+use std::sync::Arc;
+
+use async_trait::async_trait;
+
+use super::AgentCatalog;
+use crate::library::catalog::{App, CatalogAgent, CatalogContents, CatalogSkill, CatalogSource};
+use crate::tools::remote::{ToolDiscovery, ToolServerConfig, ToolServerEntry};
+
+/// The catalog of a deployment's stored agents and their tool servers.
+#[derive(Debug)]
+pub struct StoredCatalog {
+    catalog: Arc<dyn AgentCatalog>,
+    discovery: Option<Arc<dyn ToolDiscovery>>,
+}
+
+impl StoredCatalog {
+    /// Reads `catalog`; asks `discovery` for the tool servers' manifests (without it there are
+    /// no apps).
+    pub fn new(catalog: Arc<dyn AgentCatalog>, discovery: Option<Arc<dyn ToolDiscovery>>) -> Self {
+        Self { catalog, discovery }
+    }
+}
+
+#[async_trait]
+impl CatalogSource for StoredCatalog {
+    async fn load(&self) -> Result<CatalogContents, String> {
+        let mut stored = self.catalog.list().await.map_err(|e| e.to_string())?;
+        stored.sort_by(|a, b| a.name.cmp(&b.name));
+        let mut contents = CatalogContents::default();
+        let mut servers: Vec<ToolServerConfig> = Vec::new();
+        for agent in stored {
+            let file = match agent.agent_file() {
+                Ok(file) => file,
+                Err(err) => {
+                    tracing::warn!(agent = %agent.reference(), %err, "a stored agent left out of the catalog");
+                    continue;
+                }
+            };
+            for skill in &file.skills {
+                if let Some(content) = &skill.content {
+                    contents.skills.push(CatalogSkill {
+                        agent: agent.name.clone(),
+                        name: skill.name.clone(),
+                        description: skill.description.clone(),
+                        content: content.clone(),
+                    });
+                }
+            }
+            for entry in &file.tool_servers {
+                if let ToolServerEntry::Rap(server) = entry {
+                    if !servers.iter().any(|s| s.url == server.url) {
+                        servers.push(server.clone());
+                    }
+                }
+            }
+            contents.agents.push(CatalogAgent {
+                name: agent.name,
+                version: agent.version,
+                description: file.description.unwrap_or_default(),
+            });
+        }
+        let Some(discovery) = &self.discovery else {
+            return Ok(contents);
+        };
+        for found in discovery.discover(&servers).await {
+            match found.result {
+                Ok((endpoint, tools)) if !tools.is_empty() => {
+                    let (name, description) = found.about.unzip();
+                    contents.apps.push(App::new(
+                        &found.server,
+                        name.as_deref(),
+                        description.flatten().as_deref(),
+                        endpoint,
+                        tools,
+                    ));
+                }
+                Ok(_) => {}
+                Err(why) => {
+                    tracing::warn!(server = %found.server, %why, "a tool server left out of the catalog")
+                }
+            }
+        }
+        Ok(contents)
+    }
+}

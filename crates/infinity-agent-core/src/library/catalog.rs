@@ -1,0 +1,565 @@
+//! The meta catalog: what an agent with the `meta` category can find and use without having it
+//! listed: **apps** (tool servers: one app per server, its tools the app's functions), **agents**
+//! (stored agents, each delegated to in a fresh conversation), **skills** (stored agents'
+//! skills, and knowledge entries of type skill) and **knowledge** (the other knowledge entries).
+//!
+//! Every item has a reference `namespace/name`: an app `HOST/TOOLSET` (the server's host and
+//! port, its manifest's name as a slug), with `HOST/TOOLSET:FUNCTION` for a function other than
+//! the default (the first the server lists); an agent `agents/NAME`; a stored agent's skill
+//! `AGENT/SKILL`; a knowledge entry `knowledge/NAME`. A bare name (no namespace) finds the one
+//! item of its kind with that name, and is an error naming the candidates when there are more.
+//!
+//! The host builds a [`Catalog`] from its [`CatalogSource`] (see [`super::Library`]); the
+//! knowledge part is the library's knowledge copy, searched through its own index.
+
+use std::fmt;
+
+use async_trait::async_trait;
+use serde::Serialize;
+
+use crate::knowledge::{EntryType, Knowledge, KnowledgeEntry};
+use crate::model::ToolSpec;
+use crate::search::TextIndex;
+
+/// Field weights of the catalog's index: name, description, body (functions, skill text).
+const WEIGHTS: [f32; 3] = [3.0, 2.0, 1.0];
+
+/// The namespace of stored agents' references.
+pub const AGENTS_NAMESPACE: &str = "agents";
+/// The namespace of knowledge entries' references.
+pub const KNOWLEDGE_NAMESPACE: &str = "knowledge";
+
+/// A kind of catalog item.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Kind {
+    /// A tool server's tools.
+    App,
+    /// A stored agent.
+    Agent,
+    /// A skill.
+    Skill,
+    /// A knowledge entry.
+    Knowledge,
+}
+
+impl Kind {
+    /// Every kind, in the order `execute_tool` tries them when no kind is given.
+    pub const ALL: [Kind; 4] = [Kind::App, Kind::Agent, Kind::Skill, Kind::Knowledge];
+
+    /// Its name in tool arguments and results.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Kind::App => "app",
+            Kind::Agent => "agent",
+            Kind::Skill => "skill",
+            Kind::Knowledge => "knowledge",
+        }
+    }
+
+    /// Every kind's name.
+    pub fn names() -> Vec<&'static str> {
+        Kind::ALL.iter().map(|k| k.as_str()).collect()
+    }
+}
+
+impl fmt::Display for Kind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl std::str::FromStr for Kind {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, String> {
+        Kind::ALL
+            .into_iter()
+            .find(|k| k.as_str() == s)
+            .ok_or_else(|| {
+                let flows = if s == "flow" {
+                    " (this runtime has no flows: a multi-step procedure is a skill, or an agent)"
+                } else {
+                    ""
+                };
+                format!(
+                    "unknown kind `{s}`{flows}; the kinds are {}",
+                    Kind::names().join(", ")
+                )
+            })
+    }
+}
+
+/// A tool server as an app.
+#[derive(Debug, Clone, PartialEq)]
+pub struct App {
+    /// The server's host (and port).
+    pub namespace: String,
+    /// Its manifest's name as a slug.
+    pub name: String,
+    /// What its manifest says it is for.
+    pub description: String,
+    /// The server's base URL.
+    pub server: String,
+    /// Where its invocations go (the manifest's `endpoint`).
+    pub endpoint: String,
+    /// Its tools, the default (the first the server lists) first.
+    pub functions: Vec<ToolSpec>,
+}
+
+impl App {
+    /// An app for the server at `server`, its manifest named `toolset`.
+    pub fn new(
+        server: &str,
+        toolset: Option<&str>,
+        description: Option<&str>,
+        endpoint: String,
+        functions: Vec<ToolSpec>,
+    ) -> Self {
+        let host = server
+            .split_once("://")
+            .map_or(server, |(_, rest)| rest)
+            .split('/')
+            .next()
+            .unwrap_or_default();
+        let name = slug(toolset.unwrap_or_default());
+        Self {
+            namespace: host.to_owned(),
+            name: if name.is_empty() {
+                "app".to_owned()
+            } else {
+                name
+            },
+            description: description.unwrap_or_default().to_owned(),
+            server: server.to_owned(),
+            endpoint,
+            functions,
+        }
+    }
+
+    /// `namespace/name`.
+    pub fn reference(&self) -> String {
+        format!("{}/{}", self.namespace, self.name)
+    }
+
+    /// The reference of one of its functions: the bare reference for the default.
+    pub fn function_reference(&self, index: usize) -> String {
+        match (index, self.functions.get(index)) {
+            (0, _) | (_, None) => self.reference(),
+            (_, Some(f)) => format!("{}:{}", self.reference(), f.name),
+        }
+    }
+
+    /// Its description, or else the default function's.
+    pub fn summary(&self) -> String {
+        if !self.description.is_empty() {
+            return self.description.clone();
+        }
+        let names: Vec<&str> = self.functions.iter().map(|f| f.name.as_str()).collect();
+        let first = self
+            .functions
+            .first()
+            .map(|f| f.description.as_str())
+            .unwrap_or_default();
+        format!("{first} (functions: {})", names.join(", "))
+    }
+}
+
+/// Lowercase letters, digits, `_` and `-`; anything else becomes `-`.
+fn slug(text: &str) -> String {
+    let mut out = String::new();
+    for c in text.trim().chars() {
+        let c = c.to_ascii_lowercase();
+        if c.is_ascii_alphanumeric() || c == '_' || c == '-' {
+            out.push(c);
+        } else if !out.ends_with('-') {
+            out.push('-');
+        }
+    }
+    out.trim_matches('-').to_owned()
+}
+
+/// A stored agent in the catalog.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CatalogAgent {
+    /// Its name.
+    pub name: String,
+    /// Its newest version.
+    pub version: u32,
+    /// Its file's `description:`.
+    pub description: String,
+}
+
+/// A skill of a stored agent.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CatalogSkill {
+    /// The agent whose file lists it.
+    pub agent: String,
+    /// Its name.
+    pub name: String,
+    /// What it is for.
+    pub description: String,
+    /// Its text.
+    pub content: String,
+}
+
+/// What a [`CatalogSource`] found.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct CatalogContents {
+    /// The apps.
+    pub apps: Vec<App>,
+    /// The stored agents, newest versions.
+    pub agents: Vec<CatalogAgent>,
+    /// Their skills.
+    pub skills: Vec<CatalogSkill>,
+}
+
+/// Where a host's catalog comes from (hosts implement it over their agent catalog and tool
+/// servers; see `infinity_agent_core::catalog::StoredCatalog`).
+#[async_trait]
+pub trait CatalogSource: Send + Sync + fmt::Debug {
+    /// Everything the catalog holds now. An app whose server cannot be reached is left out
+    /// (and logged); an error is for a source that cannot be read at all.
+    async fn load(&self) -> Result<CatalogContents, String>;
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+struct Slot {
+    kind: Kind,
+    index: usize,
+}
+
+/// The catalog as a host holds it: its items and a full-text index over them.
+#[derive(Debug, Clone)]
+pub struct Catalog {
+    contents: CatalogContents,
+    index: TextIndex<Slot, 3>,
+}
+
+impl Default for Catalog {
+    fn default() -> Self {
+        Self::new(CatalogContents::default())
+    }
+}
+
+/// One search result.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Found {
+    /// The item's reference (`namespace/name`).
+    pub name: String,
+    /// Its kind.
+    pub source: Kind,
+    /// What it is.
+    pub description: String,
+    /// How well it matched (only the order means anything).
+    #[serde(skip)]
+    pub score: f32,
+}
+
+/// A catalog item found by its reference.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Item<'a> {
+    /// A function of an app.
+    App {
+        /// The app.
+        app: &'a App,
+        /// Which of its functions.
+        function: usize,
+    },
+    /// A stored agent.
+    Agent(&'a CatalogAgent),
+    /// A stored agent's skill.
+    Skill(&'a CatalogSkill),
+    /// A knowledge entry (of type skill when found as a skill).
+    Entry(&'a KnowledgeEntry),
+}
+
+impl Item<'_> {
+    /// Its kind.
+    pub fn kind(&self) -> Kind {
+        match self {
+            Item::App { .. } => Kind::App,
+            Item::Agent(_) => Kind::Agent,
+            Item::Skill(_) => Kind::Skill,
+            Item::Entry(e) if e.entry_type == EntryType::Skill => Kind::Skill,
+            Item::Entry(_) => Kind::Knowledge,
+        }
+    }
+
+    /// Its reference.
+    pub fn reference(&self) -> String {
+        match self {
+            Item::App { app, function } => app.function_reference(*function),
+            Item::Agent(a) => format!("{AGENTS_NAMESPACE}/{}", a.name),
+            Item::Skill(s) => format!("{}/{}", s.agent, s.name),
+            Item::Entry(e) => format!("{KNOWLEDGE_NAMESPACE}/{}", e.name),
+        }
+    }
+}
+
+/// Why a reference found nothing of a kind.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Miss {
+    /// Nothing of that kind has the name.
+    Missing,
+    /// A problem to tell the caller (an ambiguous name, an unknown function).
+    Problem(String),
+}
+
+impl Catalog {
+    /// A catalog of `contents`. Two apps that would share a reference (one host, two servers
+    /// with one toolset name) are told apart by a suffix (`-2`, `-3`, ...).
+    pub fn new(mut contents: CatalogContents) -> Self {
+        let mut seen = std::collections::HashSet::new();
+        for app in &mut contents.apps {
+            let base = app.name.clone();
+            let mut n = 1;
+            while !seen.insert(app.reference()) {
+                n += 1;
+                app.name = format!("{base}-{n}");
+            }
+        }
+        let mut index = TextIndex::new(WEIGHTS);
+        for (i, app) in contents.apps.iter().enumerate() {
+            let names: Vec<&str> = app.functions.iter().map(|f| f.name.as_str()).collect();
+            let bodies: Vec<&str> = app
+                .functions
+                .iter()
+                .map(|f| f.description.as_str())
+                .collect();
+            index.upsert(
+                Slot {
+                    kind: Kind::App,
+                    index: i,
+                },
+                [
+                    &format!("{} {} {}", app.namespace, app.name, names.join(" ")),
+                    &app.description,
+                    &bodies.join("\n"),
+                ],
+            );
+        }
+        for (i, agent) in contents.agents.iter().enumerate() {
+            index.upsert(
+                Slot {
+                    kind: Kind::Agent,
+                    index: i,
+                },
+                [&agent.name, &agent.description, ""],
+            );
+        }
+        for (i, skill) in contents.skills.iter().enumerate() {
+            index.upsert(
+                Slot {
+                    kind: Kind::Skill,
+                    index: i,
+                },
+                [&skill.name, &skill.description, &skill.content],
+            );
+        }
+        Self { contents, index }
+    }
+
+    /// The apps.
+    pub fn apps(&self) -> &[App] {
+        &self.contents.apps
+    }
+
+    /// The stored agents.
+    pub fn agents(&self) -> &[CatalogAgent] {
+        &self.contents.agents
+    }
+
+    /// The stored agents' skills.
+    pub fn skills(&self) -> &[CatalogSkill] {
+        &self.contents.skills
+    }
+
+    /// The items best matching `query` (of one kind, or all), at most `per_kind` of each kind,
+    /// best first. Knowledge entries (skills among them) come from `knowledge`'s own index;
+    /// both indexes score with BM25F, so their scores are of one scale, not equal.
+    pub fn search(
+        &self,
+        query: &str,
+        kind: Option<Kind>,
+        per_kind: usize,
+        knowledge: Option<&Knowledge>,
+    ) -> Vec<Found> {
+        let mut found = Vec::new();
+        for k in Kind::ALL
+            .into_iter()
+            .filter(|k| kind.is_none_or(|w| w == *k))
+        {
+            let mut of_kind: Vec<Found> = self
+                .index
+                .search(query, per_kind, |slot| slot.kind == k)
+                .into_iter()
+                .map(|(slot, score)| {
+                    let (name, description) = self.describe(slot);
+                    Found {
+                        name,
+                        source: k,
+                        description,
+                        score,
+                    }
+                })
+                .collect();
+            if let (Some(knowledge), Kind::Skill | Kind::Knowledge) = (knowledge, k) {
+                let skills = k == Kind::Skill;
+                let hits =
+                    knowledge.search_where(query, |t| (t == EntryType::Skill) == skills, per_kind);
+                of_kind.extend(hits.into_iter().map(|h| Found {
+                    name: format!("{KNOWLEDGE_NAMESPACE}/{}", h.name),
+                    source: k,
+                    description: h.description,
+                    score: h.score,
+                }));
+            }
+            // Agents' skills and knowledge skills share the kind's cap.
+            of_kind.sort_by(|a, b| b.score.total_cmp(&a.score));
+            of_kind.truncate(per_kind);
+            found.append(&mut of_kind);
+        }
+        found.sort_by(|a, b| b.score.total_cmp(&a.score).then(a.name.cmp(&b.name)));
+        found
+    }
+
+    fn describe(&self, slot: Slot) -> (String, String) {
+        match slot.kind {
+            Kind::App => {
+                let app = &self.contents.apps[slot.index];
+                (app.reference(), app.summary())
+            }
+            Kind::Agent => {
+                let agent = &self.contents.agents[slot.index];
+                (
+                    format!("{AGENTS_NAMESPACE}/{}", agent.name),
+                    agent.description.clone(),
+                )
+            }
+            Kind::Skill | Kind::Knowledge => {
+                let skill = &self.contents.skills[slot.index];
+                (
+                    format!("{}/{}", skill.agent, skill.name),
+                    skill.description.clone(),
+                )
+            }
+        }
+    }
+
+    /// The item of `kind` that `reference` names (see the module's reference forms).
+    pub fn find<'a>(
+        &'a self,
+        kind: Kind,
+        reference: &str,
+        knowledge: Option<&'a Knowledge>,
+    ) -> Result<Item<'a>, Miss> {
+        match kind {
+            Kind::App => self.find_app(reference),
+            Kind::Agent => {
+                let name = reference
+                    .strip_prefix(&format!("{AGENTS_NAMESPACE}/"))
+                    .unwrap_or(reference);
+                self.contents
+                    .agents
+                    .iter()
+                    .find(|a| a.name == name)
+                    .map(Item::Agent)
+                    .ok_or(Miss::Missing)
+            }
+            Kind::Skill => {
+                let entry = knowledge
+                    .and_then(|k| k.get(strip_knowledge(reference)))
+                    .filter(|e| e.entry_type == EntryType::Skill);
+                let (agent, name) = match reference.split_once('/') {
+                    Some((agent, name)) => (Some(agent), name),
+                    None => (None, reference),
+                };
+                let skills: Vec<&CatalogSkill> = self
+                    .contents
+                    .skills
+                    .iter()
+                    .filter(|s| s.name == name && agent.is_none_or(|a| a == s.agent))
+                    .collect();
+                let explicit_knowledge = agent == Some(KNOWLEDGE_NAMESPACE);
+                match (skills.as_slice(), entry) {
+                    (_, Some(entry)) if explicit_knowledge => Ok(Item::Entry(entry)),
+                    ([one], None) => Ok(Item::Skill(one)),
+                    ([], Some(entry)) => Ok(Item::Entry(entry)),
+                    ([], None) => Err(Miss::Missing),
+                    (many, entry) => {
+                        let mut names: Vec<String> = many
+                            .iter()
+                            .map(|s| format!("{}/{}", s.agent, s.name))
+                            .collect();
+                        if let Some(e) = entry {
+                            names.push(format!("{KNOWLEDGE_NAMESPACE}/{}", e.name));
+                        }
+                        Err(Miss::Problem(format!(
+                            "the skill name `{reference}` is ambiguous: it could be {}; use one \
+                             of these references",
+                            names.join(", ")
+                        )))
+                    }
+                }
+            }
+            Kind::Knowledge => knowledge
+                .and_then(|k| k.get(strip_knowledge(reference)))
+                .map(Item::Entry)
+                .ok_or(Miss::Missing),
+        }
+    }
+
+    fn find_app(&self, reference: &str) -> Result<Item<'_>, Miss> {
+        let (app_part, function) = match reference.rsplit_once(':') {
+            // A port (`127.0.0.1:8080/tools`) is not a function: a function follows the name.
+            Some((app, f)) if !f.contains('/') => (app, Some(f)),
+            _ => (reference, None),
+        };
+        let candidates: Vec<&App> = self
+            .contents
+            .apps
+            .iter()
+            .filter(|a| {
+                if app_part.contains('/') {
+                    a.reference() == app_part
+                } else {
+                    a.name == app_part
+                }
+            })
+            .collect();
+        let app = match candidates.as_slice() {
+            [] => return Err(Miss::Missing),
+            [one] => *one,
+            many => {
+                let names: Vec<String> = many.iter().map(|a| a.reference()).collect();
+                return Err(Miss::Problem(format!(
+                    "the app name `{app_part}` is ambiguous: it could be {}; use one of these \
+                     references",
+                    names.join(", ")
+                )));
+            }
+        };
+        let function = match function {
+            None => 0,
+            Some(f) => match app.functions.iter().position(|s| s.name == f) {
+                Some(i) => i,
+                None => {
+                    let names: Vec<&str> = app.functions.iter().map(|s| s.name.as_str()).collect();
+                    return Err(Miss::Problem(format!(
+                        "the app `{}` has no function `{f}`; its functions are {}",
+                        app.reference(),
+                        names.join(", ")
+                    )));
+                }
+            },
+        };
+        Ok(Item::App { app, function })
+    }
+}
+
+fn strip_knowledge(reference: &str) -> &str {
+    reference
+        .strip_prefix(&format!("{KNOWLEDGE_NAMESPACE}/"))
+        .unwrap_or(reference)
+}

@@ -1,0 +1,527 @@
+//! The `meta` category (opt-in): `search_tools`, `list_tools` and `execute_tool` over the host's
+//! catalog ([`crate::library::catalog`]): apps (tool servers), stored agents, skills and
+//! knowledge, used without being listed among the agent's tools.
+//!
+//! `execute_tool` resolves a name among the tools the thread is offered first (so a name the
+//! agent has always means its own tool), then in the catalog: of the kind given, or else of each
+//! kind in turn (app, agent, skill, knowledge), the first that has the name winning. That order
+//! is the hazard of leaving `kind` out: a name two kinds share runs the earlier kind's item.
+//! An app's function runs as a call to its tool server (dispatched: the thread waits for its
+//! result); an agent is delegated to under the `agent` category's depth and fan-out limits;
+//! a skill or knowledge entry is loaded (its text is the result).
+
+use serde_json::{json, Value};
+
+use super::delegation::{delegate, delegation_schema};
+use crate::effect::RemoteTarget;
+use crate::knowledge::Knowledge;
+use crate::library::catalog::{Catalog, Item, Kind, Miss};
+use crate::library::Library;
+use crate::model::ToolSpec;
+use crate::tools::registry::{argument_problems, CallRejection};
+use crate::tools::{Tool, ToolContext, ToolOutcome};
+
+/// The name of the search tool (hosts load the catalog for agents that have it).
+pub const SEARCH_TOOLS: &str = "search_tools";
+const LIST_TOOLS: &str = "list_tools";
+const EXECUTE_TOOL: &str = "execute_tool";
+/// Results per kind a search returns unless it asks for another cap.
+const DEFAULT_PER_KIND: u64 = 5;
+/// The largest per-kind cap.
+const MAX_PER_KIND: u64 = 20;
+/// The most names one `list_tools` call takes.
+const MAX_NAMES: usize = 20;
+
+fn kind_property() -> Value {
+    json!({"type": "string",
+           "description": format!("Only items of this kind: one of {}.", Kind::names().join(", "))})
+}
+
+/// Reads `kind`, when given.
+fn kind_of(args: &Value) -> Result<Option<Kind>, ToolOutcome> {
+    match args["kind"].as_str() {
+        None => Ok(None),
+        Some(k) => k
+            .parse()
+            .map(Some)
+            .map_err(|e| ToolOutcome::error(format!("Error: {e}."))),
+    }
+}
+
+/// The host's catalog (an empty one when it keeps none).
+fn catalog_of(library: Option<&Library>) -> std::sync::Arc<Catalog> {
+    library.and_then(Library::catalog).unwrap_or_default()
+}
+
+/// The item `name` names: of `kind`, or of the first kind that has it.
+fn resolve<'a>(
+    catalog: &'a Catalog,
+    knowledge: Option<&'a Knowledge>,
+    kind: Option<Kind>,
+    name: &str,
+) -> Result<Item<'a>, String> {
+    let kinds: Vec<Kind> = match kind {
+        Some(k) => vec![k],
+        None => Kind::ALL.to_vec(),
+    };
+    let mut problem = None;
+    for k in &kinds {
+        match catalog.find(*k, name, knowledge) {
+            Ok(item) => return Ok(item),
+            Err(Miss::Problem(why)) => {
+                problem.get_or_insert(why);
+            }
+            Err(Miss::Missing) => {}
+        }
+    }
+    Err(problem.unwrap_or_else(|| {
+        let tried: Vec<&str> = kinds.iter().map(|k| k.as_str()).collect();
+        format!(
+            "nothing named `{name}` in the catalog (kinds looked in: {}); search_tools finds \
+             names",
+            tried.join(", ")
+        )
+    }))
+}
+
+#[derive(Debug)]
+pub(super) struct SearchTools;
+
+impl SearchTools {
+    fn spec_with(&self, counts: Option<(usize, usize, usize, usize)>) -> ToolSpec {
+        let holds = match counts {
+            Some((apps, agents, skills, knowledge)) => format!(
+                " The catalog holds {apps} app{}, {agents} agent{}, {skills} skill{} and \
+                 {knowledge} knowledge entr{}.",
+                plural(apps),
+                plural(agents),
+                plural(skills),
+                if knowledge == 1 { "y" } else { "ies" }
+            ),
+            None => String::new(),
+        };
+        ToolSpec::new(
+            SEARCH_TOOLS,
+            &format!(
+                "Search the catalog of things you can use without having them as tools: apps \
+                 (tool servers' tools), agents you can delegate to, skills and knowledge. \
+                 Returns the best matches per kind, each with its name (namespace/name), source \
+                 (its kind) and description; list_tools gives their arguments and \
+                 execute_tool runs them.{holds}"
+            ),
+            json!({
+                "type": "object",
+                "properties": {
+                    "query": {"type": "string", "minLength": 1,
+                              "description": "Words describing what you need."},
+                    "kind": kind_property(),
+                    "limit": {"type": "integer", "minimum": 1, "maximum": MAX_PER_KIND,
+                              "description": "At most this many results of each kind (default 5)."}
+                },
+                "required": ["query"],
+                "additionalProperties": false
+            }),
+        )
+    }
+}
+
+fn plural(n: usize) -> &'static str {
+    if n == 1 {
+        ""
+    } else {
+        "s"
+    }
+}
+
+impl Tool for SearchTools {
+    fn spec(&self) -> ToolSpec {
+        self.spec_with(None)
+    }
+
+    fn describes_library(&self) -> bool {
+        true
+    }
+
+    fn spec_in(&self, library: &Library) -> ToolSpec {
+        let catalog = library.catalog().unwrap_or_default();
+        let knowledge = library.knowledge();
+        let (skills, entries) = knowledge.as_deref().map_or((0, 0), |k| {
+            let skills = k.list(Some(crate::knowledge::EntryType::Skill)).len();
+            (skills, k.len() - skills)
+        });
+        self.spec_with(Some((
+            catalog.apps().len(),
+            catalog.agents().len(),
+            catalog.skills().len() + skills,
+            entries,
+        )))
+    }
+
+    fn call(&self, args: &Value, ctx: &mut ToolContext<'_>) -> ToolOutcome {
+        let kind = match kind_of(args) {
+            Ok(k) => k,
+            Err(err) => return err,
+        };
+        let per_kind = args["limit"]
+            .as_u64()
+            .unwrap_or(DEFAULT_PER_KIND)
+            .min(MAX_PER_KIND);
+        let query = args["query"].as_str().unwrap_or_default();
+        let library = ctx.library;
+        let catalog = catalog_of(library);
+        let knowledge = library.and_then(Library::knowledge);
+        let found = catalog.search(
+            query,
+            kind,
+            usize::try_from(per_kind).unwrap_or(5),
+            knowledge.as_deref(),
+        );
+        if found.is_empty() {
+            return ToolOutcome::ok(format!(
+                "Nothing in the catalog matches `{query}`{}.",
+                kind.map(|k| format!(" among its {k} items"))
+                    .unwrap_or_default()
+            ));
+        }
+        ToolOutcome::ok(json!({"results": found}).to_string())
+    }
+}
+
+#[derive(Debug)]
+pub(super) struct ListTools;
+
+impl Tool for ListTools {
+    fn spec(&self) -> ToolSpec {
+        ToolSpec::new(
+            LIST_TOOLS,
+            "Describe catalog items (or your own tools) by name before using them: for an app \
+             each of its functions with its input schema (the default function under the \
+             app's name, the others as name:function), for an agent the arguments a \
+             delegation takes, for a skill or knowledge entry its text.",
+            json!({
+                "type": "object",
+                "properties": {
+                    "names": {"type": "array", "minItems": 1, "maxItems": MAX_NAMES,
+                              "items": {"type": "string", "minLength": 1},
+                              "description": "Names as search_tools gives them."},
+                    "kind": kind_property()
+                },
+                "required": ["names"],
+                "additionalProperties": false
+            }),
+        )
+    }
+
+    fn call(&self, args: &Value, ctx: &mut ToolContext<'_>) -> ToolOutcome {
+        let kind = match kind_of(args) {
+            Ok(k) => k,
+            Err(err) => return err,
+        };
+        let library = ctx.library;
+        let catalog = catalog_of(library);
+        let knowledge = library.and_then(Library::knowledge);
+        let offered = ctx.offered.specs_for(&*ctx.record, None);
+        let mut tools = Vec::new();
+        for name in args["names"].as_array().into_iter().flatten() {
+            let name = name.as_str().unwrap_or_default();
+            if let Some(own) = offered.iter().find(|s| s.name == name) {
+                tools.push(json!({"name": own.name, "source": "tool",
+                                  "description": own.description,
+                                  "input_schema": own.input_schema}));
+                continue;
+            }
+            match resolve(&catalog, knowledge.as_deref(), kind, name) {
+                Ok(item) => tools.extend(describe(&item, name)),
+                Err(why) => tools.push(json!({"name": name, "error": why})),
+            }
+        }
+        ToolOutcome::ok(json!({"tools": tools}).to_string())
+    }
+}
+
+/// `list_tools` entries for an item found by `asked`.
+fn describe(item: &Item<'_>, asked: &str) -> Vec<Value> {
+    match item {
+        Item::App { app, function } => {
+            // The app's name lists every function; `app:function` only that one.
+            let which: Vec<usize> =
+                if asked.ends_with(&format!(":{}", app.functions[*function].name)) && *function > 0
+                {
+                    vec![*function]
+                } else {
+                    (0..app.functions.len()).collect()
+                };
+            which
+                .into_iter()
+                .map(|i| {
+                    let f = &app.functions[i];
+                    json!({"name": app.function_reference(i), "source": Kind::App,
+                           "function": f.name, "default": i == 0,
+                           "description": f.description, "input_schema": f.input_schema})
+                })
+                .collect()
+        }
+        Item::Agent(agent) => vec![json!({
+            "name": item.reference(), "source": Kind::Agent, "version": agent.version,
+            "description": agent.description, "input_schema": delegation_schema()
+        })],
+        Item::Skill(skill) => vec![json!({
+            "name": item.reference(), "source": Kind::Skill,
+            "description": skill.description, "content": skill.content
+        })],
+        Item::Entry(entry) => vec![json!({
+            "name": item.reference(), "source": item.kind(), "type": entry.entry_type,
+            "description": entry.description, "content": entry.content, "tags": entry.tags
+        })],
+    }
+}
+
+#[derive(Debug)]
+pub(super) struct ExecuteTool;
+
+impl Tool for ExecuteTool {
+    fn spec(&self) -> ToolSpec {
+        ToolSpec::new(
+            EXECUTE_TOOL,
+            "Run something by name: one of your own tools, or a catalog item (an app's \
+             function runs on its server and its result comes back like any tool's; an agent \
+             gets the task in `arguments` (task, context, images) and its result comes back; \
+             a skill or knowledge entry is loaded). Without `kind` your own tools are tried \
+             first, then apps, agents, skills and knowledge, and the first with the name \
+             runs: give `kind` when a name could mean two things.",
+            json!({
+                "type": "object",
+                "properties": {
+                    "name": {"type": "string", "minLength": 1,
+                             "description": "A name as search_tools or list_tools gives it."},
+                    "kind": kind_property(),
+                    "arguments": {"type": "object",
+                                  "description": "The arguments, as list_tools describes them."}
+                },
+                "required": ["name"],
+                "additionalProperties": false
+            }),
+        )
+    }
+
+    fn call(&self, args: &Value, ctx: &mut ToolContext<'_>) -> ToolOutcome {
+        let kind = match kind_of(args) {
+            Ok(k) => k,
+            Err(err) => return err,
+        };
+        let name = args["name"].as_str().unwrap_or_default();
+        let arguments = match &args["arguments"] {
+            Value::Null => json!({}),
+            other => other.clone(),
+        };
+        if [SEARCH_TOOLS, LIST_TOOLS, EXECUTE_TOOL].contains(&name) {
+            return ToolOutcome::error(format!(
+                "Error: call `{name}` directly, not through execute_tool."
+            ));
+        }
+        let offered = ctx.offered;
+        match offered.check(name, &arguments, ctx.record) {
+            Ok(tool) => return tool.call(&arguments, ctx),
+            Err(CallRejection::Unknown(_)) => {}
+            Err(rejection) => return ToolOutcome::error(rejection.message(name, &[])),
+        }
+        let library = ctx.library;
+        let catalog = catalog_of(library);
+        let knowledge = library.and_then(Library::knowledge);
+        let item = match resolve(&catalog, knowledge.as_deref(), kind, name) {
+            Ok(item) => item,
+            Err(why) => return ToolOutcome::error(format!("Error: {why}.")),
+        };
+        match item {
+            Item::App { app, function } => {
+                let spec = &app.functions[function];
+                if let Some(why) = check(&spec.input_schema, &arguments) {
+                    return ToolOutcome::error(format!(
+                        "Error: invalid arguments for `{}`: {why}",
+                        app.function_reference(function)
+                    ));
+                }
+                let target = RemoteTarget {
+                    base_url: app.server.clone(),
+                    endpoint: app.endpoint.clone(),
+                };
+                let function = spec.name.clone();
+                drop(knowledge);
+                crate::tools::remote::dispatch(ctx, target, &function, arguments);
+                ToolOutcome::Dispatched
+            }
+            Item::Agent(agent) => {
+                if let Some(why) = check(&delegation_schema(), &arguments) {
+                    return ToolOutcome::error(format!(
+                        "Error: invalid arguments for the agent `{}`: {why}",
+                        agent.name
+                    ));
+                }
+                let agent = agent.name.clone();
+                drop(knowledge);
+                delegate(&agent, &arguments, ctx)
+            }
+            Item::Skill(skill) => {
+                ToolOutcome::ok(format!("Skill {}:\n\n{}", item.reference(), skill.content))
+            }
+            Item::Entry(entry) => ToolOutcome::ok(format!(
+                "{} {}:\n\n{}",
+                entry.entry_type,
+                item.reference(),
+                entry.content
+            )),
+        }
+    }
+}
+
+/// What is wrong with `args` by `schema`, if anything.
+fn check(schema: &Value, args: &Value) -> Option<String> {
+    match jsonschema::validator_for(schema) {
+        Ok(validator) => argument_problems(&validator, args, schema),
+        Err(e) => Some(format!("its input schema does not compile ({e})")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use async_trait::async_trait;
+
+    use super::*;
+    use crate::ids::ThreadId;
+    use crate::library::catalog::{App, CatalogAgent, CatalogContents, CatalogSource};
+    use crate::library::CATALOG_REFRESH;
+    use crate::state::ThreadRecord;
+    use crate::tools::internal::InternalTools;
+    use crate::tools::{OfferedTools, ToolRegistry};
+
+    #[derive(Debug)]
+    struct Fixed;
+
+    #[async_trait]
+    impl CatalogSource for Fixed {
+        async fn load(&self) -> Result<CatalogContents, String> {
+            let app = |url: &str| {
+                let tool = ToolSpec::new("t", "A tool.", json!({"type": "object"}));
+                App::new(
+                    url,
+                    Some("Tools"),
+                    None,
+                    format!("{url}/invoke"),
+                    vec![tool],
+                )
+            };
+            Ok(CatalogContents {
+                apps: vec![app("http://a.test"), app("http://b.test")],
+                agents: vec![CatalogAgent {
+                    name: "scout".to_owned(),
+                    version: 3,
+                    description: String::new(),
+                }],
+                skills: Vec::new(),
+            })
+        }
+    }
+
+    #[tokio::test]
+    async fn the_model_is_told_how_many_apps_the_catalog_holds() {
+        let library = Library::new().with_catalog(Arc::new(Fixed), CATALOG_REFRESH);
+        let registry = ToolRegistry::for_agent(
+            &InternalTools::builder().meta(true).build(),
+            &Default::default(),
+            &[],
+        )
+        .unwrap();
+        let record = ThreadRecord::new(
+            ThreadId::new("t").unwrap(),
+            "a".to_owned(),
+            None,
+            jiff::Timestamp::UNIX_EPOCH,
+        );
+        let offered = OfferedTools::new(&registry, None);
+        let described = |library: Option<&Library>| {
+            offered
+                .specs_for(&record, library)
+                .iter()
+                .find(|s| s.name == SEARCH_TOOLS)
+                .map(|s| s.description.clone())
+                .unwrap()
+        };
+        // Before the host loaded it, and without a library, the count is not claimed.
+        assert!(!described(Some(&library)).contains("The catalog holds 2"));
+        library.prepare_catalog().await.unwrap();
+        assert!(
+            described(Some(&library))
+                .contains("The catalog holds 2 apps, 1 agent, 0 skills and 0 knowledge entries."),
+            "{}",
+            described(Some(&library))
+        );
+        assert!(!described(None).contains("The catalog holds"));
+        // The meta tools come next to the agent's own, which stay.
+        let names: Vec<String> = offered
+            .specs_for(&record, Some(&library))
+            .iter()
+            .map(|s| s.name.clone())
+            .collect();
+        for name in [
+            "plan_create",
+            "memory_set",
+            SEARCH_TOOLS,
+            LIST_TOOLS,
+            EXECUTE_TOOL,
+        ] {
+            assert!(names.iter().any(|n| n == name), "{name}: {names:?}");
+        }
+    }
+
+    #[test]
+    fn references_name_one_item_or_say_why_not() {
+        let spec = |n: &str| ToolSpec::new(n, "d", json!({"type": "object"}));
+        let catalog = Catalog::new(CatalogContents {
+            apps: vec![
+                App::new(
+                    "http://127.0.0.1:4100/x",
+                    Some("Clock"),
+                    None,
+                    "e".into(),
+                    vec![spec("now"), spec("zones")],
+                ),
+                App::new(
+                    "http://127.0.0.1:4100/y",
+                    Some("Clock"),
+                    None,
+                    "e".into(),
+                    vec![spec("now")],
+                ),
+            ],
+            agents: Vec::new(),
+            skills: Vec::new(),
+        });
+        // Two servers on one host with one toolset name are told apart.
+        let refs: Vec<String> = catalog.apps().iter().map(App::reference).collect();
+        assert_eq!(refs, ["127.0.0.1:4100/clock", "127.0.0.1:4100/clock-2"]);
+        let found = catalog
+            .find(Kind::App, "127.0.0.1:4100/clock:zones", None)
+            .unwrap();
+        assert_eq!(found.reference(), "127.0.0.1:4100/clock:zones");
+        let found = catalog
+            .find(Kind::App, "127.0.0.1:4100/clock", None)
+            .unwrap();
+        assert!(matches!(found, Item::App { function: 0, .. }));
+        assert!(matches!(
+            catalog.find(Kind::App, "127.0.0.1:4100/clock:moon", None),
+            Err(Miss::Problem(why)) if why.contains("has no function `moon`; its functions are now, zones")
+        ));
+        assert!(matches!(
+            catalog.find(Kind::App, "clock-2", None),
+            Ok(Item::App { .. })
+        ));
+        assert_eq!(catalog.find(Kind::App, "sundial", None), Err(Miss::Missing));
+        let err = "flow".parse::<Kind>().unwrap_err();
+        assert!(
+            err.contains("the kinds are app, agent, skill, knowledge"),
+            "{err}"
+        );
+    }
+}
