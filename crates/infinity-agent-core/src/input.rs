@@ -234,6 +234,14 @@ pub enum InputBody {
     /// never outlives its parent): pending calls are cancelled, subscriptions cancelled at their
     /// servers, and each parent gets its children's final reports.
     Close {},
+    /// A person moves the thread to another version of its agent (`NAME` for the newest
+    /// stored one, `NAME@VERSION` for that one, older ones included): the thread runs it from
+    /// this slice on, and a conversation's root takes the version's tool servers afresh. A
+    /// thread keeps its agent: another agent's name is refused, with a notice.
+    UseAgent {
+        /// The version to run.
+        agent: String,
+    },
     /// A dispatched call reached its tool server's deadline (`deadline` in the agent file): it
     /// gets an error result unless its result came first.
     CallDeadline {
@@ -296,6 +304,7 @@ impl InputBody {
             InputBody::MemoryWrite { .. } => "memory_write",
             InputBody::WidgetAction { .. } => "widget_action",
             InputBody::ConversationUsage { .. } => "conversation_usage",
+            InputBody::UseAgent { .. } => "use_agent",
         }
     }
 }

@@ -58,6 +58,10 @@ enum Command {
     Interrupt(people::InterruptArgs),
     /// Close a thread of an AWS (or local) stack, and every thread below it.
     Close(people::InterruptArgs),
+    /// Move a thread of an AWS (or local) stack to another stored version of its agent
+    /// (`infinity run --move-to-agent` and `serve`'s `POST /threads/{id}/agent` do it on the
+    /// embedded runtime).
+    UseAgent(people::UseAgentArgs),
     /// A thread's recurring schedules: list them (a store folder or an AWS stack), add or delete
     /// one (an AWS stack; `infinity serve` has `POST` and `DELETE /threads/{id}/schedules`).
     #[command(subcommand)]
@@ -134,6 +138,10 @@ struct RunArgs {
     /// update after a result) for this many seconds before exiting.
     #[arg(long, default_value_t = 2.0)]
     grace: f64,
+    /// Before the message, move the thread (--thread, one that exists) to the version of its
+    /// agent that --agent names: NAME (the newest stored one) or NAME@VERSION.
+    #[arg(long, requires = "thread")]
+    move_to_agent: bool,
     /// The message.
     message: String,
 }
@@ -212,6 +220,7 @@ fn main() -> std::process::ExitCode {
             Command::Choose(args) => aws::choose(args).await,
             Command::Interrupt(args) => people::interrupt(args).await,
             Command::Close(args) => people::close(args).await,
+            Command::UseAgent(args) => people::use_agent(args).await,
             Command::Schedules(command) => people::schedules(command).await,
             Command::Migrate(args) => migrate::run(args).await,
             Command::McpBridge(args) => infinity_mcp_bridge::run(args).await.map(|()| 0),
@@ -251,6 +260,10 @@ async fn run(args: RunArgs) -> Result<u8> {
         }
         renderer.show(event);
     };
+    if args.move_to_agent {
+        let target = args.agent.agent.to_string_lossy();
+        system.use_agent(&thread, &target).await?;
+    }
     system
         .post_user_message(&thread, args.message.as_str())
         .await?;

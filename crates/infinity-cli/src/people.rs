@@ -1,5 +1,5 @@
 //! What a person sends to a thread of a deployed (or local) AWS stack from outside it:
-//! `interrupt`, `close`, and the thread's recurring schedules (`schedules add|list|rm`; `list`
+//! `interrupt`, `close`, `use-agent`, and the thread's recurring schedules (`schedules add|list|rm`; `list`
 //! reads a store folder too).
 
 use std::path::PathBuf;
@@ -83,6 +83,67 @@ pub async fn close(args: InterruptArgs) -> Result<u8> {
 
 /// A thread of the stack that takes a person's input: its input queue and its record (an
 /// unknown or closed thread is refused).
+#[derive(Debug, Args)]
+pub struct UseAgentArgs {
+    #[command(flatten)]
+    endpoint: Endpoint,
+    /// The thread.
+    thread: String,
+    /// The version to move it to: NAME (the newest stored one) or NAME@VERSION.
+    agent: String,
+    /// The input queue (default: $INFINITY_INPUT_QUEUE_URL).
+    #[arg(long)]
+    queue_url: Option<String>,
+    /// The table (default: $INFINITY_TABLE): the thread and the stored agents.
+    #[arg(long)]
+    table: Option<String>,
+}
+
+/// `infinity use-agent THREAD NAME[@VERSION]`: moves a thread of the stack to another stored
+/// version of its agent, from its next slice on (refused here for another agent's name or a
+/// version the table does not hold).
+pub async fn use_agent(args: UseAgentArgs) -> Result<u8> {
+    let reference =
+        infinity_agent_core::catalog::AgentRef::parse(&args.agent).map_err(anyhow::Error::msg)?;
+    let table = setting(args.table, "INFINITY_TABLE", "table")?;
+    let target = OpenThread::find(
+        &args.endpoint,
+        args.queue_url,
+        Some(table.clone()),
+        &args.thread,
+    )
+    .await?;
+    let current = target.record.agent.clone();
+    if current.split('@').next() != Some(reference.name.as_str()) {
+        anyhow::bail!(
+            "thread {} runs the agent {current} and can only move to another version of it, not \
+             to `{}`",
+            target.thread,
+            reference.name
+        );
+    }
+    let clients = Clients::from_env_with_endpoint(args.endpoint.endpoint.as_deref()).await;
+    let catalog = infinity_aws::catalog::DynamoAgentCatalog::new(clients.dynamodb.clone(), table);
+    let stored = infinity_agent_core::catalog::AgentCatalog::get(
+        &catalog,
+        &reference.name,
+        reference.version,
+    )
+    .await?
+    .ok_or_else(|| anyhow!("no stored agent {reference} (`infinity agents list` shows them)"))?;
+    let id = target
+        .send(InputBody::UseAgent {
+            agent: stored.reference(),
+        })
+        .await?;
+    crate::out!(
+        "sent use_agent {id} to thread {}: {current} -> {}",
+        target.thread,
+        stored.reference()
+    );
+    Ok(0)
+}
+
 struct OpenThread {
     sender: SqsInputSender,
     thread: ThreadId,

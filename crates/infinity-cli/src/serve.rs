@@ -13,6 +13,7 @@
 //! | `POST /threads/{id}/messages` | `{"text": ...}`: a user message (creates the thread) |
 //! | `GET /threads/{id}/events` | Server-Sent Events: first the thread's current views and open questions, then its output events as they happen |
 //! | `POST /threads/{id}/choices/{call}` | `{"selected": N}` or `{"dismiss": true}`: answers a tool server's question |
+//! | `POST /threads/{id}/agent` | `{"agent": "NAME"}` or `{"agent": "NAME@VERSION"}`: moves the thread to another version of its agent (400 for another agent, 404 for a version this host lacks) |
 //! | `POST /threads/{id}/interrupt` | cancels the thread's calls in flight (`{"tree": true}`: its descendants' too) |
 //! | `GET /threads/{id}/schedules`, `DELETE /threads/{id}/schedules/{schedule}` | the thread's recurring schedules; deleting one |
 //! | `POST /threads/{id}/close` | closes the thread and every thread below it (`{"tree": true}` required when it has open children) |
@@ -237,6 +238,7 @@ pub fn router(system: Shared, access: Guard, links: Option<crate::tool_servers::
         .route("/threads/{id}/events", get(events))
         .route("/threads/{id}/choices/{call}", post(choose))
         .route("/threads/{id}/interrupt", post(interrupt))
+        .route("/threads/{id}/agent", post(use_agent))
         .route("/threads/{id}/close", post(close))
         .route(
             "/threads/{id}/schedules",
@@ -412,7 +414,8 @@ fn accepted(id: &ThreadId, input: &infinity_agent_core::ids::InputId) -> Respons
 fn post_error(e: PostError) -> ApiError {
     match e {
         PostError::NoSchedule { .. } => error(StatusCode::NOT_FOUND, e),
-        PostError::BadSchedule(_) => error(StatusCode::BAD_REQUEST, e),
+        PostError::BadSchedule(_) | PostError::BadAgent(_) => error(StatusCode::BAD_REQUEST, e),
+        PostError::NoAgent(_) => error(StatusCode::NOT_FOUND, e),
         PostError::Closed(_) | PostError::OpenChildren { .. } => error(StatusCode::CONFLICT, e),
         PostError::Unknown(_) => error(StatusCode::NOT_FOUND, e),
         _ => error(StatusCode::INTERNAL_SERVER_ERROR, e),
@@ -451,6 +454,28 @@ async fn interrupt(
         system.interrupt(&id).await
     }
     .map_err(post_error)?;
+    Ok(accepted(&id, &input))
+}
+
+/// `{"agent": "NAME" | "NAME@VERSION"}`: moves the thread to that version of its agent.
+async fn use_agent(
+    State(system): State<Shared>,
+    Path(id): Path<String>,
+    body: axum::body::Bytes,
+) -> Answer {
+    #[derive(Deserialize)]
+    #[serde(deny_unknown_fields)]
+    struct Body {
+        agent: String,
+    }
+    let id = thread_id(&id)?;
+    let Body { agent } = serde_json::from_slice(&body).map_err(|e| {
+        error(
+            StatusCode::BAD_REQUEST,
+            format!("the body must be {{\"agent\": \"NAME\" or \"NAME@VERSION\"}}: {e}"),
+        )
+    })?;
+    let input = system.use_agent(&id, &agent).await.map_err(post_error)?;
     Ok(accepted(&id, &input))
 }
 

@@ -86,6 +86,17 @@ pub(super) fn admit<'a>(
             (record, None)
         }
     };
+    let mut record = record;
+    // A person's move to another version of the agent is made before the agent is chosen.
+    let mut moves = Vec::new();
+    if original.is_some() {
+        for input in &fresh {
+            if let InputBody::UseAgent { agent } = &input.body {
+                moves.push(use_agent(&mut record, agent, agents));
+            }
+        }
+    }
+    let moved = moves.iter().any(|(_, is_error)| !is_error);
     let Some(agent) = agents.agent(&record.agent) else {
         if original.is_none() && record.delegated_by.is_some() {
             // A delegation to an agent this host cannot run: the caller gets an error result
@@ -101,7 +112,6 @@ pub(super) fn admit<'a>(
         });
     };
 
-    let mut record = record;
     let created = expected_version.is_none();
     // A thread created with a stored agent keeps the version it started with.
     if let Some(version) = agent
@@ -116,7 +126,8 @@ pub(super) fn admit<'a>(
         conversation.unwrap_or_default()
     };
     let mut problems = Vec::new();
-    if created && record.is_root() {
+    // A new session, or a root moved to another version, takes the tools its servers offer.
+    if (created || moved) && record.is_root() {
         if let Some(toolset) = session_toolset {
             problems.clone_from(&toolset.problems);
             conversation.toolset = Some(toolset);
@@ -164,7 +175,60 @@ pub(super) fn admit<'a>(
     for text in problems {
         draft.output(crate::effect::OutputKind::Error { text });
     }
+    for (text, is_error) in moves {
+        if is_error {
+            draft.output(crate::effect::OutputKind::Error { text: text.clone() });
+        }
+        draft.append(crate::history::Item::Notice { text, is_error });
+    }
     Ok(Admitted::Run(draft, fresh))
+}
+
+/// Moves `record` to `target`, a version of its agent (`NAME` for the newest, `NAME@VERSION`),
+/// if this host has it: the notice to record, and whether it is an error (the thread then
+/// keeps the version it runs).
+fn use_agent(
+    record: &mut ThreadRecord,
+    target: &str,
+    agents: &dyn crate::agent::AgentLookup,
+) -> (String, bool) {
+    let current = record.agent.clone();
+    let name = |reference: &str| reference.split('@').next().unwrap_or_default().to_owned();
+    let refused = |why: String| {
+        tracing::info!(thread = %record.id, agent = %current, target, %why, "a move to another agent version is refused");
+        (
+            format!("Not moved to `{target}`: {why}; the thread keeps running {current}."),
+            true,
+        )
+    };
+    if let Err(why) = crate::catalog::AgentRef::parse(target) {
+        // The reason names the reference already.
+        let why = why.trim_start_matches(&format!("`{target}`: ")).to_owned();
+        return refused(why);
+    }
+    if name(target) != name(&current) {
+        return refused(format!(
+            "a thread keeps its agent ({}), and can only move to another version of it; start a \
+             new conversation for another agent",
+            name(&current)
+        ));
+    }
+    let Some(agent) = agents.agent(target) else {
+        return refused(
+            "this host has no such version (not stored, or it cannot be built)".to_owned(),
+        );
+    };
+    record.agent = match agent.version {
+        Some(version) => format!("{}@{version}", agent.name),
+        None => agent.name.clone(),
+    };
+    (
+        format!(
+            "This thread now runs the agent {} (it ran {current}).",
+            record.agent
+        ),
+        false,
+    )
 }
 
 /// True for an input that creates the thread it is addressed to when there is none.

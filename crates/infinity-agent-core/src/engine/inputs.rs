@@ -143,7 +143,8 @@ impl Draft<'_> {
             } => self.delegation_update(delegation, running),
             InputBody::CloseRequest { call_id } => self.close_request(call_id),
             InputBody::ConversationUsage { usage } => self.conversation_usage(usage),
-            InputBody::Nudge {} => Ok(()),
+            // Applied when the slice chose its agent (`admit`), before any input.
+            InputBody::Nudge {} | InputBody::UseAgent { .. } => Ok(()),
             InputBody::Interrupt { tree } => self.interrupt(tree),
             InputBody::Close {} => self.close(),
             InputBody::Schedule { schedule_id, at } => self.schedule(schedule_id, at),

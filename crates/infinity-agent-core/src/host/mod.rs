@@ -252,6 +252,38 @@ pub async fn run_loaded_slice(
             }
         }
     }
+    // A person's move to another version of the agent: that version is made ready too, and a
+    // root moved to it takes its tool servers' tools afresh.
+    let moved_to = match &record {
+        Some(_) => inputs.iter().rev().find_map(|i| match &i.body {
+            InputBody::UseAgent { agent } => Some(agent.as_str()),
+            _ => None,
+        }),
+        None => None,
+    };
+    if let Some(target) = moved_to {
+        match host.agents.prepare(target).await {
+            Ok(()) => {}
+            Err(PrepareError::Unavailable(why)) => return Err(SliceError::Retryable(why).into()),
+            // The engine refuses the move, with a notice on the thread.
+            Err(PrepareError::Broken(reason)) => {
+                tracing::warn!(thread = %thread_id, agent = target, %reason, "the version a thread is moved to cannot run");
+            }
+        }
+    }
+    // (The engine refuses a move to another agent; the thread's own is the one to make ready.)
+    let moved_to = moved_to.filter(|target| {
+        let name = |r: &str| r.split('@').next().unwrap_or_default().to_owned();
+        record
+            .as_ref()
+            .is_some_and(|r| name(&r.agent) == name(target))
+            && host.agents.agent(target).is_some()
+    });
+    let agent_name = moved_to.or(agent_name);
+    let starts_session = match &record {
+        Some(r) if r.is_root() && moved_to.is_some() => moved_to,
+        _ => starts_session,
+    };
     if let (Some(library), Some(name)) = (host.library, agent_name) {
         let has = |tool: &str| {
             host.agents
@@ -272,6 +304,16 @@ pub async fn run_loaded_slice(
         }
     }
     let session_toolset = match starts_session {
+        // A root moved to a version without tool servers has none left.
+        Some(name)
+            if moved_to.is_some()
+                && host
+                    .agents
+                    .agent(name)
+                    .is_some_and(|a| a.tool_servers.is_empty()) =>
+        {
+            Some(crate::state::Toolset::default())
+        }
         Some(name) => match host.agents.agent(name) {
             Some(agent) if !agent.tool_servers.is_empty() => {
                 let discovered = match host.discovery {

@@ -109,6 +109,12 @@ pub enum PostError {
         /// The schedule asked for.
         schedule: String,
     },
+    /// A move to another agent version names something a thread cannot move to: what.
+    #[error("{0}")]
+    BadAgent(String),
+    /// A move to an agent version this host does not have.
+    #[error("{0}")]
+    NoAgent(String),
     /// The store could not be read.
     #[error(transparent)]
     Store(#[from] StoreError),

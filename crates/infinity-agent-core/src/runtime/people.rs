@@ -65,6 +65,52 @@ impl AgentSystem {
         Ok(self.post(Input::new(thread_id.clone(), InputBody::Close {})))
     }
 
+    /// Moves `thread_id` to another version of its agent: `agent` is `NAME` (the newest stored
+    /// version) or `NAME@VERSION` (any stored one, older ones included). The thread runs it from
+    /// its next slice on; a conversation's root takes the version's tool servers afresh, and
+    /// its children and delegations started from then on run it too. Refused for an unknown or
+    /// closed thread, another agent's name ([`PostError::BadAgent`]) and a version this host
+    /// does not have ([`PostError::NoAgent`]).
+    pub async fn use_agent(&self, thread_id: &ThreadId, agent: &str) -> Result<InputId, PostError> {
+        let record = self.open_record(thread_id).await?;
+        let reference = crate::catalog::AgentRef::parse(agent).map_err(PostError::BadAgent)?;
+        let current = record.agent.split('@').next().unwrap_or_default();
+        if reference.name != current {
+            return Err(PostError::BadAgent(format!(
+                "thread {thread_id} runs the agent `{current}` and can only move to another \
+                 version of it, not to `{}`",
+                reference.name
+            )));
+        }
+        // `NAME` is the newest stored version, whichever version this host runs by default.
+        let resolved = match (&self.inner.catalog, reference.version) {
+            (Some(catalog), None) => catalog
+                .get(&reference.name, None)
+                .await
+                .map_err(|e| PostError::NoAgent(format!("`{agent}` cannot be read: {e}")))?
+                .map(|stored| stored.reference()),
+            _ => None,
+        };
+        let agent = resolved.as_deref().unwrap_or(agent);
+        let agents = &self.inner.agents;
+        if let Err(why) = agents.prepare(agent).await {
+            return Err(PostError::NoAgent(format!(
+                "`{agent}` cannot run here: {why}"
+            )));
+        }
+        if agents.agent(agent).is_none() {
+            return Err(PostError::NoAgent(format!(
+                "there is no agent `{agent}` here (`infinity agents list` shows the stored ones)"
+            )));
+        }
+        Ok(self.post(Input::new(
+            thread_id.clone(),
+            InputBody::UseAgent {
+                agent: agent.to_owned(),
+            },
+        )))
+    }
+
     /// Creates a recurring schedule on the thread, as its `schedule_create` tool would from
     /// `args`. Returns the new schedule's id and its description (the next three occurrences);
     /// a bad rule, zone or time is refused ([`PostError::BadSchedule`]) naming the problem.

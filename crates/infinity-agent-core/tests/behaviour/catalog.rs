@@ -10,6 +10,7 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use infinity_agent_core::agent::{Agent, AgentFile, AgentSpec};
 use infinity_agent_core::catalog::{AgentBuilder, AgentCatalog, MemoryCatalog, StoredAgent};
+use infinity_agent_core::input::InputBody;
 use infinity_agent_core::scripted::ScriptedModel;
 use infinity_agent_core::state::ThreadStatus;
 use infinity_agent_core::tools::internal::delegation::SubAgent;
@@ -288,4 +289,80 @@ fn a_configured_agent_whose_name_is_now_taken_is_left_out_and_the_rest_stay() {
         .spec()
         .description
         .contains("Delegate a task to the agent `researcher`: The researcher."));
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_person_moves_a_thread_to_another_version_of_its_agent() {
+    let stored = Stored::new();
+    let reply = |v: &str| {
+        format!(
+            "rules:\n  - when: \"^time$\"\n    reply:\n      tool_calls: [{{name: get_time, args: {{timezone: UTC}}}}]\n  - reply: {{text: \"helper {v} here\"}}\n"
+        )
+    };
+    stored.save("helper", "", &reply("v1")).await;
+    let mut setup = stored.setup(LEAD);
+    setup.default_agent = Some("helper".to_owned());
+    setup.discovery = Some(Arc::new(crate::meta::Servers));
+    let mut h = setup.start().await;
+    h.say("t", "hello").await;
+    // The newest version has a tool server; moving to it (by its bare name) brings its tools.
+    stored
+        .save(
+            "helper",
+            "tool_servers: ['http://clock.test']\n",
+            &reply("v2"),
+        )
+        .await;
+    let use_agent = |agent: &str| InputBody::UseAgent {
+        agent: agent.to_owned(),
+    };
+    h.send("t", use_agent("helper")).await;
+    h.say("t", "hello").await;
+    h.say("t", "time").await;
+    let invocations = h.dispatcher.invocations.lock().unwrap().clone();
+    assert_eq!(invocations.len(), 1, "{:#?}", h.lines("t"));
+    assert_eq!(invocations[0].tool, "get_time");
+    h.send(
+        "t",
+        InputBody::tool_result(invocations[0].call_id.clone(), "12:00"),
+    )
+    .await;
+    let history = h.history("t").await;
+    assert_in_order(
+        &history,
+        &[
+            "assistant: helper v1 here",
+            "notice: This thread now runs the agent helper@2 (it ran helper@1).",
+            "assistant: helper v2 here",
+        ],
+    );
+    // Back to an older version, named with it; its tool servers (none) replace the others.
+    h.send("t", use_agent("helper@1")).await;
+    h.say("t", "time").await;
+    let record = h.system.record(&tid("t")).await.unwrap().unwrap();
+    assert_eq!(record.agent, "helper@1");
+    assert_eq!(h.dispatcher.invocations.lock().unwrap().len(), 1);
+    assert_in_order(
+        &h.lines("t"),
+        &["error get_time: Error: there is no tool named `get_time`"],
+    );
+    // Another agent, a version nobody stored and a malformed name are refused, with a notice.
+    for (target, says) in [
+        ("lead", "a thread keeps its agent (helper)"),
+        ("helper@9", "this host has no such version"),
+        ("helper@x", "the version after `@` must be a number"),
+    ] {
+        h.send("t", use_agent(target)).await;
+        assert_in_order(
+            &h.history("t").await,
+            &[&format!("notice: Not moved to `{target}`: {says}")],
+        );
+        let lines = h.lines("t");
+        assert!(
+            lines.last().unwrap().starts_with("ERROR Not moved"),
+            "{lines:#?}"
+        );
+    }
+    let record = h.system.record(&tid("t")).await.unwrap().unwrap();
+    assert_eq!(record.agent, "helper@1");
 }

@@ -22,7 +22,7 @@ use crate::harness::{assert_in_order, count, tid, Harness};
 
 /// Two tool servers: a clock with two tools, and one whose toolset is called `researcher`.
 #[derive(Debug)]
-struct Servers;
+pub(crate) struct Servers;
 
 fn tool(name: &str, description: &str, required: &str) -> ToolSpec {
     ToolSpec {

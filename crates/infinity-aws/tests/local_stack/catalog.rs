@@ -1,5 +1,6 @@
 //! Stored agents in the deployment's table: versions numbered once each under concurrent saves,
-//! and a deployment whose default agent is a stored one, its threads keeping their version.
+//! and a deployment whose default agent is a stored one, its threads keeping their version
+//! until a person moves one to another.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -140,6 +141,25 @@ async fn a_deployment_of_stored_agents_keeps_each_thread_on_its_version() {
     assert!(s.history_has("late", "v2 here").await);
     assert_eq!(s.record("early").await.unwrap().agent, "helper@1");
     assert_eq!(s.record("late").await.unwrap().agent, "helper@2");
+    // A person moves the early conversation to the newest version (`infinity use-agent`).
+    let use_agent = infinity_agent_core::input::Input::new(
+        infinity_agent_core::ids::ThreadId::new("early").unwrap(),
+        infinity_agent_core::input::InputBody::UseAgent {
+            agent: "helper@2".to_owned(),
+        },
+    );
+    s.send(&use_agent).await;
+    s.say("early", "and now?").await;
+    run_until("early", 3).await;
+    assert_eq!(s.record("early").await.unwrap().agent, "helper@2");
+    let early = s.history("early").await;
+    assert!(
+        early
+            .iter()
+            .any(|l| l.contains("now runs the agent helper@2 (it ran helper@1)")),
+        "{early:#?}"
+    );
+    assert!(early.last().unwrap().contains("v2 here"), "{early:#?}");
 }
 
 #[tokio::test]
@@ -184,6 +204,9 @@ async fn knowledge_is_kept_in_the_table_and_found_by_agents() {
   - when: "^find (.+)$"
     reply:
       tool_calls: [{name: knowledge_search, args: {query: "$1"}}]
+  - when: "^catalog (.+)$"
+    reply:
+      tool_calls: [{name: search_tools, args: {query: "$1"}}]
   - reply: {text: "ok"}
 "#,
     )
@@ -191,7 +214,7 @@ async fn knowledge_is_kept_in_the_table_and_found_by_agents() {
     let path = dir.path().join("keeper.yaml");
     std::fs::write(
         &path,
-        "name: keeper\nmodel: script:keeper.script.yaml\ninternal_tools: {knowledge: true}\n",
+        "name: keeper\nmodel: script:keeper.script.yaml\ndescription: Keeps notes.\ninternal_tools: {knowledge: true, meta: true}\n",
     )
     .unwrap();
     catalog
@@ -234,5 +257,17 @@ async fn knowledge_is_kept_in_the_table_and_found_by_agents() {
             .iter()
             .any(|l| l.contains("knowledge_search") && l.contains("the lighthouse opens at dawn")),
         "{history:#?}"
+    );
+    // The meta catalog of the deployment holds its stored agents and its knowledge.
+    s.say("browser", "catalog lighthouse notes").await;
+    drive("browser").await;
+    let history = s.history("browser").await;
+    let found = history
+        .iter()
+        .find(|l| l.contains("search_tools") && l.contains("results"))
+        .unwrap_or_else(|| panic!("{history:#?}"));
+    assert!(
+        found.contains("agents/keeper") && found.contains("knowledge/the lighthouse opens at dawn"),
+        "{found}"
     );
 }

@@ -1,0 +1,162 @@
+//! Moving a thread to another version of its stored agent, as a person does it on the embedded
+//! runtime: `infinity run --thread T --agent NAME[@VERSION] --move-to-agent`, and `serve`'s
+//! `POST /threads/{id}/agent`, with the refusals that name what was wrong.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // test code: a failed step should stop the test
+
+mod common;
+
+use std::path::Path;
+use std::process::{Command, Output, Stdio};
+
+use common::{free_port, get_json, until, Server};
+use serde_json::json;
+
+fn infinity(dir: &Path, args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_infinity"))
+        .args(args)
+        .current_dir(dir)
+        .env_remove("ANTHROPIC_API_KEY")
+        .env_remove("OPENAI_API_KEY")
+        .output()
+        .unwrap()
+}
+
+/// Saves a version of `greeter` that answers "greeter VERSION here".
+fn save_greeter(dir: &Path, version: &str) {
+    std::fs::write(
+        dir.join("greeter.script.yaml"),
+        format!("rules:\n  - reply: {{text: \"greeter {version} here\"}}\n"),
+    )
+    .unwrap();
+    std::fs::write(
+        dir.join("greeter.yaml"),
+        "name: greeter\nmodel: script:greeter.script.yaml\n",
+    )
+    .unwrap();
+    let out = infinity(dir, &["agents", "save", "--store", "store", "greeter.yaml"]);
+    assert!(out.status.success(), "{out:?}");
+}
+
+fn run(dir: &Path, extra: &[&str]) -> (bool, String, String) {
+    let mut args = vec!["run", "--store", "store", "--thread", "t1"];
+    args.extend_from_slice(extra);
+    let out = infinity(dir, &args);
+    (
+        out.status.success(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn run_moves_a_thread_to_the_version_it_is_told() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    std::fs::create_dir(d.join("store")).unwrap();
+    save_greeter(d, "v1");
+    let (ok, stdout, stderr) = run(d, &["--agent", "greeter", "hello"]);
+    assert!(ok && stdout.contains("greeter v1 here"), "{stdout}{stderr}");
+    save_greeter(d, "v2");
+    // Without the flag the conversation keeps its version.
+    let (_, stdout, _) = run(d, &["--agent", "greeter", "hello"]);
+    assert!(stdout.contains("greeter v1 here"), "{stdout}");
+    let (ok, stdout, stderr) = run(d, &["--agent", "greeter", "--move-to-agent", "hello"]);
+    assert!(ok && stdout.contains("greeter v2 here"), "{stdout}{stderr}");
+    let (threads, _) = (
+        String::from_utf8_lossy(&infinity(d, &["threads", "--store", "store"]).stdout).into_owned(),
+        (),
+    );
+    assert!(threads.contains("t1 [open] agent greeter@2"), "{threads}");
+    // Back to the first version, named; a version nobody stored is refused, naming it.
+    let (ok, stdout, _) = run(d, &["--agent", "greeter@1", "--move-to-agent", "hi"]);
+    assert!(ok && stdout.contains("greeter v1 here"), "{stdout}");
+    let (ok, _, stderr) = run(d, &["--agent", "greeter@7", "--move-to-agent", "hi"]);
+    assert!(!ok, "{stderr}");
+    assert!(stderr.contains("greeter@7"), "{stderr}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn serve_moves_a_thread_and_refuses_what_it_cannot_do() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    std::fs::create_dir(d.join("store")).unwrap();
+    save_greeter(d, "v1");
+    save_greeter(d, "v2");
+    let port = free_port();
+    let child = Command::new(env!("CARGO_BIN_EXE_infinity"))
+        .args(["serve", "--agent", "greeter@1", "--store", "store"])
+        .args(["--port", &port.to_string()])
+        .current_dir(d)
+        .env_remove("INFINITY_SERVE_TOKEN")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let _server = Server(child);
+    let api = format!("http://127.0.0.1:{port}");
+    until("the server to start", || async {
+        reqwest::get(format!("{api}/health")).await.is_ok()
+    })
+    .await;
+    let http = reqwest::Client::new();
+    let post = |path: String, body: serde_json::Value| {
+        let http = http.clone();
+        async move {
+            let r = http.post(path).json(&body).send().await.unwrap();
+            (r.status().as_u16(), r.text().await.unwrap())
+        }
+    };
+    let (status, _) = post(
+        format!("{api}/threads/t1/messages"),
+        json!({"text": "hello"}),
+    )
+    .await;
+    assert_eq!(status, 202);
+    until("the first answer", || async {
+        let (_, record) = get_json(&format!("{api}/threads/t1")).await;
+        record["agent"] == "greeter@1" && record["history_len"].as_u64() >= Some(2)
+    })
+    .await;
+    for (body, want, says) in [
+        (
+            json!({"agent": "someone"}),
+            400,
+            "can only move to another version",
+        ),
+        (json!({"agent": "greeter@9"}), 404, "greeter@9"),
+        (json!({"agent": "greeter@x"}), 400, "must be a number"),
+        (json!({"agents": "greeter"}), 400, "the body must be"),
+    ] {
+        let (status, text) = post(format!("{api}/threads/t1/agent"), body.clone()).await;
+        assert_eq!(status, want, "{body}: {text}");
+        assert!(text.contains(says), "{body}: {text}");
+    }
+    let (status, _) = post(
+        format!("{api}/threads/nobody/agent"),
+        json!({"agent": "greeter"}),
+    )
+    .await;
+    assert_eq!(status, 404);
+    let (status, text) = post(
+        format!("{api}/threads/t1/agent"),
+        json!({"agent": "greeter"}),
+    )
+    .await;
+    assert_eq!(status, 202, "{text}");
+    until("the move", || async {
+        let (_, record) = get_json(&format!("{api}/threads/t1")).await;
+        record["agent"] == "greeter@2"
+    })
+    .await;
+    post(
+        format!("{api}/threads/t1/messages"),
+        json!({"text": "again"}),
+    )
+    .await;
+    until("an answer from the new version", || async {
+        let (_, history) = get_json(&format!("{api}/threads/t1/history")).await;
+        history.to_string().contains("greeter v2 here")
+    })
+    .await;
+}
