@@ -10,7 +10,7 @@ EMULATOR ?= $(or $(INFINITY_EMULATOR),moto)
 # A deployed stack's name, for `make smoke`.
 STACK ?=
 
-.PHONY: package-check bench-aws bench-models help demo test fmt-check lint template-check tools unit unit-localstack build build-local bench deploy smoke local-up local-down clean
+.PHONY: package-check bench-aws bench-models help demo test fmt-check lint template-check tools browser unit unit-localstack build build-local bench deploy smoke local-up local-down clean
 
 help:
 	@echo "make demo        run the offline demo agent on the embedded runtime"
@@ -30,7 +30,7 @@ demo:
 	elif [ -n "$$OPENAI_API_KEY" ]; then model="--model openai:gpt-4.1"; fi; \
 	$(CARGO) run -q -p infinity-cli -- run --agent examples/demo/agent.yaml $$model "$(MESSAGE)"
 
-test: fmt-check lint package-check tools template-check unit unit-localstack
+test: fmt-check lint package-check tools browser template-check unit unit-localstack
 
 fmt-check:
 	$(CARGO) fmt --all -- --check
@@ -47,6 +47,20 @@ package-check:
 # The Python venv (cfn-lint, SAM CLI, moto) and DynamoDB Local; idempotent and quick once done.
 tools:
 	bash infra/local/install.sh
+
+# Chromium for the web app's end-to-end test (crates/infinity-cli/tests/web.rs), installed with
+# apt-get (as root, or with sudo) when it is missing; without it that test says it is skipped.
+browser:
+	@if command -v chromium >/dev/null 2>&1 || command -v chromium-browser >/dev/null 2>&1 \
+		|| command -v google-chrome >/dev/null 2>&1; then \
+		echo "browser: chromium is installed"; \
+	elif ! command -v apt-get >/dev/null 2>&1; then \
+		echo "browser: no chromium and no apt-get to install it: the web app's browser test will be skipped"; \
+	else \
+		sudo=""; [ "$$(id -u)" = 0 ] || sudo="sudo"; \
+		$$sudo apt-get update -qq && $$sudo apt-get install -y -qq chromium \
+			|| echo "browser: apt-get could not install chromium: the web app's browser test will be skipped"; \
+	fi
 
 template-check: tools
 	$(VENV)/cfn-lint template.yaml

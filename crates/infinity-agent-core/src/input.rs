@@ -242,6 +242,13 @@ pub enum InputBody {
         /// The version to run.
         agent: String,
     },
+    /// A person switches the model the thread's completions use (`PROVIDER:MODEL`), from this
+    /// slice on; `None` goes back to the agent's model.
+    UseModel {
+        /// The model, or none for the agent's.
+        #[serde(default)]
+        model: Option<String>,
+    },
     /// A dispatched call reached its tool server's deadline (`deadline` in the agent file): it
     /// gets an error result unless its result came first.
     CallDeadline {
@@ -305,6 +312,7 @@ impl InputBody {
             InputBody::WidgetAction { .. } => "widget_action",
             InputBody::ConversationUsage { .. } => "conversation_usage",
             InputBody::UseAgent { .. } => "use_agent",
+            InputBody::UseModel { .. } => "use_model",
         }
     }
 }

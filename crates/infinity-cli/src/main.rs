@@ -7,10 +7,12 @@ mod knowledge;
 mod migrate;
 mod people;
 mod place;
+mod remote;
 mod render;
 mod serve;
 mod system;
 mod tool_servers;
+mod web;
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -69,6 +71,10 @@ enum Command {
     /// Move a live session to another host: between an `infinity serve` and an AWS stack, either
     /// way, with its threads, pending calls, subscriptions and timers.
     Migrate(migrate::MigrateArgs),
+    /// This machine as a remote of an `infinity serve`: agents with the `remote` category run
+    /// shell commands on it (with --exec).
+    #[command(subcommand)]
+    Remote(RemoteCommand),
     /// Serve an MCP server's tools as a RAP tool server.
     McpBridge(infinity_mcp_bridge::BridgeArgs),
     /// Describe tools.
@@ -90,6 +96,12 @@ enum ToolsCommand {
         #[arg(long)]
         json: bool,
     },
+}
+
+#[derive(Debug, Subcommand)]
+enum RemoteCommand {
+    /// Connect to a server and take its orders until Ctrl-C (outbound only: it polls).
+    Connect(remote::client::ConnectArgs),
 }
 
 #[derive(Debug, Subcommand)]
@@ -221,6 +233,7 @@ fn main() -> std::process::ExitCode {
             Command::Interrupt(args) => people::interrupt(args).await,
             Command::Close(args) => people::close(args).await,
             Command::UseAgent(args) => people::use_agent(args).await,
+            Command::Remote(RemoteCommand::Connect(args)) => remote::client::connect(args).await,
             Command::Schedules(command) => people::schedules(command).await,
             Command::Migrate(args) => migrate::run(args).await,
             Command::McpBridge(args) => infinity_mcp_bridge::run(args).await.map(|()| 0),

@@ -4,6 +4,7 @@
 //! | Route | What |
 //! |---|---|
 //! | `GET /health` | `ok` |
+//! | `GET /`, `GET /app/{file}` | the web app (see [`crate::web`]): its files need no token, its API calls carry it |
 //! | `GET /tools/internal`, `GET /agents/internal-tools` | every internal tool with its category and default (as `infinity tools internal --json`) |
 //! | `GET /agents` | the default agent and the stored ones (`{"default", "stored": [{name, version, description, saved_at}]}`) |
 //! | `GET /agents/{name}` | a stored version, `NAME` (the newest) or `NAME@VERSION` (404 if none) |
@@ -13,7 +14,9 @@
 //! | `POST /threads/{id}/messages` | `{"text": ...}`: a user message (creates the thread) |
 //! | `GET /threads/{id}/events` | Server-Sent Events: first the thread's current views and open questions, then its output events as they happen |
 //! | `POST /threads/{id}/choices/{call}` | `{"selected": N}` or `{"dismiss": true}`: answers a tool server's question |
+//! | `POST /threads/{id}/widget-actions` | `{"action": ..., "values": {...}}`: a press of a button of a `widget` the thread showed |
 //! | `POST /threads/{id}/agent` | `{"agent": "NAME"}` or `{"agent": "NAME@VERSION"}`: moves the thread to another version of its agent (400 for another agent, 404 for a version this host lacks) |
+//! | `POST /threads/{id}/model` | `{"model": "PROVIDER:MODEL"}` or `{"model": null}`: the model the thread's completions use from its next one on (400 naming why for a model this host cannot make) |
 //! | `POST /threads/{id}/interrupt` | cancels the thread's calls in flight (`{"tree": true}`: its descendants' too) |
 //! | `GET /threads/{id}/schedules`, `DELETE /threads/{id}/schedules/{schedule}` | the thread's recurring schedules; deleting one |
 //! | `POST /threads/{id}/close` | closes the thread and every thread below it (`{"tree": true}` required when it has open children) |
@@ -90,7 +93,11 @@ impl Guard {
     }
 }
 
-async fn guard(State(guard): State<Arc<Guard>>, request: Request, next: Next) -> Response {
+pub(crate) async fn guard(
+    State(guard): State<Arc<Guard>>,
+    request: Request,
+    next: Next,
+) -> Response {
     if request.uri().path() == "/health" {
         return next.run(request).await;
     }
@@ -187,9 +194,14 @@ async fn record_of(
 type Answer = Result<Response, ApiError>;
 
 pub async fn serve(args: ServeArgs) -> Result<u8> {
-    let (system, links) =
-        crate::build_system_with_receiver(&args.agent, crate::StoreAccess::FailFast, true).await?;
-    let system = Arc::new(system);
+    let remotes = crate::remote::RemoteHub::new();
+    let (system, links) = crate::system::build_system_full(
+        &args.agent,
+        crate::StoreAccess::FailFast,
+        true,
+        Some(Arc::clone(&remotes)),
+    )
+    .await?;
     let listener = tokio::net::TcpListener::bind((args.host.as_str(), args.port))
         .await
         .with_context(|| format!("cannot listen on {}:{}", args.host, args.port))?;
@@ -205,7 +217,16 @@ pub async fn serve(args: ServeArgs) -> Result<u8> {
              Authorization: Bearer TOKEN, or set {TOKEN_VAR}): {token}"
         );
     }
-    let app = router(system, access, links);
+    let local = listener.local_addr()?;
+    remotes.start(system.clone(), format!("http://{local}"));
+    let (remote_routes, approvals) = crate::remote::routes(remotes);
+    let remote_routes = remote_routes.layer(axum::middleware::from_fn_with_state(
+        Arc::new(access.clone()),
+        guard,
+    ));
+    let app = router(Arc::new(system), access, links)
+        .merge(remote_routes)
+        .merge(approvals);
     axum::serve(listener, app)
         .with_graceful_shutdown(async {
             let _ = tokio::signal::ctrl_c().await;
@@ -237,8 +258,10 @@ pub fn router(system: Shared, access: Guard, links: Option<crate::tool_servers::
         .route("/threads/{id}/messages", post(message))
         .route("/threads/{id}/events", get(events))
         .route("/threads/{id}/choices/{call}", post(choose))
+        .route("/threads/{id}/widget-actions", post(widget_action))
         .route("/threads/{id}/interrupt", post(interrupt))
         .route("/threads/{id}/agent", post(use_agent))
+        .route("/threads/{id}/model", post(use_model))
         .route("/threads/{id}/close", post(close))
         .route(
             "/threads/{id}/schedules",
@@ -251,9 +274,10 @@ pub fn router(system: Shared, access: Guard, links: Option<crate::tool_servers::
         .with_state(system)
         .merge(moves)
         .layer(axum::middleware::from_fn_with_state(
-            Arc::new(access),
+            Arc::new(access.clone()),
             guard,
         ))
+        .merge(crate::web::routes(access))
 }
 
 /// The stored agents (the newest version of each) and the default agent.
@@ -349,6 +373,42 @@ async fn message(
     Ok(accepted(&id, &input))
 }
 
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct WidgetAction {
+    action: String,
+    #[serde(default)]
+    values: serde_json::Map<String, serde_json::Value>,
+}
+
+/// `POST /threads/{id}/widget-actions`: a person pressed a button of a widget the thread showed
+/// (202; 404 for an unknown thread, 409 for a closed one).
+async fn widget_action(
+    State(system): State<Shared>,
+    Path(id): Path<String>,
+    body: Result<Json<WidgetAction>, axum::extract::rejection::JsonRejection>,
+) -> Answer {
+    let id = thread_id(&id)?;
+    let Json(body) = body.map_err(|e| error(e.status(), e.body_text()))?;
+    if body.action.trim().is_empty() {
+        return Err(error(StatusCode::BAD_REQUEST, "`action` is empty"));
+    }
+    let record = record_of(&system, &id).await?;
+    if record.status == infinity_agent_core::state::ThreadStatus::Closed {
+        return Err(post_error(PostError::Closed(id)));
+    }
+    let input = infinity_agent_core::input::Input::new(
+        id.clone(),
+        infinity_agent_core::input::InputBody::WidgetAction {
+            action: body.action,
+            values: body.values,
+        },
+    );
+    let input_id = input.id.clone();
+    system.send(input);
+    Ok(accepted(&id, &input_id))
+}
+
 /// `POST /threads/{id}/close` (`{"tree": true}` when it has open children, which close with
 /// it): closes the thread (202; 409 if closed, or with open children and no `tree`).
 async fn close(
@@ -414,7 +474,9 @@ fn accepted(id: &ThreadId, input: &infinity_agent_core::ids::InputId) -> Respons
 fn post_error(e: PostError) -> ApiError {
     match e {
         PostError::NoSchedule { .. } => error(StatusCode::NOT_FOUND, e),
-        PostError::BadSchedule(_) | PostError::BadAgent(_) => error(StatusCode::BAD_REQUEST, e),
+        PostError::BadSchedule(_) | PostError::BadAgent(_) | PostError::BadModel(_) => {
+            error(StatusCode::BAD_REQUEST, e)
+        }
         PostError::NoAgent(_) => error(StatusCode::NOT_FOUND, e),
         PostError::Closed(_) | PostError::OpenChildren { .. } => error(StatusCode::CONFLICT, e),
         PostError::Unknown(_) => error(StatusCode::NOT_FOUND, e),
@@ -476,6 +538,32 @@ async fn use_agent(
         )
     })?;
     let input = system.use_agent(&id, &agent).await.map_err(post_error)?;
+    Ok(accepted(&id, &input))
+}
+
+/// `{"model": "PROVIDER:MODEL"}` (or `null`, back to the agent's): the model the thread's
+/// completions use from its next one on.
+async fn use_model(
+    State(system): State<Shared>,
+    Path(id): Path<String>,
+    body: axum::body::Bytes,
+) -> Answer {
+    #[derive(Deserialize)]
+    #[serde(deny_unknown_fields)]
+    struct Body {
+        model: Option<String>,
+    }
+    let id = thread_id(&id)?;
+    let Body { model } = serde_json::from_slice(&body).map_err(|e| {
+        error(
+            StatusCode::BAD_REQUEST,
+            format!("the body must be {{\"model\": \"PROVIDER:MODEL\" or null}}: {e}"),
+        )
+    })?;
+    let input = system
+        .use_model(&id, model.as_deref())
+        .await
+        .map_err(post_error)?;
     Ok(accepted(&id, &input))
 }
 

@@ -37,6 +37,17 @@ pub(crate) async fn build_system_with_receiver(
     access: StoreAccess,
     receiver: bool,
 ) -> Result<(AgentSystem, Option<tool_servers::Links>)> {
+    build_system_full(args, access, receiver, None).await
+}
+
+/// [`build_system_with_receiver`], taking remote machines' connections into `remotes` (the
+/// `remote` category; `serve` has one).
+pub(crate) async fn build_system_full(
+    args: &AgentArgs,
+    access: StoreAccess,
+    receiver: bool,
+    remotes: Option<Arc<crate::remote::RemoteHub>>,
+) -> Result<(AgentSystem, Option<tool_servers::Links>)> {
     // With a store, its stored agents run too, and --agent may name one of them.
     let catalog: Option<Arc<dyn AgentCatalog>> = args
         .store
@@ -126,7 +137,18 @@ pub(crate) async fn build_system_with_receiver(
         ),
         None => (Arc::new(MemoryKnowledgeStore::new()), None),
     };
-    builder = builder.with_library(Library::new().with_knowledge(knowledge.0, knowledge.1));
+    // Threads people switch to another model get it from the same providers (scripts relative
+    // to the agent file).
+    let models = infinity_models::stored::SpecModels::new(
+        file.path.parent().map(Path::to_owned).unwrap_or_default(),
+    );
+    let mut library = Library::new()
+        .with_knowledge(knowledge.0, knowledge.1)
+        .with_models(Arc::new(models));
+    if let Some(hub) = &remotes {
+        library = library.with_remotes(Arc::clone(hub) as _);
+    }
+    builder = builder.with_library(library);
     if let Some(catalog) = catalog {
         let stored_agents = agents::CliAgentBuilder {
             catalog: Arc::clone(&catalog),
@@ -156,8 +178,15 @@ pub(crate) async fn build_system_with_receiver(
         public_url: args.callback_url.clone(),
     };
     let link = receiver || args.store.is_some();
-    let (builder, receiver) =
-        tool_servers::prepare(&file, args.store.as_deref(), &options, builder, link).await?;
+    let (builder, receiver) = tool_servers::prepare(
+        &file,
+        args.store.as_deref(),
+        &options,
+        builder,
+        link,
+        remotes,
+    )
+    .await?;
     let system = builder.build().await?;
     let links = receiver.map(|receiver| receiver.serve(&system));
     Ok((system, links))

@@ -112,8 +112,14 @@ pub async fn prepare(
     options: &CallbackOptions,
     builder: AgentSystemBuilder,
     always: bool,
+    remotes: Option<Arc<crate::remote::RemoteHub>>,
 ) -> Result<(AgentSystemBuilder, Option<Receiver>)> {
     if file.tool_servers.is_empty() && !always {
+        let builder = match remotes {
+            Some(hub) => builder
+                .with_dispatcher(Arc::new(crate::remote::RemoteDispatcher { hub, rap: None })),
+            None => builder,
+        };
         return Ok((builder, None));
     }
     let listener = TcpListener::bind(("127.0.0.1", options.port))
@@ -143,9 +149,17 @@ pub async fn prepare(
                 .join(", ")
         );
     }
+    // `remote_exec` calls go to the remotes' hub, every other call to the tool servers.
+    let dispatcher: Arc<dyn infinity_agent_core::host::ToolDispatcher> = match remotes {
+        Some(hub) => Arc::new(crate::remote::RemoteDispatcher {
+            hub,
+            rap: Some(client.clone()),
+        }),
+        None => client.clone(),
+    };
     let builder = builder
         .with_discovery(client.clone())
-        .with_dispatcher(client.clone());
+        .with_dispatcher(dispatcher);
     Ok((
         builder,
         Some(Receiver {

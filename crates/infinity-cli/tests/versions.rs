@@ -1,6 +1,7 @@
 //! Moving a thread to another version of its stored agent, as a person does it on the embedded
 //! runtime: `infinity run --thread T --agent NAME[@VERSION] --move-to-agent`, and `serve`'s
-//! `POST /threads/{id}/agent`, with the refusals that name what was wrong.
+//! `POST /threads/{id}/agent`, with the refusals that name what was wrong; and switching the
+//! model of a thread (`POST /threads/{id}/model`).
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // test code: a failed step should stop the test
 
@@ -159,4 +160,35 @@ async fn serve_moves_a_thread_and_refuses_what_it_cannot_do() {
         history.to_string().contains("greeter v2 here")
     })
     .await;
+    // The thread's model, switched for its next completion (a script next to the agent file).
+    std::fs::write(
+        d.join("other.script.yaml"),
+        "rules:\n  - reply: {text: \"another model here\"}\n",
+    )
+    .unwrap();
+    let (status, text) = post(
+        format!("{api}/threads/t1/model"),
+        json!({"model": "nosuch:model"}),
+    )
+    .await;
+    assert_eq!(status, 400, "{text}");
+    assert!(text.contains("nosuch:model"), "{text}");
+    let (status, text) = post(
+        format!("{api}/threads/t1/model"),
+        json!({"model": "script:other.script.yaml"}),
+    )
+    .await;
+    assert_eq!(status, 202, "{text}");
+    post(
+        format!("{api}/threads/t1/messages"),
+        json!({"text": "and now"}),
+    )
+    .await;
+    until("an answer from the other model", || async {
+        let (_, history) = get_json(&format!("{api}/threads/t1/history")).await;
+        history.to_string().contains("another model here")
+    })
+    .await;
+    let (_, record) = get_json(&format!("{api}/threads/t1")).await;
+    assert_eq!(record["model"], "script:other.script.yaml");
 }

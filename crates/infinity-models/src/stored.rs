@@ -38,3 +38,53 @@ pub async fn load_stored_agent(
     spec.version = Some(stored.version);
     Ok(spec)
 }
+
+/// Makes the models people switch threads to (`use_model`, see
+/// [`infinity_agent_core::library::ModelSource`]): every provider [`crate::load_agent`] knows,
+/// the application's own included, script paths relative to `base`.
+#[derive(Debug, Clone)]
+pub struct SpecModels {
+    base: std::path::PathBuf,
+    key: Option<String>,
+    providers: crate::CustomProviders,
+}
+
+impl SpecModels {
+    /// Models with keys from the environment; `script:` paths relative to `base`.
+    pub fn new(base: impl Into<std::path::PathBuf>) -> Self {
+        Self {
+            base: base.into(),
+            key: None,
+            providers: crate::CustomProviders::new(),
+        }
+    }
+
+    /// Uses `key` as the API key (as [`crate::LoadOptions::with_key`]).
+    pub fn with_key(mut self, key: Option<String>) -> Self {
+        self.key = key;
+        self
+    }
+
+    /// Makes the application's own providers too.
+    pub fn with_providers(mut self, providers: crate::CustomProviders) -> Self {
+        self.providers = providers;
+        self
+    }
+}
+
+#[async_trait::async_trait]
+impl infinity_agent_core::library::ModelSource for SpecModels {
+    async fn make(
+        &self,
+        spec: &str,
+    ) -> Result<std::sync::Arc<dyn infinity_agent_core::model::ModelProvider>, String> {
+        let parsed =
+            infinity_agent_core::agent::ModelSpec::parse(spec).map_err(|e| e.to_string())?;
+        if let Some(factory) = self.providers.get(&parsed.provider) {
+            return factory(&parsed.model);
+        }
+        crate::resolve_model_with_key(&parsed, &self.base, self.key.clone())
+            .await
+            .map_err(|e| e.to_string())
+    }
+}

@@ -51,6 +51,9 @@ pub struct AgentFile {
     /// Stored agents offered as tools that delegate to them (see [`crate::catalog`]).
     #[serde(default)]
     pub agents: Vec<String>,
+    /// Commands the `remote` category's `remote_exec` runs without asking a person first.
+    #[serde(default)]
+    pub remote_allow: Vec<crate::tools::internal::RemoteRule>,
     /// The file this was read from (set by [`AgentFile::load`]).
     #[serde(skip)]
     pub path: PathBuf,

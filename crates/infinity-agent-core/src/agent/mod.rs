@@ -86,6 +86,8 @@ pub struct AgentSpec {
     pub sub_agents: Vec<SubAgent>,
     /// The stored version this is, if it is one.
     pub version: Option<u32>,
+    /// `remote_allow:` of the file: commands `remote_exec` runs without asking.
+    pub remote_allow: Vec<crate::tools::internal::RemoteRule>,
 }
 
 impl fmt::Debug for AgentSpec {
@@ -115,6 +117,7 @@ impl AgentSpec {
             tool_servers: Vec::new(),
             sub_agents: Vec::new(),
             version: None,
+            remote_allow: Vec::new(),
         }
     }
 
@@ -144,6 +147,7 @@ impl AgentSpec {
                 })
                 .collect(),
             version: None,
+            remote_allow: file.remote_allow.clone(),
         })
     }
 }
@@ -209,6 +213,7 @@ impl Agent {
         let settings = ToolSettings {
             output_schema: spec.output_schema,
             skills: spec.skills,
+            remote_allow: spec.remote_allow,
         };
         let mut tools: Vec<Arc<dyn Tool>> = app_tools.to_vec();
         for sub in spec.sub_agents {

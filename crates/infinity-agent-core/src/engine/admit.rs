@@ -5,6 +5,8 @@
 //! not exist is created by the first input that may create one: a user message (with the host's
 //! default agent), a child seed, or a delegated task; inputs before it are dropped.
 
+use std::sync::Arc;
+
 use crate::ids::ThreadId;
 use crate::input::{Input, InputBody};
 use crate::state::{Conversation, ThreadRecord};
@@ -113,6 +115,22 @@ pub(super) fn admit<'a>(
     };
 
     let created = expected_version.is_none();
+    // A person's switch of the thread's model, then the model its completions use.
+    for input in &fresh {
+        if let InputBody::UseModel { model } = &input.body {
+            moves.push(use_model(&mut record, model.as_deref(), &agent, library));
+        }
+    }
+    let model = match record.model.as_deref() {
+        None => Arc::clone(&agent.model),
+        Some(spec) => match library.and_then(|l| l.model(spec)) {
+            Some(model) => model,
+            None => {
+                tracing::warn!(thread = %record.id, model = spec, "the thread's model is not available on this host; its agent's model answers");
+                Arc::clone(&agent.model)
+            }
+        },
+    };
     // A thread created with a stored agent keeps the version it started with.
     if let Some(version) = agent
         .version
@@ -155,6 +173,7 @@ pub(super) fn admit<'a>(
         live: live_output,
         outputs: Vec::new(),
         agent,
+        model,
         session_tools,
         offered,
         system: None,
@@ -229,6 +248,46 @@ fn use_agent(
         ),
         false,
     )
+}
+
+/// Switches `record` to the model `spec` names (`None`: back to its agent's), if the host has it
+/// ready: the notice to record, and whether it is an error.
+fn use_model(
+    record: &mut ThreadRecord,
+    spec: Option<&str>,
+    agent: &crate::agent::Agent,
+    library: Option<&crate::library::Library>,
+) -> (String, bool) {
+    let before = record
+        .model
+        .clone()
+        .unwrap_or_else(|| agent.model.name().to_owned());
+    match spec {
+        None => {
+            record.model = None;
+            (
+                format!(
+                    "This thread's completions use its agent's model again ({}; it used {before}).",
+                    agent.model.name()
+                ),
+                false,
+            )
+        }
+        Some(spec) if library.and_then(|l| l.model(spec)).is_some() => {
+            record.model = Some(spec.to_owned());
+            (
+                format!("This thread's completions now use the model {spec} (it used {before})."),
+                false,
+            )
+        }
+        Some(spec) => (
+            format!(
+                "Not switched to the model `{spec}`: this host cannot make it; the thread keeps \
+                 {before}."
+            ),
+            true,
+        ),
+    }
 }
 
 /// True for an input that creates the thread it is addressed to when there is none.

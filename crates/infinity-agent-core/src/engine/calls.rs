@@ -230,7 +230,7 @@ impl Draft<'_> {
 
     /// A model error retrying cannot fix: recorded, and the loop ends.
     pub(super) fn on_model_error(&mut self, why: &str) {
-        let name = self.agent.model.name().to_owned();
+        let name = self.model.name().to_owned();
         self.notice_error(format!("Model error ({name}): {why}"));
         self.turn_ended = true;
     }

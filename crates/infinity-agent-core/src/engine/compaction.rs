@@ -27,7 +27,7 @@ pub(super) const SUMMARY_SYSTEM: &str = "You summarize conversations faithfully 
 impl Draft<'_> {
     /// True when the last prompt used more of the model's context window than the agent allows.
     pub(super) fn over_compaction_threshold(&self) -> bool {
-        let window = u64::from(self.agent.model.context_window());
+        let window = u64::from(self.model.context_window());
         let allowed = window * u64::from(self.agent.limits.compact_at_percent) / 100;
         self.record.last_prompt_tokens > allowed
     }
@@ -107,7 +107,7 @@ impl Draft<'_> {
         let summary = match result {
             Ok(summary) => summary,
             Err(why) => {
-                let name = self.agent.model.name().to_owned();
+                let name = self.model.name().to_owned();
                 self.notice_error(format!("Compaction failed ({name}): {why}"));
                 return;
             }

@@ -144,7 +144,7 @@ impl Draft<'_> {
             InputBody::CloseRequest { call_id } => self.close_request(call_id),
             InputBody::ConversationUsage { usage } => self.conversation_usage(usage),
             // Applied when the slice chose its agent (`admit`), before any input.
-            InputBody::Nudge {} | InputBody::UseAgent { .. } => Ok(()),
+            InputBody::Nudge {} | InputBody::UseAgent { .. } | InputBody::UseModel { .. } => Ok(()),
             InputBody::Interrupt { tree } => self.interrupt(tree),
             InputBody::Close {} => self.close(),
             InputBody::Schedule { schedule_id, at } => self.schedule(schedule_id, at),
@@ -466,6 +466,16 @@ impl Draft<'_> {
         };
         self.record.open_choices.retain(|c| c.call_id != call_id);
         self.cancel_call(&pending);
+        // A command on a remote is a result for the model whatever became of it.
+        if pending.tool == crate::tools::internal::REMOTE_EXEC {
+            let text = serde_json::json!({
+                "status": "lost",
+                "reason": format!("no report of the command's end within {after}: the remote or \
+                                   the server went away meanwhile; it was told to stop"),
+            });
+            self.resolve(pending, CallResult::text(text.to_string()));
+            return Ok(());
+        }
         let text = format!(
             "Error: no result from the tool server within {after} (the deadline its agent file \
              sets); the call was cancelled. You may try again or tell the user."

@@ -349,7 +349,7 @@ impl<'a> Slice<'a> {
 
     /// The model that answers this slice's completions (`None` when the slice never began).
     pub fn model(&self) -> Option<Arc<dyn crate::model::ModelProvider>> {
-        self.draft.as_ref().map(|d| Arc::clone(&d.agent.model))
+        self.draft.as_ref().map(|d| Arc::clone(&d.model))
     }
 
     /// Hands the slice the result of the completion it asked for. A retryable model error ends

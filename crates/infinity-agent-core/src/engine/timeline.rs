@@ -61,6 +61,8 @@ pub(super) struct Draft<'a> {
     pub(super) live: bool,
     pub(super) outputs: Vec<OutputEvent>,
     pub(super) agent: Arc<Agent>,
+    /// The model that answers: the agent's, or the one a person switched the thread to.
+    pub(super) model: Arc<dyn crate::model::ModelProvider>,
     /// The session's tools from tool servers, compiled.
     pub(super) session_tools: Option<Arc<ToolRegistry>>,
     /// The specs this thread is offered, when they are not simply the agent's.

@@ -303,6 +303,19 @@ pub async fn run_loaded_slice(
             }
         }
     }
+    // The model a person switched the thread to (or is switching it to) is made ready too.
+    if let Some(library) = host.library {
+        let switched = record.as_ref().and_then(|r| r.model.as_deref());
+        let switching = inputs.iter().filter_map(|i| match &i.body {
+            InputBody::UseModel { model } => model.as_deref(),
+            _ => None,
+        });
+        for spec in switched.into_iter().chain(switching) {
+            if let Err(why) = library.prepare_model(spec).await {
+                tracing::warn!(thread = %thread_id, model = spec, %why, "a thread's model cannot be made here");
+            }
+        }
+    }
     let session_toolset = match starts_session {
         // A root moved to a version without tool servers has none left.
         Some(name)

@@ -1,6 +1,7 @@
 //! [`Library`]: what a host holds for tools that reach beyond a conversation: the deployment's
 //! knowledge (the `knowledge` category) and the catalog of apps, agents and skills the `meta`
-//! category searches ([`catalog`]).
+//! category searches ([`catalog`]), the machines people connect (the `remote` category), and the
+//! models people switch threads to.
 //!
 //! Tools run inside a slice and cannot wait, so they read an in-memory copy the host keeps
 //! ([`Library::prepare`] loads it before a slice that may need it, and reloads it when it is
@@ -9,6 +10,8 @@
 //! they are done, so a crash loses none and the thread never waits on the store.
 
 pub mod catalog;
+mod models;
+pub mod remotes;
 
 use std::sync::{Arc, Mutex, PoisonError, RwLock, RwLockReadGuard};
 use std::time::{Duration, Instant};
@@ -16,6 +19,8 @@ use std::time::{Duration, Instant};
 pub use crate::effect::LibraryOp;
 use crate::knowledge::{Knowledge, KnowledgeStore, KnowledgeStoreError};
 use catalog::{Catalog, CatalogSource};
+pub use models::ModelSource;
+use remotes::{RemoteDirectory, RemoteInfo};
 
 /// How stale a host's copy of the meta catalog may get: agents saved and servers changed
 /// meanwhile show from the next reload on.
@@ -26,6 +31,8 @@ pub const CATALOG_REFRESH: Duration = Duration::from_secs(60);
 pub struct Library {
     knowledge: Option<Shelf>,
     catalog: Option<CatalogShelf>,
+    remotes: Option<Arc<dyn RemoteDirectory>>,
+    models: Option<models::ModelShelf>,
 }
 
 #[derive(Debug)]
@@ -142,6 +149,37 @@ impl Library {
             .read()
             .unwrap_or_else(PoisonError::into_inner)
             .clone()
+    }
+
+    /// Makes the models people switch threads to with `source`.
+    pub fn with_models(mut self, source: Arc<dyn ModelSource>) -> Self {
+        self.models = Some(models::ModelShelf::new(source));
+        self
+    }
+
+    /// Makes the model `spec` names ready for [`Library::model`], if it is not yet. An error
+    /// says why this host cannot use it.
+    pub async fn prepare_model(&self, spec: &str) -> Result<(), String> {
+        match &self.models {
+            Some(shelf) => shelf.prepare(spec).await,
+            None => Err("this host cannot switch a thread's model".to_owned()),
+        }
+    }
+
+    /// The model `spec` names, once prepared.
+    pub fn model(&self, spec: &str) -> Option<Arc<dyn crate::model::ModelProvider>> {
+        self.models.as_ref()?.get(spec)
+    }
+
+    /// Lists the machines people connect to this host (the `remote` category).
+    pub fn with_remotes(mut self, remotes: Arc<dyn RemoteDirectory>) -> Self {
+        self.remotes = Some(remotes);
+        self
+    }
+
+    /// The connected remotes (`None`: this host takes no remote connections).
+    pub fn remotes(&self) -> Option<Vec<RemoteInfo>> {
+        self.remotes.as_ref().map(|r| r.remotes())
     }
 
     /// The knowledge as this host holds it now (`None`: the host keeps none, or could not load

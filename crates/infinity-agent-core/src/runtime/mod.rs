@@ -115,6 +115,9 @@ pub enum PostError {
     /// A move to an agent version this host does not have.
     #[error("{0}")]
     NoAgent(String),
+    /// A model this host cannot make (an unknown provider, a missing key).
+    #[error("{0}")]
+    BadModel(String),
     /// The store could not be read.
     #[error(transparent)]
     Store(#[from] StoreError),

@@ -111,6 +111,32 @@ impl AgentSystem {
         )))
     }
 
+    /// Switches the model `thread_id`'s completions use to `model` (`PROVIDER:MODEL`, as an agent
+    /// file names one), from its next completion on; `None` goes back to its agent's model.
+    /// Refused for an unknown or closed thread and a model this host cannot make
+    /// ([`PostError::BadModel`], saying why).
+    pub async fn use_model(
+        &self,
+        thread_id: &ThreadId,
+        model: Option<&str>,
+    ) -> Result<InputId, PostError> {
+        self.open_record(thread_id).await?;
+        if let Some(spec) = model {
+            let library = self.inner.library.as_ref().ok_or_else(|| {
+                PostError::BadModel("this host cannot switch a thread's model".to_owned())
+            })?;
+            library.prepare_model(spec).await.map_err(|why| {
+                PostError::BadModel(format!("cannot use the model `{spec}`: {why}"))
+            })?;
+        }
+        Ok(self.post(Input::new(
+            thread_id.clone(),
+            InputBody::UseModel {
+                model: model.map(str::to_owned),
+            },
+        )))
+    }
+
     /// Creates a recurring schedule on the thread, as its `schedule_create` tool would from
     /// `args`. Returns the new schedule's id and its description (the next three occurrences);
     /// a bad rule, zone or time is refused ([`PostError::BadSchedule`]) naming the problem.

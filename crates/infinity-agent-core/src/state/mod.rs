@@ -236,6 +236,10 @@ pub struct ThreadRecord {
     pub id: ThreadId,
     /// The agent (by name) that runs this thread.
     pub agent: String,
+    /// The model this thread's completions use instead of its agent's (`PROVIDER:MODEL`), when a
+    /// person switched it (`use_model`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model: Option<String>,
     /// The parent, for child threads.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub parent: Option<ParentLink>,
@@ -366,6 +370,7 @@ impl ThreadRecord {
             schema: RECORD_SCHEMA,
             id,
             agent: agent.into(),
+            model: None,
             parent,
             stack,
             status: ThreadStatus::Open,

@@ -74,6 +74,7 @@ pub struct Setup {
     pub default_agent: Option<String>,
     /// The deployment's knowledge.
     pub library: Option<infinity_agent_core::library::Library>,
+    pub remote_allow: Vec<infinity_agent_core::tools::internal::RemoteRule>,
 }
 
 impl Setup {
@@ -92,6 +93,7 @@ impl Setup {
             sub_agents: Vec::new(),
             default_agent: None,
             library: None,
+            remote_allow: Vec::new(),
         }
     }
 
@@ -105,6 +107,7 @@ impl Setup {
         agent.skills = self.skills;
         agent.tool_servers = self.tool_servers;
         agent.sub_agents = self.sub_agents;
+        agent.remote_allow = self.remote_allow;
         let mut builder = AgentSystemBuilder::new()
             .with_agent(agent)
             .with_tool(Arc::new(SetTitle))

@@ -52,6 +52,7 @@ fn the_description_names_every_skill() {
             description: "How to bake bread.".into(),
             content: "secret".into(),
         }],
+        remote_allow: Vec::new(),
     };
     let (_, tool) = agent_tools(&InternalTools::default(), &settings)
         .into_iter()

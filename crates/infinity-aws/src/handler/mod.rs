@@ -190,7 +190,8 @@ impl AgentHandler {
                 .with_catalog(
                     Arc::new(StoredCatalog::new(Arc::clone(&catalog), None)),
                     CATALOG_REFRESH,
-                ),
+                )
+                .with_models(Arc::new(setup::DeploymentModels::default())),
             agents: CatalogAgents::new(
                 own,
                 Arc::clone(&catalog),

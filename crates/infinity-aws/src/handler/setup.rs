@@ -159,3 +159,28 @@ impl AgentBuilder for StoredAgentBuilder {
         Agent::from_spec(spec, &all).map_err(|e| e.to_string())
     }
 }
+
+/// The models people switch a deployment's threads to (`use_model`): every provider the
+/// runtime has, the API key read from SSM (`INFINITY_MODEL_KEY_PARAMETER`) the first time one
+/// is made.
+#[derive(Debug, Default)]
+pub struct DeploymentModels {
+    models: tokio::sync::OnceCell<infinity_models::stored::SpecModels>,
+}
+
+#[async_trait::async_trait]
+impl infinity_agent_core::library::ModelSource for DeploymentModels {
+    async fn make(
+        &self,
+        spec: &str,
+    ) -> Result<Arc<dyn infinity_agent_core::model::ModelProvider>, String> {
+        let models = self
+            .models
+            .get_or_try_init(|| async {
+                let key = model_key_from_ssm().await.map_err(|e| e.to_string())?;
+                Ok::<_, String>(infinity_models::stored::SpecModels::new(".").with_key(key))
+            })
+            .await?;
+        infinity_agent_core::library::ModelSource::make(models, spec).await
+    }
+}

@@ -14,6 +14,7 @@ mod knowledge;
 mod memory;
 mod meta;
 mod plan;
+mod remote;
 mod skills;
 mod widget;
 
@@ -25,6 +26,10 @@ use serde::{Deserialize, Serialize};
 pub use finish::MAX_RESULT_BYTES as MAX_FINISH_RESULT_BYTES;
 pub use knowledge::KNOWLEDGE_SEARCH;
 pub use meta::SEARCH_TOOLS;
+pub use remote::{
+    allowed as remote_allowed, RemoteRule, DEFAULT_TIMEOUT_SECONDS as REMOTE_DEFAULT_TIMEOUT,
+    OUTPUT_CHARS as REMOTE_OUTPUT_CHARS, REMOTE_EXEC,
+};
 pub use skills::Skill;
 pub use widget::{render_text as render_widget, WIDGET_SCHEMA};
 
@@ -51,7 +56,7 @@ pub enum Category {
     Artifact,
     /// `agent`: delegating to a copy of the agent.
     Agent,
-    /// Remote agents.
+    /// Shell commands on machines people connect.
     Remote,
     /// Knowledge bases.
     Knowledge,
@@ -242,6 +247,8 @@ pub struct ToolSettings {
     pub output_schema: Option<serde_json::Value>,
     /// `skills:` of the agent file, content loaded.
     pub skills: Vec<Skill>,
+    /// `remote_allow:` of the agent file.
+    pub remote_allow: Vec<RemoteRule>,
 }
 
 /// One internal tool: its name, its category, and how to make it.
@@ -346,6 +353,20 @@ pub const TABLE: &[InternalToolDef] = &[
         name: "execute_tool",
         category: Category::Meta,
         make: |_, _| Arc::new(meta::ExecuteTool),
+    },
+    InternalToolDef {
+        name: "remote_list",
+        category: Category::Remote,
+        make: |_, _| Arc::new(remote::RemoteList),
+    },
+    InternalToolDef {
+        name: REMOTE_EXEC,
+        category: Category::Remote,
+        make: |_, settings| {
+            Arc::new(remote::RemoteExec {
+                rules: settings.remote_allow.clone(),
+            })
+        },
     },
     InternalToolDef {
         name: "finish",

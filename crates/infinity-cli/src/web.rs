@@ -1,0 +1,175 @@
+//! The web app `infinity serve` serves at `/`: a page that lists conversations, shows one with
+//! its live event stream, and answers what the agent asks (see `docs/web.md`).
+//!
+//! The app is plain ES modules and one stylesheet under `crates/infinity-cli/web/`, compiled into
+//! the binary: no build step, nothing fetched from elsewhere at run time. Every answer carries a
+//! Content-Security-Policy that allows this server's own scripts, styles and API only (images
+//! also from `data:` URLs, which tool results carry inline), so no inline script runs.
+//!
+//! These files are public: the same bytes ship in every copy of the binary, and none holds data.
+//! They pass the same [`Guard`] as the API for its `Host` and `Origin` checks (no DNS rebinding,
+//! no other site's page), but without its token: a browser loads `/app/app.js` and the modules it
+//! imports with no way to add a header, and relative imports drop the query a page was opened
+//! with. The page reads the token from its own URL (`/?access_token=T`) and sends it with every
+//! API request instead.
+
+use std::sync::Arc;
+
+use axum::extract::Path;
+use axum::http::{header, HeaderValue, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use axum::Router;
+
+use crate::serve::Guard;
+
+/// What the page may load: this server only; images also inline (`data:`), as tool results
+/// carry them.
+const CONTENT_SECURITY_POLICY: &str = "default-src 'none'; script-src 'self'; \
+    style-src 'self'; img-src 'self' data:; connect-src 'self'; base-uri 'none'; \
+    form-action 'none'; frame-ancestors 'none'";
+
+/// A file of the app: its name under `/app/`, its media type and its text.
+struct Asset {
+    name: &'static str,
+    media_type: &'static str,
+    text: &'static str,
+}
+
+const JS: &str = "text/javascript; charset=utf-8";
+
+const INDEX: &str = include_str!("../web/index.html");
+
+const ASSETS: &[Asset] = &[
+    Asset {
+        name: "style.css",
+        media_type: "text/css; charset=utf-8",
+        text: include_str!("../web/style.css"),
+    },
+    Asset {
+        name: "app.js",
+        media_type: JS,
+        text: include_str!("../web/app.js"),
+    },
+    Asset {
+        name: "api.js",
+        media_type: JS,
+        text: include_str!("../web/api.js"),
+    },
+    Asset {
+        name: "dom.js",
+        media_type: JS,
+        text: include_str!("../web/dom.js"),
+    },
+    Asset {
+        name: "status.js",
+        media_type: JS,
+        text: include_str!("../web/status.js"),
+    },
+    Asset {
+        name: "sidebar.js",
+        media_type: JS,
+        text: include_str!("../web/sidebar.js"),
+    },
+    Asset {
+        name: "transcript.js",
+        media_type: JS,
+        text: include_str!("../web/transcript.js"),
+    },
+    Asset {
+        name: "panels.js",
+        media_type: JS,
+        text: include_str!("../web/panels.js"),
+    },
+    Asset {
+        name: "widget.js",
+        media_type: JS,
+        text: include_str!("../web/widget.js"),
+    },
+];
+
+/// The page at `/` and its files at `/app/{name}`, behind `guard` without its token (see the
+/// module doc).
+pub fn routes(guard: Guard) -> Router {
+    let public = Guard {
+        token: None,
+        ..guard
+    };
+    Router::new()
+        .route(
+            "/",
+            get(|| async { page("text/html; charset=utf-8", INDEX) }),
+        )
+        .route("/app/{name}", get(asset))
+        .layer(axum::middleware::from_fn_with_state(
+            Arc::new(public),
+            crate::serve::guard,
+        ))
+}
+
+async fn asset(Path(name): Path<String>) -> Response {
+    match ASSETS.iter().find(|a| a.name == name) {
+        Some(asset) => page(asset.media_type, asset.text),
+        None => (
+            StatusCode::NOT_FOUND,
+            format!("the web app has no file `{name}`"),
+        )
+            .into_response(),
+    }
+}
+
+/// `text` as `media_type`, with the page's security headers. The files change only with the
+/// binary, so the browser checks with the server before using a cached copy (`no-cache`).
+fn page(media_type: &'static str, text: &'static str) -> Response {
+    let mut response = text.into_response();
+    let headers = response.headers_mut();
+    headers.insert(header::CONTENT_TYPE, HeaderValue::from_static(media_type));
+    headers.insert(
+        header::CONTENT_SECURITY_POLICY,
+        HeaderValue::from_static(CONTENT_SECURITY_POLICY),
+    );
+    headers.insert(
+        header::X_CONTENT_TYPE_OPTIONS,
+        HeaderValue::from_static("nosniff"),
+    );
+    // The page's URL may hold the token: no other request should carry it as a referrer.
+    headers.insert(
+        header::REFERRER_POLICY,
+        HeaderValue::from_static("no-referrer"),
+    );
+    headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
+    response
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_module_the_app_imports_is_served() {
+        let served: Vec<&str> = ASSETS.iter().map(|a| a.name).collect();
+        let loaded = loaded_files(INDEX)
+            .into_iter()
+            .chain(ASSETS.iter().flat_map(|a| loaded_files(a.text)));
+        for name in loaded {
+            assert!(served.contains(&name.as_str()), "`{name}` is not served");
+        }
+    }
+
+    /// The file names after `./` or `/app/` in quotes: what the page and modules load.
+    fn loaded_files(text: &str) -> Vec<String> {
+        let mut names = Vec::new();
+        for quote in ['"', '\''] {
+            for part in text.split(quote).skip(1).step_by(2) {
+                let name = part
+                    .strip_prefix("./")
+                    .or_else(|| part.strip_prefix("/app/"))
+                    .filter(|n| n.ends_with(".js") || n.ends_with(".css"));
+                if let Some(name) = name {
+                    names.push(name.to_owned());
+                }
+            }
+        }
+        names
+    }
+}

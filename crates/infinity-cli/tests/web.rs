@@ -1,0 +1,583 @@
+//! The web app `infinity serve` serves: its files and their headers over HTTP, then a person's
+//! session in a real headless Chromium, driven over the DevTools protocol: an empty list, a new
+//! conversation with a streamed answer, child threads in the tree until they close, a widget
+//! whose button the agent answers, a tool server's question answered by a click, a reconnect
+//! and a reload that keep the transcript as it was, and no console error all along.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // test code: a failed step should stop the test
+
+mod browser;
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+use browser::{find_chromium, Browser};
+use common::{free_port, until, Server};
+use infinity_rap::kit::testing::LocalServer;
+use infinity_rap::kit::{tool_definition, Call, CallbackError, ToolServer};
+use infinity_rap::wire::{DiffContent, DisplaySegment};
+use serde_json::{json, Value};
+
+const TOKEN: &str = "web-test-token";
+
+const SCRIPT: &str = r#"
+rules:
+  # Each helper closes at once with a final report to its parent.
+  - thread: child
+    scope: all
+    when: "Your task: (\\w+)[\\s\\S]*Your thread ID is ([A-Za-z0-9_-]+)\\."
+    reply:
+      tool_calls:
+        - {name: close_thread, args: {thread_id: "$2", report_to_parent: "$1 is done."}}
+  - thread: root
+    when: "^hello$"
+    reply:
+      delay_ms: 1000
+      text: "Hello there! Two helpers are starting."
+      tool_calls:
+        - {name: set_title, args: {title: "Web test"}}
+        - {name: plan_create, args: {steps: ["Start the helpers", "Show a widget", "Ask a question"]}}
+        - {name: spawn_thread, args: {instructions: "alpha", child_of: "${stack}"}}
+        - {name: spawn_thread, args: {instructions: "beta", child_of: "${stack}"}}
+  - thread: root
+    when: "Child thread spawned with ID"
+    reply: {text: "The helpers are on it."}
+  - thread: root
+    when: "Final report from child thread [A-Za-z0-9_-]+ \\(the child has shut down\\): (\\w+) is done"
+    reply: {text: "Noted: $1 is done."}
+  - thread: root
+    when: "^show widget$"
+    reply:
+      tool_calls:
+        - {name: plan_update, args: {step: 1, status: completed}}
+        - name: widget
+          args:
+            ui:
+              type: ui
+              title: Cake order
+              children:
+                - {type: text, text: "Which flavour would you like?"}
+                - {type: row, children: [{type: badge, text: fresh, tone: success}, {type: badge, text: "2 left", tone: warning}]}
+                - {type: select, name: flavour, label: Flavour, options: [chocolate, lemon]}
+                - {type: input, name: note, label: Note, placeholder: "for the card"}
+                - {type: button, label: Order, action: order}
+  - thread: root
+    when: "The widget is shown"
+    reply: {text: "Pick a flavour above."}
+  - thread: root
+    when: "pressed `order` with \\{.*\"flavour\":\"(\\w+)\""
+    reply: {text: "Ordering a $1 cake."}
+  - thread: root
+    when: "^pick$"
+    reply:
+      tool_calls: [{name: pick_colour, args: {}}]
+  - thread: root
+    when: "picked (\\w+)"
+    reply: {text: "You picked $1."}
+  - thread: root
+    when: "^wrap up$"
+    reply:
+      tool_calls:
+        - {name: finish, args: {status: succeeded, result: {cake: lemon, colour: blue}}}
+  - reply: {text: "ok"}
+"#;
+
+/// The `pick_colour` tool: shows a `palette` view, asks the person to pick a colour, and
+/// answers with the pick, displayed as a diff.
+async fn pick_colour(call: Call) -> Result<(), CallbackError> {
+    let mut palette = serde_json::Map::new();
+    palette.insert("colours".into(), json!(["red", "blue"]));
+    call.view_update("palette", palette).await?;
+    let colours = ["red", "blue"];
+    let picked = call.user_choice("Which colour?", colours, 0).await?;
+    let colour = colours.get(picked).copied().unwrap_or("red");
+    let diff = DiffContent {
+        path: "palette.txt".to_owned(),
+        patch: format!("--- a/palette.txt\n+++ b/palette.txt\n@@ -1 +1 @@\n-none\n+{colour}\n"),
+    };
+    call.result_displayed(
+        format!("picked {colour}"),
+        vec![
+            DisplaySegment::Diff(diff),
+            DisplaySegment::Text(format!("palette.txt: {colour}")),
+        ],
+    )
+    .await
+}
+
+async fn colour_server() -> LocalServer {
+    let server = ToolServer::new("palette", "Colours").tool(
+        tool_definition(
+            "pick_colour",
+            "Asks the user to pick a colour.",
+            json!({"type": "object", "additionalProperties": false}),
+        ),
+        pick_colour,
+    );
+    LocalServer::start(server).await.unwrap()
+}
+
+/// `infinity serve` with the scripted agent (and `tool_server`, if any), the token [`TOKEN`]
+/// and its store in `dir`, on a free port; returns it with its base URL once it answers.
+async fn serve(dir: &Path, tool_server: Option<&str>) -> (Server, String) {
+    std::fs::write(dir.join("script.yaml"), SCRIPT).unwrap();
+    let servers = tool_server
+        .map(|url| format!("tool_servers: [{url}]\n"))
+        .unwrap_or_default();
+    std::fs::write(
+        dir.join("agent.yaml"),
+        format!("name: webtest\nmodel: script:script.yaml\n{servers}"),
+    )
+    .unwrap();
+    let base = format!("http://127.0.0.1:{}", free_port());
+    (start(dir, &base).await, base)
+}
+
+/// Starts `infinity serve` for the agent and store in `dir` at `base` (again, after a stop).
+async fn start(dir: &Path, base: &str) -> Server {
+    let port = base.rsplit(':').next().unwrap();
+    let server = Server(
+        Command::new(env!("CARGO_BIN_EXE_infinity"))
+            .args(["serve", "--agent"])
+            .arg(dir.join("agent.yaml"))
+            .arg("--store")
+            .arg(dir.join("store"))
+            .args(["--port", port])
+            .env("INFINITY_SERVE_TOKEN", TOKEN)
+            .env_remove("ANTHROPIC_API_KEY")
+            .env_remove("OPENAI_API_KEY")
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    until("the server to start", || async {
+        reqwest::get(format!("{base}/health")).await.is_ok()
+    })
+    .await;
+    server
+}
+
+/// Where screenshots go: `target/web-screenshots/` (`$CARGO_TARGET_DIR/web-screenshots/`).
+fn screenshot_dir() -> PathBuf {
+    let target = std::env::var_os("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target"));
+    let dir = target.join("web-screenshots");
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_page_and_its_files_are_served_with_a_strict_policy_and_the_api_stays_guarded() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_server, base) = serve(dir.path(), None).await;
+    let client = reqwest::Client::new();
+
+    // The page and its files need no token (a browser cannot add one to a module import), and
+    // carry a policy that runs this server's scripts only.
+    for (path, media_type) in [
+        ("/", "text/html"),
+        ("/app/app.js", "text/javascript"),
+        ("/app/transcript.js", "text/javascript"),
+        ("/app/style.css", "text/css"),
+    ] {
+        let response = client.get(format!("{base}{path}")).send().await.unwrap();
+        assert_eq!(response.status(), 200, "{path}");
+        let header = |name: &str| {
+            response
+                .headers()
+                .get(name)
+                .and_then(|v| v.to_str().ok())
+                .unwrap_or_default()
+                .to_owned()
+        };
+        assert!(header("content-type").starts_with(media_type), "{path}");
+        let policy = header("content-security-policy");
+        assert!(
+            policy.contains("default-src 'none'") && policy.contains("script-src 'self';"),
+            "{path}: {policy}"
+        );
+        assert_eq!(header("x-content-type-options"), "nosniff", "{path}");
+    }
+    let page = client
+        .get(&base)
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(page.contains(r#"<script type="module" src="/app/app.js">"#));
+    assert!(
+        !page.contains("<script>"),
+        "no inline script: the policy would block it"
+    );
+
+    let missing = client
+        .get(format!("{base}/app/nope.js"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(missing.status(), 404);
+    assert!(missing.text().await.unwrap().contains("`nope.js`"));
+
+    // The page's files keep the guard's Host check (no DNS rebinding).
+    let rebound = client
+        .get(format!("{base}/app/app.js"))
+        .header("Host", "evil.example")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(rebound.status(), 403);
+
+    // The API still needs the token.
+    let anonymous = client.get(format!("{base}/threads")).send().await.unwrap();
+    assert_eq!(anonymous.status(), 401);
+    let listed = client
+        .get(format!("{base}/threads"))
+        .bearer_auth(TOKEN)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(listed.status(), 200);
+
+    // A widget action names what is wrong with it.
+    let press = |thread: &str, body: Value| {
+        client
+            .post(format!("{base}/threads/{thread}/widget-actions"))
+            .bearer_auth(TOKEN)
+            .json(&body)
+            .send()
+    };
+    let unknown = press("nobody", json!({"action": "order"})).await.unwrap();
+    assert_eq!(unknown.status(), 404);
+    assert!(unknown.text().await.unwrap().contains("no thread nobody"));
+    let empty = press("nobody", json!({"action": " "})).await.unwrap();
+    assert_eq!(empty.status(), 400);
+    assert!(empty.text().await.unwrap().contains("`action` is empty"));
+    let wrong = press("nobody", json!({"button": "order"})).await.unwrap();
+    assert_eq!(wrong.status(), 422);
+    assert!(wrong.text().await.unwrap().contains("button"));
+
+    // A closed thread takes no presses.
+    let post = |path: &str, body: Value| {
+        client
+            .post(format!("{base}{path}"))
+            .bearer_auth(TOKEN)
+            .json(&body)
+            .send()
+    };
+    let sent = post("/threads/shop/messages", json!({"text": "hi"}))
+        .await
+        .unwrap();
+    assert_eq!(sent.status(), 202);
+    until("the thread to exist", || async {
+        let found = client
+            .get(format!("{base}/threads/shop"))
+            .bearer_auth(TOKEN)
+            .send()
+            .await;
+        found.is_ok_and(|r| r.status() == 200)
+    })
+    .await;
+    let closing = post("/threads/shop/close", json!({})).await.unwrap();
+    assert_eq!(closing.status(), 202);
+    until("the thread to close", || async {
+        let Ok(found) = client
+            .get(format!("{base}/threads/shop"))
+            .bearer_auth(TOKEN)
+            .send()
+            .await
+        else {
+            return false;
+        };
+        found
+            .json::<Value>()
+            .await
+            .is_ok_and(|r| r["status"] == "closed")
+    })
+    .await;
+    let late = press("shop", json!({"action": "order"})).await.unwrap();
+    assert_eq!(late.status(), 409);
+    assert!(late.text().await.unwrap().contains("closed"));
+}
+
+/// The texts of the transcript's entries, in order.
+const ENTRIES: &str =
+    "[...document.querySelectorAll('#transcript > li')].map((li) => li.innerText.trim())";
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_person_uses_the_web_app_in_a_real_browser() {
+    let chromium = match find_chromium() {
+        Ok(path) => path,
+        Err(searched) => {
+            eprintln!(
+                "skipped: chromium not found at {searched}; install it with apt-get install chromium"
+            );
+            return;
+        }
+    };
+    let tools = colour_server().await;
+    let dir = tempfile::tempdir().unwrap();
+    let (server, base) = serve(dir.path(), Some(tools.base_url())).await;
+    let shots = screenshot_dir();
+    let browser = Browser::launch(&chromium, 1280, 900).await;
+
+    // An empty store: the list says so.
+    browser.open(&format!("{base}/?access_token={TOKEN}")).await;
+    browser
+        .wait_for(
+            "the placeholder of an empty list",
+            "!document.getElementById('no-threads').hidden \
+             && document.getElementById('no-threads').innerText.includes('No conversations yet')",
+        )
+        .await;
+    browser.screenshot(&shots, "01-empty").await;
+
+    // A new conversation: the message box has the focus; Enter sends.
+    browser.click("#new-conversation", None).await;
+    browser
+        .wait_for(
+            "the new conversation, connected, with the focus in the message box",
+            "document.activeElement.id === 'message' \
+             && document.getElementById('connection').textContent === 'live'",
+        )
+        .await;
+    browser
+        .eval(
+            "window.sawStreaming = false; new MutationObserver(() => { \
+               if (document.querySelector('.msg.streaming')) window.sawStreaming = true; \
+             }).observe(document.body, {subtree: true, childList: true, characterData: true}); true",
+        )
+        .await;
+    browser.type_text("hello").await;
+    browser.press("Enter", false).await;
+    // The model takes a second: meanwhile the thread shows as running.
+    browser
+        .wait_for(
+            "the thread to show as running",
+            "document.getElementById('thread-status').innerText === 'running'",
+        )
+        .await;
+    browser
+        .wait_for(
+            "the answer",
+            "[...document.querySelectorAll('.msg.assistant:not(.streaming)')]\
+               .some((m) => m.innerText.includes('Hello there! Two helpers are starting.'))",
+        )
+        .await;
+    assert_eq!(
+        browser.eval("window.sawStreaming").await,
+        true,
+        "the answer was streamed in before it was complete"
+    );
+    assert_eq!(
+        browser
+            .eval("document.getElementById('message').value")
+            .await,
+        "",
+        "the sent message left the box"
+    );
+
+    // The two helpers show in the tree, report, and close; the list has the title.
+    browser
+        .wait_for(
+            "both children closed in the tree, with their reports",
+            "document.querySelectorAll('#tree ul .tree-node > .status-closed').length === 2 \
+             && [...document.querySelectorAll('#tree .report')].map((r) => r.innerText).sort().join() \
+                === 'alpha is done.,beta is done.'",
+        )
+        .await;
+    browser
+        .wait_for(
+            "the title in the list and the header",
+            "document.querySelector('#thread-list .thread-name').innerText === 'Web test' \
+             && document.getElementById('thread-title').innerText === 'Web test'",
+        )
+        .await;
+    browser
+        .wait_for(
+            "the plan as a checklist",
+            "document.querySelectorAll('#plan .step').length === 3",
+        )
+        .await;
+    browser
+        .wait_for(
+            "the root's answer to a report",
+            "document.getElementById('transcript').innerText.includes('is done.')",
+        )
+        .await;
+    browser.screenshot(&shots, "02-conversation").await;
+
+    // A child opens in the view; its breadcrumb leads back.
+    browser.click("#tree ul .tree-node > a", None).await;
+    browser
+        .wait_for(
+            "the child's view",
+            "!document.getElementById('breadcrumb').hidden \
+             && document.querySelector('#transcript [data-tool=close_thread]') !== null \
+             && document.getElementById('thread-status').innerText === 'closed' \
+             && !document.getElementById('closed-note').hidden",
+        )
+        .await;
+    browser.screenshot(&shots, "03-child").await;
+    browser.click("#breadcrumb a", None).await;
+    browser
+        .wait_for(
+            "the root's view again",
+            "document.getElementById('breadcrumb').hidden \
+             && document.getElementById('connection').textContent === 'live' \
+             && document.getElementById('transcript').innerText.includes('Hello there')",
+        )
+        .await;
+
+    // A widget: real controls; its button sends the action with the values, the agent answers.
+    browser.click("#message", None).await;
+    browser.type_text("show widget").await;
+    browser.press("Enter", false).await;
+    browser
+        .wait_for(
+            "the widget",
+            "document.querySelector('.widget select[data-field=flavour]') !== null \
+             && document.querySelectorAll('.widget .badge').length === 2 \
+             && document.getElementById('transcript').innerText.includes('Pick a flavour above.')",
+        )
+        .await;
+    browser
+        .eval(
+            "const select = document.querySelector('.widget select[data-field=flavour]'); \
+             select.value = 'lemon'; select.dispatchEvent(new Event('change')); true",
+        )
+        .await;
+    browser.click(".widget-button", Some("Order")).await;
+    browser
+        .wait_for(
+            "the agent's answer to the button",
+            "document.querySelector('.msg.action') !== null \
+             && document.getElementById('transcript').innerText.includes('Ordering a lemon cake.')",
+        )
+        .await;
+    browser
+        .wait_for(
+            "the plan's first step done",
+            "document.querySelector('#plan .step').classList.contains('step-completed')",
+        )
+        .await;
+    browser.screenshot(&shots, "04-widget").await;
+
+    // A tool server's question, answered by a click; its view and its diff result show.
+    browser.click("#message", None).await;
+    browser.type_text("pick").await;
+    browser.press("Enter", false).await;
+    browser
+        .wait_for(
+            "the question, the tool's view, and the thread waiting on the tool",
+            "document.querySelector('.question .prompt')?.innerText === 'Which colour?' \
+             && document.querySelector('#views [data-view=palette]') !== null \
+             && document.getElementById('thread-status').innerText === 'waiting on pick_colour'",
+        )
+        .await;
+    browser.screenshot(&shots, "05-question").await;
+    browser.click(".question .choice", Some("blue")).await;
+    browser
+        .wait_for(
+            "the answer to reach the agent",
+            "document.querySelector('.question') === null \
+             && document.getElementById('transcript').innerText.includes('You picked blue.') \
+             && [...document.querySelectorAll('.diff .diff-add')].some((l) => l.innerText.trim() === '+blue')",
+        )
+        .await;
+    browser.screenshot(&shots, "06-answered").await;
+
+    // The keyboard: Tab leads from the message box to Send, with a visible focus ring.
+    browser.click("#message", None).await;
+    browser.press("Tab", false).await;
+    browser
+        .wait_for(
+            "the focus on Send, visibly",
+            "document.activeElement.textContent === 'Send' \
+             && getComputedStyle(document.activeElement).outlineStyle === 'solid'",
+        )
+        .await;
+
+    // `finish`: its result shows as data.
+    browser.click("#message", None).await;
+    browser.type_text("wrap up").await;
+    browser.press("Enter", false).await;
+    browser
+        .wait_for(
+            "the result panel, and the thread idle",
+            "!document.getElementById('output-panel').hidden \
+             && document.querySelector('#output .badge')?.innerText === 'succeeded' \
+             && [...document.querySelectorAll('#output dt')].map((d) => d.innerText).join() === 'cake,colour' \
+             && document.getElementById('thread-status').innerText === 'idle'",
+        )
+        .await;
+    browser.screenshot(&shots, "07-finished").await;
+
+    // The server restarts: the stream reconnects, the transcript is rebuilt, nothing doubles.
+    let before = browser.eval(ENTRIES).await;
+    drop(server);
+    browser
+        .wait_for(
+            "the page to notice the dropped stream",
+            "document.getElementById('connection').textContent === 'reconnecting…'",
+        )
+        .await;
+    let _server = start(dir.path(), &base).await;
+    browser
+        .wait_for(
+            "the stream to come back",
+            "document.getElementById('connection').textContent === 'live' \
+             && document.getElementById('server-state').hidden",
+        )
+        .await;
+    assert_eq!(
+        browser.eval(ENTRIES).await,
+        before,
+        "the transcript after a reconnect"
+    );
+    // What the restart broke, as the browser logs it: the stream cut off, requests refused.
+    browser.expect_problems("ERR_INCOMPLETE_CHUNKED_ENCODING");
+    browser.expect_problems("ERR_CONNECTION_REFUSED");
+
+    // A reload shows the same transcript from the history alone.
+    browser.call("Page.reload", json!({})).await;
+    browser
+        .wait_for(
+            "the reloaded conversation",
+            "document.getElementById('connection')?.textContent === 'live' \
+             && document.getElementById('transcript').innerText.includes('You picked blue.')",
+        )
+        .await;
+    assert_eq!(
+        browser.eval(ENTRIES).await,
+        before,
+        "the transcript after a reload"
+    );
+    assert_eq!(
+        browser
+            .eval("document.getElementById('thread-status').innerText")
+            .await,
+        "idle",
+        "a thread that finished its turn is idle after a reload"
+    );
+
+    // A narrow window: one column, nothing wider than the window.
+    browser.resize(420, 900).await;
+    browser
+        .wait_for(
+            "the narrow layout",
+            "document.documentElement.scrollWidth <= window.innerWidth",
+        )
+        .await;
+    browser.screenshot(&shots, "08-narrow").await;
+
+    let problems = browser.problems();
+    assert!(
+        problems.is_empty(),
+        "console errors and exceptions: {problems:#?}"
+    );
+}

@@ -1,0 +1,65 @@
+// The `infinity serve` API, with the page's token when it was opened with one.
+
+/** An error the API answered, with its status and the server's message. */
+export class ApiError extends Error {
+  constructor(status, message) {
+    super(message);
+    this.status = status;
+  }
+}
+
+/**
+ * A client of the server that served the page. `token` (from the page's `?access_token=`) goes
+ * in `Authorization: Bearer` headers, and in the event stream's URL, as `EventSource` cannot
+ * set headers. It stays in memory: nothing stores it.
+ */
+export function createApi(token) {
+  const headers = (extra = {}) =>
+    token ? { ...extra, Authorization: `Bearer ${token}` } : extra;
+
+  async function request(method, path, body) {
+    let response;
+    try {
+      response = await fetch(path, {
+        method,
+        headers: headers(body === undefined ? {} : { "Content-Type": "application/json" }),
+        body: body === undefined ? undefined : JSON.stringify(body),
+        cache: "no-store",
+      });
+    } catch (error) {
+      throw new ApiError(0, `the server did not answer (${error.message})`);
+    }
+    const text = await response.text();
+    let value = null;
+    try {
+      value = text ? JSON.parse(text) : null;
+    } catch {
+      value = text;
+    }
+    if (!response.ok) {
+      const message = value && typeof value === "object" && value.error ? value.error : text;
+      throw new ApiError(response.status, message || `${method} ${path}: ${response.status}`);
+    }
+    return value;
+  }
+
+  const thread = (id) => `/threads/${encodeURIComponent(id)}`;
+
+  return {
+    agents: () => request("GET", "/agents"),
+    threads: () => request("GET", "/threads"),
+    record: (id) => request("GET", thread(id)),
+    history: (id) => request("GET", `${thread(id)}/history`),
+    sendMessage: (id, text) => request("POST", `${thread(id)}/messages`, { text }),
+    answer: (id, call, selected) =>
+      request("POST", `${thread(id)}/choices/${encodeURIComponent(call)}`, { selected }),
+    dismiss: (id, call) =>
+      request("POST", `${thread(id)}/choices/${encodeURIComponent(call)}`, { dismiss: true }),
+    widgetAction: (id, action, values) =>
+      request("POST", `${thread(id)}/widget-actions`, { action, values }),
+    interrupt: (id, tree) => request("POST", `${thread(id)}/interrupt`, { tree }),
+    close: (id, tree) => request("POST", `${thread(id)}/close`, { tree }),
+    eventsUrl: (id) =>
+      `${thread(id)}/events${token ? `?access_token=${encodeURIComponent(token)}` : ""}`,
+  };
+}

@@ -1,0 +1,457 @@
+// The page: the conversation list, one conversation at a time with its live event stream, and
+// what a person does there (send, answer, press, interrupt, close).
+
+import { createApi } from "./api.js";
+import { h, replace } from "./dom.js";
+import {
+  childReport,
+  parseChecklist,
+  renderOutput,
+  renderPlan,
+  renderQuestions,
+  renderTree,
+  renderViews,
+} from "./panels.js";
+import { renderSidebar } from "./sidebar.js";
+import { describeStatus, threadName } from "./status.js";
+import { Transcript } from "./transcript.js";
+
+// The output event types of `GET /threads/{id}/events` (`OutputKind` in the runtime).
+const EVENT_TYPES = [
+  "user_message",
+  "assistant_text",
+  "assistant_delta",
+  "tool_call",
+  "tool_result",
+  "thread_spawned",
+  "thread_closed",
+  "interrupted",
+  "sleeping",
+  "title_changed",
+  "plan_updated",
+  "authorization_requested",
+  "choice_requested",
+  "view_updated",
+  "finished",
+  "widget",
+];
+
+const POLL_MS = 2000;
+
+const $ = (id) => document.getElementById(id);
+
+// The token the page was opened with (`/?access_token=T`), kept in memory only.
+const api = createApi(new URLSearchParams(location.search).get("access_token"));
+
+const page = {
+  records: new Map(),
+  // The open thread: see `openThread`.
+  current: null,
+  refreshTimer: null,
+};
+
+const transcript = new Transcript($("transcript"), (action, values) => pressWidget(action, values));
+
+function toast(message, isError = false) {
+  const element = $("toast");
+  element.textContent = message;
+  element.classList.toggle("error", isError);
+  element.hidden = false;
+  clearTimeout(toast.timer);
+  toast.timer = setTimeout(() => {
+    element.hidden = true;
+  }, isError ? 8000 : 3000);
+}
+
+/** Runs `action`; a failure becomes a message on the page, never an uncaught error. */
+async function attempt(what, action) {
+  try {
+    return await action();
+  } catch (error) {
+    toast(`${what}: ${error.message}`, true);
+    return undefined;
+  }
+}
+
+function running(id) {
+  const current = page.current;
+  return Boolean(current && current.id === id && transcript.awaitsModel());
+}
+
+// --- The conversation list --------------------------------------------------------------------
+
+async function refreshThreads() {
+  let records;
+  try {
+    records = await api.threads();
+  } catch (error) {
+    $("server-state").textContent = `Cannot reach the server: ${error.message}`;
+    $("server-state").hidden = false;
+    return;
+  }
+  $("server-state").hidden = true;
+  // Answers may cross: a record never goes back to an older version than the page has seen.
+  page.records = new Map(
+    records.map((record) => {
+      const known = page.records.get(record.id);
+      return [record.id, known && known.version > record.version ? known : record];
+    }),
+  );
+  const current = page.current;
+  if (current && page.records.has(current.id)) {
+    current.fresh = false;
+    current.record = page.records.get(current.id);
+  }
+  renderSidebar($("thread-list"), $("no-threads"), [...page.records.values()], current && current.id, running);
+  if (current) showThread(current);
+}
+
+/**
+ * Refreshes the records soon: events come in bursts, and one refresh serves a part of one. A
+ * refresh already planned is not put off, so a long burst still gets one every 300 ms.
+ */
+function refreshSoon() {
+  if (page.refreshTimer) return;
+  page.refreshTimer = setTimeout(() => {
+    page.refreshTimer = null;
+    refreshThreads();
+  }, 300);
+}
+
+async function showAgents() {
+  const agents = await attempt("Agents", () => api.agents());
+  if (!agents) return;
+  $("agent-note").textContent = `New conversations run the agent “${agents.default}”.`;
+}
+
+function newConversation() {
+  const bytes = crypto.getRandomValues(new Uint8Array(8));
+  const id = `web-${[...bytes].map((b) => b.toString(16).padStart(2, "0")).join("")}`;
+  location.hash = `#/thread/${id}`;
+}
+
+// --- One conversation ---------------------------------------------------------------------------
+
+function route() {
+  const match = /^#\/thread\/(.+)$/.exec(location.hash);
+  let id = null;
+  try {
+    id = match ? decodeURIComponent(match[1]) : null;
+  } catch {
+    toast(`Not a thread id: ${match[1]}`, true);
+  }
+  if (!id) {
+    closeCurrent();
+    $("welcome").hidden = false;
+    $("thread-view").hidden = true;
+    $("details").hidden = true;
+    renderSidebar($("thread-list"), $("no-threads"), [...page.records.values()], null, running);
+    return;
+  }
+  if (!page.current || page.current.id !== id) openThread(id);
+}
+
+function closeCurrent() {
+  if (page.current) page.current.source.close();
+  page.current = null;
+}
+
+/**
+ * Opens thread `id`: its event stream first, then (on every connect, so also after a
+ * reconnect) its history, with the events that arrived meanwhile held back until it is shown.
+ */
+function openThread(id) {
+  closeCurrent();
+  const current = {
+    id,
+    // A conversation started here that has no record yet: nothing to load.
+    fresh: !page.records.has(id),
+    record: page.records.get(id) || null,
+    source: new EventSource(api.eventsUrl(id)),
+    loading: true,
+    held: [],
+    questions: new Map(),
+    views: new Map(),
+    reports: new Map(),
+    // A plan or output from an event, and the record version it came before.
+    plan: null,
+    output: null,
+  };
+  page.current = current;
+  transcript.reset();
+  $("welcome").hidden = true;
+  $("thread-view").hidden = false;
+  $("details").hidden = false;
+  $("connection").textContent = "connecting…";
+  for (const type of EVENT_TYPES) {
+    current.source.addEventListener(type, (message) => receive(current, message));
+  }
+  // An `error` event is either the thread's own (with data) or the connection's.
+  current.source.addEventListener("error", (message) => {
+    if (message.data) {
+      receive(current, message);
+    } else if (page.current === current) {
+      $("connection").textContent =
+        current.source.readyState === EventSource.CLOSED ? "disconnected (reload the page)" : "reconnecting…";
+    }
+  });
+  current.source.addEventListener("open", () => load(current));
+  showThread(current);
+  renderSidebar($("thread-list"), $("no-threads"), [...page.records.values()], id, running);
+  if (current.fresh) $("message").focus();
+}
+
+async function load(current) {
+  current.loading = true;
+  current.held = [];
+  // The stream replays the open questions and views first: start from them alone.
+  current.questions.clear();
+  current.views.clear();
+  let history = [];
+  let record = current.record;
+  if (!current.fresh) {
+    try {
+      [history, record] = await Promise.all([api.history(current.id), api.record(current.id)]);
+    } catch (error) {
+      if (page.current === current) toast(`Loading ${current.id}: ${error.message}`, true);
+    }
+  }
+  if (page.current !== current) return;
+  current.record = record;
+  transcript.showHistory(history, record);
+  for (const entry of history) {
+    if (entry.item && entry.item.type === "tool_result") noteReport(current, entry.item.text);
+  }
+  current.loading = false;
+  $("connection").textContent = "live";
+  const held = current.held;
+  current.held = [];
+  for (const event of held) handle(current, event);
+  showThread(current);
+  showEnd();
+}
+
+function receive(current, message) {
+  if (page.current !== current) return;
+  let event;
+  try {
+    event = JSON.parse(message.data);
+  } catch {
+    return;
+  }
+  if (current.loading) current.held.push(event);
+  else handle(current, event);
+}
+
+function noteReport(current, text) {
+  const report = childReport(text);
+  if (report) current.reports.set(report.childId, report.report);
+}
+
+/** True when the end of the transcript is in sight (above the composer). */
+function atEnd() {
+  const footer = document.querySelector(".thread-footer");
+  return $("transcript").getBoundingClientRect().bottom - footer.getBoundingClientRect().top < 120;
+}
+
+/** Scrolls the end of the transcript into sight, above the composer. */
+function showEnd() {
+  const footer = document.querySelector(".thread-footer");
+  const hidden = $("transcript").getBoundingClientRect().bottom - footer.getBoundingClientRect().top;
+  if (hidden > 0) window.scrollBy(0, hidden);
+}
+
+function handle(current, event) {
+  const version = current.record ? current.record.version : -1;
+  const follow = atEnd();
+  const inTranscript = transcript.apply(event);
+  switch (event.type) {
+    case "tool_result":
+      noteReport(current, event.text);
+      current.questions.delete(event.call_id);
+      // The call is done now; the record says so once the slice commits.
+      if (current.record && current.record.pending_calls) {
+        current.record.pending_calls = current.record.pending_calls.filter((call) => call.call_id !== event.call_id);
+      }
+      refreshImagesSoon(current);
+      break;
+    case "title_changed":
+      if (current.record) current.record.title = event.title;
+      break;
+    case "plan_updated":
+      current.plan = { value: parseChecklist(event.checklist), before: version };
+      break;
+    case "finished":
+      current.output = { value: { status: event.status, result: event.result }, before: version };
+      break;
+    case "choice_requested":
+      current.questions.set(event.call_id, event);
+      break;
+    case "view_updated":
+      if (Object.keys(event.content || {}).length === 0) current.views.delete(event.view_type);
+      else current.views.set(event.view_type, event.content);
+      break;
+    default:
+      break;
+  }
+  showThread(current);
+  if (follow && (inTranscript || event.type === "choice_requested")) showEnd();
+  refreshSoon();
+}
+
+/** Live tool results carry no images; the history has them. */
+function refreshImagesSoon(current) {
+  clearTimeout(current.imagesTimer);
+  current.imagesTimer = setTimeout(async () => {
+    if (page.current !== current || current.fresh) return;
+    try {
+      transcript.patchImages(await api.history(current.id));
+    } catch {
+      // The next event tries again.
+    }
+  }, 1000);
+}
+
+/** The newer of an event's value and the record's: the record wins once it has committed it. */
+function newest(fromEvent, fromRecord, record) {
+  if (fromEvent && (!record || record.version <= fromEvent.before)) return fromEvent.value;
+  return fromRecord;
+}
+
+function showThread(current) {
+  const record = current.record;
+  const status = describeStatus(record, running(current.id));
+  const closed = Boolean(record && record.status === "closed");
+  $("thread-title").textContent = threadName(record, current.id);
+  const statusElement = $("thread-status");
+  statusElement.textContent = status.text;
+  statusElement.className = `status status-${status.state}`;
+  $("thread-agent").textContent = record ? `agent ${record.agent}` : "";
+  $("interrupt").disabled = !record || closed;
+  $("close").disabled = !record || closed;
+  $("message").disabled = closed;
+  $("composer").hidden = closed;
+  $("closed-note").hidden = !closed;
+
+  const rootId = record && record.stack && record.stack.length ? record.stack[0] : current.id;
+  const breadcrumb = $("breadcrumb");
+  breadcrumb.hidden = rootId === current.id;
+  if (rootId !== current.id) {
+    replace(
+      breadcrumb,
+      "A thread of ",
+      h("a", { href: `#/thread/${encodeURIComponent(rootId)}` }, threadName(page.records.get(rootId), rootId)),
+    );
+  }
+
+  renderTree($("tree"), page.records, rootId, current.id, current.reports, running);
+
+  renderQuestions(
+    $("questions"),
+    [...current.questions.values()],
+    (question, index) => answer(current, question, index),
+    (question) => dismiss(current, question),
+  );
+
+  const steps = newest(current.plan, record && record.plan ? record.plan.steps : null, record);
+  $("plan-panel").hidden = !steps || steps.length === 0;
+  if (steps) renderPlan($("plan"), steps);
+
+  const output = newest(current.output, record ? record.output : null, record);
+  $("output-panel").hidden = !output;
+  if (output) renderOutput($("output"), output);
+
+  $("views-panel").hidden = current.views.size === 0;
+  renderViews($("views"), current.views);
+}
+
+// --- What a person does -------------------------------------------------------------------------
+
+async function send(event) {
+  event.preventDefault();
+  const current = page.current;
+  const box = $("message");
+  const text = box.value.trim();
+  if (!current || !text) return;
+  const sent = await attempt("Sending", () => api.sendMessage(current.id, text));
+  if (sent) {
+    box.value = "";
+    refreshSoon();
+  }
+}
+
+async function answer(current, question, index) {
+  const answered = await attempt("Answering", () => api.answer(current.id, question.call_id, index));
+  if (answered) {
+    current.questions.delete(question.call_id);
+    toast(`Answered “${question.choices[index]}”`);
+    showThread(current);
+  }
+}
+
+async function dismiss(current, question) {
+  const dismissed = await attempt("Dismissing", () => api.dismiss(current.id, question.call_id));
+  if (dismissed) {
+    current.questions.delete(question.call_id);
+    showThread(current);
+  }
+}
+
+async function pressWidget(action, values) {
+  const current = page.current;
+  if (!current) return;
+  const sent = await attempt("Sending the action", () => api.widgetAction(current.id, action, values));
+  if (sent) toast(`Sent “${action}”`);
+}
+
+async function interrupt() {
+  const current = page.current;
+  if (!current) return;
+  const done = await attempt("Interrupting", () => api.interrupt(current.id, true));
+  if (done) toast("Interrupted");
+}
+
+// Closing cannot be undone: the first press asks, a second within a few seconds closes.
+async function close() {
+  const current = page.current;
+  const button = $("close");
+  if (!current) return;
+  if (!button.dataset.confirming) {
+    button.dataset.confirming = "yes";
+    button.textContent = "Close the thread and its children?";
+    setTimeout(() => {
+      delete button.dataset.confirming;
+      button.textContent = "Close";
+    }, 5000);
+    return;
+  }
+  delete button.dataset.confirming;
+  button.textContent = "Close";
+  const done = await attempt("Closing", () => api.close(current.id, true));
+  if (done) {
+    toast("Closing the thread");
+    refreshSoon();
+  }
+}
+
+function composerKeys(event) {
+  if (event.key === "Enter" && !event.shiftKey && !event.isComposing) {
+    event.preventDefault();
+    $("composer").requestSubmit();
+  }
+}
+
+// --- Start --------------------------------------------------------------------------------------
+
+$("new-conversation").addEventListener("click", newConversation);
+$("composer").addEventListener("submit", send);
+$("message").addEventListener("keydown", composerKeys);
+$("interrupt").addEventListener("click", interrupt);
+$("close").addEventListener("click", close);
+window.addEventListener("hashchange", route);
+setInterval(() => {
+  if (!document.hidden) refreshThreads();
+}, POLL_MS);
+
+showAgents();
+refreshThreads().then(route);

@@ -1,0 +1,161 @@
+// The panels around a conversation: its thread tree, open questions, views, plan and result.
+
+import { h, replace } from "./dom.js";
+import { describeStatus, threadName } from "./status.js";
+import { renderDiff } from "./transcript.js";
+
+/** The child thread a tool result reports from, and the report: `{childId, report}` or null. */
+export function childReport(text) {
+  const match = /^(?:Final report|Report) from child thread ([^\s:]+)(?: \(the child has shut down\))?: ([\s\S]*)$/.exec(
+    text || "",
+  );
+  return match ? { childId: match[1], report: match[2] } : null;
+}
+
+/**
+ * The conversation rooted at `rootId` as a nested list in `list`: each thread links to its
+ * view, with its status and its latest report (`reports`, by child id). `records` maps ids to
+ * records; `running(id)` says whether the page sees a thread at work.
+ */
+export function renderTree(list, records, rootId, currentId, reports, running) {
+  const seen = new Set();
+  const node = (id) => {
+    if (seen.has(id)) return null;
+    seen.add(id);
+    const record = records.get(id);
+    const status = describeStatus(record, running(id));
+    const children = record ? (record.children || []).map((child) => child.thread_id) : [];
+    const report = reports.get(id);
+    return h(
+      "li",
+      { class: "tree-node", "data-thread": id },
+      h(
+        "a",
+        {
+          href: `#/thread/${encodeURIComponent(id)}`,
+          "aria-current": id === currentId ? "page" : null,
+          "data-key": id,
+        },
+        threadName(record, id),
+      ),
+      " ",
+      h("span", { class: `status status-${status.state}` }, status.text),
+      report ? h("p", { class: "report", title: report }, report) : null,
+      children.length ? h("ul", {}, children.map(node)) : null,
+    );
+  };
+  replace(list, node(rootId));
+}
+
+/** A plan's steps (`[{text, status}]`) as a checklist. */
+export function renderPlan(list, steps) {
+  const marks = { pending: "○", in_progress: "◐", completed: "✓", failed: "✗" };
+  const words = { pending: "to do", in_progress: "in progress", completed: "done", failed: "failed" };
+  replace(
+    list,
+    steps.map((step) =>
+      h(
+        "li",
+        { class: `step step-${step.status}` },
+        h("span", { class: "mark", "aria-hidden": "true" }, marks[step.status] || "○"),
+        " ",
+        step.text,
+        h("span", { class: "visually-hidden" }, ` (${words[step.status] || step.status})`),
+      ),
+    ),
+  );
+}
+
+/** The steps of a `plan_updated` event's checklist (`[ ] 1. text`, `[/]`, `[x]`, `[!]`). */
+export function parseChecklist(checklist) {
+  const statuses = { " ": "pending", "/": "in_progress", x: "completed", "!": "failed" };
+  return String(checklist || "")
+    .split("\n")
+    .map((line) => /^\[( |\/|x|!)\] \d+\. (.*)$/.exec(line))
+    .filter(Boolean)
+    .map((match) => ({ status: statuses[match[1]], text: match[2] }));
+}
+
+/** A JSON value as a structure: objects as term lists, arrays as lists, the rest as text. */
+export function renderValue(value) {
+  if (Array.isArray(value)) {
+    return h("ol", { class: "value-list" }, value.map((item) => h("li", {}, renderValue(item))));
+  }
+  if (value && typeof value === "object") {
+    return h(
+      "dl",
+      { class: "value-map" },
+      Object.entries(value).map(([key, item]) => [h("dt", {}, key), h("dd", {}, renderValue(item))]),
+    );
+  }
+  return h("span", { class: "value" }, value === null ? "null" : String(value));
+}
+
+/** A thread's `finish` output (`{status, result}`). */
+export function renderOutput(container, output) {
+  replace(
+    container,
+    h("p", {}, h("span", { class: `badge tone-${output.status === "succeeded" ? "success" : "danger"}` }, output.status)),
+    renderValue(output.result),
+  );
+}
+
+/** The thread's views (`view_update`), by type: a diff as a diff, anything else as data. */
+export function renderViews(container, views) {
+  replace(
+    container,
+    [...views.entries()].map(([type, content]) =>
+      h(
+        "section",
+        { class: "view", "data-view": type },
+        h("h3", {}, type),
+        typeof content.patch === "string" ? renderDiff(content.path, content.patch) : renderValue(content),
+      ),
+    ),
+  );
+}
+
+/**
+ * The open questions (`[{call_id, prompt, choices, default}]`), each choice a button;
+ * `onAnswer(question, index)` and `onDismiss(question)` send the answer.
+ */
+export function renderQuestions(container, questions, onAnswer, onDismiss) {
+  replace(
+    container,
+    questions.map((question, n) => {
+      const label = `question-${n}`;
+      return h(
+        "section",
+        { class: "question", role: "group", "aria-labelledby": label, "data-call": question.call_id },
+        h("p", { id: label, class: "prompt" }, question.prompt),
+        h(
+          "div",
+          { class: "choices" },
+          question.choices.map((choice, index) =>
+            h(
+              "button",
+              {
+                type: "button",
+                class: "choice",
+                "data-key": `${question.call_id}/${index}`,
+                onclick: () => onAnswer(question, index),
+              },
+              choice,
+            ),
+          ),
+          h(
+            "button",
+            {
+              type: "button",
+              class: "secondary",
+              "data-key": `${question.call_id}/dismiss`,
+              title: `Dismissing answers “${question.choices[question.default] ?? ""}”`,
+              onclick: () => onDismiss(question),
+            },
+            "Dismiss",
+          ),
+        ),
+      );
+    }),
+  );
+}

@@ -1,0 +1,369 @@
+// A thread's conversation: its history, then its live events.
+//
+// The event stream carries no event ids, and after a reconnect it starts again with the live
+// events only. So the page rebuilds the transcript from the history on every (re)connect and
+// drops a live event when the entry it shows is already there. Each entry has a key both ways
+// can compute: a message or text by its time and text (an event carries the same time as the
+// entry it comes from), a tool call or result by its call id.
+
+import { h, pretty, preview, timeElement } from "./dom.js";
+import { INJECTED_TOOL, SLEEP_TOOLS } from "./status.js";
+import { renderWidget } from "./widget.js";
+
+const INTERRUPTED_NOTICE = "Interrupted by the user.";
+
+export class Transcript {
+  /**
+   * `list` is the `<ol>` to fill; `onWidgetAction(action, values)` sends a widget's button
+   * press and returns a promise.
+   */
+  constructor(list, onWidgetAction) {
+    this.list = list;
+    this.onWidgetAction = onWidgetAction;
+    this.reset();
+  }
+
+  /** Empties the transcript. */
+  reset() {
+    this.list.replaceChildren();
+    this.keys = new Set();
+    this.calls = new Map();
+    this.streaming = null;
+    this.needsAnswer = false;
+    this.sleepDue = new Map();
+  }
+
+  /** True when the newest entry is one the model answers (a message, a tool result). */
+  awaitsModel() {
+    return this.needsAnswer || this.streaming !== null;
+  }
+
+  /**
+   * Shows the history: `entries` as `GET /threads/{id}/history` returns them. For a child
+   * thread (`record.parent`), the entries it inherits from its parent are folded away.
+   */
+  showHistory(entries, record) {
+    this.reset();
+    const inherited = record && record.parent ? Math.min(record.parent.fork_at, entries.length) : 0;
+    if (inherited > 0) {
+      const inner = h("ol", { class: "transcript inherited-entries" });
+      for (const entry of entries.slice(0, inherited)) this.showEntry(entry, inner);
+      this.list.append(
+        h(
+          "li",
+          { class: "entry inherited" },
+          h(
+            "details",
+            {},
+            h("summary", {}, `${inherited} entries inherited from the parent thread`),
+            inner,
+          ),
+        ),
+      );
+    }
+    for (const entry of entries.slice(inherited)) this.showEntry(entry, this.list);
+    for (const call of record ? record.pending_calls || [] : []) {
+      if (call.due) this.markSleeping(call.call_id, call.due);
+    }
+  }
+
+  showEntry(entry, target) {
+    const item = entry.item || {};
+    const at = entry.at;
+    switch (item.type) {
+      case "message":
+        this.message(at, item.text, item.from && item.from.kind === "parent" ? "parent" : "user", target);
+        break;
+      case "assistant":
+        if (item.text && item.text.trim()) this.assistantText(at, item.text, target);
+        for (const call of item.tool_calls || []) this.toolCall(call.id, call.name, call.args, target);
+        break;
+      case "tool_result":
+        this.toolResult(item, target);
+        break;
+      case "notice":
+        this.notice(at, item.text, item.is_error, target);
+        break;
+      case "summary":
+        this.add(
+          target,
+          null,
+          h(
+            "li",
+            { class: "entry summary" },
+            h("details", {}, h("summary", {}, "Summary of the earlier conversation"), h("p", { class: "text" }, item.text)),
+          ),
+        );
+        break;
+      default:
+        break;
+    }
+  }
+
+  /**
+   * Shows a live event of the transcript's kinds (returns false for other kinds, which the
+   * page shows elsewhere).
+   */
+  apply(event) {
+    const target = this.list;
+    switch (event.type) {
+      case "user_message":
+        this.message(event.at, event.text, "user", target);
+        return true;
+      case "assistant_delta":
+        this.delta(event.text);
+        return true;
+      case "assistant_text":
+        this.assistantText(event.at, event.text, target);
+        return true;
+      case "tool_call":
+        this.toolCall(event.call_id, event.name, event.args, target);
+        return true;
+      case "tool_result":
+        this.toolResult(event, target);
+        return true;
+      case "error":
+        this.notice(event.at, event.text, true, target);
+        return true;
+      case "interrupted":
+        this.notice(event.at, INTERRUPTED_NOTICE, false, target);
+        return true;
+      case "sleeping":
+        if (event.until) this.markSleeping(event.call_id, event.until);
+        return true;
+      case "authorization_requested":
+        this.authorization(event.call_id, event.auth_url);
+        return true;
+      default:
+        return false;
+    }
+  }
+
+  /** Adds `element` under `key` (nothing when the key is shown already); true if added. */
+  add(target, key, element) {
+    if (key !== null) {
+      if (this.keys.has(key)) return false;
+      this.keys.add(key);
+    }
+    target.append(element);
+    return true;
+  }
+
+  message(at, text, from, target) {
+    const widgetPress = /^\[widget\] The user pressed `([^`]*)`/.exec(text);
+    const who = from === "parent" ? "Parent thread" : "You";
+    const body = widgetPress
+      ? `pressed “${widgetPress[1]}”${text.slice(widgetPress[0].length).replace(/\.$/, "")}`
+      : text;
+    const added = this.add(
+      target,
+      `m|${at}|${text}`,
+      h(
+        "li",
+        { class: `entry msg ${from}${widgetPress ? " action" : ""}` },
+        h("div", { class: "who" }, who, " ", timeElement(at)),
+        h("div", { class: "text" }, body),
+      ),
+    );
+    if (added) this.needsAnswer = true;
+  }
+
+  delta(text) {
+    if (!this.streaming) {
+      this.streaming = h("div", { class: "text" });
+      this.list.append(
+        h(
+          "li",
+          { class: "entry msg assistant streaming", "aria-busy": "true" },
+          h("div", { class: "who" }, "Agent"),
+          this.streaming,
+        ),
+      );
+    }
+    this.streaming.append(text);
+  }
+
+  assistantText(at, text, target) {
+    const streamed = this.streaming && this.streaming.parentElement;
+    this.streaming = null;
+    const key = `a|${at}|${text}`;
+    if (this.keys.has(key)) {
+      if (streamed) streamed.remove();
+      return;
+    }
+    const element = h(
+      "li",
+      { class: "entry msg assistant" },
+      h("div", { class: "who" }, "Agent", " ", timeElement(at)),
+      h("div", { class: "text" }, text),
+    );
+    if (streamed) {
+      // The streamed text becomes the final one, in place.
+      this.keys.add(key);
+      streamed.replaceWith(element);
+    } else {
+      this.add(target, key, element);
+    }
+    this.needsAnswer = false;
+  }
+
+  toolCall(id, name, args, target) {
+    if (this.keys.has(`c|${id}`)) return;
+    const injected = name === INJECTED_TOOL;
+    const sleeping = SLEEP_TOOLS.has(name);
+    const state = h("span", { class: "call-state pending" }, sleeping ? "sleeping" : "running");
+    const title = injected ? h("span", { class: "tool-name" }, "event") : h("span", { class: "tool-name" }, name);
+    const argsPreview = injected
+      ? h("span", { class: "args-preview" }, describeInjected(args))
+      : h("code", { class: "args-preview" }, preview(args, 60));
+    const result = h("div", { class: "call-result" });
+    const display = h("div", { class: "call-display" });
+    const element = h(
+      "li",
+      { class: `entry call${injected ? " injected" : ""}${sleeping ? " sleep" : ""}`, "data-call": id, "data-tool": name },
+      // What is meant for people (a widget, a diff, an image) shows above the fold.
+      display,
+      h(
+        "details",
+        {},
+        h("summary", {}, title, " ", argsPreview, " ", state),
+        h("div", { class: "call-body" }, h("h4", {}, "Arguments"), h("pre", { class: "code" }, pretty(args)), result),
+      ),
+    );
+    this.add(target, `c|${id}`, element);
+    this.calls.set(id, { name, args, state, result, display, element });
+    this.needsAnswer = false;
+    if (this.sleepDue.has(id)) this.markSleeping(id, this.sleepDue.get(id));
+  }
+
+  toolResult(result, target) {
+    const id = result.call_id;
+    const key = `r|${id}`;
+    if (this.keys.has(key)) return;
+    let call = this.calls.get(id);
+    if (!call) {
+      this.toolCall(id, result.name, {}, target);
+      call = this.calls.get(id);
+    }
+    this.keys.add(key);
+    // The model answers a result, except a succeeded `finish`, which ends its turn.
+    const finished = result.name === "finish" && !result.is_error && call.args && call.args.status === "succeeded";
+    this.needsAnswer = !finished;
+    call.state.className = `call-state ${result.is_error ? "error" : "done"}`;
+    call.state.textContent = result.is_error ? "error" : SLEEP_TOOLS.has(result.name) ? "woke up" : "done";
+    if (result.name === INJECTED_TOOL) {
+      const summary = call.element.querySelector(".args-preview");
+      if (summary) summary.textContent = preview(result.text, 90);
+    }
+    call.result.append(h("h4", {}, result.is_error ? "Error" : "Result"), h("pre", { class: "code" }, result.text));
+    if (result.name === "widget" && !result.is_error && call.args && call.args.ui) {
+      call.display.append(renderWidget(call.args.ui, this.onWidgetAction));
+    }
+    const shown = showDisplay(result.display_as || []);
+    if (shown) call.display.append(shown);
+    this.addImages(call, result.images || []);
+  }
+
+  addImages(call, images) {
+    if (images.length === 0 || call.display.querySelector("img.tool-image")) return;
+    for (const image of images) {
+      call.display.append(
+        h("img", {
+          class: "tool-image",
+          src: `data:${image.media_type};base64,${image.data}`,
+          alt: `An image from ${call.name}`,
+        }),
+      );
+    }
+  }
+
+  /** Adds the images of tool results (the live events carry none) from a fresh history. */
+  patchImages(entries) {
+    for (const entry of entries) {
+      const item = entry.item || {};
+      if (item.type !== "tool_result" || !(item.images || []).length) continue;
+      const call = this.calls.get(item.call_id);
+      if (call) this.addImages(call, item.images);
+    }
+  }
+
+  markSleeping(id, until) {
+    this.sleepDue.set(id, until);
+    const call = this.calls.get(id);
+    if (!call || !call.state.classList.contains("pending")) return;
+    call.state.replaceChildren("sleeping until ", timeElement(until) || until);
+  }
+
+  notice(at, text, isError, target) {
+    this.add(
+      target,
+      `n|${at}|${text}`,
+      h(
+        "li",
+        { class: `entry notice${isError ? " error" : ""}`, role: isError ? "alert" : null },
+        timeElement(at),
+        " ",
+        text,
+      ),
+    );
+    this.needsAnswer = false;
+  }
+
+  authorization(id, url) {
+    const link = /^https?:\/\//.test(url)
+      ? h("a", { href: url, target: "_blank", rel: "noopener noreferrer" }, "Authorize")
+      : h("code", {}, url);
+    const note = h("p", { class: "authorize" }, "The tool asks you to authorize it: ", link);
+    const call = this.calls.get(id);
+    if (call) call.display.append(note);
+    else this.list.append(h("li", { class: "entry notice" }, note));
+  }
+}
+
+function describeInjected(args) {
+  const tool = args && args.original_tool_name;
+  return tool ? `from ${tool}` : "";
+}
+
+/** The first `display_as` segment this page can show: a diff, an image or text. */
+function showDisplay(segments) {
+  for (const segment of segments) {
+    const content = segment && segment.content;
+    if (segment.type === "diff" && content && typeof content.patch === "string") {
+      return renderDiff(content.path, content.patch);
+    }
+    if (segment.type === "image" && content && content.data) {
+      return h("img", {
+        class: "tool-image",
+        src: `data:${content.mediaType || "image/png"};base64,${content.data}`,
+        alt: "An image from the tool",
+      });
+    }
+    if (segment.type === "text" && typeof content === "string") {
+      return h("p", { class: "display-text" }, content);
+    }
+  }
+  return null;
+}
+
+/** A unified diff, each line marked as added, removed, a hunk header or context. */
+export function renderDiff(path, patch) {
+  const lines = patch.replace(/\n$/, "").split("\n");
+  return h(
+    "figure",
+    { class: "diff" },
+    h("figcaption", {}, path || "diff"),
+    h(
+      "pre",
+      {},
+      lines.map((line) => {
+        let kind = "context";
+        if (line.startsWith("+++") || line.startsWith("---")) kind = "file";
+        else if (line.startsWith("@@")) kind = "hunk";
+        else if (line.startsWith("+")) kind = "add";
+        else if (line.startsWith("-")) kind = "del";
+        return h("span", { class: `diff-line diff-${kind}` }, line);
+      }),
+    ),
+  );
+}
