@@ -35,7 +35,13 @@ impl Input {
 
     /// A user message with a fresh id.
     pub fn user_message(thread_id: ThreadId, text: impl Into<String>) -> Self {
-        Self::new(thread_id, InputBody::UserMessage { text: text.into() })
+        Self::new(
+            thread_id,
+            InputBody::UserMessage {
+                text: text.into(),
+                agent: None,
+            },
+        )
     }
 }
 
@@ -47,6 +53,11 @@ pub enum InputBody {
     UserMessage {
         /// The text.
         text: String,
+        /// For a message that creates a conversation: the agent it runs (`NAME`, or
+        /// `NAME@VERSION` of a stored one); without it, the host's default agent. Ignored by a
+        /// thread that exists.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        agent: Option<String>,
     },
     /// The result of a dispatched call.
     ToolResult {
@@ -337,7 +348,13 @@ mod tests {
         )
         .unwrap();
         assert_eq!(input.thread_id.as_str(), "abc");
-        assert_eq!(input.body, InputBody::UserMessage { text: "hi".into() });
+        assert_eq!(
+            input.body,
+            InputBody::UserMessage {
+                text: "hi".into(),
+                agent: None
+            }
+        );
         let back = serde_json::to_value(&input).unwrap();
         assert_eq!(back["type"], "user_message");
         assert_eq!(back["id"], "m1");

@@ -163,7 +163,7 @@ mod tests {
             .unwrap(),
         );
         assert_eq!(i.id.as_str(), "m1");
-        assert_eq!(i.body, InputBody::UserMessage { text: "hi".into() });
+        assert!(matches!(&i.body, InputBody::UserMessage { text, agent: None } if text == "hi"));
         let i = inline(
             parse_input(
                 r#"{"type":"user_message","thread_id":"t1","text":"hi"}"#,

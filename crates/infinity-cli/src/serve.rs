@@ -11,7 +11,7 @@
 //! | `GET /threads` | every thread's record |
 //! | `GET /threads/{id}` | one thread's record (404 if unknown) |
 //! | `GET /threads/{id}/history` | its history as the model sees it |
-//! | `POST /threads/{id}/messages` | `{"text": ...}`: a user message (creates the thread) |
+//! | `POST /threads/{id}/messages` | `{"text": ...}`: a user message (creates the thread); `{"text", "agent": "NAME[@VERSION]"}` starts a conversation with that agent (400 for a thread that exists, 404 for an agent this host lacks) |
 //! | `GET /threads/{id}/events` | Server-Sent Events: first the thread's current views and open questions, then its output events as they happen |
 //! | `POST /threads/{id}/choices/{call}` | `{"selected": N}` or `{"dismiss": true}`: answers a tool server's question |
 //! | `POST /threads/{id}/widget-actions` | `{"action": ..., "values": {...}}`: a press of a button of a `widget` the thread showed |
@@ -354,6 +354,9 @@ async fn history(State(system): State<Shared>, Path(id): Path<String>) -> Answer
 #[derive(Debug, Deserialize)]
 struct Message {
     text: String,
+    /// For a new conversation: the agent that runs it (default: the server's).
+    #[serde(default)]
+    agent: Option<String>,
 }
 
 async fn message(
@@ -366,10 +369,11 @@ async fn message(
     if body.text.trim().is_empty() {
         return Err(error(StatusCode::BAD_REQUEST, "`text` is empty"));
     }
-    let input = system
-        .post_user_message(&id, body.text)
-        .await
-        .map_err(post_error)?;
+    let input = match &body.agent {
+        Some(agent) => system.start_conversation(&id, body.text, agent).await,
+        None => system.post_user_message(&id, body.text).await,
+    }
+    .map_err(post_error)?;
     Ok(accepted(&id, &input))
 }
 

@@ -191,4 +191,31 @@ async fn serve_moves_a_thread_and_refuses_what_it_cannot_do() {
     .await;
     let (_, record) = get_json(&format!("{api}/threads/t1")).await;
     assert_eq!(record["model"], "script:other.script.yaml");
+    // A new conversation with a chosen agent; refused for an existing thread or an unknown agent.
+    let (status, text) = post(
+        format!("{api}/threads/t2/messages"),
+        json!({"text": "hi", "agent": "greeter@2"}),
+    )
+    .await;
+    assert_eq!(status, 202, "{text}");
+    until("the conversation with the chosen agent", || async {
+        let (_, history) = get_json(&format!("{api}/threads/t2/history")).await;
+        history.to_string().contains("greeter v2 here")
+    })
+    .await;
+    let (_, record) = get_json(&format!("{api}/threads/t2")).await;
+    assert_eq!(record["agent"], "greeter@2");
+    let (status, text) = post(
+        format!("{api}/threads/t2/messages"),
+        json!({"text": "hi", "agent": "greeter@1"}),
+    )
+    .await;
+    assert_eq!(status, 400, "{text}");
+    assert!(text.contains("keeps its agent"), "{text}");
+    let (status, text) = post(
+        format!("{api}/threads/t3/messages"),
+        json!({"text": "hi", "agent": "nobody"}),
+    )
+    .await;
+    assert_eq!(status, 404, "{text}");
 }

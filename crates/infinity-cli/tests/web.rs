@@ -565,6 +565,32 @@ async fn a_person_uses_the_web_app_in_a_real_browser() {
         "a thread that finished its turn is idle after a reload"
     );
 
+    // The thread's model, switched from the header: the next answer comes from it.
+    std::fs::write(
+        dir.path().join("other.script.yaml"),
+        "rules:\n  - reply: {text: \"another model here\"}\n",
+    )
+    .unwrap();
+    browser.click("#model-choice", None).await;
+    browser.type_text("script:other.script.yaml").await;
+    browser.press("Enter", false).await;
+    browser
+        .wait_for(
+            "the switched model in the header",
+            "document.getElementById('thread-model').innerText.includes('model script:other.script.yaml')",
+        )
+        .await;
+    browser.click("#message", None).await;
+    browser.type_text("which model answers?").await;
+    browser.press("Enter", false).await;
+    browser
+        .wait_for(
+            "the other model's answer",
+            "document.getElementById('transcript').innerText.includes('another model here')",
+        )
+        .await;
+    browser.screenshot(&shots, "09-model").await;
+
     // A narrow window: one column, nothing wider than the window.
     browser.resize(420, 900).await;
     browser

@@ -50,7 +50,9 @@ export function createApi(token) {
     threads: () => request("GET", "/threads"),
     record: (id) => request("GET", thread(id)),
     history: (id) => request("GET", `${thread(id)}/history`),
-    sendMessage: (id, text) => request("POST", `${thread(id)}/messages`, { text }),
+    sendMessage: (id, text, agent) =>
+      request("POST", `${thread(id)}/messages`, agent ? { text, agent } : { text }),
+    useModel: (id, model) => request("POST", `${thread(id)}/model`, { model }),
     answer: (id, call, selected) =>
       request("POST", `${thread(id)}/choices/${encodeURIComponent(call)}`, { selected }),
     dismiss: (id, call) =>

@@ -48,6 +48,8 @@ const page = {
   // The open thread: see `openThread`.
   current: null,
   refreshTimer: null,
+  // The agent each conversation started here runs ("" for the default), until it exists.
+  agents: new Map(),
 };
 
 const transcript = new Transcript($("transcript"), (action, values) => pressWidget(action, values));
@@ -122,11 +124,27 @@ async function showAgents() {
   const agents = await attempt("Agents", () => api.agents());
   if (!agents) return;
   $("agent-note").textContent = `New conversations run the agent “${agents.default}”.`;
+  // With stored agents a person picks which one a new conversation runs.
+  const names = [agents.default, ...(agents.stored || []).map((a) => a.name)];
+  const unique = [...new Set(names.filter(Boolean))];
+  const choice = $("agent-choice");
+  replace(
+    choice,
+    unique.map((name) =>
+      name === agents.default
+        ? h("option", { value: "" }, `${name} (default)`)
+        : h("option", { value: name }, name),
+    ),
+  );
+  $("agent-picker").hidden = unique.length < 2;
+  $("agent-note").hidden = unique.length >= 2;
 }
 
 function newConversation() {
   const bytes = crypto.getRandomValues(new Uint8Array(8));
   const id = `web-${[...bytes].map((b) => b.toString(16).padStart(2, "0")).join("")}`;
+  // The agent chosen now runs the conversation its first message starts.
+  page.agents.set(id, $("agent-choice").value);
   location.hash = `#/thread/${id}`;
 }
 
@@ -327,6 +345,8 @@ function showThread(current) {
   statusElement.textContent = status.text;
   statusElement.className = `status status-${status.state}`;
   $("thread-agent").textContent = record ? `agent ${record.agent}` : "";
+  $("thread-model").textContent = record && record.model ? `model ${record.model}` : "";
+  $("model-form").hidden = !record || closed;
   $("interrupt").disabled = !record || closed;
   $("close").disabled = !record || closed;
   $("message").disabled = closed;
@@ -373,7 +393,8 @@ async function send(event) {
   const box = $("message");
   const text = box.value.trim();
   if (!current || !text) return;
-  const sent = await attempt("Sending", () => api.sendMessage(current.id, text));
+  const agent = current.record ? "" : page.agents.get(current.id) || "";
+  const sent = await attempt("Sending", () => api.sendMessage(current.id, text, agent));
   if (sent) {
     box.value = "";
     refreshSoon();
@@ -402,6 +423,19 @@ async function pressWidget(action, values) {
   if (!current) return;
   const sent = await attempt("Sending the action", () => api.widgetAction(current.id, action, values));
   if (sent) toast(`Sent “${action}”`);
+}
+
+/** Switches the model the open thread's next completions use (empty: back to its agent's). */
+async function switchModel(event) {
+  event.preventDefault();
+  const current = page.current;
+  if (!current) return;
+  const model = $("model-choice").value.trim() || null;
+  const done = await attempt("Switching the model", () => api.useModel(current.id, model));
+  if (done) {
+    toast(model ? `Next completions use ${model}` : "Back to the agent's model");
+    refreshSoon();
+  }
 }
 
 async function interrupt() {
@@ -447,6 +481,7 @@ $("new-conversation").addEventListener("click", newConversation);
 $("composer").addEventListener("submit", send);
 $("message").addEventListener("keydown", composerKeys);
 $("interrupt").addEventListener("click", interrupt);
+$("model-form").addEventListener("submit", switchModel);
 $("close").addEventListener("click", close);
 window.addEventListener("hashchange", route);
 setInterval(() => {

@@ -293,7 +293,7 @@ fn use_model(
 /// True for an input that creates the thread it is addressed to when there is none.
 fn creates(body: &InputBody, default_agent: Option<&str>) -> bool {
     match body {
-        InputBody::UserMessage { .. } => default_agent.is_some(),
+        InputBody::UserMessage { agent, .. } => agent.is_some() || default_agent.is_some(),
         InputBody::ChildSeed { .. } | InputBody::DelegatedTask { .. } => true,
         _ => false,
     }
@@ -389,6 +389,9 @@ fn new_record(
             record.delegated_by = Some(delegated_by.clone());
             record
         }
+        InputBody::UserMessage {
+            agent: Some(agent), ..
+        } => ThreadRecord::new(thread_id.clone(), agent.clone(), None, now),
         _ => ThreadRecord::new(
             thread_id.clone(),
             default_agent.unwrap_or_default(),

@@ -103,6 +103,18 @@ impl Draft<'_> {
                     synthetic: true, ..
                 } => return true,
                 Item::Assistant { .. } => return saw_result && !live_pending,
+                // A successful `finish` ended the turn: a later input that brings the model
+                // nothing to read (a nudge, a move to another version or model) starts none.
+                Item::ToolResult {
+                    name,
+                    text,
+                    is_error: false,
+                    ..
+                } if name == crate::tools::internal::FINISH
+                    && text == crate::tools::internal::FINISH_TURN_ENDED =>
+                {
+                    return false
+                }
                 Item::ToolResult { .. } => saw_result = true,
                 Item::Notice {
                     text,

@@ -81,7 +81,7 @@ impl Draft<'_> {
     /// Applies one input.
     pub(super) fn apply(&mut self, body: InputBody) -> Applied {
         match body {
-            InputBody::UserMessage { text } => self.user_message(text),
+            InputBody::UserMessage { text, .. } => self.user_message(text),
             InputBody::MessageFromParent { text } => self.message_from_parent(text),
             InputBody::ToolResult {
                 call_id,

@@ -105,7 +105,13 @@ fn input(id: &str, body: InputBody) -> Input {
 }
 
 fn user(id: &str, text: &str) -> Input {
-    input(id, InputBody::UserMessage { text: text.into() })
+    input(
+        id,
+        InputBody::UserMessage {
+            text: text.into(),
+            agent: None,
+        },
+    )
 }
 
 /// What a completion request looked like, in short.

@@ -177,7 +177,10 @@ fn creator<'a>(
     default_agent: Option<&'a str>,
 ) -> Option<(&'a InputBody, &'a str)> {
     inputs.iter().find_map(|i| match &i.body {
-        InputBody::UserMessage { .. } => default_agent.map(|agent| (&i.body, agent)),
+        InputBody::UserMessage { agent, .. } => agent
+            .as_deref()
+            .or(default_agent)
+            .map(|agent| (&i.body, agent)),
         InputBody::DelegatedTask { agent, .. } | InputBody::ChildSeed { agent, .. } => {
             Some((&i.body, agent.as_str()))
         }

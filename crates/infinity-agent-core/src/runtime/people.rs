@@ -23,6 +23,43 @@ impl AgentSystem {
         Ok(self.post(Input::user_message(thread_id.clone(), text)))
     }
 
+    /// Starts the conversation `thread_id` (a thread that does not exist yet) with a person's
+    /// message, run by `agent` (`NAME`, or `NAME@VERSION` of a stored one) instead of the
+    /// default agent. Refused for a thread that exists ([`PostError::BadAgent`]: it keeps its
+    /// agent) and an agent this host does not have ([`PostError::NoAgent`]).
+    pub async fn start_conversation(
+        &self,
+        thread_id: &ThreadId,
+        text: impl Into<String>,
+        agent: &str,
+    ) -> Result<InputId, PostError> {
+        if let Some(record) = self.inner.store.load_record(thread_id).await? {
+            return Err(PostError::BadAgent(format!(
+                "thread {thread_id} exists and keeps its agent ({}); send the message without an \
+                 agent, or move it to another version of its agent",
+                record.agent
+            )));
+        }
+        let agents = &self.inner.agents;
+        if let Err(why) = agents.prepare(agent).await {
+            return Err(PostError::NoAgent(format!(
+                "`{agent}` cannot run here: {why}"
+            )));
+        }
+        if agents.agent(agent).is_none() {
+            return Err(PostError::NoAgent(format!(
+                "there is no agent `{agent}` here (GET /agents lists them)"
+            )));
+        }
+        Ok(self.post(Input::new(
+            thread_id.clone(),
+            InputBody::UserMessage {
+                text: text.into(),
+                agent: Some(agent.to_owned()),
+            },
+        )))
+    }
+
     /// Interrupts `thread_id`: its calls in flight are cancelled (each gets an "interrupted"
     /// result, tool servers get `/cancel_tool_call`, later results are dropped) and the model is
     /// not asked to go on until the next message. Refused for an unknown or closed thread.

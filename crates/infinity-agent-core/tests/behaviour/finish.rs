@@ -56,6 +56,19 @@ async fn a_result_that_fails_the_schema_goes_back_and_the_corrected_one_ends_the
         (output.status, output.result),
         (FinishStatus::Succeeded, json!({"answer": 42}))
     );
+    // An input that brings the model nothing to read does not start one either.
+    h.send("main", infinity_agent_core::input::InputBody::Nudge {})
+        .await;
+    assert_eq!(
+        h.system
+            .record(&tid("main"))
+            .await
+            .unwrap()
+            .unwrap()
+            .usage
+            .completions,
+        2
+    );
     // New input starts a new turn.
     h.say("main", "thanks").await;
     assert_eq!(count(&h.lines("main"), "assistant: anything else?"), 1);

@@ -485,6 +485,7 @@ impl Sim {
             } else {
                 InputBody::UserMessage {
                     text: format!("request {}", self.messages),
+                    agent: None,
                 }
             },
         };

@@ -13,6 +13,10 @@ use crate::model::ToolSpec;
 use crate::state::{FinishStatus, ThreadOutput, ThreadRecord};
 use crate::tools::{Tool, ToolContext, ToolOutcome};
 
+/// The result of a `finish` that ended the turn (a succeeded one): a thread whose history ends
+/// with it owes the model no answer.
+pub(crate) const TURN_ENDED: &str = "Finished: succeeded. The result is recorded.";
+
 /// The largest result `finish` records, in bytes of JSON: the record keeps it and is rewritten
 /// on every commit, so bulk belongs in the reply, memory or an artifact.
 pub const MAX_RESULT_BYTES: usize = 100_000;
@@ -110,11 +114,15 @@ impl Tool for Finish {
             result: result.clone(),
         });
         ctx.record.output = Some(ThreadOutput { status, result });
-        let text = format!("Finished: {}. The result is recorded.", status.as_str());
         if status == FinishStatus::Succeeded {
-            ToolOutcome::EndTurn { text }
+            ToolOutcome::EndTurn {
+                text: TURN_ENDED.to_owned(),
+            }
         } else {
-            ToolOutcome::ok(text)
+            ToolOutcome::ok(format!(
+                "Finished: {}. The result is recorded.",
+                status.as_str()
+            ))
         }
     }
 }

@@ -26,6 +26,10 @@ use serde::{Deserialize, Serialize};
 pub use finish::MAX_RESULT_BYTES as MAX_FINISH_RESULT_BYTES;
 pub use knowledge::KNOWLEDGE_SEARCH;
 pub use meta::SEARCH_TOOLS;
+
+/// The name of the tool that ends a turn with the thread's result.
+pub const FINISH: &str = "finish";
+pub(crate) use finish::TURN_ENDED as FINISH_TURN_ENDED;
 pub use remote::{
     allowed as remote_allowed, RemoteRule, DEFAULT_TIMEOUT_SECONDS as REMOTE_DEFAULT_TIMEOUT,
     OUTPUT_CHARS as REMOTE_OUTPUT_CHARS, REMOTE_EXEC,
