@@ -523,6 +523,16 @@ async fn interrupt(
     Ok(accepted(&id, &input))
 }
 
+/// A JSON body of the `shape` a route takes, or a 400 naming it.
+fn body_of<T: serde::de::DeserializeOwned>(body: &[u8], shape: &str) -> Result<T, ApiError> {
+    serde_json::from_slice(body).map_err(|e| {
+        error(
+            StatusCode::BAD_REQUEST,
+            format!("the body must be {shape}: {e}"),
+        )
+    })
+}
+
 /// `{"agent": "NAME" | "NAME@VERSION"}`: moves the thread to that version of its agent.
 async fn use_agent(
     State(system): State<Shared>,
@@ -535,12 +545,7 @@ async fn use_agent(
         agent: String,
     }
     let id = thread_id(&id)?;
-    let Body { agent } = serde_json::from_slice(&body).map_err(|e| {
-        error(
-            StatusCode::BAD_REQUEST,
-            format!("the body must be {{\"agent\": \"NAME\" or \"NAME@VERSION\"}}: {e}"),
-        )
-    })?;
+    let Body { agent } = body_of(&body, r#"{"agent": "NAME" or "NAME@VERSION"}"#)?;
     let input = system.use_agent(&id, &agent).await.map_err(post_error)?;
     Ok(accepted(&id, &input))
 }
@@ -558,12 +563,7 @@ async fn use_model(
         model: Option<String>,
     }
     let id = thread_id(&id)?;
-    let Body { model } = serde_json::from_slice(&body).map_err(|e| {
-        error(
-            StatusCode::BAD_REQUEST,
-            format!("the body must be {{\"model\": \"PROVIDER:MODEL\" or null}}: {e}"),
-        )
-    })?;
+    let Body { model } = body_of(&body, r#"{"model": "PROVIDER:MODEL" or null}"#)?;
     let input = system
         .use_model(&id, model.as_deref())
         .await

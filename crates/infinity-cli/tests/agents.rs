@@ -8,17 +8,7 @@ mod common;
 use std::path::Path;
 use std::process::{Command, Output, Stdio};
 
-use common::{free_port, get_json, until, Server};
-
-fn infinity(dir: &Path, args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_infinity"))
-        .args(args)
-        .current_dir(dir)
-        .env_remove("ANTHROPIC_API_KEY")
-        .env_remove("OPENAI_API_KEY")
-        .output()
-        .unwrap()
-}
+use common::{free_port, get_json, infinity, until, Server};
 
 fn text(out: &Output) -> (String, String) {
     (

@@ -8,20 +8,10 @@
 mod common;
 
 use std::path::Path;
-use std::process::{Command, Output, Stdio};
+use std::process::{Command, Stdio};
 
-use common::{free_port, get_json, until, Server};
+use common::{free_port, get_json, infinity, until, Server};
 use serde_json::json;
-
-fn infinity(dir: &Path, args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_infinity"))
-        .args(args)
-        .current_dir(dir)
-        .env_remove("ANTHROPIC_API_KEY")
-        .env_remove("OPENAI_API_KEY")
-        .output()
-        .unwrap()
-}
 
 /// Saves a version of `greeter` that answers "greeter VERSION here".
 fn save_greeter(dir: &Path, version: &str) {

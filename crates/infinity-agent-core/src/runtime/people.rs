@@ -40,6 +40,18 @@ impl AgentSystem {
                 record.agent
             )));
         }
+        self.ready_agent(agent).await?;
+        Ok(self.post(Input::new(
+            thread_id.clone(),
+            InputBody::UserMessage {
+                text: text.into(),
+                agent: Some(agent.to_owned()),
+            },
+        )))
+    }
+
+    /// Makes `agent` (`NAME` or `NAME@VERSION`) ready to run, or says why it cannot run here.
+    async fn ready_agent(&self, agent: &str) -> Result<(), PostError> {
         let agents = &self.inner.agents;
         if let Err(why) = agents.prepare(agent).await {
             return Err(PostError::NoAgent(format!(
@@ -48,16 +60,10 @@ impl AgentSystem {
         }
         if agents.agent(agent).is_none() {
             return Err(PostError::NoAgent(format!(
-                "there is no agent `{agent}` here (GET /agents lists them)"
+                "there is no agent `{agent}` here (`infinity agents list` shows the stored ones)"
             )));
         }
-        Ok(self.post(Input::new(
-            thread_id.clone(),
-            InputBody::UserMessage {
-                text: text.into(),
-                agent: Some(agent.to_owned()),
-            },
-        )))
+        Ok(())
     }
 
     /// Interrupts `thread_id`: its calls in flight are cancelled (each gets an "interrupted"
@@ -129,17 +135,7 @@ impl AgentSystem {
             _ => None,
         };
         let agent = resolved.as_deref().unwrap_or(agent);
-        let agents = &self.inner.agents;
-        if let Err(why) = agents.prepare(agent).await {
-            return Err(PostError::NoAgent(format!(
-                "`{agent}` cannot run here: {why}"
-            )));
-        }
-        if agents.agent(agent).is_none() {
-            return Err(PostError::NoAgent(format!(
-                "there is no agent `{agent}` here (`infinity agents list` shows the stored ones)"
-            )));
-        }
+        self.ready_agent(agent).await?;
         Ok(self.post(Input::new(
             thread_id.clone(),
             InputBody::UseAgent {

@@ -1,9 +1,10 @@
 //! What the tests that start `infinity` processes share: a child process stopped when dropped,
-//! a free port, a JSON GET, and waiting until something holds.
+//! a free port, a JSON GET, waiting until something holds, and running `infinity` in a folder.
 
 #![allow(dead_code, clippy::unwrap_used, clippy::expect_used, clippy::panic)] // each test crate uses a part
 
-use std::process::Child;
+use std::path::Path;
+use std::process::{Child, Command, Output};
 use std::time::Duration;
 
 use serde_json::Value;
@@ -48,4 +49,15 @@ where
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     panic!("timed out waiting for {what}");
+}
+
+/// Runs `infinity ARGS` in `dir` with no model key (the scripted model runs offline).
+pub fn infinity(dir: &Path, args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_infinity"))
+        .args(args)
+        .current_dir(dir)
+        .env_remove("ANTHROPIC_API_KEY")
+        .env_remove("OPENAI_API_KEY")
+        .output()
+        .unwrap()
 }
