@@ -9,7 +9,7 @@
 mod common;
 
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use common::{free_port, get_json, until, Server};
@@ -75,8 +75,9 @@ impl Stack {
         }
     }
 
-    /// Starts `infinity remote connect --name NAME [--exec]` and waits until it is listed.
-    async fn connect(&self, name: &str, exec: bool, log: &Path) -> Child {
+    /// Starts `infinity remote connect --name NAME [--exec]` and waits until it is listed (the
+    /// process is killed when the value is dropped, a failed test included).
+    async fn connect(&self, name: &str, exec: bool, log: &Path) -> Server {
         let mut args = vec!["remote", "connect", "--url", &self.api, "--name", name];
         if exec {
             args.push("--exec");
@@ -88,6 +89,7 @@ impl Stack {
             .stderr(std::fs::File::create(log).unwrap())
             .spawn()
             .unwrap();
+        let child = Server(child);
         until("the remote to connect", || async {
             let (_, remotes) = get_json(&format!("{}/remotes", self.api)).await;
             remotes["remotes"]
@@ -180,7 +182,7 @@ async fn commands_run_on_a_connected_remote_with_rules_approvals_and_timeouts() 
     let mut laptop = s
         .connect("Laptop", true, &logs.path().join("laptop.log"))
         .await;
-    let mut viewer = s
+    let viewer = s
         .connect("viewer", false, &logs.path().join("viewer.log"))
         .await;
 
@@ -266,8 +268,8 @@ async fn commands_run_on_a_connected_remote_with_rules_approvals_and_timeouts() 
             .contains("sleep 60.5")
     })
     .await;
-    laptop.kill().unwrap();
-    laptop.wait().unwrap();
+    laptop.0.kill().unwrap();
+    laptop.0.wait().unwrap();
     let dropped = parsed(&s.result("d", 0).await);
     assert_eq!(dropped["status"], "disconnected", "{dropped}");
     assert_eq!(
@@ -275,8 +277,7 @@ async fn commands_run_on_a_connected_remote_with_rules_approvals_and_timeouts() 
         "remote disconnected before the command finished"
     );
     let _ = Command::new("pkill").args(["-f", "sleep 60.5"]).status();
-    viewer.kill().unwrap();
-    viewer.wait().unwrap();
+    drop(viewer);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -308,6 +309,6 @@ async fn closing_a_conversation_kills_its_running_command() {
     assert!(!marker.exists(), "the command ran to its end");
     let record = s.record("c").await;
     assert_eq!(record["status"], "closed", "{record}");
-    laptop.kill().unwrap();
-    laptop.wait().unwrap();
+    laptop.0.kill().unwrap();
+    laptop.0.wait().unwrap();
 }
