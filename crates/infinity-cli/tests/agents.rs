@@ -6,9 +6,9 @@
 mod common;
 
 use std::path::Path;
-use std::process::{Command, Output, Stdio};
+use std::process::Output;
 
-use common::{free_port, get_json, infinity, until, Server};
+use common::{get_json, infinity, serve_in};
 
 fn text(out: &Output) -> (String, String) {
     (
@@ -187,22 +187,7 @@ async fn serve_lists_stored_agents_and_internal_tools() {
             .status
             .success());
     }
-    let port = free_port();
-    let child = Command::new(env!("CARGO_BIN_EXE_infinity"))
-        .args(["serve", "--agent", "lead", "--store", "store"])
-        .args(["--port", &port.to_string()])
-        .current_dir(d)
-        .env_remove("INFINITY_SERVE_TOKEN")
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let _server = Server(child);
-    let api = format!("http://127.0.0.1:{port}");
-    until("the server to start", || async {
-        reqwest::get(format!("{api}/health")).await.is_ok()
-    })
-    .await;
+    let (_server, api) = serve_in(d, &["--agent", "lead", "--store", "store"]).await;
     let (status, agents) = get_json(&format!("{api}/agents")).await;
     assert_eq!(status, 200, "{agents}");
     assert_eq!(agents["default"], "lead");

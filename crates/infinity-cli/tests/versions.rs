@@ -8,9 +8,8 @@
 mod common;
 
 use std::path::Path;
-use std::process::{Command, Stdio};
 
-use common::{free_port, get_json, infinity, until, Server};
+use common::{get_json, infinity, serve_in, until};
 use serde_json::json;
 
 /// Saves a version of `greeter` that answers "greeter VERSION here".
@@ -74,22 +73,7 @@ async fn serve_moves_a_thread_and_refuses_what_it_cannot_do() {
     std::fs::create_dir(d.join("store")).unwrap();
     save_greeter(d, "v1");
     save_greeter(d, "v2");
-    let port = free_port();
-    let child = Command::new(env!("CARGO_BIN_EXE_infinity"))
-        .args(["serve", "--agent", "greeter@1", "--store", "store"])
-        .args(["--port", &port.to_string()])
-        .current_dir(d)
-        .env_remove("INFINITY_SERVE_TOKEN")
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let _server = Server(child);
-    let api = format!("http://127.0.0.1:{port}");
-    until("the server to start", || async {
-        reqwest::get(format!("{api}/health")).await.is_ok()
-    })
-    .await;
+    let (_server, api) = serve_in(d, &["--agent", "greeter@1", "--store", "store"]).await;
     let http = reqwest::Client::new();
     let post = |path: String, body: serde_json::Value| {
         let http = http.clone();

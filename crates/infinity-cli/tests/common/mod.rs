@@ -4,7 +4,7 @@
 #![allow(dead_code, clippy::unwrap_used, clippy::expect_used, clippy::panic)] // each test crate uses a part
 
 use std::path::Path;
-use std::process::{Child, Command, Output};
+use std::process::{Child, Command, Output, Stdio};
 use std::time::Duration;
 
 use serde_json::Value;
@@ -60,4 +60,29 @@ pub fn infinity(dir: &Path, args: &[&str]) -> Output {
         .env_remove("OPENAI_API_KEY")
         .output()
         .unwrap()
+}
+
+/// Starts `infinity serve ARGS` in `dir` on a free loopback port, without a token, and waits
+/// until it answers: the process (killed when dropped) and its base URL.
+pub async fn serve_in(dir: &Path, args: &[&str]) -> (Server, String) {
+    let port = free_port();
+    let child = Command::new(env!("CARGO_BIN_EXE_infinity"))
+        .arg("serve")
+        .args(args)
+        .args(["--port", &port.to_string()])
+        .current_dir(dir)
+        .env_remove("INFINITY_SERVE_TOKEN")
+        .env_remove("ANTHROPIC_API_KEY")
+        .env_remove("OPENAI_API_KEY")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let server = Server(child);
+    let api = format!("http://127.0.0.1:{port}");
+    until("the server to start", || async {
+        reqwest::get(format!("{api}/health")).await.is_ok()
+    })
+    .await;
+    (server, api)
 }
