@@ -61,6 +61,17 @@ pub trait EffectPerformer: Send + Sync {
     /// Puts `input` on its thread's input queue now.
     async fn send(&self, input: &Input, from: &EffectRef) -> Result<Handoff, SendError>;
 
+    /// Puts several inputs on their threads' input queues now, in order: one result per input,
+    /// in the same order. A host whose queue takes several messages in one request (SQS's
+    /// `SendMessageBatch`) sends them that way; by default they are sent one by one.
+    async fn send_all(&self, inputs: &[(&Input, EffectRef)]) -> Vec<Result<Handoff, SendError>> {
+        let mut results = Vec::with_capacity(inputs.len());
+        for (input, from) in inputs {
+            results.push(self.send(input, from).await);
+        }
+        results
+    }
+
     /// Puts `input` on its thread's input queue at `due` (a timer).
     async fn send_at(
         &self,
@@ -191,19 +202,40 @@ pub async fn perform_effects(
             (id, result)
         })
     });
-    // The rest in order (inputs to one queue keep their order).
+    // The rest in order (inputs to one queue keep their order); a run of inputs sent now goes
+    // to the host together.
     let in_order = async {
         let mut results = Vec::new();
-        for PendingEffect { id, effect } in effects {
+        let mut sends: Vec<(&EffectId, &Input)> = Vec::new();
+        for (at, PendingEffect { id, effect }) in effects.iter().enumerate() {
+            if let Effect::Send { input } = effect {
+                sends.push((id, input));
+                // (Calls are dispatched apart, so they do not end a run.)
+                let run_ends = !matches!(
+                    effects[at + 1..]
+                        .iter()
+                        .find(|e| !matches!(e.effect, Effect::Dispatch { .. })),
+                    Some(PendingEffect {
+                        effect: Effect::Send { .. },
+                        ..
+                    })
+                );
+                if run_ends {
+                    let run: Vec<(&Input, EffectRef)> =
+                        sends.iter().map(|(id, input)| (*input, from(id))).collect();
+                    let sent = performer.send_all(&run).await;
+                    for ((id, _), result) in sends.drain(..).zip(sent) {
+                        results.push((id, result.map_err(EffectFailure::from)));
+                    }
+                }
+                continue;
+            }
             let result: Result<Handoff, EffectFailure> = match effect {
-                Effect::Dispatch { .. } => continue,
+                Effect::Dispatch { .. } | Effect::Send { .. } => continue,
                 Effect::Output { .. } => match &outputs_shown {
                     Ok(()) => Ok(Handoff::Delivered),
                     Err(err) => Err(err.clone().into()),
                 },
-                Effect::Send { input } => {
-                    performer.send(input, &from(id)).await.map_err(Into::into)
-                }
                 Effect::SendAt { input, due } => performer
                     .send_at(input, *due, &from(id))
                     .await
@@ -267,5 +299,140 @@ pub async fn perform_effects(
             failed,
             first,
         }),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Mutex;
+
+    use super::*;
+    use crate::ids::CallId;
+    use crate::store::MemoryStore;
+
+    /// Records how the outbox's inputs were handed over: one list per `send_all`, and the
+    /// timers, in the order they came.
+    #[derive(Default)]
+    struct Recorder {
+        calls: Mutex<Vec<Vec<String>>>,
+    }
+
+    #[async_trait]
+    impl EffectPerformer for Recorder {
+        /// Only the error result of a call that could not be dispatched comes here.
+        async fn send(&self, input: &Input, _: &EffectRef) -> Result<Handoff, SendError> {
+            self.calls.lock().unwrap().push(vec![text(input)]);
+            Ok(Handoff::Delivered)
+        }
+
+        async fn send_all(
+            &self,
+            inputs: &[(&Input, EffectRef)],
+        ) -> Vec<Result<Handoff, SendError>> {
+            let texts = inputs.iter().map(|(i, _)| text(i)).collect();
+            self.calls.lock().unwrap().push(texts);
+            inputs
+                .iter()
+                .map(|(input, _)| match text(input).as_str() {
+                    "refused" => Err(SendError {
+                        input_id: input.id.clone(),
+                        thread_id: input.thread_id.clone(),
+                        reason: "refused".into(),
+                    }),
+                    _ => Ok(Handoff::Delivered),
+                })
+                .collect()
+        }
+
+        async fn send_at(
+            &self,
+            input: &Input,
+            _: Timestamp,
+            _: &EffectRef,
+        ) -> Result<Handoff, SendError> {
+            self.calls
+                .lock()
+                .unwrap()
+                .push(vec![format!("at {}", text(input))]);
+            Ok(Handoff::Delivered)
+        }
+
+        async fn output(&self, _: &[&OutputEvent]) -> Result<(), OutputError> {
+            Ok(())
+        }
+    }
+
+    fn text(input: &Input) -> String {
+        match &input.body {
+            crate::input::InputBody::UserMessage { text, .. } => text.clone(),
+            other => format!("{other:?}"),
+        }
+    }
+
+    fn pending(effect: Effect) -> PendingEffect {
+        PendingEffect {
+            id: EffectId::generate(),
+            effect,
+        }
+    }
+
+    fn send(thread: &ThreadId, text: &str) -> PendingEffect {
+        pending(Effect::Send {
+            input: Input::user_message(thread.clone(), text),
+        })
+    }
+
+    #[tokio::test]
+    async fn a_run_of_inputs_goes_to_the_host_together_and_each_keeps_its_result() {
+        let thread = ThreadId::new("t").unwrap();
+        let other = ThreadId::new("u").unwrap();
+        let call = pending(Effect::Dispatch {
+            invocation: ToolInvocation {
+                thread_id: thread.clone(),
+                stack: vec![thread.clone()],
+                call_id: CallId::new("c1").unwrap(),
+                tool: "elsewhere".into(),
+                args: serde_json::json!({}),
+                server: None,
+                notify_key: None,
+            },
+        });
+        let effects = vec![
+            send(&thread, "1"),
+            // A call is dispatched apart (here it fails, and its error result is sent on its
+            // own): it does not split the run.
+            call,
+            send(&other, "2"),
+            send(&thread, "refused"),
+            pending(Effect::SendAt {
+                input: Input::user_message(thread.clone(), "later"),
+                due: Timestamp::UNIX_EPOCH,
+            }),
+            send(&thread, "3"),
+            send(&other, "4"),
+        ];
+        let recorder = Recorder::default();
+        let store = MemoryStore::new();
+        let performed = perform_effects(&recorder, &store, &thread, &effects, None).await;
+        let calls = recorder.calls.lock().unwrap().clone();
+        let (results, runs): (Vec<&Vec<String>>, Vec<&Vec<String>>) =
+            calls.iter().partition(|c| c[0].starts_with("ToolResult"));
+        assert_eq!(results.len(), 1, "the call's error result: {calls:?}");
+        assert_eq!(
+            runs,
+            [
+                &vec!["1".to_owned(), "2".into(), "refused".into()],
+                &vec!["at later".to_owned()],
+                &vec!["3".to_owned(), "4".into()],
+            ]
+        );
+        // The refused input alone failed, and stays in the outbox.
+        match performed {
+            Err(PerformError::Effects { failed, first, .. }) => {
+                assert_eq!(failed, 1);
+                assert!(first.to_string().contains("refused"), "{first}");
+            }
+            other => panic!("{other:?}"),
+        }
     }
 }

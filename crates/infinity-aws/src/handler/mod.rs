@@ -486,6 +486,16 @@ impl EffectPerformer for AgentHandler {
         Ok(Handoff::Delivered)
     }
 
+    async fn send_all(&self, inputs: &[(&Input, EffectRef)]) -> Vec<Result<Handoff, SendError>> {
+        let inputs: Vec<&Input> = inputs.iter().map(|(input, _)| *input).collect();
+        self.sender
+            .send_all(&inputs)
+            .await
+            .into_iter()
+            .map(|sent| sent.map(|()| Handoff::Delivered))
+            .collect()
+    }
+
     async fn send_at(
         &self,
         input: &Input,

@@ -411,3 +411,54 @@ rules:
     );
     runner.abort();
 }
+
+/// An outbox's inputs go to SQS ten to a request: two threads' messages, interleaved and one too
+/// big for a message among them, arrive each in its order; without a table to store the big one
+/// in, it alone is refused.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn inputs_sent_in_batches_keep_each_threads_order() {
+    let s = stack(SCRIPT).await;
+    let big = "y".repeat(1_100_000);
+    let mut inputs = Vec::new();
+    for n in 0..12 {
+        inputs.push(Input::user_message(tid("batch-a"), format!("a{n}")));
+        inputs.push(Input::user_message(tid("batch-b"), format!("b{n}")));
+        if n == 5 {
+            inputs.push(Input::user_message(tid("batch-a"), big.clone()));
+        }
+    }
+    let refs: Vec<&Input> = inputs.iter().collect();
+    let no_table = infinity_aws::queue::SqsInputSender::new(
+        s.clients.sqs.clone(),
+        s.config.input_queue_url.clone(),
+    );
+    // Everything, with the table.
+    let sent = s.sender.send_all(&refs).await;
+    assert!(sent.iter().all(Result::is_ok), "{sent:?}");
+    // Again without a table, a5, b5, the big one, a6, b6, a7: those are the same messages (SQS
+    // drops them as duplicates of their deduplication ids), but the big one cannot be carried.
+    let mixed = no_table.send_all(&refs[10..16]).await;
+    let failed: Vec<usize> = (0..mixed.len()).filter(|&i| mixed[i].is_err()).collect();
+    assert_eq!(failed, vec![2], "{mixed:?}");
+    let why = mixed[2].as_ref().unwrap_err().to_string();
+    assert!(why.contains("no table to store it in"), "{why}");
+    let messages = |thread: &'static str| {
+        let s = &s;
+        async move {
+            s.history(thread)
+                .await
+                .into_iter()
+                .filter_map(|l| l.strip_prefix("message: ").map(str::to_owned))
+                .collect::<Vec<_>>()
+        }
+    };
+    s.run_until(Duration::from_secs(120), "every message", || async {
+        messages("batch-a").await.len() == 13 && messages("batch-b").await.len() == 12
+    })
+    .await;
+    let mut want_a: Vec<String> = (0..12).map(|n| format!("a{n}")).collect();
+    want_a.insert(6, big);
+    assert_eq!(messages("batch-a").await, want_a);
+    let want_b: Vec<String> = (0..12).map(|n| format!("b{n}")).collect();
+    assert_eq!(messages("batch-b").await, want_b);
+}
