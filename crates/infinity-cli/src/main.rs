@@ -1,6 +1,7 @@
 //! `infinity`: run and chat with agents on the embedded runtime.
 
 mod agents;
+mod api;
 mod aws;
 mod display;
 mod knowledge;
@@ -10,6 +11,7 @@ mod place;
 mod remote;
 mod render;
 mod serve;
+mod stack_api;
 mod system;
 mod tool_servers;
 mod web;
@@ -21,7 +23,7 @@ use anyhow::{bail, Context, Result};
 use clap::{Args, Parser, Subcommand};
 use infinity_agent_core::effect::OutputKind;
 use infinity_agent_core::ids::ThreadId;
-use infinity_agent_core::runtime::{AgentSystem, WaitOutcome};
+use infinity_agent_core::runtime::{AgentSystem, Front, WaitOutcome};
 use infinity_agent_core::state::{FinishStatus, MigrationState, ThreadStatus};
 use infinity_agent_core::store::{FileStore, ThreadStore};
 use tokio::io::AsyncBufReadExt;
@@ -200,6 +202,19 @@ fn main() -> std::process::ExitCode {
                 .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
         )
         .init();
+    // Lambda starts the binary without arguments: it is then the stack's API function.
+    if std::env::args_os().len() == 1 && stack_api::in_lambda() {
+        return match tokio::runtime::Runtime::new()
+            .map_err(anyhow::Error::from)
+            .and_then(|rt| rt.block_on(stack_api::lambda()))
+        {
+            Ok(_) => std::process::ExitCode::SUCCESS,
+            Err(err) => {
+                eprintln!("error: {err:#}");
+                std::process::ExitCode::FAILURE
+            }
+        };
+    }
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
         // --help and --version print and succeed; a usage error exits 64 (EX_USAGE), apart from
@@ -278,7 +293,7 @@ async fn run(args: RunArgs) -> Result<u8> {
         system.use_agent(&thread, &target).await?;
     }
     system
-        .post_user_message(&thread, args.message.as_str())
+        .post_user_message(&thread, args.message.clone())
         .await?;
     let deadline = tokio::time::Instant::now() + Duration::from_secs(args.timeout);
     let mut graced = !receives;
@@ -515,7 +530,7 @@ async fn chat(args: ChatArgs) -> Result<u8> {
                     "/quit" | "/exit" => break,
                     "/threads" => print_threads(system.store().as_ref()).await?,
                     "/interrupt" => {
-                        if let Err(err) = system.interrupt(&thread).await {
+                        if let Err(err) = system.interrupt(&thread, false).await {
                             eprintln!("error: {err}");
                         }
                     }
@@ -530,7 +545,7 @@ async fn chat(args: ChatArgs) -> Result<u8> {
                          space first)"
                     ),
                     text => {
-                        if let Err(err) = system.post_user_message(&thread, text).await {
+                        if let Err(err) = system.post_user_message(&thread, text.to_owned()).await {
                             eprintln!("error: {err}");
                         }
                     }

@@ -18,7 +18,7 @@ use axum::{Json, Router};
 use infinity_agent_core::agent::AgentSpec;
 use infinity_agent_core::history::Item;
 use infinity_agent_core::ids::ThreadId;
-use infinity_agent_core::runtime::{AgentSystem, AgentSystemBuilder};
+use infinity_agent_core::runtime::{AgentSystem, AgentSystemBuilder, Front};
 use infinity_agent_core::scripted::ScriptedModel;
 use infinity_agent_core::state::MigrationState;
 use infinity_agent_core::tools::remote::ToolServerConfig;
@@ -390,7 +390,7 @@ async fn a_live_session_moves_with_its_call_in_flight_and_its_sleep() {
     };
     assert_eq!(nk(&new_callback), nk(&old_callback));
     // Its cancellation is signed with that key too.
-    there.system.interrupt(&main()).await.unwrap();
+    there.system.interrupt(&main(), false).await.unwrap();
     eventually("the destination's server got the cancellation", || async {
         !there_tools.cancels.lock().unwrap().is_empty()
     })

@@ -17,7 +17,7 @@ use axum::{Json, Router};
 use infinity_agent_core::agent::AgentSpec;
 use infinity_agent_core::effect::{OutputEvent, OutputKind};
 use infinity_agent_core::ids::ThreadId;
-use infinity_agent_core::runtime::{AgentSystem, AgentSystemBuilder};
+use infinity_agent_core::runtime::{AgentSystem, AgentSystemBuilder, Front};
 use infinity_agent_core::scripted::ScriptedModel;
 use infinity_agent_core::tools::remote::ToolServerConfig;
 use infinity_rap::client::{RapClient, RetryPolicy};
@@ -546,7 +546,7 @@ async fn an_interrupt_cancels_the_call_and_drops_its_late_result() {
     let invocation = fake.invocations.lock().unwrap()[0].clone();
     let url = invocation["callback_url"].as_str().unwrap().to_owned();
     let id = invocation["id"].as_str().unwrap().to_owned();
-    rt.system.interrupt(&thread()).await.unwrap();
+    rt.system.interrupt(&thread(), false).await.unwrap();
     rt.settle().await;
     assert_eq!(
         fake.cancels.lock().unwrap().clone(),
@@ -569,7 +569,7 @@ async fn an_interrupt_cancels_the_call_and_drops_its_late_result() {
     // An unknown thread cannot be interrupted.
     let error = rt
         .system
-        .interrupt(&ThreadId::new("nobody").unwrap())
+        .interrupt(&ThreadId::new("nobody").unwrap(), false)
         .await
         .unwrap_err();
     assert_eq!(error.to_string(), "no thread nobody");

@@ -8,7 +8,7 @@ use std::path::Path;
 use infinity_agent_core::agent::AgentFile;
 use infinity_agent_core::effect::OutputKind;
 use infinity_agent_core::ids::ThreadId;
-use infinity_agent_core::runtime::{AgentSystem, AgentSystemBuilder};
+use infinity_agent_core::runtime::{AgentSystem, AgentSystemBuilder, Front};
 
 fn agent_file() -> std::path::PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("agent.yaml")
@@ -49,7 +49,7 @@ async fn the_sync_tool_answers_and_the_passive_one_sleeps_until_its_timer() {
     let mut events = system.subscribe();
     let thread = ThreadId::new("t").unwrap();
     system
-        .post_user_message(&thread, "count: the quick brown fox")
+        .post_user_message(&thread, "count: the quick brown fox".into())
         .await
         .unwrap();
     system.wait_idle(None).await;
@@ -58,7 +58,10 @@ async fn the_sync_tool_answers_and_the_passive_one_sleeps_until_its_timer() {
         ["word_count -> 4 words", "That is 4 words."]
     );
 
-    system.post_user_message(&thread, "pause 1").await.unwrap();
+    system
+        .post_user_message(&thread, "pause 1".into())
+        .await
+        .unwrap();
     let started = tokio::time::Instant::now();
     system.wait_idle(None).await;
     // The thread slept for the minute (paused time runs the timer), then resumed.

@@ -48,7 +48,7 @@ mod builder;
 mod clock;
 mod people;
 
-pub use people::check_schedule;
+pub use people::{check_schedule, Front};
 mod timers;
 
 use std::collections::HashMap;
@@ -121,6 +121,9 @@ pub enum PostError {
     /// The store could not be read.
     #[error(transparent)]
     Store(#[from] StoreError),
+    /// The input could not be handed to its thread's queue (it was not sent): why.
+    #[error("the input could not be queued: {0}")]
+    Unavailable(String),
 }
 
 /// How [`AgentSystem::wait_idle`] ended.

@@ -1,39 +1,74 @@
-//! What a person sends a thread of the embedded runtime from outside it (a UI, the HTTP API):
-//! messages, interruptions and closes, each refused with a reason when the thread cannot take
-//! it.
+//! What a person sends a thread from outside it (a UI, the HTTP API, the CLI): messages,
+//! interruptions, closes, moves to another agent version or model, schedules. Each is checked
+//! against the thread's record the same way on every host ([`Front`]) and refused with a reason
+//! when the thread cannot take it; the embedded runtime ([`AgentSystem`]) routes what passes to
+//! the thread's worker, a stack's front (`infinity_aws::front`) to its input queue.
+
+use async_trait::async_trait;
 
 use super::{AgentSystem, PostError};
+use crate::catalog::AgentCatalog;
 use crate::ids::{InputId, ThreadId};
 use crate::input::{Input, InputBody};
 use crate::state::{ThreadRecord, ThreadStatus};
+use crate::store::ThreadStore;
 
-impl AgentSystem {
-    /// Sends a person's message to `thread_id` like [`AgentSystem::send_user_message`], but
-    /// refuses it when the thread is closed (a closed thread would drop it).
-    pub async fn post_user_message(
+/// A host's front desk: where a person's inputs to threads are checked and posted. A host gives
+/// the store, the checks only it can make (is this agent or model available here) and the
+/// posting; the rules are written once, in the provided methods.
+#[async_trait]
+pub trait Front: Send + Sync {
+    /// Where the threads' records are.
+    fn threads(&self) -> &dyn ThreadStore;
+
+    /// The stored agents, when the host keeps them (`NAME` then means the newest version).
+    fn agent_catalog(&self) -> Option<&dyn AgentCatalog>;
+
+    /// The agent of a conversation started without naming one.
+    fn default_agent_name(&self) -> &str;
+
+    /// Makes `agent` (`NAME` or `NAME@VERSION`) ready to run, or says why it cannot run here
+    /// ([`PostError::NoAgent`]).
+    async fn ready_agent(&self, agent: &str) -> Result<(), PostError>;
+
+    /// Makes the model `spec` (`PROVIDER:MODEL`) ready for the thread's completions, or says why
+    /// this host cannot make it ([`PostError::BadModel`]).
+    async fn ready_model(&self, spec: &str) -> Result<(), PostError>;
+
+    /// The host's time (a recurring schedule's next occurrences count from it).
+    fn now(&self) -> jiff::Timestamp;
+
+    /// Hands a checked input to its thread.
+    async fn post(&self, input: Input) -> Result<InputId, PostError>;
+
+    /// Sends a person's message to `thread_id`, creating the thread (with the default agent)
+    /// when it does not exist; refused when the thread is closed (a closed thread would drop
+    /// it).
+    async fn post_user_message(
         &self,
         thread_id: &ThreadId,
-        text: impl Into<String>,
+        text: String,
     ) -> Result<InputId, PostError> {
-        if let Some(record) = self.inner.store.load_record(thread_id).await? {
+        if let Some(record) = self.threads().load_record(thread_id).await? {
             if record.status == ThreadStatus::Closed {
                 return Err(PostError::Closed(thread_id.clone()));
             }
         }
-        Ok(self.post(Input::user_message(thread_id.clone(), text)))
+        self.post(Input::user_message(thread_id.clone(), text))
+            .await
     }
 
     /// Starts the conversation `thread_id` (a thread that does not exist yet) with a person's
     /// message, run by `agent` (`NAME`, or `NAME@VERSION` of a stored one) instead of the
     /// default agent. Refused for a thread that exists ([`PostError::BadAgent`]: it keeps its
     /// agent) and an agent this host does not have ([`PostError::NoAgent`]).
-    pub async fn start_conversation(
+    async fn start_conversation(
         &self,
         thread_id: &ThreadId,
-        text: impl Into<String>,
+        text: String,
         agent: &str,
     ) -> Result<InputId, PostError> {
-        if let Some(record) = self.inner.store.load_record(thread_id).await? {
+        if let Some(record) = self.threads().load_record(thread_id).await? {
             return Err(PostError::BadAgent(format!(
                 "thread {thread_id} exists and keeps its agent ({}); send the message without an \
                  agent, or move it to another version of its agent",
@@ -41,16 +76,179 @@ impl AgentSystem {
             )));
         }
         self.ready_agent(agent).await?;
-        Ok(self.post(Input::new(
+        self.post(Input::new(
             thread_id.clone(),
             InputBody::UserMessage {
-                text: text.into(),
+                text,
                 agent: Some(agent.to_owned()),
             },
-        )))
+        ))
+        .await
     }
 
-    /// Makes `agent` (`NAME` or `NAME@VERSION`) ready to run, or says why it cannot run here.
+    /// Interrupts `thread_id` (and with `tree`, every open thread below it): its calls in
+    /// flight are cancelled (each gets an "interrupted" result, tool servers get
+    /// `/cancel_tool_call`, later results are dropped) and the model is not asked to go on until
+    /// the next message. Refused for an unknown or closed thread.
+    async fn interrupt(&self, thread_id: &ThreadId, tree: bool) -> Result<InputId, PostError> {
+        self.open_record(thread_id).await?;
+        self.post(Input::new(thread_id.clone(), InputBody::Interrupt { tree }))
+            .await
+    }
+
+    /// Closes `thread_id`, and with it every thread below it (a thread never outlives its
+    /// parent): pending calls are cancelled, subscriptions cancelled at their servers, each
+    /// parent gets its children's final reports. Unless `tree`, a thread with open children is
+    /// refused ([`PostError::OpenChildren`]), so nobody closes a tree by accident.
+    async fn close(&self, thread_id: &ThreadId, tree: bool) -> Result<InputId, PostError> {
+        let record = self.open_record(thread_id).await?;
+        let open: Vec<ThreadId> = record
+            .children
+            .iter()
+            .filter(|c| !c.closed)
+            .map(|c| c.thread_id.clone())
+            .collect();
+        if !tree && !open.is_empty() {
+            return Err(PostError::OpenChildren {
+                thread: thread_id.clone(),
+                children: open,
+            });
+        }
+        self.post(Input::new(thread_id.clone(), InputBody::Close {}))
+            .await
+    }
+
+    /// Moves `thread_id` to another version of its agent: `agent` is `NAME` (the newest stored
+    /// version) or `NAME@VERSION` (any stored one, older ones included). The thread runs it from
+    /// its next slice on; a conversation's root takes the version's tool servers afresh, and
+    /// its children and delegations started from then on run it too. Refused for an unknown or
+    /// closed thread, another agent's name ([`PostError::BadAgent`]) and a version this host
+    /// does not have ([`PostError::NoAgent`]).
+    async fn use_agent(&self, thread_id: &ThreadId, agent: &str) -> Result<InputId, PostError> {
+        let record = self.open_record(thread_id).await?;
+        let reference = crate::catalog::AgentRef::parse(agent).map_err(PostError::BadAgent)?;
+        let current = record.agent.split('@').next().unwrap_or_default();
+        if reference.name != current {
+            return Err(PostError::BadAgent(format!(
+                "thread {thread_id} runs the agent `{current}` and can only move to another \
+                 version of it, not to `{}`",
+                reference.name
+            )));
+        }
+        // `NAME` is the newest stored version, whichever version this host runs by default.
+        let resolved = match (self.agent_catalog(), reference.version) {
+            (Some(catalog), None) => catalog
+                .get(&reference.name, None)
+                .await
+                .map_err(|e| PostError::NoAgent(format!("`{agent}` cannot be read: {e}")))?
+                .map(|stored| stored.reference()),
+            _ => None,
+        };
+        let agent = resolved.as_deref().unwrap_or(agent);
+        self.ready_agent(agent).await?;
+        self.post(Input::new(
+            thread_id.clone(),
+            InputBody::UseAgent {
+                agent: agent.to_owned(),
+            },
+        ))
+        .await
+    }
+
+    /// Switches the model `thread_id`'s completions use to `model` (`PROVIDER:MODEL`, as an agent
+    /// file names one), from its next completion on; `None` goes back to its agent's model.
+    /// Refused for an unknown or closed thread and a model this host cannot make
+    /// ([`PostError::BadModel`], saying why).
+    async fn use_model(
+        &self,
+        thread_id: &ThreadId,
+        model: Option<&str>,
+    ) -> Result<InputId, PostError> {
+        self.open_record(thread_id).await?;
+        if let Some(spec) = model {
+            self.ready_model(spec).await?;
+        }
+        self.post(Input::new(
+            thread_id.clone(),
+            InputBody::UseModel {
+                model: model.map(str::to_owned),
+            },
+        ))
+        .await
+    }
+
+    /// Creates a recurring schedule on the thread, as its `schedule_create` tool would from
+    /// `args`. Returns the new schedule's id and its description (the next three occurrences);
+    /// a bad rule, zone or time is refused ([`PostError::BadSchedule`]) naming the problem.
+    async fn create_schedule(
+        &self,
+        thread_id: &ThreadId,
+        args: &serde_json::Value,
+    ) -> Result<(String, String), PostError> {
+        let record = self.open_record(thread_id).await?;
+        let (id, text) =
+            check_schedule(&record, self.now(), args).map_err(PostError::BadSchedule)?;
+        self.post(Input::new(
+            thread_id.clone(),
+            InputBody::ScheduleCreate {
+                schedule_id: id.clone(),
+                args: args.clone(),
+            },
+        ))
+        .await?;
+        Ok((id, text))
+    }
+
+    /// Deletes one of the thread's recurring schedules. Refused for an unknown or closed thread,
+    /// or a schedule it does not have ([`PostError::NoSchedule`]).
+    async fn delete_schedule(
+        &self,
+        thread_id: &ThreadId,
+        schedule_id: &str,
+    ) -> Result<InputId, PostError> {
+        let record = self.open_record(thread_id).await?;
+        if !record.schedules.iter().any(|s| s.id == schedule_id) {
+            return Err(PostError::NoSchedule {
+                thread: thread_id.clone(),
+                schedule: schedule_id.to_owned(),
+            });
+        }
+        self.post(Input::new(
+            thread_id.clone(),
+            InputBody::ScheduleDelete {
+                schedule_id: schedule_id.to_owned(),
+            },
+        ))
+        .await
+    }
+
+    /// The thread's record, refused when it is unknown or closed.
+    async fn open_record(&self, thread_id: &ThreadId) -> Result<ThreadRecord, PostError> {
+        match self.threads().load_record(thread_id).await? {
+            None => Err(PostError::Unknown(thread_id.clone())),
+            Some(record) if record.status == ThreadStatus::Closed => {
+                Err(PostError::Closed(thread_id.clone()))
+            }
+            Some(record) => Ok(record),
+        }
+    }
+}
+
+/// The embedded runtime's front: inputs go straight to the thread's worker.
+#[async_trait]
+impl Front for AgentSystem {
+    fn threads(&self) -> &dyn ThreadStore {
+        self.inner.store.as_ref()
+    }
+
+    fn agent_catalog(&self) -> Option<&dyn AgentCatalog> {
+        self.inner.catalog.as_deref()
+    }
+
+    fn default_agent_name(&self) -> &str {
+        &self.inner.default_agent
+    }
+
     async fn ready_agent(&self, agent: &str) -> Result<(), PostError> {
         let agents = &self.inner.agents;
         if let Err(why) = agents.prepare(agent).await {
@@ -66,168 +264,24 @@ impl AgentSystem {
         Ok(())
     }
 
-    /// Interrupts `thread_id`: its calls in flight are cancelled (each gets an "interrupted"
-    /// result, tool servers get `/cancel_tool_call`, later results are dropped) and the model is
-    /// not asked to go on until the next message. Refused for an unknown or closed thread.
-    pub async fn interrupt(&self, thread_id: &ThreadId) -> Result<InputId, PostError> {
-        self.open_record(thread_id).await?;
-        Ok(self.post(Input::new(
-            thread_id.clone(),
-            InputBody::Interrupt { tree: false },
-        )))
+    async fn ready_model(&self, spec: &str) -> Result<(), PostError> {
+        let library = self.inner.library.as_ref().ok_or_else(|| {
+            PostError::BadModel("this host cannot switch a thread's model".to_owned())
+        })?;
+        library
+            .prepare_model(spec)
+            .await
+            .map_err(|why| PostError::BadModel(format!("cannot use the model `{spec}`: {why}")))
     }
 
-    /// Interrupts `thread_id` and every open thread below it (see
-    /// [`AgentSystem::interrupt`]).
-    pub async fn interrupt_tree(&self, thread_id: &ThreadId) -> Result<InputId, PostError> {
-        self.open_record(thread_id).await?;
-        Ok(self.post(Input::new(
-            thread_id.clone(),
-            InputBody::Interrupt { tree: true },
-        )))
+    fn now(&self) -> jiff::Timestamp {
+        self.inner.clock.now()
     }
 
-    /// Closes `thread_id`, and with it every thread below it (a thread never outlives its
-    /// parent): pending calls are cancelled, subscriptions cancelled at their servers, each
-    /// parent gets its children's final reports. Unless `tree`, a thread with open children is
-    /// refused ([`PostError::OpenChildren`]), so nobody closes a tree by accident.
-    pub async fn close(&self, thread_id: &ThreadId, tree: bool) -> Result<InputId, PostError> {
-        let record = self.open_record(thread_id).await?;
-        let open: Vec<ThreadId> = record
-            .children
-            .iter()
-            .filter(|c| !c.closed)
-            .map(|c| c.thread_id.clone())
-            .collect();
-        if !tree && !open.is_empty() {
-            return Err(PostError::OpenChildren {
-                thread: thread_id.clone(),
-                children: open,
-            });
-        }
-        Ok(self.post(Input::new(thread_id.clone(), InputBody::Close {})))
-    }
-
-    /// Moves `thread_id` to another version of its agent: `agent` is `NAME` (the newest stored
-    /// version) or `NAME@VERSION` (any stored one, older ones included). The thread runs it from
-    /// its next slice on; a conversation's root takes the version's tool servers afresh, and
-    /// its children and delegations started from then on run it too. Refused for an unknown or
-    /// closed thread, another agent's name ([`PostError::BadAgent`]) and a version this host
-    /// does not have ([`PostError::NoAgent`]).
-    pub async fn use_agent(&self, thread_id: &ThreadId, agent: &str) -> Result<InputId, PostError> {
-        let record = self.open_record(thread_id).await?;
-        let reference = crate::catalog::AgentRef::parse(agent).map_err(PostError::BadAgent)?;
-        let current = record.agent.split('@').next().unwrap_or_default();
-        if reference.name != current {
-            return Err(PostError::BadAgent(format!(
-                "thread {thread_id} runs the agent `{current}` and can only move to another \
-                 version of it, not to `{}`",
-                reference.name
-            )));
-        }
-        // `NAME` is the newest stored version, whichever version this host runs by default.
-        let resolved = match (&self.inner.catalog, reference.version) {
-            (Some(catalog), None) => catalog
-                .get(&reference.name, None)
-                .await
-                .map_err(|e| PostError::NoAgent(format!("`{agent}` cannot be read: {e}")))?
-                .map(|stored| stored.reference()),
-            _ => None,
-        };
-        let agent = resolved.as_deref().unwrap_or(agent);
-        self.ready_agent(agent).await?;
-        Ok(self.post(Input::new(
-            thread_id.clone(),
-            InputBody::UseAgent {
-                agent: agent.to_owned(),
-            },
-        )))
-    }
-
-    /// Switches the model `thread_id`'s completions use to `model` (`PROVIDER:MODEL`, as an agent
-    /// file names one), from its next completion on; `None` goes back to its agent's model.
-    /// Refused for an unknown or closed thread and a model this host cannot make
-    /// ([`PostError::BadModel`], saying why).
-    pub async fn use_model(
-        &self,
-        thread_id: &ThreadId,
-        model: Option<&str>,
-    ) -> Result<InputId, PostError> {
-        self.open_record(thread_id).await?;
-        if let Some(spec) = model {
-            let library = self.inner.library.as_ref().ok_or_else(|| {
-                PostError::BadModel("this host cannot switch a thread's model".to_owned())
-            })?;
-            library.prepare_model(spec).await.map_err(|why| {
-                PostError::BadModel(format!("cannot use the model `{spec}`: {why}"))
-            })?;
-        }
-        Ok(self.post(Input::new(
-            thread_id.clone(),
-            InputBody::UseModel {
-                model: model.map(str::to_owned),
-            },
-        )))
-    }
-
-    /// Creates a recurring schedule on the thread, as its `schedule_create` tool would from
-    /// `args`. Returns the new schedule's id and its description (the next three occurrences);
-    /// a bad rule, zone or time is refused ([`PostError::BadSchedule`]) naming the problem.
-    pub async fn create_schedule(
-        &self,
-        thread_id: &ThreadId,
-        args: &serde_json::Value,
-    ) -> Result<(String, String), PostError> {
-        let record = self.open_record(thread_id).await?;
-        let (id, text) = check_schedule(&record, self.inner.clock.now(), args)
-            .map_err(PostError::BadSchedule)?;
-        self.post(Input::new(
-            thread_id.clone(),
-            InputBody::ScheduleCreate {
-                schedule_id: id.clone(),
-                args: args.clone(),
-            },
-        ));
-        Ok((id, text))
-    }
-
-    /// Deletes one of the thread's recurring schedules. Refused for an unknown or closed thread,
-    /// or a schedule it does not have ([`PostError::NoSchedule`]).
-    pub async fn delete_schedule(
-        &self,
-        thread_id: &ThreadId,
-        schedule_id: &str,
-    ) -> Result<InputId, PostError> {
-        let record = self.open_record(thread_id).await?;
-        if !record.schedules.iter().any(|s| s.id == schedule_id) {
-            return Err(PostError::NoSchedule {
-                thread: thread_id.clone(),
-                schedule: schedule_id.to_owned(),
-            });
-        }
-        Ok(self.post(Input::new(
-            thread_id.clone(),
-            InputBody::ScheduleDelete {
-                schedule_id: schedule_id.to_owned(),
-            },
-        )))
-    }
-
-    /// The thread's record, refused when it is unknown or closed.
-    async fn open_record(&self, thread_id: &ThreadId) -> Result<ThreadRecord, PostError> {
-        match self.inner.store.load_record(thread_id).await? {
-            None => Err(PostError::Unknown(thread_id.clone())),
-            Some(record) if record.status == ThreadStatus::Closed => {
-                Err(PostError::Closed(thread_id.clone()))
-            }
-            Some(record) => Ok(record),
-        }
-    }
-
-    fn post(&self, input: Input) -> InputId {
+    async fn post(&self, input: Input) -> Result<InputId, PostError> {
         let id = input.id.clone();
         self.inner.route(input);
-        id
+        Ok(id)
     }
 }
 

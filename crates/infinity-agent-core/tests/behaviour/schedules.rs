@@ -4,6 +4,7 @@
 
 use crate::harness::{tid, Setup};
 use infinity_agent_core::input::InputBody;
+use infinity_agent_core::runtime::Front;
 
 const SCRIPT: &str = r#"
 rules:

@@ -12,6 +12,7 @@ use infinity_agent_core::effect::Notification;
 use infinity_agent_core::host::{run_slice, HostContext, ModelRetry};
 use infinity_agent_core::ids::{SeededIds, ThreadId};
 use infinity_agent_core::input::{Input, InputBody};
+use infinity_agent_core::runtime::Front;
 use infinity_agent_core::runtime::PostError;
 use infinity_agent_core::scripted::ScriptedModel;
 use infinity_agent_core::state::ThreadStatus;
@@ -153,7 +154,7 @@ async fn closing_a_middle_thread_reports_to_its_parent_and_interrupting_reaches_
     let ids = family(&mut h).await;
 
     // Interrupting the tree cancels every call in flight and leaves every thread open.
-    h.system.interrupt_tree(&tid("top")).await.unwrap();
+    h.system.interrupt(&tid("top"), true).await.unwrap();
     h.run_for(60).await;
     assert_eq!(cancelled(&h).len(), 3, "{:?}", cancelled(&h));
     for id in &ids {

@@ -9,6 +9,7 @@ use async_trait::async_trait;
 use infinity_agent_core::input::InputBody;
 use infinity_agent_core::library::{Library, ModelSource};
 use infinity_agent_core::model::ModelProvider;
+use infinity_agent_core::runtime::Front;
 use infinity_agent_core::runtime::PostError;
 use infinity_agent_core::scripted::ScriptedModel;
 

@@ -36,7 +36,7 @@ use infinity_agent_core::library::{Library, CATALOG_REFRESH};
 use setup::StoredAgentBuilder;
 pub use setup::{
     agent_from_env, agent_from_env_with, build_agent, build_agent_with, read_ssm_parameter,
-    SetupError, SsmError,
+    DeploymentModels, SetupError, SsmError,
 };
 
 /// Why a thread's messages could not be handled; SQS delivers them again.

@@ -5,7 +5,7 @@ use std::path::Path;
 
 use infinity_agent_core::agent::AgentFile;
 use infinity_agent_core::ids::ThreadId;
-use infinity_agent_core::runtime::AgentSystemBuilder;
+use infinity_agent_core::runtime::{AgentSystemBuilder, Front};
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
