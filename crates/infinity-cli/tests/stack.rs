@@ -1,0 +1,494 @@
+//! The API and the web app over a stack's threads, on the local stack (the emulators, started
+//! here through `infra/local/`, as the `infinity-aws` local-stack tests do): `infinity serve --aws`
+//! as a real process beside the real agent handler, and the same binary as the stack's API
+//! function, started the way Lambda starts it (no arguments, the runtime API to poll) against a
+//! small stand-in of Lambda's runtime API.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+mod common;
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::Duration;
+
+use axum::extract::{Path as UrlPath, State};
+use axum::routing::{get, post};
+use infinity_agent_core::agent::AgentFile;
+use infinity_aws::config::{AwsConfig, Clients};
+use infinity_aws::handler::{build_agent, AgentHandler};
+use infinity_aws::local::LocalRunner;
+use serde_json::{json, Value};
+
+use common::{free_port, Server};
+
+fn repo() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../..")
+        .canonicalize()
+        .unwrap()
+}
+
+/// Starts the emulators once per test process (installing them first if needed).
+fn emulators() {
+    static STARTED: OnceLock<()> = OnceLock::new();
+    STARTED.get_or_init(|| {
+        for (script, arg) in [("install.sh", None), ("emulators.sh", Some("start"))] {
+            let mut cmd = Command::new("bash");
+            cmd.arg(repo().join("infra/local").join(script));
+            cmd.args(arg);
+            let out = cmd.current_dir(repo()).output().unwrap();
+            assert!(
+                out.status.success(),
+                "{script} failed:\n{}\n{}",
+                String::from_utf8_lossy(&out.stdout),
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+    });
+}
+
+const SCRIPT: &str = r#"
+rules:
+  - when: "^ask$"
+    reply:
+      tool_calls: [{name: user_choice, args: {prompt: "Which one?", choices: ["red", "blue"]}}]
+  - reply: {text: "stack says hi"}
+"#;
+
+/// A fresh stack (queues and a table), its agent handler polling it in this process, and the
+/// environment a process needs to reach it.
+struct Stack {
+    env: HashMap<String, String>,
+    clients: Clients,
+    _dir: tempfile::TempDir,
+}
+
+async fn stack() -> Stack {
+    emulators();
+    let prefix = format!("cli{}", &uuid_like()[..10]);
+    let env_file = std::env::temp_dir().join(format!("{prefix}.env.sh"));
+    let out = Command::new(repo().join(".venv/bin/python"))
+        .arg(repo().join("infra/local/bootstrap.py"))
+        .args(["--prefix", &prefix, "--env-file"])
+        .arg(&env_file)
+        .current_dir(repo())
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "bootstrap failed:\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let mut env = infinity_aws::local::parse_env_file(&std::fs::read_to_string(&env_file).unwrap());
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("script.yaml"), SCRIPT).unwrap();
+    let agent_path = dir.path().join("agent.yaml");
+    std::fs::write(&agent_path, "name: tester\nmodel: script:script.yaml\n").unwrap();
+    env.insert("INFINITY_DEFAULT_AGENT".into(), String::new());
+    env.insert(
+        "INFINITY_AGENT_FILE".into(),
+        agent_path.to_string_lossy().into_owned(),
+    );
+    let config = AwsConfig::from_lookup(|k| env.get(k).cloned()).unwrap();
+    let endpoint = |service: &str| env[&format!("AWS_ENDPOINT_URL_{service}")].clone();
+    let clients = Clients::for_endpoints(
+        &env["AWS_REGION"],
+        &endpoint("DYNAMODB"),
+        &endpoint("SQS"),
+        &endpoint("SCHEDULER"),
+    )
+    .await;
+    let agent = build_agent(&AgentFile::load(&agent_path).unwrap())
+        .await
+        .unwrap();
+    let handler = Arc::new(AgentHandler::new(&clients, &config, agent));
+    let runner = LocalRunner::new(clients.clone(), config, handler);
+    tokio::spawn(runner.run());
+    Stack {
+        env,
+        clients,
+        _dir: dir,
+    }
+}
+
+fn uuid_like() -> String {
+    infinity_agent_core::ids::EffectId::generate().as_str()[3..].to_owned()
+}
+
+/// Waits (up to 60 s: the emulators are slow) until `check` holds.
+async fn eventually<F, Fut>(what: &str, mut check: F)
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = bool>,
+{
+    for _ in 0..600 {
+        if check().await {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    panic!("timed out waiting for {what}");
+}
+
+async fn post_json(url: &str, body: Value) -> (u16, Value) {
+    let r = reqwest::Client::new()
+        .post(url)
+        .json(&body)
+        .send()
+        .await
+        .unwrap();
+    (r.status().as_u16(), r.json().await.unwrap_or(Value::Null))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn serve_aws_serves_a_stacks_threads_live() {
+    let stack = stack().await;
+    let port = free_port();
+    let server = Server(
+        Command::new(env!("CARGO_BIN_EXE_infinity"))
+            .args(["serve", "--aws", "--port", &port.to_string()])
+            .envs(&stack.env)
+            .env_remove("INFINITY_SERVE_TOKEN")
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    let api = format!("http://127.0.0.1:{port}");
+    eventually("the server to start", || async {
+        reqwest::get(format!("{api}/health")).await.is_ok()
+    })
+    .await;
+
+    // The page is there, and the agents: the deployment's default, by its file's name.
+    let page = reqwest::get(format!("{api}/")).await.unwrap();
+    assert_eq!(page.status(), 200);
+    let (status, agents) = common::get_json(&format!("{api}/agents")).await;
+    assert_eq!((status, &agents["default"]), (200, &json!("tester")));
+
+    // Live events first, then a message: the answer streams in from the output queue.
+    let mut events = reqwest::get(format!("{api}/threads/web1/events"))
+        .await
+        .unwrap();
+    assert_eq!(events.status(), 200);
+    let (status, queued) = post_json(
+        &format!("{api}/threads/web1/messages"),
+        json!({"text": "hello"}),
+    )
+    .await;
+    assert_eq!(status, 202, "{queued}");
+    let mut seen = String::new();
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+    while !seen.contains("stack says hi") {
+        let chunk = tokio::time::timeout_at(deadline, events.chunk())
+            .await
+            .unwrap_or_else(|_| panic!("no answer in the event stream; saw:\n{seen}"))
+            .unwrap()
+            .expect("the stream stays open");
+        seen.push_str(&String::from_utf8_lossy(&chunk));
+    }
+    assert!(seen.contains("event: assistant"), "{seen}");
+    let (status, history) = common::get_json(&format!("{api}/threads/web1/history")).await;
+    assert_eq!(status, 200);
+    let texts: Vec<&str> = history
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|e| e["item"]["text"].as_str())
+        .collect();
+    assert_eq!(texts, ["hello", "stack says hi"], "{history}");
+
+    // A recurring schedule, set by a person through the stack, lands on the thread's record.
+    let (status, made) = post_json(
+        &format!("{api}/threads/web1/schedules"),
+        json!({"message": "water", "cron": "0 7 * * *", "timezone": "Europe/Berlin"}),
+    )
+    .await;
+    assert_eq!(status, 202, "{made}");
+    let schedule = made["schedule_id"].as_str().unwrap().to_owned();
+    eventually("the schedule on the record", || async {
+        let (_, list) = common::get_json(&format!("{api}/threads/web1/schedules")).await;
+        list.as_array()
+            .is_some_and(|l| l.len() == 1 && l[0]["id"] == schedule.as_str())
+    })
+    .await;
+
+    // What the stack cannot take is refused here, naming why, and nothing is queued.
+    let refusals = [
+        ("/threads/nobody/close", json!({}), 404, "no thread nobody"),
+        (
+            "/threads/web1/agent",
+            json!({"agent": "other"}),
+            400,
+            "runs the agent `tester`",
+        ),
+        (
+            "/threads/web9/messages",
+            json!({"text": "x", "agent": "ghost"}),
+            404,
+            "no agent `ghost`",
+        ),
+        (
+            "/threads/web1/model",
+            json!({"model": "nosuch:model"}),
+            400,
+            "nosuch",
+        ),
+        (
+            "/threads/web1/schedules",
+            json!({"message": "m", "rrule": "FREQ=DAILY;BYHOUR=31"}),
+            400,
+            "BYHOUR",
+        ),
+    ];
+    for (path, body, want, says) in refusals {
+        let (status, answer) = post_json(&format!("{api}{path}"), body).await;
+        assert_eq!(status, want, "{path}: {answer}");
+        assert!(
+            answer["error"].as_str().unwrap_or_default().contains(says),
+            "{path}: {answer}"
+        );
+    }
+    let (_, record) = common::get_json(&format!("{api}/threads/web9")).await;
+    assert!(
+        record["error"].as_str().is_some(),
+        "no thread was made: {record}"
+    );
+
+    // Closing goes through the queue too; then the thread takes no more messages.
+    let (status, _) = post_json(&format!("{api}/threads/web1/close"), json!({})).await;
+    assert_eq!(status, 202);
+    eventually("the thread to close", || async {
+        let (_, record) = common::get_json(&format!("{api}/threads/web1")).await;
+        record["status"] == "closed"
+    })
+    .await;
+    let (status, answer) = post_json(
+        &format!("{api}/threads/web1/messages"),
+        json!({"text": "more"}),
+    )
+    .await;
+    assert_eq!(status, 409, "{answer}");
+    drop(server);
+    drop(stack.clients);
+}
+
+/// The requests a stand-in of Lambda's runtime API hands out, and the answers it got back.
+#[derive(Default)]
+struct Invocations {
+    waiting: Vec<(String, Value)>,
+    answers: HashMap<String, Value>,
+}
+
+type Runtime = Arc<Mutex<Invocations>>;
+
+/// `GET /2018-06-01/runtime/invocation/next`: the next event (polled until there is one).
+async fn next(State(runtime): State<Runtime>) -> axum::response::Response {
+    use axum::response::IntoResponse;
+    loop {
+        let next = runtime.lock().unwrap().waiting.pop();
+        if let Some((id, event)) = next {
+            let deadline = (jiff::Timestamp::now().as_millisecond() + 30_000).to_string();
+            return (
+                [
+                    ("lambda-runtime-aws-request-id", id.as_str()),
+                    ("lambda-runtime-deadline-ms", deadline.as_str()),
+                    (
+                        "lambda-runtime-invoked-function-arn",
+                        "arn:aws:lambda:us-east-1:123456789012:function:api",
+                    ),
+                ],
+                axum::Json(event),
+            )
+                .into_response();
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+async fn response(
+    State(runtime): State<Runtime>,
+    UrlPath(id): UrlPath<String>,
+    body: axum::body::Bytes,
+) -> &'static str {
+    let answer = serde_json::from_slice(&body).unwrap_or(Value::Null);
+    runtime.lock().unwrap().answers.insert(id, answer);
+    "ok"
+}
+
+/// Hands `event` to the function as invocation `id` and waits for its answer.
+async fn ask(runtime: Runtime, id: String, event: Value) -> Value {
+    runtime
+        .lock()
+        .unwrap()
+        .waiting
+        .insert(0, (id.clone(), event));
+    for _ in 0..600 {
+        if let Some(answer) = runtime.lock().unwrap().answers.get(&id) {
+            return answer.clone();
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    panic!("the function did not answer {id}");
+}
+
+/// A Function URL event (payload format 2.0) for `method path`.
+fn url_event(method: &str, path: &str, query: &str, headers: Value, body: Option<&str>) -> Value {
+    json!({
+        "version": "2.0",
+        "routeKey": "$default",
+        "rawPath": path,
+        "rawQueryString": query,
+        "headers": headers,
+        "queryStringParameters": {},
+        "requestContext": {
+            "accountId": "123456789012",
+            "apiId": "api",
+            "domainName": "api.lambda-url.us-east-1.on.aws",
+            "domainPrefix": "api",
+            "http": {"method": method, "path": path, "protocol": "HTTP/1.1",
+                     "sourceIp": "127.0.0.1", "userAgent": "test"},
+            "requestId": "r",
+            "routeKey": "$default",
+            "stage": "$default",
+            "time": "01/Dec/2026:00:00:00 +0000",
+            "timeEpoch": 0
+        },
+        "body": body,
+        "isBase64Encoded": false
+    })
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_api_function_answers_function_url_requests_behind_its_token() {
+    let stack = stack().await;
+    // The token, where the template keeps it (an SSM parameter), on the emulator.
+    let parameter = format!("/{}/api-token", uuid_like());
+    let sqs = &stack.env["AWS_ENDPOINT_URL_SQS"];
+    let put = Command::new(repo().join(".venv/bin/python"))
+        .args([
+            "-c",
+            "import boto3,sys; boto3.client('ssm', endpoint_url=sys.argv[1], region_name='us-east-1', \
+             aws_access_key_id='test', aws_secret_access_key='test').put_parameter(Name=sys.argv[2], \
+             Value='s3cret-token', Type='SecureString')",
+            sqs,
+            &parameter,
+        ])
+        .output()
+        .unwrap();
+    assert!(
+        put.status.success(),
+        "{}",
+        String::from_utf8_lossy(&put.stderr)
+    );
+
+    let runtime = Runtime::default();
+    let app = axum::Router::new()
+        .route("/2018-06-01/runtime/invocation/next", get(next))
+        .route(
+            "/2018-06-01/runtime/invocation/{id}/response",
+            post(response),
+        )
+        .with_state(Arc::clone(&runtime));
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let runtime_api = listener.local_addr().unwrap().to_string();
+    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+    // Started as Lambda starts it: no arguments.
+    let _function = Server(
+        Command::new(env!("CARGO_BIN_EXE_infinity"))
+            .envs(&stack.env)
+            .env("AWS_ENDPOINT_URL_SSM", sqs)
+            .env("AWS_LAMBDA_RUNTIME_API", &runtime_api)
+            .env("AWS_LAMBDA_FUNCTION_NAME", "api")
+            .env("AWS_LAMBDA_FUNCTION_VERSION", "$LATEST")
+            .env("AWS_LAMBDA_FUNCTION_MEMORY_SIZE", "512")
+            .env("AWS_LAMBDA_LOG_STREAM_NAME", "s")
+            .env("AWS_LAMBDA_LOG_GROUP_NAME", "g")
+            .env("INFINITY_API_TOKEN_PARAMETER", &parameter)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    let ask = |id: &str, event: Value| ask(Arc::clone(&runtime), id.to_owned(), event);
+    let host = json!({"host": "api.lambda-url.us-east-1.on.aws"});
+    let with_token = json!({"host": "api.lambda-url.us-east-1.on.aws",
+                            "authorization": "Bearer s3cret-token",
+                            "content-type": "application/json"});
+
+    // Without the token: refused; the page itself needs none.
+    let refused = ask("1", url_event("GET", "/threads", "", host.clone(), None)).await;
+    assert_eq!(refused["statusCode"], 401, "{refused}");
+    let page = ask("2", url_event("GET", "/", "", host.clone(), None)).await;
+    assert_eq!(page["statusCode"], 200, "{page}");
+    assert!(page["body"].as_str().unwrap().contains("<html"), "{page}");
+
+    // With it: a message goes on the stack's queue and the agent handler answers it.
+    let sent = ask(
+        "3",
+        url_event(
+            "POST",
+            "/threads/lambda1/messages",
+            "",
+            with_token.clone(),
+            Some(r#"{"text": "hello"}"#),
+        ),
+    )
+    .await;
+    assert_eq!(sent["statusCode"], 202, "{sent}");
+    let mut answered = false;
+    for n in 0..300 {
+        let event = url_event(
+            "GET",
+            "/threads/lambda1/history",
+            "",
+            with_token.clone(),
+            None,
+        );
+        let answer = ask(&format!("history{n}"), event).await;
+        if answer["body"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("stack says hi")
+        {
+            answered = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    assert!(answered, "no answer in the thread's history");
+    // The event stream (the token in the query, as EventSource sends it) sends what is open and
+    // asks the page to come back, as a Lambda answers whole.
+    let events = ask(
+        "events",
+        url_event(
+            "GET",
+            "/threads/lambda1/events",
+            "access_token=s3cret-token",
+            host.clone(),
+            None,
+        ),
+    )
+    .await;
+    assert_eq!(events["statusCode"], 200, "{events}");
+    assert!(
+        events["body"].as_str().unwrap().contains("retry: 2000"),
+        "{events}"
+    );
+    // A malformed body is a clear 400, not a crash of the function.
+    let bad = ask(
+        "bad",
+        url_event(
+            "POST",
+            "/threads/lambda1/messages",
+            "",
+            with_token,
+            Some("{not json"),
+        ),
+    )
+    .await;
+    assert_eq!(bad["statusCode"], 400, "{bad}");
+}
