@@ -78,6 +78,7 @@ unit-localstack:
 build:
 	@command -v cargo-lambda >/dev/null || { echo "make build needs cargo-lambda: cargo install cargo-lambda (and zig for cross-compiling to arm64)"; exit 1; }
 	$(CARGO) lambda build --release --arm64 -p infinity-aws --bin infinity-agent-lambda --bin infinity-relay-lambda --bin infinity-callback-lambda
+	$(CARGO) lambda build --release --arm64 -p infinity-cli --bin infinity
 
 # One agent in the template (AGENT=file), or a folder of agents saved into the table once the
 # stack is up (AGENTS=folder DEFAULT_AGENT=name; the template then carries no agent). STACK names

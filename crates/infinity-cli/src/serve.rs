@@ -22,6 +22,10 @@
 //! | `POST /threads/{id}/close` | closes the thread and every thread below it (`{"tree": true}` required when it has open children) |
 //! | `POST /threads/{id}/migration`, `.../migration/finish`, `.../migration/abort`, `POST /migration/import` | moving a session to or from another host (`infinity migrate`, see [`crate::migrate`]) |
 //!
+//! The routes over threads are in [`crate::api`], written once for every host: `serve` runs them on
+//! the embedded runtime, `serve --aws` and the stack's API function on a stack's table and queues
+//! ([`crate::stack_api`]; the migration routes are the embedded runtime's only).
+//!
 //! Every route but `/health` is guarded (see [`Guard`]): on a loopback address, requests must
 //! name the server itself in `Host` (no DNS rebinding) and come from its own origin if they carry
 //! an `Origin` (no other site's page); on any other address, a bearer token is required too.

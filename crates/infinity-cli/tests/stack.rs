@@ -6,6 +6,7 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
+mod browser;
 mod common;
 
 use std::collections::HashMap;
@@ -143,9 +144,8 @@ async fn post_json(url: &str, body: Value) -> (u16, Value) {
     (r.status().as_u16(), r.json().await.unwrap_or(Value::Null))
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn serve_aws_serves_a_stacks_threads_live() {
-    let stack = stack().await;
+/// `infinity serve --aws` on the stack, on loopback (no token).
+async fn serve_aws(stack: &Stack) -> (Server, String) {
     let port = free_port();
     let server = Server(
         Command::new(env!("CARGO_BIN_EXE_infinity"))
@@ -162,6 +162,73 @@ async fn serve_aws_serves_a_stacks_threads_live() {
         reqwest::get(format!("{api}/health")).await.is_ok()
     })
     .await;
+    (server, api)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_person_watches_a_stack_in_a_real_browser() {
+    let chromium = match browser::find_chromium() {
+        Ok(path) => path,
+        Err(searched) => {
+            eprintln!(
+                "skipped: chromium not found at {searched}; install it with apt-get install chromium"
+            );
+            return;
+        }
+    };
+    let stack = stack().await;
+    let (_server, api) = serve_aws(&stack).await;
+    let browser = browser::Browser::launch(&chromium, 1280, 900).await;
+    browser.open(&format!("{api}/")).await;
+    browser
+        .wait_for(
+            "the placeholder of an empty stack",
+            "!document.getElementById('no-threads').hidden",
+        )
+        .await;
+    browser.click("#new-conversation", None).await;
+    browser
+        .wait_for(
+            "the new conversation, connected",
+            "document.activeElement.id === 'message' \
+             && document.getElementById('connection').textContent === 'live'",
+        )
+        .await;
+    browser.type_text("hello").await;
+    browser.press("Enter", false).await;
+    // The deployment's answer comes through the output queue to the page.
+    browser
+        .wait_for(
+            "the stack's answer",
+            "[...document.querySelectorAll('.msg.assistant:not(.streaming)')]\
+               .some((m) => m.innerText.includes('stack says hi'))",
+        )
+        .await;
+    browser
+        .wait_for(
+            "the conversation in the list",
+            "document.getElementById('thread-list').innerText.length > 0",
+        )
+        .await;
+    browser.screenshot(&screenshot_dir(), "10-stack").await;
+    let problems = browser.problems();
+    assert!(problems.is_empty(), "console problems: {problems:#?}");
+}
+
+/// Where screenshots go (as tests/web.rs): `target/web-screenshots/`.
+fn screenshot_dir() -> PathBuf {
+    let target = std::env::var_os("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target"));
+    let dir = target.join("web-screenshots");
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn serve_aws_serves_a_stacks_threads_live() {
+    let stack = stack().await;
+    let (server, api) = serve_aws(&stack).await;
 
     // The page is there, and the agents: the deployment's default, by its file's name.
     let page = reqwest::get(format!("{api}/")).await.unwrap();
