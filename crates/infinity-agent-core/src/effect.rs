@@ -98,6 +98,25 @@ pub enum LibraryOp {
         /// The entry.
         entry: crate::knowledge::KnowledgeEntry,
     },
+    /// Publishes a version of a page (the `artifact` category): its files, content and meta.
+    PublishArtifact {
+        /// The page as of this version.
+        meta: crate::artifact::ArtifactMeta,
+        /// The version's content.
+        content: String,
+        /// The version's files, by name.
+        #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+        files: std::collections::BTreeMap<String, String>,
+    },
+    /// Stores the thread's answer to a comment on one of its pages.
+    AnswerComment {
+        /// The page.
+        artifact_id: String,
+        /// The comment.
+        comment_id: String,
+        /// The answer.
+        answer: crate::artifact::Answer,
+    },
 }
 
 /// A call of an external tool.

@@ -182,6 +182,20 @@ pub enum InputBody {
         /// True when it started, false when it ended.
         running: bool,
     },
+    /// A person commented on one of the thread's pages (the `artifact` category): the model is
+    /// told, and may answer with `artifact_reply`.
+    ArtifactComment {
+        /// The page.
+        artifact_id: String,
+        /// The comment (already stored with the page).
+        comment_id: String,
+        /// Who wrote it.
+        author: String,
+        /// What they wrote.
+        text: String,
+        /// When.
+        at: Timestamp,
+    },
     /// The user pressed a widget's button.
     WidgetAction {
         /// The button's `action`.
@@ -321,6 +335,7 @@ impl InputBody {
             InputBody::CallDeadline { .. } => "call_deadline",
             InputBody::MemoryWrite { .. } => "memory_write",
             InputBody::WidgetAction { .. } => "widget_action",
+            InputBody::ArtifactComment { .. } => "artifact_comment",
             InputBody::ConversationUsage { .. } => "conversation_usage",
             InputBody::UseAgent { .. } => "use_agent",
             InputBody::UseModel { .. } => "use_model",

@@ -4,10 +4,12 @@
 //! The modules are layered; a lower one never imports a higher one:
 //!
 //! - the data at the bottom: [`ids`], [`json`] (values cut to a size) and [`search`] (a ranked
-//!   full-text index), [`knowledge`] (the registry's entries and stores), [`history`],
+//!   full-text index), [`knowledge`] (the registry's entries and stores), [`artifact`] (published
+//!   pages and their comments), [`history`],
 //!   [`model`] (the model interface and its types), [`state`] (the thread record and everything
 //!   it embeds), [`input`], [`effect`], [`commit`];
-//! - [`library`]: what a host holds for tools beyond a conversation (knowledge);
+//! - [`library`]: what a host holds for tools beyond a conversation (knowledge, the catalog,
+//!   remotes, models, published pages);
 //! - [`tools`]: the [`tools::Tool`] trait, the registry, the built-in and internal tools, and
 //!   tool servers' tools;
 //! - [`agent`] (agents and agent files) and [`scripted`] (the scripted model); [`catalog`]
@@ -21,6 +23,7 @@
 #![warn(missing_docs)]
 
 pub mod agent;
+pub mod artifact;
 pub mod catalog;
 pub mod commit;
 pub mod effect;

@@ -10,7 +10,7 @@ use std::path::Path;
 /// The top-level modules, bottom first.
 const LAYERS: &[&[&str]] = &[
     &["ids", "json", "search"],
-    &["knowledge"],
+    &["knowledge", "artifact"],
     &["history"],
     &["model"],
     &["state"],

@@ -13,6 +13,7 @@ use infinity_agent_core::effect::OutputEvent;
 use infinity_agent_core::host::InputSender;
 use infinity_agent_core::ids::InputId;
 use infinity_agent_core::input::Input;
+use infinity_agent_core::library::artifacts::Artifacts;
 use infinity_agent_core::library::ModelSource;
 use infinity_agent_core::runtime::{Front, PostError};
 use infinity_agent_core::store::ThreadStore;
@@ -36,6 +37,7 @@ pub struct StackFront {
     models: DeploymentModels,
     /// Present once [`StackFront::follow_output`] runs.
     subscribers: Option<Subscribers>,
+    artifacts: Option<Artifacts>,
 }
 
 impl StackFront {
@@ -53,7 +55,19 @@ impl StackFront {
             default_agent: default_agent.into(),
             models: DeploymentModels::default(),
             subscribers: None,
+            artifacts: None,
         }
+    }
+
+    /// Serves the pages agents publish from `artifacts` (the stack's bucket).
+    pub fn with_artifacts(mut self, artifacts: Artifacts) -> Self {
+        self.artifacts = Some(artifacts);
+        self
+    }
+
+    /// Where the stack keeps published pages, when it does.
+    pub fn artifacts(&self) -> Option<&Artifacts> {
+        self.artifacts.as_ref()
     }
 
     /// Follows the stack's output queue from now on: each event is handed to every subscriber,

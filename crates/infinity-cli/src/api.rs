@@ -14,6 +14,7 @@ use axum::routing::{get, post};
 use axum::{Json, Router};
 use infinity_agent_core::effect::{OutputEvent, OutputKind};
 use infinity_agent_core::ids::ThreadId;
+use infinity_agent_core::library::artifacts::Artifacts;
 use infinity_agent_core::runtime::{AgentSystem, Front, PostError};
 use infinity_agent_core::store::load_view;
 use serde::Deserialize;
@@ -26,17 +27,28 @@ pub trait Served: Front {
     /// (then `GET /threads/{id}/events` sends what is open now and asks the client to reconnect
     /// soon, which reloads the history).
     fn subscribe(&self) -> Option<mpsc::UnboundedReceiver<OutputEvent>>;
+
+    /// Where the host keeps the pages agents publish (`None`: it keeps none).
+    fn artifacts(&self) -> Option<&Artifacts>;
 }
 
 impl Served for AgentSystem {
     fn subscribe(&self) -> Option<mpsc::UnboundedReceiver<OutputEvent>> {
         Some(AgentSystem::subscribe(self))
     }
+
+    fn artifacts(&self) -> Option<&Artifacts> {
+        self.library()?.artifacts()
+    }
 }
 
 impl Served for infinity_aws::front::StackFront {
     fn subscribe(&self) -> Option<mpsc::UnboundedReceiver<OutputEvent>> {
         infinity_aws::front::StackFront::subscribe(self)
+    }
+
+    fn artifacts(&self) -> Option<&Artifacts> {
+        infinity_aws::front::StackFront::artifacts(self)
     }
 }
 

@@ -411,6 +411,17 @@ fn describe_effect(effect: &infinity_agent_core::effect::PendingEffect) -> Strin
         Effect::Library {
             op: infinity_agent_core::effect::LibraryOp::SaveKnowledge { entry },
         } => format!("saving knowledge `{}`", entry.name),
+        Effect::Library {
+            op: infinity_agent_core::effect::LibraryOp::PublishArtifact { meta, .. },
+        } => format!("publishing page {} version {}", meta.id, meta.version),
+        Effect::Library {
+            op:
+                infinity_agent_core::effect::LibraryOp::AnswerComment {
+                    artifact_id,
+                    comment_id,
+                    ..
+                },
+        } => format!("answering comment {comment_id} on page {artifact_id}"),
     };
     format!("{} {} ({what})", effect.id, effect.effect.kind())
 }

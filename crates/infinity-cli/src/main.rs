@@ -2,6 +2,7 @@
 
 mod agents;
 mod api;
+mod artifacts;
 mod aws;
 mod display;
 mod knowledge;

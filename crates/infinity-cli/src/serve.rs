@@ -54,6 +54,10 @@ pub struct ServeArgs {
     /// local stack), its output queue followed for the live events.
     #[arg(long, conflicts_with = "agent")]
     aws: bool,
+    /// The address people reach this server at, for the links to pages agents publish (default:
+    /// the address it listens on).
+    #[arg(long)]
+    public_url: Option<String>,
     /// With --aws: one endpoint for every AWS service (e.g. http://localhost:4566).
     #[arg(long, requires = "aws")]
     endpoint: Option<String>,
@@ -77,6 +81,10 @@ pub struct Guard {
     pub token: Option<String>,
     /// The `Host` values the server answers to (empty: any, when it listens beyond loopback).
     pub hosts: Vec<String>,
+    /// Requests from any origin are taken (a published page's content and files, loaded by
+    /// the page itself from its sandboxed origin, `null`); otherwise only from the server's own
+    /// pages.
+    pub any_origin: bool,
 }
 
 impl Guard {
@@ -95,7 +103,14 @@ impl Guard {
         } else {
             Vec::new()
         };
-        (Self { token, hosts }, made)
+        (
+            Self {
+                token,
+                hosts,
+                any_origin: false,
+            },
+            made,
+        )
     }
 }
 
@@ -136,7 +151,7 @@ pub(crate) async fn guard(
         )
         .into_response();
     }
-    if let Some(origin) = origin {
+    if let Some(origin) = origin.filter(|_| !guard.any_origin) {
         let own = [format!("http://{host}"), format!("https://{host}")];
         if !own.contains(&origin) {
             return error(
@@ -162,7 +177,7 @@ pub(crate) async fn guard(
 }
 
 /// Compares without stopping at the first difference, so timing tells nothing of the token.
-fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
+pub(crate) fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
     a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
 }
 
@@ -195,16 +210,21 @@ pub async fn serve(args: ServeArgs) -> Result<u8> {
             "give the agent to run (--agent FILE), or serve a stack's threads with --aws"
         );
     };
+    let (listener, access) = listen(&args).await?;
+    let local = listener.local_addr()?;
+    let public = args
+        .public_url
+        .clone()
+        .unwrap_or_else(|| format!("http://{local}"));
     let remotes = crate::remote::RemoteHub::new();
     let (system, links) = crate::system::build_system_full(
         agent,
         crate::StoreAccess::FailFast,
         true,
         Some(Arc::clone(&remotes)),
+        Some(&public),
     )
     .await?;
-    let (listener, access) = listen(&args).await?;
-    let local = listener.local_addr()?;
     remotes.start(system.clone(), format!("http://{local}"));
     let (remote_routes, approvals) = crate::remote::routes(remotes);
     let remote_routes = remote_routes.layer(axum::middleware::from_fn_with_state(
@@ -229,6 +249,7 @@ pub async fn serve(args: ServeArgs) -> Result<u8> {
 /// The whole API on `host`: the thread routes, `moves` (a session's migration, embedded only)
 /// and the web app, behind `access`.
 pub fn router(host: crate::api::Shared, access: Guard, moves: Router) -> Router {
+    let pages = crate::artifacts::routes(std::sync::Arc::clone(&host), access.clone());
     Router::new()
         .route("/health", get(|| async { "ok" }))
         .merge(crate::api::routes(host))
@@ -238,4 +259,5 @@ pub fn router(host: crate::api::Shared, access: Guard, moves: Router) -> Router 
             guard,
         ))
         .merge(crate::web::routes(access))
+        .merge(pages)
 }

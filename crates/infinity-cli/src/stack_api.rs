@@ -90,6 +90,7 @@ pub async fn lambda() -> Result<u8> {
     let access = Guard {
         token: Some(token),
         hosts: Vec::new(),
+        any_origin: false,
     };
     let front = StackFront::new(&clients, &config, default_agent_from_env());
     let app = crate::serve::router(Arc::new(front), access, Router::new());

@@ -9,6 +9,7 @@ use anyhow::{Context, Result};
 use infinity_agent_core::agent::AgentFile;
 use infinity_agent_core::catalog::{describe_sub_agents, AgentCatalog, AgentRef, FileCatalog};
 use infinity_agent_core::knowledge::{KnowledgeStore, MemoryKnowledgeStore};
+use infinity_agent_core::library::artifacts::{Artifacts, Blobs, FileBlobs, MemoryBlobs};
 use infinity_agent_core::library::Library;
 use infinity_agent_core::runtime::{AgentSystem, AgentSystemBuilder};
 use infinity_agent_core::store::FileStore;
@@ -37,16 +38,18 @@ pub(crate) async fn build_system_with_receiver(
     access: StoreAccess,
     receiver: bool,
 ) -> Result<(AgentSystem, Option<tool_servers::Links>)> {
-    build_system_full(args, access, receiver, None).await
+    build_system_full(args, access, receiver, None, None).await
 }
 
 /// [`build_system_with_receiver`], taking remote machines' connections into `remotes` (the
-/// `remote` category; `serve` has one).
+/// `remote` category; `serve` has one), and keeping the pages agents publish (the `artifact`
+/// category) when they are served at `pages` (`serve`'s address).
 pub(crate) async fn build_system_full(
     args: &AgentArgs,
     access: StoreAccess,
     receiver: bool,
     remotes: Option<Arc<crate::remote::RemoteHub>>,
+    pages: Option<&str>,
 ) -> Result<(AgentSystem, Option<tool_servers::Links>)> {
     // With a store, its stored agents run too, and --agent may name one of them.
     let catalog: Option<Arc<dyn AgentCatalog>> = args
@@ -147,6 +150,14 @@ pub(crate) async fn build_system_full(
         .with_models(Arc::new(models));
     if let Some(hub) = &remotes {
         library = library.with_remotes(Arc::clone(hub) as _);
+    }
+    if let Some(url) = pages {
+        // Published pages live in the store folder, or as long as the process without one.
+        let blobs: Arc<dyn Blobs> = match &args.store {
+            Some(dir) => Arc::new(FileBlobs::new(dir.join("artifacts"))),
+            None => Arc::new(MemoryBlobs::default()),
+        };
+        library = library.with_artifacts(Artifacts::new(blobs, url));
     }
     builder = builder.with_library(library);
     if let Some(catalog) = catalog {

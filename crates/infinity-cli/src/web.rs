@@ -82,6 +82,16 @@ const ASSETS: &[Asset] = &[
         text: include_str!("../web/panels.js"),
     },
     Asset {
+        name: "artifact.js",
+        media_type: JS,
+        text: include_str!("../web/artifact.js"),
+    },
+    Asset {
+        name: "artifact.css",
+        media_type: "text/css; charset=utf-8",
+        text: include_str!("../web/artifact.css"),
+    },
+    Asset {
         name: "widget.js",
         media_type: JS,
         text: include_str!("../web/widget.js"),

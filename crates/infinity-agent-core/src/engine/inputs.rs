@@ -8,7 +8,10 @@ use crate::history::{
 };
 use crate::ids::{CallId, InputId, ThreadId};
 use crate::input::{Input, InputBody};
-use crate::state::{memory_write, Delegation, MemoryError, OpenChoice, PendingKind, Subscription};
+use crate::state::{
+    memory_write, ArtifactNote, CommentNote, Delegation, MemoryError, OpenChoice, PendingKind,
+    Subscription,
+};
 use crate::tools::builtin::threads::{close_now, spawn_child, ChildOrigin};
 use crate::tools::internal::delegation::{self, NotRunning};
 
@@ -73,6 +76,9 @@ pub enum DropReason {
     /// A delegation ended that the conversation does not count.
     #[error(transparent)]
     Delegation(#[from] NotRunning),
+    /// A comment on a page the thread did not publish, or one it has already.
+    #[error("{0}")]
+    NoArtifact(String),
 }
 
 type Applied = Result<(), DropReason>;
@@ -116,6 +122,13 @@ impl Draft<'_> {
             InputBody::ChildSeed { seed, .. } => self.child_seed(seed),
             InputBody::DelegatedTask { text, .. } => self.delegated_task(text),
             InputBody::WidgetAction { action, values } => self.widget_action(action, values),
+            InputBody::ArtifactComment {
+                artifact_id,
+                comment_id,
+                author,
+                text,
+                at,
+            } => self.artifact_comment(artifact_id, comment_id, author, text, at),
             InputBody::MemoryWrite { key, value } => self.memory_write(&key, &value),
             InputBody::ToolAuthorization { call_id, auth_url } => {
                 self.tool_authorization(call_id, auth_url)
@@ -382,6 +395,53 @@ impl Draft<'_> {
             )
         };
         self.actionable(vec![Item::user(text)]);
+        Ok(())
+    }
+
+    /// A person's comment on one of the thread's pages: noted with the page (the latest
+    /// [`ArtifactNote::KEPT_COMMENTS`]) and shown to the model, which may answer it. A comment on a
+    /// page the thread did not publish is dropped (the API checks, so only a forged input gets
+    /// here), and so is one the thread already has (a repeated delivery).
+    fn artifact_comment(
+        &mut self,
+        artifact_id: String,
+        comment_id: String,
+        author: String,
+        text: String,
+        at: jiff::Timestamp,
+    ) -> Applied {
+        let Some(note) = self
+            .record
+            .artifacts
+            .iter_mut()
+            .find(|a| a.id == artifact_id)
+        else {
+            return Err(DropReason::NoArtifact(format!(
+                "a comment on {artifact_id}, a page this thread did not publish"
+            )));
+        };
+        if note.comments.iter().any(|c| c.id == comment_id) {
+            return Err(DropReason::NoArtifact(format!(
+                "comment {comment_id} again"
+            )));
+        }
+        let shown = format!(
+            "[artifact] {author} commented on \"{}\" ({artifact_id}, comment {comment_id}): {text}",
+            note.title
+        );
+        note.comments.push(CommentNote {
+            id: comment_id,
+            author,
+            text,
+            at,
+            answers: Vec::new(),
+        });
+        let extra = note
+            .comments
+            .len()
+            .saturating_sub(ArtifactNote::KEPT_COMMENTS);
+        note.comments.drain(..extra);
+        self.actionable(vec![Item::user(shown)]);
         Ok(())
     }
 

@@ -1,7 +1,7 @@
 //! [`Library`]: what a host holds for tools that reach beyond a conversation: the deployment's
 //! knowledge (the `knowledge` category) and the catalog of apps, agents and skills the `meta`
-//! category searches ([`catalog`]), the machines people connect (the `remote` category), and the
-//! models people switch threads to.
+//! category searches ([`catalog`]), the machines people connect (the `remote` category), the
+//! models people switch threads to, and the pages agents publish ([`artifacts`]).
 //!
 //! Tools run inside a slice and cannot wait, so they read an in-memory copy the host keeps
 //! ([`Library::prepare`] loads it before a slice that may need it, and reloads it when it is
@@ -9,6 +9,7 @@
 //! the slice, performed after it (the store first, then the copy), retried from the outbox until
 //! they are done, so a crash loses none and the thread never waits on the store.
 
+pub mod artifacts;
 pub mod catalog;
 mod models;
 pub mod remotes;
@@ -33,6 +34,7 @@ pub struct Library {
     catalog: Option<CatalogShelf>,
     remotes: Option<Arc<dyn RemoteDirectory>>,
     models: Option<models::ModelShelf>,
+    artifacts: Option<artifacts::Artifacts>,
 }
 
 #[derive(Debug)]
@@ -177,6 +179,17 @@ impl Library {
         self
     }
 
+    /// Keeps the pages agents publish (the `artifact` category) in `artifacts`.
+    pub fn with_artifacts(mut self, artifacts: artifacts::Artifacts) -> Self {
+        self.artifacts = Some(artifacts);
+        self
+    }
+
+    /// Where this host keeps published pages (`None`: it keeps none).
+    pub fn artifacts(&self) -> Option<&artifacts::Artifacts> {
+        self.artifacts.as_ref()
+    }
+
     /// The connected remotes (`None`: this host takes no remote connections).
     pub fn remotes(&self) -> Option<Vec<RemoteInfo>> {
         self.remotes.as_ref().map(|r| r.remotes())
@@ -203,13 +216,38 @@ impl Library {
     /// store that cannot be reached) or is final (an entry that breaks a limit, which the tool
     /// checked already).
     pub async fn perform(&self, op: &LibraryOp) -> Result<(), KnowledgeStoreError> {
-        let Some(shelf) = &self.knowledge else {
-            return Err(KnowledgeStoreError::Unavailable(
-                "this host keeps no knowledge".to_owned(),
-            ));
+        let artifacts = || {
+            self.artifacts.as_ref().ok_or_else(|| {
+                KnowledgeStoreError::Unavailable("this host keeps no artifacts".to_owned())
+            })
+        };
+        let artifact_error = |e: artifacts::ArtifactError| match e {
+            artifacts::ArtifactError::Unavailable(why) => KnowledgeStoreError::Unavailable(why),
+            artifacts::ArtifactError::Refused(why) => KnowledgeStoreError::Corrupt(why),
         };
         match op {
+            LibraryOp::PublishArtifact {
+                meta,
+                content,
+                files,
+            } => artifacts()?
+                .publish(meta, content, files)
+                .await
+                .map_err(artifact_error),
+            LibraryOp::AnswerComment {
+                artifact_id,
+                comment_id,
+                answer,
+            } => artifacts()?
+                .answer(artifact_id, comment_id, answer)
+                .await
+                .map_err(artifact_error),
             LibraryOp::SaveKnowledge { entry } => {
+                let Some(shelf) = &self.knowledge else {
+                    return Err(KnowledgeStoreError::Unavailable(
+                        "this host keeps no knowledge".to_owned(),
+                    ));
+                };
                 let mut entry = entry.clone();
                 // A re-performed save keeps the first write's creation time.
                 if let Some(old) = shelf.store.get(&entry.name).await? {

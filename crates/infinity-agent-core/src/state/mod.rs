@@ -227,6 +227,52 @@ pub struct OpenChoice {
     pub response_url: String,
 }
 
+/// A page the thread published, as its tools see it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ArtifactNote {
+    /// The page's id.
+    pub id: String,
+    /// Its title.
+    pub title: String,
+    /// Its address.
+    pub url: String,
+    /// Its format.
+    pub format: crate::artifact::Format,
+    /// Who may open it.
+    pub visibility: crate::artifact::Visibility,
+    /// Its files may be loaded by the page.
+    #[serde(default)]
+    pub assets: bool,
+    /// Its newest version.
+    pub version: u32,
+    /// When it was first published.
+    pub created_at: jiff::Timestamp,
+    /// The comments people left, oldest first (the latest [`ArtifactNote::KEPT_COMMENTS`]).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub comments: Vec<CommentNote>,
+}
+
+impl ArtifactNote {
+    /// How many of a page's comments its note keeps (the store keeps them all).
+    pub const KEPT_COMMENTS: usize = 50;
+}
+
+/// A comment on one of the thread's pages.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CommentNote {
+    /// Its id.
+    pub id: String,
+    /// Its author.
+    pub author: String,
+    /// Its text.
+    pub text: String,
+    /// When it was left.
+    pub at: jiff::Timestamp,
+    /// The thread's answers to it.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub answers: Vec<String>,
+}
+
 /// Everything about a thread except its history entries.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ThreadRecord {
@@ -293,6 +339,11 @@ pub struct ThreadRecord {
     /// Recurring schedules (the `schedule_*` tools); closing the thread deletes them.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub schedules: Vec<Schedule>,
+    /// The pages this thread published (the `artifact` category), with the comments people
+    /// left on them, newest last: what its `artifact_*` tools read. The pages themselves are in
+    /// the host's artifact store.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub artifacts: Vec<ArtifactNote>,
     /// Children spawned by this thread.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub children: Vec<ChildLink>,
@@ -388,6 +439,7 @@ impl ThreadRecord {
             deferred: Vec::new(),
             subscriptions: Vec::new(),
             schedules: Vec::new(),
+            artifacts: Vec::new(),
             children: Vec::new(),
             usage: Usage::default(),
             hourly: HourlyUsage::default(),

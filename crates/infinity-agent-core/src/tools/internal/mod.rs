@@ -8,6 +8,7 @@
 //! [`TABLE`] is the one list of internal tools: the runtime builds agents' tools from it and
 //! `infinity tools internal` lists it.
 
+mod artifact;
 pub mod delegation;
 mod finish;
 mod knowledge;
@@ -321,7 +322,7 @@ pub const TABLE: &[InternalToolDef] = &[
     InternalToolDef {
         name: "skill_get",
         category: Category::Skills,
-        make: |_, settings| Arc::new(skills::SkillGet::new(settings)),
+        make: |flags, settings| Arc::new(skills::SkillGet::new(flags, settings)),
     },
     InternalToolDef {
         name: "agent",
@@ -373,6 +374,31 @@ pub const TABLE: &[InternalToolDef] = &[
         },
     },
     InternalToolDef {
+        name: "artifact_publish",
+        category: Category::Artifact,
+        make: |_, _| Arc::new(artifact::Publish),
+    },
+    InternalToolDef {
+        name: "artifact_update",
+        category: Category::Artifact,
+        make: |_, _| Arc::new(artifact::Update),
+    },
+    InternalToolDef {
+        name: "artifact_list",
+        category: Category::Artifact,
+        make: |_, _| Arc::new(artifact::List),
+    },
+    InternalToolDef {
+        name: "artifact_comments",
+        category: Category::Artifact,
+        make: |_, _| Arc::new(artifact::Comments),
+    },
+    InternalToolDef {
+        name: "artifact_reply",
+        category: Category::Artifact,
+        make: |_, _| Arc::new(artifact::Reply),
+    },
+    InternalToolDef {
         name: "finish",
         category: Category::Finish,
         make: |flags, settings| Arc::new(finish::Finish::new(flags, settings)),
@@ -388,7 +414,12 @@ pub fn agent_tools(
 ) -> Vec<(&'static InternalToolDef, Arc<dyn Tool>)> {
     TABLE
         .iter()
-        .filter(|d| flags.enabled(d.category) || d.category == Category::Finish)
+        .filter(|d| {
+            flags.enabled(d.category)
+                || d.category == Category::Finish
+                // The `artifact` category's guidance comes through `skill_get`.
+                || (d.category == Category::Skills && flags.enabled(Category::Artifact))
+        })
         .map(|d| (d, d.make(flags, settings)))
         .collect()
 }

@@ -25,10 +25,16 @@ pub(super) struct SkillGet {
 }
 
 impl SkillGet {
-    pub(super) fn new(settings: &ToolSettings) -> Self {
-        Self {
-            skills: settings.skills.clone(),
+    /// The agent's skills, and the guidance of the opt-in categories it has (`artifact`).
+    pub(super) fn new(flags: &super::InternalTools, settings: &ToolSettings) -> Self {
+        let mut skills = settings.skills.clone();
+        let guidance = super::artifact::guidance();
+        if flags.enabled(super::Category::Artifact)
+            && !skills.iter().any(|s| s.name == guidance.name)
+        {
+            skills.push(guidance);
         }
+        Self { skills }
     }
 
     fn names(&self) -> String {

@@ -1,0 +1,443 @@
+//! Pages agents publish (the `artifact` category) and the comments people leave on them.
+//!
+//! A host keeps them in a [`Blobs`] store (a folder, memory, S3) through [`Artifacts`], which
+//! lays them out the same way on every store:
+//!
+//! | key | what |
+//! |---|---|
+//! | `{id}/meta.json` | [`ArtifactMeta`]: the publishing thread, title, format, visibility, newest version |
+//! | `{id}/v{N}/page` | version N's content (HTML or Markdown) |
+//! | `{id}/v{N}/files/{name}` | a file published with version N (pages published with `assets`) |
+//! | `{id}/comments/{comment}.json` | a person's [`Comment`] |
+//! | `{id}/answers/{comment}/{answer}.json` | the thread's [`Answer`] to it |
+//!
+//! Every write is a whole object of its own, written by one party (a version's objects and the
+//! meta by the publishing thread's effects, which run one at a time; a comment by the request
+//! that posts it; an answer by the thread), so no write races another.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex, PoisonError};
+
+use async_trait::async_trait;
+use serde::Serialize;
+
+pub use crate::artifact::{
+    content_type, limits, valid_file_name, valid_id, Answer, ArtifactMeta, Comment, Format,
+    Visibility,
+};
+
+/// Why the artifact store could not do something.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum ArtifactError {
+    /// The store could not be reached or read; trying again may work.
+    #[error("the artifact store: {0}")]
+    Unavailable(String),
+    /// What was asked breaks a rule (a limit, a name): the message says which.
+    #[error("{0}")]
+    Refused(String),
+}
+
+/// Where a host keeps its artifacts' objects: whole objects by key.
+#[async_trait]
+pub trait Blobs: Send + Sync + fmt::Debug {
+    /// Writes the object `key` (replacing it).
+    async fn put(&self, key: &str, bytes: Vec<u8>, content_type: &str)
+        -> Result<(), ArtifactError>;
+    /// The object `key`, if there is one.
+    async fn get(&self, key: &str) -> Result<Option<Vec<u8>>, ArtifactError>;
+    /// The keys that start with `prefix`, in any order.
+    async fn list(&self, prefix: &str) -> Result<Vec<String>, ArtifactError>;
+}
+
+/// A host's artifacts over its [`Blobs`], and the address its pages are served at.
+#[derive(Debug, Clone)]
+pub struct Artifacts {
+    blobs: Arc<dyn Blobs>,
+    base_url: String,
+}
+
+fn decode<T: serde::de::DeserializeOwned>(key: &str, bytes: &[u8]) -> Result<T, ArtifactError> {
+    serde_json::from_slice(bytes)
+        .map_err(|e| ArtifactError::Unavailable(format!("{key} is not readable: {e}")))
+}
+
+fn encode<T: Serialize>(value: &T) -> Vec<u8> {
+    // Our own plain types: serializing them cannot fail.
+    serde_json::to_vec(value).unwrap_or_default()
+}
+
+impl Artifacts {
+    /// Artifacts kept in `blobs`, their pages served under `base_url` (`{base_url}/a/{id}`).
+    pub fn new(blobs: Arc<dyn Blobs>, base_url: impl Into<String>) -> Self {
+        Self {
+            blobs,
+            base_url: base_url.into().trim_end_matches('/').to_owned(),
+        }
+    }
+
+    /// The address of a page.
+    pub fn url(&self, id: &str) -> String {
+        format!("{}/a/{id}", self.base_url)
+    }
+
+    /// Writes version `meta.version` of a page: its files, its content, then its meta (so a
+    /// reader never finds a meta whose version is not there). Writing the same version again
+    /// writes the same objects (an effect performed twice).
+    pub async fn publish(
+        &self,
+        meta: &ArtifactMeta,
+        content: &str,
+        files: &BTreeMap<String, String>,
+    ) -> Result<(), ArtifactError> {
+        let (id, version) = (&meta.id, meta.version);
+        for (name, text) in files {
+            if !valid_file_name(name) {
+                return Err(ArtifactError::Refused(format!(
+                    "`{name}` is not a file name"
+                )));
+            }
+            self.blobs
+                .put(
+                    &format!("{id}/v{version}/files/{name}"),
+                    text.clone().into_bytes(),
+                    content_type(name),
+                )
+                .await?;
+        }
+        let page_type = match meta.format {
+            Format::Html => "text/html; charset=utf-8",
+            Format::Markdown => "text/markdown; charset=utf-8",
+        };
+        self.blobs
+            .put(
+                &format!("{id}/v{version}/page"),
+                content.as_bytes().to_vec(),
+                page_type,
+            )
+            .await?;
+        self.blobs
+            .put(&format!("{id}/meta.json"), encode(meta), "application/json")
+            .await
+    }
+
+    /// A page's meta (`None`: no such page).
+    pub async fn meta(&self, id: &str) -> Result<Option<ArtifactMeta>, ArtifactError> {
+        if !valid_id(id) {
+            return Ok(None);
+        }
+        let key = format!("{id}/meta.json");
+        match self.blobs.get(&key).await? {
+            Some(bytes) => decode(&key, &bytes).map(Some),
+            None => Ok(None),
+        }
+    }
+
+    /// A version's content.
+    pub async fn content(&self, id: &str, version: u32) -> Result<Option<String>, ArtifactError> {
+        if !valid_id(id) {
+            return Ok(None);
+        }
+        Ok(self
+            .blobs
+            .get(&format!("{id}/v{version}/page"))
+            .await?
+            .map(|b| String::from_utf8_lossy(&b).into_owned()))
+    }
+
+    /// A version's file.
+    pub async fn file(
+        &self,
+        id: &str,
+        version: u32,
+        name: &str,
+    ) -> Result<Option<Vec<u8>>, ArtifactError> {
+        if !valid_id(id) || !valid_file_name(name) {
+            return Ok(None);
+        }
+        self.blobs
+            .get(&format!("{id}/v{version}/files/{name}"))
+            .await
+    }
+
+    /// Every page's meta (for the public listing).
+    pub async fn all(&self) -> Result<Vec<ArtifactMeta>, ArtifactError> {
+        let mut metas = Vec::new();
+        for key in self.blobs.list("art-").await? {
+            if !key.ends_with("/meta.json") {
+                continue;
+            }
+            if let Some(bytes) = self.blobs.get(&key).await? {
+                metas.push(decode::<ArtifactMeta>(&key, &bytes)?);
+            }
+        }
+        metas.sort_by_key(|m| std::cmp::Reverse(m.updated_at));
+        Ok(metas)
+    }
+
+    /// Stores a person's comment on a page (refused past [`limits::COMMENTS`]).
+    pub async fn add_comment(&self, id: &str, comment: &Comment) -> Result<(), ArtifactError> {
+        let existing = self.blobs.list(&format!("{id}/comments/")).await?.len();
+        if existing >= limits::COMMENTS {
+            return Err(ArtifactError::Refused(format!(
+                "this page has {existing} comments, the most it takes"
+            )));
+        }
+        self.blobs
+            .put(
+                &format!("{id}/comments/{}.json", comment.id),
+                encode(comment),
+                "application/json",
+            )
+            .await
+    }
+
+    /// Stores the thread's answer to a comment.
+    pub async fn answer(
+        &self,
+        id: &str,
+        comment_id: &str,
+        answer: &Answer,
+    ) -> Result<(), ArtifactError> {
+        self.blobs
+            .put(
+                &format!("{id}/answers/{comment_id}/{}.json", answer.id),
+                encode(answer),
+                "application/json",
+            )
+            .await
+    }
+
+    /// A page's comments with their answers, oldest first.
+    pub async fn comments(&self, id: &str) -> Result<Vec<Comment>, ArtifactError> {
+        if !valid_id(id) {
+            return Ok(Vec::new());
+        }
+        let mut comments = Vec::new();
+        for key in self.blobs.list(&format!("{id}/comments/")).await? {
+            if let Some(bytes) = self.blobs.get(&key).await? {
+                comments.push(decode::<Comment>(&key, &bytes)?);
+            }
+        }
+        let mut answers: BTreeMap<String, Vec<Answer>> = BTreeMap::new();
+        for key in self.blobs.list(&format!("{id}/answers/")).await? {
+            let Some(comment) = key.split('/').nth(2) else {
+                continue;
+            };
+            if let Some(bytes) = self.blobs.get(&key).await? {
+                answers
+                    .entry(comment.to_owned())
+                    .or_default()
+                    .push(decode::<Answer>(&key, &bytes)?);
+            }
+        }
+        for comment in &mut comments {
+            let mut mine = answers.remove(&comment.id).unwrap_or_default();
+            mine.sort_by(|a, b| a.at.cmp(&b.at).then_with(|| a.id.cmp(&b.id)));
+            comment.answers = mine;
+        }
+        comments.sort_by(|a, b| a.at.cmp(&b.at).then_with(|| a.id.cmp(&b.id)));
+        Ok(comments)
+    }
+}
+
+/// Objects in memory (a host without a store folder).
+#[derive(Debug, Default)]
+pub struct MemoryBlobs(Mutex<BTreeMap<String, Vec<u8>>>);
+
+#[async_trait]
+impl Blobs for MemoryBlobs {
+    async fn put(&self, key: &str, bytes: Vec<u8>, _: &str) -> Result<(), ArtifactError> {
+        self.0
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .insert(key.to_owned(), bytes);
+        Ok(())
+    }
+
+    async fn get(&self, key: &str) -> Result<Option<Vec<u8>>, ArtifactError> {
+        Ok(self
+            .0
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get(key)
+            .cloned())
+    }
+
+    async fn list(&self, prefix: &str) -> Result<Vec<String>, ArtifactError> {
+        Ok(self
+            .0
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .range(prefix.to_owned()..)
+            .take_while(|(k, _)| k.starts_with(prefix))
+            .map(|(k, _)| k.clone())
+            .collect())
+    }
+}
+
+/// Objects as files under a folder (a store folder's `artifacts/`); keys are relative paths.
+#[derive(Debug, Clone)]
+pub struct FileBlobs {
+    root: PathBuf,
+}
+
+impl FileBlobs {
+    /// Objects under `root` (made when the first is written).
+    pub fn new(root: impl Into<PathBuf>) -> Self {
+        Self { root: root.into() }
+    }
+
+    fn path(&self, key: &str) -> Result<PathBuf, ArtifactError> {
+        if key.split('/').any(|part| part.is_empty() || part == "..") {
+            return Err(ArtifactError::Refused(format!("`{key}` is not a key")));
+        }
+        Ok(self.root.join(key))
+    }
+}
+
+fn io(key: &str, e: std::io::Error) -> ArtifactError {
+    ArtifactError::Unavailable(format!("{key}: {e}"))
+}
+
+#[async_trait]
+impl Blobs for FileBlobs {
+    async fn put(&self, key: &str, bytes: Vec<u8>, _: &str) -> Result<(), ArtifactError> {
+        let path = self.path(key)?;
+        if let Some(dir) = path.parent() {
+            tokio::fs::create_dir_all(dir)
+                .await
+                .map_err(|e| io(key, e))?;
+        }
+        // Written beside, then renamed: a reader never sees half an object.
+        let partial = path.with_extension("partial");
+        tokio::fs::write(&partial, bytes)
+            .await
+            .map_err(|e| io(key, e))?;
+        tokio::fs::rename(&partial, &path)
+            .await
+            .map_err(|e| io(key, e))
+    }
+
+    async fn get(&self, key: &str) -> Result<Option<Vec<u8>>, ArtifactError> {
+        match tokio::fs::read(self.path(key)?).await {
+            Ok(bytes) => Ok(Some(bytes)),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+            Err(e) => Err(io(key, e)),
+        }
+    }
+
+    async fn list(&self, prefix: &str) -> Result<Vec<String>, ArtifactError> {
+        let mut keys = Vec::new();
+        let mut dirs = vec![self.root.clone()];
+        while let Some(dir) = dirs.pop() {
+            let mut entries = match tokio::fs::read_dir(&dir).await {
+                Ok(entries) => entries,
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
+                Err(e) => return Err(io(prefix, e)),
+            };
+            while let Some(entry) = entries.next_entry().await.map_err(|e| io(prefix, e))? {
+                let path = entry.path();
+                let Ok(relative) = path.strip_prefix(&self.root) else {
+                    continue;
+                };
+                let key = relative.to_string_lossy().replace('\\', "/");
+                let is_dir = entry.file_type().await.map_err(|e| io(&key, e))?.is_dir();
+                if is_dir {
+                    // Only folders on the prefix's way, or under it.
+                    let folder = format!("{key}/");
+                    if prefix.starts_with(&folder) || folder.starts_with(prefix) {
+                        dirs.push(path);
+                    }
+                } else if key.starts_with(prefix) && !key.ends_with(".partial") {
+                    keys.push(key);
+                }
+            }
+        }
+        Ok(keys)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ids::ThreadId;
+    use jiff::Timestamp;
+
+    fn meta(id: &str, version: u32) -> ArtifactMeta {
+        ArtifactMeta {
+            id: id.to_owned(),
+            thread_id: ThreadId::new("t").unwrap(),
+            title: "Report".into(),
+            format: Format::Html,
+            visibility: Visibility::Unlisted,
+            assets: true,
+            files: vec!["chart.svg".into()],
+            version,
+            created_at: Timestamp::UNIX_EPOCH,
+            updated_at: Timestamp::UNIX_EPOCH,
+        }
+    }
+
+    async fn round_trip(blobs: Arc<dyn Blobs>) {
+        let artifacts = Artifacts::new(blobs, "http://host:1/");
+        let id = "art-0123456789abcdef0123";
+        assert_eq!(artifacts.url(id), format!("http://host:1/a/{id}"));
+        let files = BTreeMap::from([("chart.svg".to_owned(), "<svg/>".to_owned())]);
+        artifacts
+            .publish(&meta(id, 1), "<p>one</p>", &files)
+            .await
+            .unwrap();
+        artifacts
+            .publish(&meta(id, 2), "<p>two</p>", &BTreeMap::new())
+            .await
+            .unwrap();
+        assert_eq!(artifacts.meta(id).await.unwrap().unwrap().version, 2);
+        // Old versions are kept.
+        assert_eq!(
+            artifacts.content(id, 1).await.unwrap().unwrap(),
+            "<p>one</p>"
+        );
+        assert_eq!(
+            artifacts.content(id, 2).await.unwrap().unwrap(),
+            "<p>two</p>"
+        );
+        assert_eq!(
+            artifacts.file(id, 1, "chart.svg").await.unwrap().unwrap(),
+            b"<svg/>"
+        );
+        assert_eq!(artifacts.file(id, 1, "../meta.json").await.unwrap(), None);
+        assert_eq!(artifacts.meta("art-../../etc").await.unwrap(), None);
+        for (n, at) in [(2, 20), (1, 10)] {
+            let comment = Comment {
+                id: format!("cm-{n}"),
+                author: "ann".into(),
+                text: format!("comment {n}"),
+                version: 2,
+                at: Timestamp::from_second(at).unwrap(),
+                answers: Vec::new(),
+            };
+            artifacts.add_comment(id, &comment).await.unwrap();
+        }
+        let answer = Answer {
+            id: "an-1".into(),
+            text: "thanks".into(),
+            at: Timestamp::from_second(30).unwrap(),
+        };
+        artifacts.answer(id, "cm-2", &answer).await.unwrap();
+        let comments = artifacts.comments(id).await.unwrap();
+        let texts: Vec<&str> = comments.iter().map(|c| c.text.as_str()).collect();
+        assert_eq!(texts, ["comment 1", "comment 2"], "oldest first");
+        assert_eq!(comments[1].answers, vec![answer]);
+        assert!(comments[0].answers.is_empty());
+        assert_eq!(artifacts.all().await.unwrap().len(), 1);
+    }
+
+    #[tokio::test]
+    async fn pages_versions_files_comments_and_answers_round_trip_in_memory_and_in_files() {
+        round_trip(Arc::new(MemoryBlobs::default())).await;
+        let dir = tempfile::tempdir().unwrap();
+        round_trip(Arc::new(FileBlobs::new(dir.path()))).await;
+    }
+}

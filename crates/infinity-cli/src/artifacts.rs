@@ -1,0 +1,546 @@
+//! The pages agents publish (the `artifact` category), served on every host that keeps them:
+//!
+//! | Route | What |
+//! |---|---|
+//! | `GET /a` | the public pages |
+//! | `GET /a/{id}[?v=N]` | the page in a frame, with its comments and a form to leave one |
+//! | `GET /a/{id}/{key}/v{N}/page` | version N's content, sandboxed (what the frame shows) |
+//! | `GET /a/{id}/{key}/v{N}/files/{name}` | a file published with version N (pages with `assets`) |
+//! | `GET /a/{id}/comments`, `POST /a/{id}/comments` | the comments; `{"text", "author"?}` leaves one, which reaches the publishing thread |
+//!
+//! Unlisted and public pages need no token; private ones need the deployment's (`?access_token=`
+//! or `Authorization: Bearer`). The frame's own requests cannot carry it, and must not (the page's
+//! script could read it): they carry `{key}`, derived from the token for that page alone
+//! (HMAC-SHA256 of its id), so a private page can load its own files and nothing else. Every
+//! response of a page's content is sandboxed (`Content-Security-Policy: sandbox`, an origin of
+//! its own: no cookies, no API) and may load nothing but inline code and, with `assets`, its own
+//! files.
+
+use std::sync::Arc;
+
+use axum::extract::{Path, Query, State};
+use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use axum::{Json, Router};
+use hmac::{Hmac, Mac};
+use infinity_agent_core::ids::IdSource;
+use infinity_agent_core::input::{Input, InputBody};
+use infinity_agent_core::library::artifacts::{
+    content_type, limits, ArtifactError, ArtifactMeta, Artifacts, Comment, Format, Visibility,
+};
+use serde::Deserialize;
+use serde_json::json;
+
+use crate::api::{ApiError, Shared};
+use crate::serve::Guard;
+
+/// The key of the pages that need none (not private, or a server without a token).
+const OPEN: &str = "open";
+
+#[derive(Clone)]
+struct Pages {
+    host: Shared,
+    token: Option<String>,
+}
+
+/// The routes, on `host`'s artifacts, behind `guard`'s Host and Origin checks (the token is
+/// checked here, for private pages only).
+pub fn routes(host: Shared, guard: Guard) -> Router {
+    let pages = Pages {
+        host,
+        token: guard.token.clone(),
+    };
+    let checks = |any_origin| {
+        axum::middleware::from_fn_with_state(
+            Arc::new(Guard {
+                token: None,
+                any_origin,
+                ..guard.clone()
+            }),
+            crate::serve::guard,
+        )
+    };
+    // What a page loads itself comes from its sandboxed origin (`null`).
+    let content = Router::new()
+        .route("/a/{id}/{key}/{version}/page", get(content))
+        .route("/a/{id}/{key}/{version}/files/{name}", get(file))
+        .with_state(pages.clone())
+        .layer(checks(true));
+    Router::new()
+        .route("/a", get(index))
+        .route("/a/{id}", get(frame))
+        .route("/a/{id}/comments", get(comments).post(comment))
+        .with_state(pages)
+        .layer(checks(false))
+        .merge(content)
+}
+
+fn error(status: StatusCode, message: impl std::fmt::Display) -> ApiError {
+    crate::api::error(status, message)
+}
+
+fn store_error(e: ArtifactError) -> ApiError {
+    match e {
+        ArtifactError::Refused(why) => error(StatusCode::TOO_MANY_REQUESTS, why),
+        ArtifactError::Unavailable(why) => error(StatusCode::SERVICE_UNAVAILABLE, why),
+    }
+}
+
+impl Pages {
+    fn artifacts(&self) -> Result<&Artifacts, ApiError> {
+        self.host.artifacts().ok_or_else(|| {
+            error(
+                StatusCode::NOT_FOUND,
+                "this server keeps no published pages",
+            )
+        })
+    }
+
+    /// The page `id`, or 404 (a private one without the token is a 404 too: its existence is not
+    /// told).
+    async fn page(
+        &self,
+        id: &str,
+        headers: &HeaderMap,
+        query: &Access,
+    ) -> Result<ArtifactMeta, ApiError> {
+        let meta = self.artifacts()?.meta(id).await.map_err(store_error)?;
+        match meta {
+            Some(meta)
+                if meta.visibility != Visibility::Private || self.authorized(headers, query) =>
+            {
+                Ok(meta)
+            }
+            _ => Err(error(StatusCode::NOT_FOUND, format!("no page {id}"))),
+        }
+    }
+
+    fn authorized(&self, headers: &HeaderMap, query: &Access) -> bool {
+        let Some(token) = &self.token else {
+            return true;
+        };
+        let bearer = headers
+            .get(header::AUTHORIZATION)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.strip_prefix("Bearer "));
+        [bearer, query.access_token.as_deref()]
+            .into_iter()
+            .flatten()
+            .any(|given| crate::serve::constant_time_eq(given.as_bytes(), token.as_bytes()))
+    }
+
+    /// The key a page's frame loads its content and files with.
+    fn key(&self, meta: &ArtifactMeta) -> String {
+        match (&self.token, meta.visibility) {
+            (Some(token), Visibility::Private) => {
+                // Any key length is valid for HMAC.
+                let mut mac = Hmac::<sha2::Sha256>::new_from_slice(token.as_bytes())
+                    .unwrap_or_else(|_| unreachable!("HMAC takes keys of any length"));
+                mac.update(b"artifact:");
+                mac.update(meta.id.as_bytes());
+                hex::encode(&mac.finalize().into_bytes()[..16])
+            }
+            _ => OPEN.to_owned(),
+        }
+    }
+
+    /// The page `id` at `version` (`vN`) for a frame's request with `key`.
+    async fn framed(
+        &self,
+        id: &str,
+        key: &str,
+        version: &str,
+    ) -> Result<(ArtifactMeta, u32), ApiError> {
+        let missing = || {
+            error(
+                StatusCode::NOT_FOUND,
+                format!("no page {id} version {version}"),
+            )
+        };
+        let meta = self
+            .artifacts()?
+            .meta(id)
+            .await
+            .map_err(store_error)?
+            .ok_or_else(missing)?;
+        if !crate::serve::constant_time_eq(key.as_bytes(), self.key(&meta).as_bytes()) {
+            return Err(missing());
+        }
+        let version = version
+            .strip_prefix('v')
+            .and_then(|n| n.parse::<u32>().ok())
+            .filter(|n| (1..=meta.version).contains(n))
+            .ok_or_else(missing)?;
+        Ok((meta, version))
+    }
+}
+
+#[derive(Debug, Default, Deserialize)]
+struct Access {
+    access_token: Option<String>,
+    v: Option<u32>,
+}
+
+fn escape(text: &str) -> String {
+    text.replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
+        .replace('"', "&quot;")
+        .replace('\'', "&#39;")
+}
+
+/// Our own pages (the frame, the index): scripts and styles from this server only.
+fn own_page(html: String) -> Response {
+    let mut response = html.into_response();
+    let headers = response.headers_mut();
+    headers.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("text/html; charset=utf-8"),
+    );
+    headers.insert(
+        header::CONTENT_SECURITY_POLICY,
+        HeaderValue::from_static(
+            "default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; \
+             frame-src 'self'; img-src 'self' data:; base-uri 'none'; form-action 'none'; \
+             frame-ancestors 'none'",
+        ),
+    );
+    headers.insert(
+        header::REFERRER_POLICY,
+        HeaderValue::from_static("no-referrer"),
+    );
+    headers.insert(
+        header::X_CONTENT_TYPE_OPTIONS,
+        HeaderValue::from_static("nosniff"),
+    );
+    response
+}
+
+const HEAD: &str = r#"<!doctype html><html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1"><link rel="icon" href="data:,"><link rel="stylesheet" href="/app/artifact.css">"#;
+
+async fn index(State(pages): State<Pages>) -> Result<Response, ApiError> {
+    let all = pages.artifacts()?.all().await.map_err(store_error)?;
+    let rows: String = all
+        .iter()
+        .filter(|m| m.visibility == Visibility::Public)
+        .map(|m| {
+            format!(
+                r#"<li><a href="/a/{}">{}</a> <span class="meta">version {}, {}</span></li>"#,
+                m.id,
+                escape(&m.title),
+                m.version,
+                m.updated_at.strftime("%Y-%m-%d %H:%M UTC")
+            )
+        })
+        .collect();
+    let list = if rows.is_empty() {
+        r#"<p class="empty">No public pages yet.</p>"#.to_owned()
+    } else {
+        format!("<ul class=\"pages\">{rows}</ul>")
+    };
+    Ok(own_page(format!(
+        "{HEAD}<title>Pages</title></head><body><main class=\"index\"><h1>Pages</h1>{list}</main></body></html>"
+    )))
+}
+
+async fn frame(
+    State(pages): State<Pages>,
+    Path(id): Path<String>,
+    Query(access): Query<Access>,
+    headers: HeaderMap,
+) -> Result<Response, ApiError> {
+    let meta = pages.page(&id, &headers, &access).await?;
+    let version = access
+        .v
+        .filter(|v| (1..=meta.version).contains(v))
+        .unwrap_or(meta.version);
+    let comments = pages
+        .artifacts()?
+        .comments(&id)
+        .await
+        .map_err(store_error)?;
+    let list: String = comments
+        .iter()
+        .map(|c| {
+            let answers: String = c
+                .answers
+                .iter()
+                .map(|a| format!(r#"<li class="answer"><p>{}</p></li>"#, escape(&a.text)))
+                .collect();
+            format!(
+                r#"<li class="comment" id="{}"><p class="who">{} <span class="meta">on version {}, {}</span></p><p>{}</p><ul class="answers">{answers}</ul></li>"#,
+                escape(&c.id),
+                escape(&c.author),
+                c.version,
+                c.at.strftime("%Y-%m-%d %H:%M UTC"),
+                escape(&c.text)
+            )
+        })
+        .collect();
+    let versions = if meta.version > 1 {
+        let links: Vec<String> = (1..=meta.version)
+            .rev()
+            .map(|v| {
+                if v == version {
+                    format!("<strong>v{v}</strong>")
+                } else {
+                    format!(r#"<a href="/a/{id}?v={v}" class="version">v{v}</a>"#)
+                }
+            })
+            .collect();
+        format!(r#" <span class="versions">{}</span>"#, links.join(" "))
+    } else {
+        String::new()
+    };
+    let key = pages.key(&meta);
+    Ok(own_page(format!(
+        r#"{HEAD}<title>{title}</title><script type="module" src="/app/artifact.js"></script></head><body>
+<header><h1>{title}</h1><p class="meta">{visibility} page, version {version}{versions}</p></header>
+<iframe id="page" title="{title}" sandbox="allow-scripts" src="/a/{id}/{key}/v{version}/page"></iframe>
+<section id="comments" data-page="{id}" data-version="{version}"><h2>Comments</h2><ul class="comments">{list}</ul>
+<form id="comment-form"><input id="author" maxlength="{author_max}" placeholder="Your name (optional)" aria-label="Your name"><textarea id="text" maxlength="{text_max}" required placeholder="Leave a comment: the agent reads it and may answer here" aria-label="Comment"></textarea><button type="submit">Comment</button><p id="status" role="status"></p></form></section>
+</body></html>"#,
+        title = escape(&meta.title),
+        visibility = meta.visibility.as_str(),
+        author_max = limits::AUTHOR_CHARS,
+        text_max = limits::COMMENT_CHARS,
+    )))
+}
+
+/// The policy of a page's content: sandboxed, inline code only, and with `assets` its own files
+/// at `files` (an absolute URL prefix).
+fn content_policy(meta: &ArtifactMeta, files: &str) -> String {
+    let own = if meta.assets {
+        format!(" {files}")
+    } else {
+        String::new()
+    };
+    format!(
+        "sandbox allow-scripts; default-src 'none'; script-src 'unsafe-inline'{own}; \
+         style-src 'unsafe-inline'{own}; img-src data:{own}; font-src data:{own}; \
+         media-src data:{own}; connect-src{own_connect}; base-uri 'none'; form-action 'none'",
+        own_connect = if meta.assets {
+            own.clone()
+        } else {
+            " 'none'".to_owned()
+        },
+    )
+}
+
+/// `scheme://host` of the request (Function URLs say `https` in `X-Forwarded-Proto`).
+fn origin(headers: &HeaderMap) -> String {
+    let header = |name: &str| headers.get(name).and_then(|v| v.to_str().ok());
+    let host = header("host").unwrap_or("localhost");
+    let scheme = header("x-forwarded-proto").unwrap_or("http");
+    format!("{scheme}://{host}")
+}
+
+async fn content(
+    State(pages): State<Pages>,
+    Path((id, key, version)): Path<(String, String, String)>,
+    headers: HeaderMap,
+) -> Result<Response, ApiError> {
+    let (meta, version) = pages.framed(&id, &key, &version).await?;
+    let text = pages
+        .artifacts()?
+        .content(&id, version)
+        .await
+        .map_err(store_error)?
+        .ok_or_else(|| {
+            error(
+                StatusCode::NOT_FOUND,
+                format!("no page {id} version {version}"),
+            )
+        })?;
+    let html = match meta.format {
+        Format::Html => text,
+        Format::Markdown => markdown(&meta.title, &text),
+    };
+    let files = format!("{}/a/{id}/{key}/v{version}/files/", origin(&headers));
+    let mut response = html.into_response();
+    let headers = response.headers_mut();
+    headers.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("text/html; charset=utf-8"),
+    );
+    if let Ok(policy) = HeaderValue::from_str(&content_policy(&meta, &files)) {
+        headers.insert(header::CONTENT_SECURITY_POLICY, policy);
+    }
+    headers.insert(
+        header::REFERRER_POLICY,
+        HeaderValue::from_static("no-referrer"),
+    );
+    headers.insert(
+        header::X_CONTENT_TYPE_OPTIONS,
+        HeaderValue::from_static("nosniff"),
+    );
+    Ok(response)
+}
+
+/// A Markdown page as an HTML document; raw HTML in it is shown as text.
+fn markdown(title: &str, text: &str) -> String {
+    use pulldown_cmark::{Event, Options, Parser};
+    let parser = Parser::new_ext(text, Options::ENABLE_TABLES | Options::ENABLE_STRIKETHROUGH).map(
+        |event| match event {
+            Event::Html(raw) | Event::InlineHtml(raw) => Event::Text(raw),
+            other => other,
+        },
+    );
+    let mut body = String::new();
+    pulldown_cmark::html::push_html(&mut body, parser);
+    format!(
+        "<!doctype html><html lang=\"en\"><head><meta charset=\"utf-8\"><meta name=\"viewport\" \
+         content=\"width=device-width, initial-scale=1\"><title>{}</title><style>{MARKDOWN_STYLE}</style>\
+         </head><body>{body}</body></html>",
+        escape(title)
+    )
+}
+
+const MARKDOWN_STYLE: &str =
+    "body{font:16px/1.6 system-ui,sans-serif;max-width:46rem;margin:1.5rem auto;\
+padding:0 1rem;color:#1f2328}pre,code{font-family:ui-monospace,monospace;background:#f6f8fa}\
+pre{padding:.8rem;overflow:auto}table{border-collapse:collapse}td,th{border:1px solid #d0d7de;\
+padding:.3rem .6rem}img{max-width:100%}";
+
+async fn file(
+    State(pages): State<Pages>,
+    Path((id, key, version, name)): Path<(String, String, String, String)>,
+) -> Result<Response, ApiError> {
+    let (meta, version) = pages.framed(&id, &key, &version).await?;
+    if !meta.assets {
+        return Err(error(
+            StatusCode::FORBIDDEN,
+            format!("page {id} was published without assets: it loads no files"),
+        ));
+    }
+    let bytes = pages
+        .artifacts()?
+        .file(&id, version, &name)
+        .await
+        .map_err(store_error)?
+        .ok_or_else(|| {
+            error(
+                StatusCode::NOT_FOUND,
+                format!("page {id} has no file {name}"),
+            )
+        })?;
+    let mut response = bytes.into_response();
+    let headers = response.headers_mut();
+    headers.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static(content_type(&name)),
+    );
+    headers.insert(
+        header::CONTENT_SECURITY_POLICY,
+        HeaderValue::from_static("sandbox; default-src 'none'"),
+    );
+    headers.insert(
+        header::X_CONTENT_TYPE_OPTIONS,
+        HeaderValue::from_static("nosniff"),
+    );
+    Ok(response)
+}
+
+async fn comments(
+    State(pages): State<Pages>,
+    Path(id): Path<String>,
+    Query(access): Query<Access>,
+    headers: HeaderMap,
+) -> Result<Response, ApiError> {
+    pages.page(&id, &headers, &access).await?;
+    let comments = pages
+        .artifacts()?
+        .comments(&id)
+        .await
+        .map_err(store_error)?;
+    Ok(Json(comments).into_response())
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct NewComment {
+    text: String,
+    #[serde(default)]
+    author: Option<String>,
+}
+
+/// `POST /a/{id}/comments`: stores the comment, then hands it to the publishing thread (201).
+async fn comment(
+    State(pages): State<Pages>,
+    Path(id): Path<String>,
+    Query(access): Query<Access>,
+    headers: HeaderMap,
+    body: axum::body::Bytes,
+) -> Result<Response, ApiError> {
+    let meta = pages.page(&id, &headers, &access).await?;
+    let NewComment { text, author } = serde_json::from_slice(&body).map_err(|e| {
+        error(
+            StatusCode::BAD_REQUEST,
+            format!(r#"the body must be {{"text": "...", "author": "..."}}: {e}"#),
+        )
+    })?;
+    let text = text.trim().to_owned();
+    if text.is_empty() || text.chars().count() > limits::COMMENT_CHARS {
+        return Err(error(
+            StatusCode::BAD_REQUEST,
+            format!("`text` must have 1 to {} characters", limits::COMMENT_CHARS),
+        ));
+    }
+    let author = author
+        .map(|a| a.trim().to_owned())
+        .filter(|a| !a.is_empty())
+        .unwrap_or_else(|| "anonymous".to_owned());
+    if author.chars().count() > limits::AUTHOR_CHARS {
+        return Err(error(
+            StatusCode::BAD_REQUEST,
+            format!("`author` has more than {} characters", limits::AUTHOR_CHARS),
+        ));
+    }
+    let record = pages
+        .host
+        .threads()
+        .load_record(&meta.thread_id)
+        .await
+        .map_err(|e| error(StatusCode::SERVICE_UNAVAILABLE, e))?;
+    if !record.is_some_and(|r| r.status != infinity_agent_core::state::ThreadStatus::Closed) {
+        return Err(error(
+            StatusCode::CONFLICT,
+            "the conversation that published this page has ended; it takes no more comments",
+        ));
+    }
+    let comment = Comment {
+        id: format!(
+            "cm-{:012x}",
+            infinity_agent_core::ids::RandomIds.next_bits() & 0xffff_ffff_ffff
+        ),
+        author,
+        text,
+        version: meta.version,
+        at: jiff::Timestamp::now(),
+        answers: Vec::new(),
+    };
+    pages
+        .artifacts()?
+        .add_comment(&id, &comment)
+        .await
+        .map_err(store_error)?;
+    // Stored first: a comment whose input is lost still shows on the page, and posting it again
+    // is a new comment, never a lost one.
+    let input = Input::new(
+        meta.thread_id.clone(),
+        InputBody::ArtifactComment {
+            artifact_id: id.clone(),
+            comment_id: comment.id.clone(),
+            author: comment.author.clone(),
+            text: comment.text.clone(),
+            at: comment.at,
+        },
+    );
+    pages
+        .host
+        .post(input)
+        .await
+        .map_err(|e| error(StatusCode::SERVICE_UNAVAILABLE, e))?;
+    Ok((StatusCode::CREATED, Json(json!(comment))).into_response())
+}
