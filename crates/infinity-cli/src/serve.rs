@@ -181,16 +181,20 @@ pub(crate) fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
     a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
 }
 
-/// Listens where `args` say, with the guard that address needs (printing a token it made).
-pub(crate) async fn listen(args: &ServeArgs) -> Result<(tokio::net::TcpListener, Guard)> {
-    let listener = tokio::net::TcpListener::bind((args.host.as_str(), args.port))
+/// Binds the address `args` give.
+async fn bind(args: &ServeArgs) -> Result<tokio::net::TcpListener> {
+    tokio::net::TcpListener::bind((args.host.as_str(), args.port))
         .await
-        .with_context(|| format!("cannot listen on {}:{}", args.host, args.port))?;
-    let port = listener.local_addr()?.port();
+        .with_context(|| format!("cannot listen on {}:{}", args.host, args.port))
+}
+
+/// The guard `listener`'s address needs, said on stderr (with a token it made): the last thing
+/// `serve` prints before it answers.
+fn announce(args: &ServeArgs, listener: &tokio::net::TcpListener) -> Result<Guard> {
     let from_env = std::env::var(TOKEN_VAR)
         .ok()
         .filter(|t| !t.trim().is_empty());
-    let (access, made) = Guard::for_address(&args.host, port, from_env);
+    let (access, made) = Guard::for_address(&args.host, listener.local_addr()?.port(), from_env);
     eprintln!("serving on http://{}", listener.local_addr()?);
     if let (true, Some(token)) = (made, &access.token) {
         eprintln!(
@@ -198,19 +202,21 @@ pub(crate) async fn listen(args: &ServeArgs) -> Result<(tokio::net::TcpListener,
              Authorization: Bearer TOKEN, or set {TOKEN_VAR}): {token}"
         );
     }
-    Ok((listener, access))
+    Ok(access)
 }
 
 pub async fn serve(args: ServeArgs) -> Result<u8> {
     if args.aws {
-        return crate::stack_api::serve(args.endpoint.as_deref(), listen(&args).await?).await;
+        let listener = bind(&args).await?;
+        let access = announce(&args, &listener)?;
+        return crate::stack_api::serve(args.endpoint.as_deref(), (listener, access)).await;
     }
     let Some(agent) = &args.agent else {
         anyhow::bail!(
             "give the agent to run (--agent FILE), or serve a stack's threads with --aws"
         );
     };
-    let (listener, access) = listen(&args).await?;
+    let listener = bind(&args).await?;
     let local = listener.local_addr()?;
     let public = args
         .public_url
@@ -225,6 +231,7 @@ pub async fn serve(args: ServeArgs) -> Result<u8> {
         Some(&public),
     )
     .await?;
+    let access = announce(&args, &listener)?;
     remotes.start(system.clone(), format!("http://{local}"));
     let (remote_routes, approvals) = crate::remote::routes(remotes);
     let remote_routes = remote_routes.layer(axum::middleware::from_fn_with_state(
