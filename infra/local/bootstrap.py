@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
-"""Create template.yaml's table, queues and schedule group on the local emulators.
+"""Create template.yaml's bucket, table, queues and schedule group on the local emulators.
 
-Reads the SAM template, creates every AWS::DynamoDB::Table, AWS::SQS::Queue and
+Reads the SAM template, creates every AWS::S3::Bucket, AWS::DynamoDB::Table, AWS::SQS::Queue and
 AWS::Scheduler::ScheduleGroup in it with the template's properties, named <prefix>-<LogicalId>
 (FIFO queues get the required .fifo suffix), and prints the shell `export` lines that point the
 AWS SDK and the Infinity code at them. Running it again is fine: what exists is kept (queue
@@ -84,6 +84,7 @@ TABLE_PROPERTIES = [
     "StreamSpecification",
 ]
 CREATED_TYPES = {
+    "AWS::S3::Bucket",
     "AWS::DynamoDB::Table",
     "AWS::SQS::Queue",
     "AWS::Scheduler::ScheduleGroup",
@@ -307,7 +308,21 @@ def create_schedule_group(client: Any, name: str, _properties: dict[str, Any]) -
     return {"Ref": name, "Arn": arn}
 
 
+def create_bucket(client: Any, name: str, _properties: dict[str, Any]) -> dict[str, str]:
+    # Bucket names are lowercase; creating one that exists (ours) is not an error.
+    name = name.lower()
+    try:
+        client.create_bucket(Bucket=name)
+        log(f"bucket {name}: created")
+    except ClientError as error:
+        if error.response["Error"]["Code"] not in ("BucketAlreadyOwnedByYou", "BucketAlreadyExists"):
+            raise
+        log(f"bucket {name}: exists")
+    return {"Ref": name, "Arn": f"arn:aws:s3:::{name}"}
+
+
 CREATORS = {
+    "AWS::S3::Bucket": ("s3", create_bucket),
     "AWS::DynamoDB::Table": ("dynamodb", create_table),
     "AWS::SQS::Queue": ("sqs", create_queue),
     "AWS::Scheduler::ScheduleGroup": ("scheduler", create_schedule_group),
@@ -399,13 +414,20 @@ def main() -> None:
         help="where infinity-local takes tool server callbacks, standing in for the callback "
         "function's URL (default $INFINITY_LOCAL_CALLBACK_PORT or 8790)",
     )
+    parser.add_argument(
+        "--api-port",
+        type=int,
+        default=int(os.environ.get("INFINITY_LOCAL_API_PORT", "8700")),
+        help="where `infinity serve --aws` serves the API locally, standing in for the API "
+        "function's URL (default $INFINITY_LOCAL_API_PORT or 8700)",
+    )
     args = parser.parse_args()
 
     if not args.endpoint and os.environ.get("INFINITY_EMULATOR") == "localstack":
         port = os.environ.get("INFINITY_LOCAL_LOCALSTACK_PORT", "4567")
         args.endpoint = f"http://127.0.0.1:{port}"
     if args.endpoint:
-        endpoints = dict.fromkeys(("dynamodb", "sqs", "scheduler"), args.endpoint)
+        endpoints = dict.fromkeys(("dynamodb", "sqs", "scheduler", "s3"), args.endpoint)
         env = {"AWS_ENDPOINT_URL": args.endpoint}
     else:
         moto = f"http://127.0.0.1:{args.moto_port}"
@@ -413,11 +435,13 @@ def main() -> None:
             "dynamodb": moto if args.dynamodb == "moto" else f"http://127.0.0.1:{args.ddb_port}",
             "sqs": moto,
             "scheduler": moto,
+            "s3": moto,
         }
         env = {
             "AWS_ENDPOINT_URL_DYNAMODB": endpoints["dynamodb"],
             "AWS_ENDPOINT_URL_SQS": endpoints["sqs"],
             "AWS_ENDPOINT_URL_SCHEDULER": endpoints["scheduler"],
+            "AWS_ENDPOINT_URL_S3": endpoints["s3"],
         }
 
     config = Config(retries={"max_attempts": 2}, connect_timeout=5, read_timeout=30)
@@ -439,6 +463,8 @@ def main() -> None:
     # The callback function's Function URL: infinity-local serves its handler on this port.
     callback_url = f"http://127.0.0.1:{args.callback_port}/"
     resolver.resources["CallbackFunctionUrl"] = {"FunctionUrl": callback_url}
+    # The API function's Function URL: `infinity serve --aws --port N` serves the API locally.
+    resolver.resources["ApiFunctionUrl"] = {"FunctionUrl": f"http://127.0.0.1:{args.api_port}/"}
     create_all(template, resolver, clients)
 
     exports = {

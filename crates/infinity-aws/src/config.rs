@@ -44,6 +44,11 @@ pub struct AwsConfig {
     pub schedule_early: Duration,
     /// `INFINITY_DEDUP_TTL_DAYS` (default 30): how long processed-input markers are kept.
     pub dedup_ttl: Duration,
+    /// `INFINITY_ARTIFACT_BUCKET`: the S3 bucket of published pages (optional: without it, the
+    /// `artifact` category's tools say the host keeps no pages).
+    pub artifact_bucket: Option<String>,
+    /// `INFINITY_API_URL`: the stack's API function URL, where published pages are served.
+    pub api_url: Option<String>,
     /// `INFINITY_VIEW_CACHE_MB` (default 32; 0 turns it off): how many bytes of threads' history
     /// a warm Lambda instance keeps between slices, so a thread's next slice reads only what is
     /// new (docs/aws.md).
@@ -99,6 +104,20 @@ fn megabytes(
 }
 
 impl AwsConfig {
+    /// The stack's published pages, when it keeps them (`INFINITY_ARTIFACT_BUCKET`), linked at
+    /// `INFINITY_API_URL`.
+    pub fn artifacts(
+        &self,
+        clients: &Clients,
+    ) -> Option<infinity_agent_core::library::artifacts::Artifacts> {
+        let bucket = self.artifact_bucket.clone()?;
+        let blobs = crate::artifacts::S3Blobs::new(clients.s3.clone(), bucket);
+        Some(infinity_agent_core::library::artifacts::Artifacts::new(
+            std::sync::Arc::new(blobs),
+            self.api_url.clone().unwrap_or_default(),
+        ))
+    }
+
     /// Reads the configuration from the process environment.
     pub fn from_env() -> Result<Self, ConfigError> {
         Self::from_lookup(|name| std::env::var(name).ok())
@@ -125,6 +144,8 @@ impl AwsConfig {
             schedule_early: seconds("INFINITY_SCHEDULE_EARLY_SECONDS", 60, &get)?,
             dedup_ttl: seconds("INFINITY_DEDUP_TTL_DAYS", 30, &get)? * 86_400,
             view_cache_bytes: megabytes("INFINITY_VIEW_CACHE_MB", 32, &get)?,
+            artifact_bucket: get("INFINITY_ARTIFACT_BUCKET").filter(|v| !v.trim().is_empty()),
+            api_url: get("INFINITY_API_URL").filter(|v| !v.trim().is_empty()),
         })
     }
 }
@@ -138,6 +159,18 @@ pub struct Clients {
     pub sqs: aws_sdk_sqs::Client,
     /// EventBridge Scheduler.
     pub scheduler: aws_sdk_scheduler::Client,
+    /// S3 (published pages), path-style when an emulator serves it.
+    pub s3: aws_sdk_s3::Client,
+}
+
+/// An S3 client; path-style addressing for an emulator's endpoint (moto and LocalStack serve
+/// buckets as paths of one host).
+fn s3_client(shared: &aws_config::SdkConfig, emulated: bool) -> aws_sdk_s3::Client {
+    aws_sdk_s3::Client::from_conf(
+        aws_sdk_s3::config::Builder::from(shared)
+            .force_path_style(emulated)
+            .build(),
+    )
 }
 
 impl Clients {
@@ -155,17 +188,23 @@ impl Clients {
             loader = loader.endpoint_url(url);
         }
         let shared = loader.load().await;
+        let emulated = endpoint.is_some()
+            || ["AWS_ENDPOINT_URL", "AWS_ENDPOINT_URL_S3"]
+                .iter()
+                .any(|v| std::env::var_os(v).is_some());
         Self {
             dynamodb: aws_sdk_dynamodb::Client::new(&shared),
             sqs: aws_sdk_sqs::Client::new(&shared),
             scheduler: aws_sdk_scheduler::Client::new(&shared),
+            s3: s3_client(&shared, emulated),
         }
     }
 }
 
 impl Clients {
     /// Clients with explicit endpoints per service, region and static credentials: for the
-    /// local emulators in tests and tools, without touching the process environment.
+    /// local emulators in tests and tools, without touching the process environment. S3 is
+    /// reached where SQS is (both emulators serve them on one port).
     pub async fn for_endpoints(region: &str, dynamodb: &str, sqs: &str, scheduler: &str) -> Self {
         let credentials = aws_sdk_dynamodb::config::Credentials::new(
             "test",
@@ -193,6 +232,12 @@ impl Clients {
             scheduler: aws_sdk_scheduler::Client::from_conf(
                 aws_sdk_scheduler::config::Builder::from(&shared)
                     .endpoint_url(scheduler)
+                    .build(),
+            ),
+            s3: aws_sdk_s3::Client::from_conf(
+                aws_sdk_s3::config::Builder::from(&shared)
+                    .endpoint_url(sqs)
+                    .force_path_style(true)
                     .build(),
             ),
         }

@@ -55,14 +55,8 @@ impl StackFront {
             default_agent: default_agent.into(),
             models: DeploymentModels::default(),
             subscribers: None,
-            artifacts: None,
+            artifacts: config.artifacts(clients),
         }
-    }
-
-    /// Serves the pages agents publish from `artifacts` (the stack's bucket).
-    pub fn with_artifacts(mut self, artifacts: Artifacts) -> Self {
-        self.artifacts = Some(artifacts);
-        self
     }
 
     /// Where the stack keeps published pages, when it does.

@@ -6,12 +6,14 @@
 //! - [`handler`]: the agent and relay Lambda handlers (the same code the local poller runs).
 //! - [`tool_servers`]: RAP on AWS: the agent function's client (signed callback URLs, SigV4 or
 //!   bearer auth) and the callback function behind a Function URL.
+//! - [`artifacts`]: published pages in the stack's S3 bucket.
 //! - [`front`]: what people send a stack's threads, checked as on every host, and its output
 //!   events followed (`infinity serve --aws`).
 //! - [`local`]: the dev tools that stand in for Lambda's event source and for Scheduler when
 //!   running against emulators.
 #![warn(missing_docs)]
 
+pub mod artifacts;
 pub mod catalog;
 pub mod config;
 pub mod front;

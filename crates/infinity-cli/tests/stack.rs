@@ -51,13 +51,20 @@ fn emulators() {
     });
 }
 
-const SCRIPT: &str = r#"
+const SCRIPT: &str = r##"
 rules:
-  - when: "^ask$"
+  - when: "^publish$"
     reply:
-      tool_calls: [{name: user_choice, args: {prompt: "Which one?", choices: ["red", "blue"]}}]
+      tool_calls:
+        - name: artifact_publish
+          args: {title: "Stack page", format: markdown, content: "# From the stack"}
+  - when: "^\\[artifact\\] .*\\((art-[0-9a-f]+), comment (cm-[0-9a-f]+)\\): ([\\s\\S]*)$"
+    reply:
+      tool_calls:
+        - name: artifact_reply
+          args: {id: "$1", comment_id: "$2", text: "Noted: $3"}
   - reply: {text: "stack says hi"}
-"#;
+"##;
 
 /// A fresh stack (queues and a table), its agent handler polling it in this process, and the
 /// environment a process needs to reach it.
@@ -87,7 +94,11 @@ async fn stack() -> Stack {
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(dir.path().join("script.yaml"), SCRIPT).unwrap();
     let agent_path = dir.path().join("agent.yaml");
-    std::fs::write(&agent_path, "name: tester\nmodel: script:script.yaml\n").unwrap();
+    std::fs::write(
+        &agent_path,
+        "name: tester\nmodel: script:script.yaml\ninternal_tools: {artifact: true}\n",
+    )
+    .unwrap();
     env.insert("INFINITY_DEFAULT_AGENT".into(), String::new());
     env.insert(
         "INFINITY_AGENT_FILE".into(),
@@ -95,6 +106,10 @@ async fn stack() -> Stack {
     );
     let config = AwsConfig::from_lookup(|k| env.get(k).cloned()).unwrap();
     let endpoint = |service: &str| env[&format!("AWS_ENDPOINT_URL_{service}")].clone();
+    assert!(
+        config.artifact_bucket.is_some(),
+        "the stack has a bucket for pages"
+    );
     let clients = Clients::for_endpoints(
         &env["AWS_REGION"],
         &endpoint("DYNAMODB"),
@@ -558,4 +573,54 @@ async fn the_api_function_answers_function_url_requests_behind_its_token() {
     )
     .await;
     assert_eq!(bad["statusCode"], 400, "{bad}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stack_publishes_pages_people_comment_on() {
+    let stack = stack().await;
+    let (_server, api) = serve_aws(&stack).await;
+    let (status, _) = post_json(
+        &format!("{api}/threads/pages1/messages"),
+        json!({"text": "publish"}),
+    )
+    .await;
+    assert_eq!(status, 202);
+    let mut id = String::new();
+    for _ in 0..300 {
+        let (_, record) = common::get_json(&format!("{api}/threads/pages1")).await;
+        if let Some(found) = record["artifacts"][0]["id"].as_str() {
+            id = found.to_owned();
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(!id.is_empty(), "the thread published no page");
+    // Stored in the stack's bucket by the agent handler, served here.
+    eventually("the page in the bucket", || async {
+        reqwest::get(format!("{api}/a/{id}"))
+            .await
+            .unwrap()
+            .status()
+            == 200
+    })
+    .await;
+    let shown = reqwest::get(format!("{api}/a/{id}/open/v1/page"))
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(shown.contains("<h1>From the stack</h1>"), "{shown}");
+    // A comment goes on the stack's queue to the thread, whose answer lands in the bucket.
+    let (status, comment) = post_json(
+        &format!("{api}/a/{id}/comments"),
+        json!({"text": "nice", "author": "Bo"}),
+    )
+    .await;
+    assert_eq!(status, 201, "{comment}");
+    eventually("the answer under the comment", || async {
+        let (_, comments) = common::get_json(&format!("{api}/a/{id}/comments")).await;
+        comments[0]["answers"][0]["text"] == "Noted: nice"
+    })
+    .await;
 }

@@ -164,6 +164,22 @@ impl AgentHandler {
         )
         .keeping_views(config.view_cache_bytes)
         .deferring_outbox_deletes();
+        let mut library = Library::new()
+            .with_knowledge(
+                Arc::new(DynamoKnowledgeStore::new(
+                    clients.dynamodb.clone(),
+                    config.table.clone(),
+                )),
+                Some(KNOWLEDGE_REFRESH),
+            )
+            .with_catalog(
+                Arc::new(StoredCatalog::new(Arc::clone(&catalog), None)),
+                CATALOG_REFRESH,
+            )
+            .with_models(Arc::new(setup::DeploymentModels::default()));
+        if let Some(artifacts) = config.artifacts(clients) {
+            library = library.with_artifacts(artifacts);
+        }
         Self {
             sender: SqsInputSender::new(clients.sqs.clone(), config.input_queue_url.clone())
                 .with_stash(store.clone()),
@@ -179,19 +195,7 @@ impl AgentHandler {
                 .as_ref()
                 .map(|url| OutputQueue::new(clients.sqs.clone(), url.clone())),
             default_agent,
-            library: Library::new()
-                .with_knowledge(
-                    Arc::new(DynamoKnowledgeStore::new(
-                        clients.dynamodb.clone(),
-                        config.table.clone(),
-                    )),
-                    Some(KNOWLEDGE_REFRESH),
-                )
-                .with_catalog(
-                    Arc::new(StoredCatalog::new(Arc::clone(&catalog), None)),
-                    CATALOG_REFRESH,
-                )
-                .with_models(Arc::new(setup::DeploymentModels::default())),
+            library,
             agents: CatalogAgents::new(
                 own,
                 Arc::clone(&catalog),
