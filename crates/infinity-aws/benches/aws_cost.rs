@@ -197,6 +197,7 @@ async fn main() {
                 .build(),
         ),
         scheduler: base.scheduler.clone(),
+        s3: base.s3.clone(),
     };
     let dir = std::env::temp_dir().join(&prefix);
     std::fs::create_dir_all(&dir).unwrap();
