@@ -6,6 +6,7 @@
 mod harness;
 
 mod agent_tool;
+mod artifact_tools;
 mod catalog;
 mod children;
 mod compaction;
