@@ -50,11 +50,18 @@ pub async fn local_stack(
 ) {
     let env = bootstrap(prefix);
     let config = infinity_aws::config::AwsConfig::from_lookup(|k| env.get(k).cloned()).unwrap();
+    // moto and DynamoDB Local name each service's endpoint; LocalStack serves them all on one.
+    let endpoint = |service: &str| {
+        env.get(&format!("AWS_ENDPOINT_URL_{service}"))
+            .or_else(|| env.get("AWS_ENDPOINT_URL"))
+            .cloned()
+            .unwrap_or_else(|| panic!("no endpoint for {service}"))
+    };
     let clients = infinity_aws::config::Clients::for_endpoints(
         "us-east-1",
-        &env["AWS_ENDPOINT_URL_DYNAMODB"],
-        &env["AWS_ENDPOINT_URL_SQS"],
-        &env["AWS_ENDPOINT_URL_SCHEDULER"],
+        &endpoint("DYNAMODB"),
+        &endpoint("SQS"),
+        &endpoint("SCHEDULER"),
     )
     .await;
     (config, clients)
