@@ -454,7 +454,12 @@ async fn events(State(system): State<Shared>, Path(id): Path<String>) -> Answer 
     let Some(live) = live else {
         // No live events here: what is open now, then "come back soon" (the page reloads the
         // history on every connect, so it follows the thread a reconnect at a time).
-        let again = futures_util::stream::once(async { Ok(Event::default().retry(RECONNECT)) });
+        let again = futures_util::stream::once(async {
+            Ok(Event::default()
+                .event("reconnect")
+                .data(json!({ "after_ms": RECONNECT.as_millis() }).to_string())
+                .retry(RECONNECT))
+        });
         return Ok(Sse::new(replay.chain(again)).into_response());
     };
     let live = futures_util::stream::unfold((live, id), |(mut rx, id)| async move {

@@ -444,13 +444,19 @@ fn url_event(method: &str, path: &str, query: &str, headers: Value, body: Option
     })
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_api_function_answers_function_url_requests_behind_its_token() {
-    let stack = stack().await;
-    // The token, where the template keeps it (an SSM parameter), on the emulator.
-    let parameter = format!("/{}/api-token", uuid_like());
-    let sqs = &stack.env["AWS_ENDPOINT_URL_SQS"];
-    let put = Command::new(repo().join(".venv/bin/python"))
+/// The `infinity` binary started as the stack's API function, under a stand-in of Lambda's
+/// runtime API, with its token in an SSM parameter on the emulator.
+struct ApiFunction {
+    runtime: Runtime,
+    _process: Server,
+}
+
+impl ApiFunction {
+    async fn start(stack: &Stack) -> ApiFunction {
+        // The token, where the template keeps it (an SSM parameter), on the emulator.
+        let parameter = format!("/{}/api-token", uuid_like());
+        let sqs = &stack.env["AWS_ENDPOINT_URL_SQS"];
+        let put = Command::new(repo().join(".venv/bin/python"))
         .args([
             "-c",
             "import boto3,sys; boto3.client('ssm', endpoint_url=sys.argv[1], region_name='us-east-1', \
@@ -461,40 +467,157 @@ async fn the_api_function_answers_function_url_requests_behind_its_token() {
         ])
         .output()
         .unwrap();
-    assert!(
-        put.status.success(),
-        "{}",
-        String::from_utf8_lossy(&put.stderr)
-    );
+        assert!(
+            put.status.success(),
+            "{}",
+            String::from_utf8_lossy(&put.stderr)
+        );
 
-    let runtime = Runtime::default();
-    let app = axum::Router::new()
-        .route("/2018-06-01/runtime/invocation/next", get(next))
-        .route(
-            "/2018-06-01/runtime/invocation/{id}/response",
-            post(response),
-        )
-        .with_state(Arc::clone(&runtime));
+        let runtime = Runtime::default();
+        let app = axum::Router::new()
+            .route("/2018-06-01/runtime/invocation/next", get(next))
+            .route(
+                "/2018-06-01/runtime/invocation/{id}/response",
+                post(response),
+            )
+            .with_state(Arc::clone(&runtime));
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let runtime_api = listener.local_addr().unwrap().to_string();
+        tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+        // Started as Lambda starts it: no arguments.
+        let process = Server(
+            Command::new(env!("CARGO_BIN_EXE_infinity"))
+                .envs(&stack.env)
+                .env("AWS_ENDPOINT_URL_SSM", sqs)
+                .env("AWS_LAMBDA_RUNTIME_API", &runtime_api)
+                .env("AWS_LAMBDA_FUNCTION_NAME", "api")
+                .env("AWS_LAMBDA_FUNCTION_VERSION", "$LATEST")
+                .env("AWS_LAMBDA_FUNCTION_MEMORY_SIZE", "512")
+                .env("AWS_LAMBDA_LOG_STREAM_NAME", "s")
+                .env("AWS_LAMBDA_LOG_GROUP_NAME", "g")
+                .env("INFINITY_API_TOKEN_PARAMETER", &parameter)
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .spawn()
+                .unwrap(),
+        );
+        ApiFunction {
+            runtime,
+            _process: process,
+        }
+    }
+}
+
+/// Serves HTTP by handing each request to the function as a Function URL event (what AWS does in
+/// front of a Function URL), so a browser can use it.
+async fn function_url(runtime: Runtime) -> String {
+    use axum::response::IntoResponse;
+    let counter = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let app = axum::Router::new().fallback(move |request: axum::extract::Request| {
+        let (runtime, counter) = (Arc::clone(&runtime), Arc::clone(&counter));
+        async move {
+            let (parts, body) = request.into_parts();
+            let body = axum::body::to_bytes(body, 10 << 20).await.unwrap();
+            let headers: serde_json::Map<String, Value> = parts
+                .headers
+                .iter()
+                .map(|(k, v)| (k.as_str().to_owned(), json!(v.to_str().unwrap_or_default())))
+                .collect();
+            let text = String::from_utf8_lossy(&body).into_owned();
+            let event = url_event(
+                parts.method.as_str(),
+                parts.uri.path(),
+                parts.uri.query().unwrap_or_default(),
+                Value::Object(headers),
+                (!body.is_empty()).then_some(text.as_str()),
+            );
+            let n = counter.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            let answer = ask(runtime, format!("web{n}"), event).await;
+            let mut response = axum::http::Response::builder()
+                .status(answer["statusCode"].as_u64().unwrap_or(500) as u16);
+            for (name, value) in answer["headers"].as_object().into_iter().flatten() {
+                response = response.header(name, value.as_str().unwrap_or_default());
+            }
+            let text = answer["body"].as_str().unwrap_or_default();
+            let bytes = if answer["isBase64Encoded"] == true {
+                use base64::Engine;
+                base64::engine::general_purpose::STANDARD
+                    .decode(text)
+                    .unwrap()
+            } else {
+                text.as_bytes().to_vec()
+            };
+            response
+                .body(axum::body::Body::from(bytes))
+                .unwrap()
+                .into_response()
+        }
+    });
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let runtime_api = listener.local_addr().unwrap().to_string();
+    let url = format!("http://{}", listener.local_addr().unwrap());
     tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
-    // Started as Lambda starts it: no arguments.
-    let _function = Server(
-        Command::new(env!("CARGO_BIN_EXE_infinity"))
-            .envs(&stack.env)
-            .env("AWS_ENDPOINT_URL_SSM", sqs)
-            .env("AWS_LAMBDA_RUNTIME_API", &runtime_api)
-            .env("AWS_LAMBDA_FUNCTION_NAME", "api")
-            .env("AWS_LAMBDA_FUNCTION_VERSION", "$LATEST")
-            .env("AWS_LAMBDA_FUNCTION_MEMORY_SIZE", "512")
-            .env("AWS_LAMBDA_LOG_STREAM_NAME", "s")
-            .env("AWS_LAMBDA_LOG_GROUP_NAME", "g")
-            .env("INFINITY_API_TOKEN_PARAMETER", &parameter)
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap(),
-    );
+    url
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_person_uses_the_web_app_through_the_api_function_in_a_real_browser() {
+    let chromium = match browser::find_chromium() {
+        Ok(path) => path,
+        Err(searched) => {
+            eprintln!(
+                "skipped: chromium not found at {searched}; install it with apt-get install chromium"
+            );
+            return;
+        }
+    };
+    let stack = stack().await;
+    let function = ApiFunction::start(&stack).await;
+    let url = function_url(Arc::clone(&function.runtime)).await;
+    let browser = browser::Browser::launch(&chromium, 1280, 900).await;
+    browser
+        .open(&format!("{url}/?access_token=s3cret-token"))
+        .await;
+    browser
+        .wait_for(
+            "the placeholder of an empty stack",
+            "!document.getElementById('no-threads').hidden",
+        )
+        .await;
+    browser.click("#new-conversation", None).await;
+    browser
+        .wait_for(
+            "the new conversation, following the thread by reconnecting",
+            "document.activeElement.id === 'message' \
+             && document.getElementById('connection').textContent === 'live (refreshes every 2 s)'",
+        )
+        .await;
+    browser.type_text("hello").await;
+    browser.press("Enter", false).await;
+    // No stream from a Lambda: the page reconnects every 2 s and reloads the history.
+    browser
+        .wait_for(
+            "the stack's answer",
+            "[...document.querySelectorAll('.msg.assistant:not(.streaming)')]\
+               .some((m) => m.innerText.includes('stack says hi'))",
+        )
+        .await;
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    let entries = browser
+        .eval("[...document.querySelectorAll('#transcript > li')].length")
+        .await;
+    assert_eq!(entries, 2, "reconnecting duplicates nothing");
+    browser
+        .screenshot(&screenshot_dir(), "12-api-function")
+        .await;
+    let problems = browser.problems();
+    assert!(problems.is_empty(), "console problems: {problems:#?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_api_function_answers_function_url_requests_behind_its_token() {
+    let stack = stack().await;
+    let function = ApiFunction::start(&stack).await;
+    let runtime = Arc::clone(&function.runtime);
     let ask = |id: &str, event: Value| ask(Arc::clone(&runtime), id.to_owned(), event);
     let host = json!({"host": "api.lambda-url.us-east-1.on.aws"});
     let with_token = json!({"host": "api.lambda-url.us-east-1.on.aws",

@@ -17,6 +17,9 @@ import { describeStatus, threadName } from "./status.js";
 import { Transcript } from "./transcript.js";
 
 // The output event types of `GET /threads/{id}/events` (`OutputKind` in the runtime).
+/** The connection's state on a host that cannot stream (see the `reconnect` event). */
+const LIVE_POLLING = "live (refreshes every 2 s)";
+
 const EVENT_TYPES = [
   "user_message",
   "assistant_text",
@@ -204,13 +207,22 @@ function openThread(id) {
   for (const type of EVENT_TYPES) {
     current.source.addEventListener(type, (message) => receive(current, message));
   }
+  // A host that cannot stream (the stack's API function) ends each stream with `reconnect`:
+  // the page follows the thread a reconnect at a time, and the ends are not outages.
+  current.source.addEventListener("reconnect", () => {
+    current.polling = true;
+  });
   // An `error` event is either the thread's own (with data) or the connection's.
   current.source.addEventListener("error", (message) => {
     if (message.data) {
       receive(current, message);
     } else if (page.current === current) {
       $("connection").textContent =
-        current.source.readyState === EventSource.CLOSED ? "disconnected (reload the page)" : "reconnecting…";
+        current.source.readyState === EventSource.CLOSED
+          ? "disconnected (reload the page)"
+          : current.polling
+            ? LIVE_POLLING
+            : "reconnecting…";
     }
   });
   current.source.addEventListener("open", () => load(current));
@@ -241,7 +253,7 @@ async function load(current) {
     if (entry.item && entry.item.type === "tool_result") noteReport(current, entry.item.text);
   }
   current.loading = false;
-  $("connection").textContent = "live";
+  $("connection").textContent = current.polling ? LIVE_POLLING : "live";
   const held = current.held;
   current.held = [];
   for (const event of held) handle(current, event);
