@@ -4,6 +4,8 @@
 //! and pumps due `at()` schedules to their SQS target, deleting them afterwards.
 
 use std::collections::HashMap;
+use std::path::Path;
+use std::process::Command;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -13,6 +15,59 @@ use jiff::Timestamp;
 
 use crate::config::{AwsConfig, Clients};
 use crate::handler::{AgentHandler, RelayHandler};
+
+/// Runs `program args` in `repo`; `Err` carries its output when it fails.
+fn run_in(repo: &Path, program: &Path, args: &[&std::ffi::OsStr]) -> Result<(), String> {
+    let out = Command::new(program)
+        .args(args)
+        .current_dir(repo)
+        .output()
+        .map_err(|e| format!("{}: {e}", program.display()))?;
+    if out.status.success() {
+        return Ok(());
+    }
+    Err(format!(
+        "{} {args:?} failed:\n{}\n{}",
+        program.display(),
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    ))
+}
+
+/// Installs (when needed) and starts the local emulators of the repository at `repo`
+/// (`infra/local/install.sh`, `infra/local/emulators.sh start`; `INFINITY_EMULATOR` chooses them):
+/// what the local-stack tests and benches do first.
+pub fn start_emulators(repo: &Path) -> Result<(), String> {
+    let local = repo.join("infra/local");
+    let bash = Path::new("bash");
+    run_in(repo, bash, &[local.join("install.sh").as_os_str()])?;
+    run_in(
+        repo,
+        bash,
+        &[local.join("emulators.sh").as_os_str(), "start".as_ref()],
+    )
+}
+
+/// Creates a fresh stack named `prefix` on the running emulators (`infra/local/bootstrap.py`: the
+/// template's bucket, table, queues and schedule group) and returns its environment
+/// (`INFINITY_*`, endpoints, credentials).
+pub fn bootstrap_stack(repo: &Path, prefix: &str) -> Result<HashMap<String, String>, String> {
+    let env_file = std::env::temp_dir().join(format!("{prefix}.env.sh"));
+    run_in(
+        repo,
+        &repo.join(".venv/bin/python"),
+        &[
+            repo.join("infra/local/bootstrap.py").as_os_str(),
+            "--prefix".as_ref(),
+            prefix.as_ref(),
+            "--env-file".as_ref(),
+            env_file.as_os_str(),
+        ],
+    )?;
+    let text =
+        std::fs::read_to_string(&env_file).map_err(|e| format!("{}: {e}", env_file.display()))?;
+    Ok(parse_env_file(&text))
+}
 
 /// A step of the local runner that failed (the emulator said why).
 #[derive(Debug, Clone, thiserror::Error)]

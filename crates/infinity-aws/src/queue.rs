@@ -193,92 +193,66 @@ impl SqsInputSender {
     pub async fn send_all(&self, inputs: &[&Input]) -> Vec<Result<(), SendError>> {
         let limit = self.limit.body_bytes(&self.sqs).await;
         let mut results: Vec<Result<(), SendError>> = Vec::with_capacity(inputs.len());
-        // (index into `inputs`, body) of the request being filled.
-        let mut batch: Vec<(usize, String)> = Vec::with_capacity(BATCH_ENTRIES);
-        let mut batch_bytes = 0;
+        let mut bodies = Vec::with_capacity(inputs.len());
         for (index, input) in inputs.iter().enumerate() {
-            results.push(Ok(()));
             let body = match self.carry(input, limit).await {
                 Ok(carried) => carried.body().map_err(|e| send_error(input, e)),
                 Err(err) => Err(err),
             };
-            let body = match body {
-                Ok(body) => body,
-                Err(err) => {
-                    results[index] = Err(err);
-                    continue;
+            match body {
+                Ok(body) => {
+                    results.push(Ok(()));
+                    bodies.push((index, body));
                 }
-            };
-            if batch.len() == BATCH_ENTRIES || batch_bytes + body.len() > limit {
-                self.send_batch(inputs, std::mem::take(&mut batch), &mut results)
-                    .await;
-                batch_bytes = 0;
+                Err(err) => results.push(Err(err)),
             }
-            batch_bytes += body.len();
-            batch.push((index, body));
         }
-        if !batch.is_empty() {
-            self.send_batch(inputs, batch, &mut results).await;
-        }
-        results
-    }
-
-    /// One `SendMessageBatch` request; its entries' ids are their indexes into `inputs`.
-    async fn send_batch(
-        &self,
-        inputs: &[&Input],
-        batch: Vec<(usize, String)>,
-        results: &mut [Result<(), SendError>],
-    ) {
-        let indexes: Vec<usize> = batch.iter().map(|(index, _)| *index).collect();
-        let entries = batch.into_iter().map(|(index, body)| {
-            let input = inputs[index];
-            aws_sdk_sqs::types::SendMessageBatchRequestEntry::builder()
-                .id(index.to_string())
-                .message_group_id(input.thread_id.as_str())
-                .message_deduplication_id(input.id.as_str())
-                .message_body(body)
-                .build()
-        });
-        let entries: Result<Vec<_>, _> = entries.collect();
-        let sent = match entries {
-            Ok(entries) => self
-                .sqs
-                .send_message_batch()
-                .queue_url(&self.queue_url)
-                .set_entries(Some(entries))
-                .send()
-                .await
-                .map_err(|e| detail(&e)),
-            Err(e) => Err(e.to_string()),
-        };
-        match sent {
-            Ok(out) => {
-                for failed in out.failed() {
-                    let Some(index) = failed
-                        .id()
-                        .parse::<usize>()
-                        .ok()
-                        .filter(|i| indexes.contains(i))
-                    else {
-                        continue;
-                    };
-                    results[index] = Err(send_error(
-                        inputs[index],
-                        format!(
+        for batch in batches(bodies, limit) {
+            let indexes: Vec<usize> = batch.iter().map(|(index, _)| *index).collect();
+            let entries = batch
+                .into_iter()
+                .map(|(index, body)| {
+                    let input = inputs[index];
+                    aws_sdk_sqs::types::SendMessageBatchRequestEntry::builder()
+                        .id(index.to_string())
+                        .message_group_id(input.thread_id.as_str())
+                        .message_deduplication_id(input.id.as_str())
+                        .message_body(body)
+                        .build()
+                })
+                .collect::<Result<Vec<_>, _>>()
+                .map_err(|e| e.to_string());
+            let sent = match entries {
+                Ok(entries) => send_batch(&self.sqs, &self.queue_url, entries).await,
+                Err(why) => Err(why),
+            };
+            match sent {
+                Ok(out) => {
+                    for failed in out.failed() {
+                        let Some(index) = failed
+                            .id()
+                            .parse::<usize>()
+                            .ok()
+                            .filter(|i| indexes.contains(i))
+                        else {
+                            continue;
+                        };
+                        let why = format!(
                             "{}: {}",
                             failed.code(),
                             failed.message().unwrap_or("refused in a batch")
-                        ),
-                    ));
+                        );
+                        results[index] = Err(send_error(inputs[index], why));
+                    }
                 }
-            }
-            Err(reason) => {
-                for index in indexes {
-                    results[index] = Err(send_error(inputs[index], &reason));
+                Err(why) => {
+                    for index in indexes {
+                        results[index] = Err(send_error(inputs[index], &why));
+                    }
                 }
             }
         }
+        results
     }
 }
 
@@ -494,60 +468,91 @@ impl OutputQueue {
             reason,
         };
         let max_bytes = self.limit.body_bytes(&self.sqs).await;
-        let mut batch: Vec<aws_sdk_sqs::types::SendMessageBatchRequestEntry> = Vec::new();
-        let mut size = 0;
+        let mut bodies = Vec::with_capacity(events.len());
         for (i, event) in events.iter().enumerate() {
             let body = event
                 .to_json_within(max_bytes)
                 .map_err(|e| failed(e.to_string()))?;
-            if batch.len() == 10 || (size + body.len() > max_bytes && !batch.is_empty()) {
-                self.send_batch(std::mem::take(&mut batch))
-                    .await
-                    .map_err(failed)?;
-                size = 0;
-            }
-            size += body.len();
-            batch.push(
-                aws_sdk_sqs::types::SendMessageBatchRequestEntry::builder()
-                    .id(format!("e{i}"))
-                    .message_body(body)
-                    .build()
-                    .map_err(|e| failed(e.to_string()))?,
-            );
+            bodies.push((i, body));
         }
-        if !batch.is_empty() {
-            self.send_batch(batch).await.map_err(failed)?;
+        for batch in batches(bodies, max_bytes) {
+            let entries = batch
+                .into_iter()
+                .map(|(i, body)| {
+                    aws_sdk_sqs::types::SendMessageBatchRequestEntry::builder()
+                        .id(i.to_string())
+                        .message_body(body)
+                        .build()
+                })
+                .collect::<Result<Vec<_>, _>>()
+                .map_err(|e| failed(e.to_string()))?;
+            let out = send_batch(&self.sqs, &self.queue_url, entries)
+                .await
+                .map_err(failed)?;
+            if let Some(f) = out.failed().first() {
+                return Err(failed(format!(
+                    "output event {} not sent: {}",
+                    f.id(),
+                    f.message().unwrap_or(f.code())
+                )));
+            }
         }
         Ok(())
     }
+}
 
-    /// One batch; `Err` says why (the first entry SQS refused, or the request's error).
-    async fn send_batch(
-        &self,
-        entries: Vec<aws_sdk_sqs::types::SendMessageBatchRequestEntry>,
-    ) -> Result<(), String> {
-        let out = self
-            .sqs
-            .send_message_batch()
-            .queue_url(&self.queue_url)
-            .set_entries(Some(entries))
-            .send()
-            .await
-            .map_err(|e| detail(&e))?;
-        match out.failed().first() {
-            None => Ok(()),
-            Some(f) => Err(format!(
-                "output event {} not sent: {}",
-                f.id(),
-                f.message().unwrap_or(f.code())
-            )),
+/// Groups message bodies (with their indexes) into `SendMessageBatch` requests, in order: at most
+/// ten entries each, their bodies together within `limit` (SQS's rule for a batch).
+fn batches(bodies: Vec<(usize, String)>, limit: usize) -> Vec<Vec<(usize, String)>> {
+    let mut all = Vec::new();
+    let mut batch: Vec<(usize, String)> = Vec::new();
+    let mut size = 0;
+    for (i, body) in bodies {
+        if batch.len() == BATCH_ENTRIES || (size + body.len() > limit && !batch.is_empty()) {
+            all.push(std::mem::take(&mut batch));
+            size = 0;
         }
+        size += body.len();
+        batch.push((i, body));
     }
+    if !batch.is_empty() {
+        all.push(batch);
+    }
+    all
+}
+
+/// One `SendMessageBatch` request; `Err` says why the request failed (entries SQS refused are in
+/// the output's `failed`).
+async fn send_batch(
+    sqs: &aws_sdk_sqs::Client,
+    queue_url: &str,
+    entries: Vec<aws_sdk_sqs::types::SendMessageBatchRequestEntry>,
+) -> Result<aws_sdk_sqs::operation::send_message_batch::SendMessageBatchOutput, String> {
+    sqs.send_message_batch()
+        .queue_url(queue_url)
+        .set_entries(Some(entries))
+        .send()
+        .await
+        .map_err(|e| detail(&e))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn batches_take_ten_messages_within_one_messages_bytes_in_order() {
+        let bodies = |n: usize, len: usize| (0..n).map(|i| (i, "x".repeat(len))).collect();
+        let sizes = |b: Vec<Vec<(usize, String)>>| b.iter().map(Vec::len).collect::<Vec<_>>();
+        assert_eq!(sizes(batches(bodies(25, 10), 1000)), [10, 10, 5]);
+        assert_eq!(sizes(batches(bodies(5, 400), 1000)), [2, 2, 1]);
+        // A body as big as the limit goes alone; order is kept across batches.
+        let all = batches(bodies(3, 1000), 1000);
+        assert_eq!(sizes(all.clone()), [1, 1, 1]);
+        let order: Vec<usize> = all.into_iter().flatten().map(|(i, _)| i).collect();
+        assert_eq!(order, [0, 1, 2]);
+        assert!(batches(Vec::new(), 10).is_empty());
+    }
 
     #[test]
     fn schedule_names_are_stable_short_and_valid() {

@@ -190,21 +190,18 @@ fn escape(text: &str) -> String {
         .replace('\'', "&#39;")
 }
 
-/// Our own pages (the frame, the index): scripts and styles from this server only.
-fn own_page(html: String) -> Response {
-    let mut response = html.into_response();
+/// A response with the headers every route here sends: its type, its policy (the strictest one
+/// when `policy` cannot be a header: never none), no referrer, no sniffing.
+fn served(body: impl IntoResponse, content_type: &str, policy: &str) -> Response {
+    const STRICTEST: &str = "sandbox; default-src 'none'";
+    let mut response = body.into_response();
     let headers = response.headers_mut();
-    headers.insert(
-        header::CONTENT_TYPE,
-        HeaderValue::from_static("text/html; charset=utf-8"),
-    );
+    if let Ok(value) = HeaderValue::from_str(content_type) {
+        headers.insert(header::CONTENT_TYPE, value);
+    }
     headers.insert(
         header::CONTENT_SECURITY_POLICY,
-        HeaderValue::from_static(
-            "default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; \
-             frame-src 'self'; img-src 'self' data:; base-uri 'none'; form-action 'none'; \
-             frame-ancestors 'none'",
-        ),
+        HeaderValue::from_str(policy).unwrap_or(HeaderValue::from_static(STRICTEST)),
     );
     headers.insert(
         header::REFERRER_POLICY,
@@ -215,6 +212,19 @@ fn own_page(html: String) -> Response {
         HeaderValue::from_static("nosniff"),
     );
     response
+}
+
+const HTML: &str = "text/html; charset=utf-8";
+
+/// Our own pages (the frame, the index): scripts and styles from this server only.
+fn own_page(html: String) -> Response {
+    served(
+        html,
+        HTML,
+        "default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; \
+         frame-src 'self'; img-src 'self' data:; base-uri 'none'; form-action 'none'; \
+         frame-ancestors 'none'",
+    )
 }
 
 const HEAD: &str = r#"<!doctype html><html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1"><link rel="icon" href="data:,"><link rel="stylesheet" href="/app/artifact.css">"#;
@@ -331,8 +341,16 @@ fn content_policy(meta: &ArtifactMeta, files: &str) -> String {
 /// `scheme://host` of the request (Function URLs say `https` in `X-Forwarded-Proto`).
 fn origin(headers: &HeaderMap) -> String {
     let header = |name: &str| headers.get(name).and_then(|v| v.to_str().ok());
-    let host = header("host").unwrap_or("localhost");
-    let scheme = header("x-forwarded-proto").unwrap_or("http");
+    let host = header("host")
+        .filter(|h| {
+            h.chars()
+                .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | ':' | '-' | '[' | ']'))
+        })
+        .unwrap_or("localhost");
+    let scheme = match header("x-forwarded-proto") {
+        Some("https") => "https",
+        _ => "http",
+    };
     format!("{scheme}://{host}")
 }
 
@@ -358,24 +376,7 @@ async fn content(
         Format::Markdown => markdown(&meta.title, &text),
     };
     let files = format!("{}/a/{id}/{key}/v{version}/files/", origin(&headers));
-    let mut response = html.into_response();
-    let headers = response.headers_mut();
-    headers.insert(
-        header::CONTENT_TYPE,
-        HeaderValue::from_static("text/html; charset=utf-8"),
-    );
-    if let Ok(policy) = HeaderValue::from_str(&content_policy(&meta, &files)) {
-        headers.insert(header::CONTENT_SECURITY_POLICY, policy);
-    }
-    headers.insert(
-        header::REFERRER_POLICY,
-        HeaderValue::from_static("no-referrer"),
-    );
-    headers.insert(
-        header::X_CONTENT_TYPE_OPTIONS,
-        HeaderValue::from_static("nosniff"),
-    );
-    Ok(response)
+    Ok(served(html, HTML, &content_policy(&meta, &files)))
 }
 
 /// A Markdown page as an HTML document; raw HTML in it is shown as text.
@@ -425,21 +426,11 @@ async fn file(
                 format!("page {id} has no file {name}"),
             )
         })?;
-    let mut response = bytes.into_response();
-    let headers = response.headers_mut();
-    headers.insert(
-        header::CONTENT_TYPE,
-        HeaderValue::from_static(content_type(&name)),
-    );
-    headers.insert(
-        header::CONTENT_SECURITY_POLICY,
-        HeaderValue::from_static("sandbox; default-src 'none'"),
-    );
-    headers.insert(
-        header::X_CONTENT_TYPE_OPTIONS,
-        HeaderValue::from_static("nosniff"),
-    );
-    Ok(response)
+    Ok(served(
+        bytes,
+        content_type(&name),
+        "sandbox; default-src 'none'",
+    ))
 }
 
 async fn comments(
@@ -543,4 +534,54 @@ async fn comment(
         .await
         .map_err(|e| error(StatusCode::SERVICE_UNAVAILABLE, e))?;
     Ok((StatusCode::CREATED, Json(json!(comment))).into_response())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use infinity_agent_core::ids::ThreadId;
+
+    fn meta(assets: bool) -> ArtifactMeta {
+        ArtifactMeta {
+            id: "art-0123456789abcdef0123".into(),
+            thread_id: ThreadId::new("t").unwrap(),
+            title: "T".into(),
+            format: Format::Html,
+            visibility: Visibility::Unlisted,
+            assets,
+            files: Vec::new(),
+            version: 1,
+            created_at: jiff::Timestamp::UNIX_EPOCH,
+            updated_at: jiff::Timestamp::UNIX_EPOCH,
+        }
+    }
+
+    #[test]
+    fn a_page_loads_its_own_files_only_with_assets_and_nothing_else_ever() {
+        let files = "http://h:1/a/art-0123456789abcdef0123/open/v1/files/";
+        let without = content_policy(&meta(false), files);
+        assert!(without.starts_with("sandbox allow-scripts;"), "{without}");
+        assert!(
+            without.contains("connect-src 'none'") && !without.contains(files),
+            "{without}"
+        );
+        let with = content_policy(&meta(true), files);
+        for directive in ["script-src", "style-src", "img-src", "connect-src"] {
+            assert!(with.contains(directive), "{with}");
+        }
+        assert_eq!(with.matches(files).count(), 6, "{with}");
+        assert!(!with.contains('*') && !with.contains("http:;"), "{with}");
+    }
+
+    #[test]
+    fn a_policy_that_cannot_be_a_header_falls_back_to_the_strictest() {
+        let response = served("x", HTML, "bad\npolicy");
+        assert_eq!(
+            response.headers()[header::CONTENT_SECURITY_POLICY],
+            "sandbox; default-src 'none'"
+        );
+        let mut headers = HeaderMap::new();
+        headers.insert("host", HeaderValue::from_static("evil;script-src *"));
+        assert_eq!(origin(&headers), "http://localhost");
+    }
 }

@@ -299,14 +299,8 @@ async fn an_agent_publishes_a_page_people_comment_and_it_answers() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_person_reads_a_page_and_comments_in_a_real_browser() {
-    let chromium = match browser::find_chromium() {
-        Ok(path) => path,
-        Err(searched) => {
-            eprintln!(
-                "skipped: chromium not found at {searched}; install it with apt-get install chromium"
-            );
-            return;
-        }
+    let Some(chromium) = browser::chromium_or_skip() else {
+        return;
     };
     let dir = tempfile::tempdir().unwrap();
     let (_server, base) = serve(dir.path()).await;
@@ -369,12 +363,9 @@ async fn a_person_reads_a_page_and_comments_in_a_real_browser() {
              && document.querySelector('li.answer').innerText.includes('Thanks: more basil')",
         )
         .await;
-    let target = std::env::var_os("CARGO_TARGET_DIR")
-        .map(std::path::PathBuf::from)
-        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target"));
-    let shots = target.join("web-screenshots");
-    std::fs::create_dir_all(&shots).unwrap();
-    browser.screenshot(&shots, "11-artifact").await;
+    browser
+        .screenshot(&browser::screenshot_dir(), "11-artifact")
+        .await;
     let problems = browser.problems();
     assert!(problems.is_empty(), "console problems: {problems:#?}");
 }

@@ -35,20 +35,7 @@ fn repo() -> PathBuf {
 /// Starts the emulators once per test process (installing them first if needed).
 fn emulators() {
     static STARTED: OnceLock<()> = OnceLock::new();
-    STARTED.get_or_init(|| {
-        for (script, arg) in [("install.sh", None), ("emulators.sh", Some("start"))] {
-            let mut cmd = Command::new("bash");
-            cmd.arg(repo().join("infra/local").join(script));
-            cmd.args(arg);
-            let out = cmd.current_dir(repo()).output().unwrap();
-            assert!(
-                out.status.success(),
-                "{script} failed:\n{}\n{}",
-                String::from_utf8_lossy(&out.stdout),
-                String::from_utf8_lossy(&out.stderr)
-            );
-        }
-    });
+    STARTED.get_or_init(|| infinity_aws::local::start_emulators(&repo()).unwrap());
 }
 
 const SCRIPT: &str = r##"
@@ -77,20 +64,7 @@ struct Stack {
 async fn stack() -> Stack {
     emulators();
     let prefix = format!("cli{}", &uuid_like()[..10]);
-    let env_file = std::env::temp_dir().join(format!("{prefix}.env.sh"));
-    let out = Command::new(repo().join(".venv/bin/python"))
-        .arg(repo().join("infra/local/bootstrap.py"))
-        .args(["--prefix", &prefix, "--env-file"])
-        .arg(&env_file)
-        .current_dir(repo())
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "bootstrap failed:\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let mut env = infinity_aws::local::parse_env_file(&std::fs::read_to_string(&env_file).unwrap());
+    let mut env = infinity_aws::local::bootstrap_stack(&repo(), &prefix).unwrap();
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(dir.path().join("script.yaml"), SCRIPT).unwrap();
     let agent_path = dir.path().join("agent.yaml");
@@ -182,14 +156,8 @@ async fn serve_aws(stack: &Stack) -> (Server, String) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_person_watches_a_stack_in_a_real_browser() {
-    let chromium = match browser::find_chromium() {
-        Ok(path) => path,
-        Err(searched) => {
-            eprintln!(
-                "skipped: chromium not found at {searched}; install it with apt-get install chromium"
-            );
-            return;
-        }
+    let Some(chromium) = browser::chromium_or_skip() else {
+        return;
     };
     let stack = stack().await;
     let (_server, api) = serve_aws(&stack).await;
@@ -225,19 +193,11 @@ async fn a_person_watches_a_stack_in_a_real_browser() {
             "document.getElementById('thread-list').innerText.length > 0",
         )
         .await;
-    browser.screenshot(&screenshot_dir(), "10-stack").await;
+    browser
+        .screenshot(&browser::screenshot_dir(), "10-stack")
+        .await;
     let problems = browser.problems();
     assert!(problems.is_empty(), "console problems: {problems:#?}");
-}
-
-/// Where screenshots go (as tests/web.rs): `target/web-screenshots/`.
-fn screenshot_dir() -> PathBuf {
-    let target = std::env::var_os("CARGO_TARGET_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target"));
-    let dir = target.join("web-screenshots");
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -561,14 +521,8 @@ async fn function_url(runtime: Runtime) -> String {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_person_uses_the_web_app_through_the_api_function_in_a_real_browser() {
-    let chromium = match browser::find_chromium() {
-        Ok(path) => path,
-        Err(searched) => {
-            eprintln!(
-                "skipped: chromium not found at {searched}; install it with apt-get install chromium"
-            );
-            return;
-        }
+    let Some(chromium) = browser::chromium_or_skip() else {
+        return;
     };
     let stack = stack().await;
     let function = ApiFunction::start(&stack).await;
@@ -607,7 +561,7 @@ async fn a_person_uses_the_web_app_through_the_api_function_in_a_real_browser() 
         .await;
     assert_eq!(entries, 2, "reconnecting duplicates nothing");
     browser
-        .screenshot(&screenshot_dir(), "12-api-function")
+        .screenshot(&browser::screenshot_dir(), "12-api-function")
         .await;
     let problems = browser.problems();
     assert!(problems.is_empty(), "console problems: {problems:#?}");

@@ -9,10 +9,10 @@
 mod browser;
 mod common;
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Stdio};
 
-use browser::{find_chromium, Browser};
+use browser::Browser;
 use common::{free_port, until, Server};
 use infinity_rap::kit::testing::LocalServer;
 use infinity_rap::kit::{tool_definition, Call, CallbackError, ToolServer};
@@ -159,16 +159,6 @@ async fn start(dir: &Path, base: &str) -> Server {
     server
 }
 
-/// Where screenshots go: `target/web-screenshots/` (`$CARGO_TARGET_DIR/web-screenshots/`).
-fn screenshot_dir() -> PathBuf {
-    let target = std::env::var_os("CARGO_TARGET_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target"));
-    let dir = target.join("web-screenshots");
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_page_and_its_files_are_served_with_a_strict_policy_and_the_api_stays_guarded() {
     let dir = tempfile::tempdir().unwrap();
@@ -310,19 +300,13 @@ const ENTRIES: &str =
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_person_uses_the_web_app_in_a_real_browser() {
-    let chromium = match find_chromium() {
-        Ok(path) => path,
-        Err(searched) => {
-            eprintln!(
-                "skipped: chromium not found at {searched}; install it with apt-get install chromium"
-            );
-            return;
-        }
+    let Some(chromium) = browser::chromium_or_skip() else {
+        return;
     };
     let tools = colour_server().await;
     let dir = tempfile::tempdir().unwrap();
     let (server, base) = serve(dir.path(), Some(tools.base_url())).await;
-    let shots = screenshot_dir();
+    let shots = browser::screenshot_dir();
     let browser = Browser::launch(&chromium, 1280, 900).await;
 
     // An empty store: the list says so.

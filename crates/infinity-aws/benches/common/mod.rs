@@ -3,7 +3,6 @@
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
 fn repo() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -12,33 +11,9 @@ fn repo() -> PathBuf {
         .unwrap()
 }
 
-fn sh(args: &[&str]) {
-    let out = Command::new(args[0])
-        .args(&args[1..])
-        .current_dir(repo())
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-}
-
 pub fn bootstrap(prefix: &str) -> HashMap<String, String> {
-    sh(&["bash", "infra/local/install.sh"]);
-    sh(&["bash", "infra/local/emulators.sh", "start"]);
-    let env_file = std::env::temp_dir().join(format!("{prefix}.env.sh"));
-    let env_path = env_file.to_str().unwrap().to_owned();
-    sh(&[
-        ".venv/bin/python",
-        "infra/local/bootstrap.py",
-        "--prefix",
-        prefix,
-        "--env-file",
-        &env_path,
-    ]);
-    infinity_aws::local::parse_env_file(&std::fs::read_to_string(&env_file).unwrap())
+    infinity_aws::local::start_emulators(&repo()).unwrap();
+    infinity_aws::local::bootstrap_stack(&repo(), prefix).unwrap()
 }
 
 /// A local stack named `prefix`: its configuration and clients.

@@ -8,7 +8,6 @@ use infinity_rap::client::RapClient;
 use infinity_rap::signing::CallbackSigner;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
@@ -35,44 +34,12 @@ pub fn repo() -> PathBuf {
 /// Starts the emulators once per test process (installing them first if needed).
 fn emulators() {
     static STARTED: OnceLock<()> = OnceLock::new();
-    STARTED.get_or_init(|| {
-        let local = repo().join("infra/local");
-        let run = |script: &str, arg: Option<&str>| {
-            let mut cmd = Command::new("bash");
-            cmd.arg(local.join(script));
-            if let Some(a) = arg {
-                cmd.arg(a);
-            }
-            let out = cmd.current_dir(repo()).output().unwrap();
-            assert!(
-                out.status.success(),
-                "{script} failed:\n{}\n{}",
-                String::from_utf8_lossy(&out.stdout),
-                String::from_utf8_lossy(&out.stderr)
-            );
-        };
-        run("install.sh", None);
-        run("emulators.sh", Some("start"));
-    });
+    STARTED.get_or_init(|| infinity_aws::local::start_emulators(&repo()).unwrap());
 }
 
 /// Creates a fresh stack of resources and returns its environment (`INFINITY_*`, endpoints).
 fn bootstrap(prefix: &str) -> HashMap<String, String> {
-    let env_file = std::env::temp_dir().join(format!("{prefix}.env.sh"));
-    let out = Command::new(repo().join(".venv/bin/python"))
-        .arg(repo().join("infra/local/bootstrap.py"))
-        .args(["--prefix", prefix, "--env-file"])
-        .arg(&env_file)
-        .current_dir(repo())
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "bootstrap failed:\n{}\n{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    infinity_aws::local::parse_env_file(&std::fs::read_to_string(&env_file).unwrap())
+    infinity_aws::local::bootstrap_stack(&repo(), prefix).unwrap()
 }
 
 pub struct Stack {

@@ -56,6 +56,30 @@ pub fn find_chromium() -> Result<PathBuf, String> {
     ))
 }
 
+/// The Chromium binary, or `None` after saying on stderr that the test is skipped and how to
+/// install it.
+pub fn chromium_or_skip() -> Option<PathBuf> {
+    match find_chromium() {
+        Ok(path) => Some(path),
+        Err(searched) => {
+            eprintln!(
+                "skipped: chromium not found at {searched}; install it with apt-get install chromium"
+            );
+            None
+        }
+    }
+}
+
+/// Where screenshots go: `target/web-screenshots/` (`$CARGO_TARGET_DIR/web-screenshots/`).
+pub fn screenshot_dir() -> PathBuf {
+    let target = std::env::var_os("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target"));
+    let dir = target.join("web-screenshots");
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
 /// A running headless Chromium with one page; killed when dropped.
 pub struct Browser {
     process: Child,
