@@ -251,6 +251,7 @@ async fn fan_out(clients: &Clients, config: &AwsConfig, handler: &Arc<AgentHandl
             .filter(|e| format!("{:?}", e.item).contains("done"))
             .count()
     };
+    let before = kib("VmRSS");
     let took = run_until(runner, || {
         let (store, parent) = (store.clone(), parent.clone());
         async move { reports(store, parent).await >= CHILDREN }
@@ -258,11 +259,33 @@ async fn fan_out(clients: &Clients, config: &AwsConfig, handler: &Arc<AgentHandl
     .await;
     let record = store.load_record(&parent).await.unwrap().unwrap();
     println!(
-        "fan-out: 1 parent, {} children, all reported in {:.1} s ({} parent slices)",
+        "fan-out: 1 parent, {} children, all reported in {:.1} s ({} parent slices); handler \
+         process resident {} KiB before, {} KiB after, peak {} KiB",
         record.children.len(),
         took.as_secs_f64(),
-        record.version
+        record.version,
+        before,
+        kib("VmRSS"),
+        kib("VmHWM"),
     );
+}
+
+/// A `/proc/self/status` figure in KiB (`VmRSS`: resident now; `VmHWM`: the peak), 0 where there
+/// is none.
+fn kib(field: &str) -> u64 {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|status| {
+            status.lines().find_map(|line| {
+                line.strip_prefix(field)?
+                    .trim_start_matches(':')
+                    .split_whitespace()
+                    .next()?
+                    .parse()
+                    .ok()
+            })
+        })
+        .unwrap_or(0)
 }
 
 #[tokio::main]
