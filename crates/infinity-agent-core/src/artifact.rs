@@ -125,7 +125,7 @@ pub fn valid_file_name(name: &str) -> bool {
             .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | '_'))
 }
 
-/// True for an artifact id as [`Artifacts`] makes them (so a request's id is never a path).
+/// True for an artifact id as [`crate::library::artifacts::Artifacts`] makes them (so a request's id is never a path).
 pub fn valid_id(id: &str) -> bool {
     id.strip_prefix("art-")
         .is_some_and(|hex| hex.len() == 20 && hex.chars().all(|c| c.is_ascii_hexdigit()))
