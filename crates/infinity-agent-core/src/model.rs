@@ -111,7 +111,7 @@ pub enum ModelError {
 /// use infinity_agent_core::model::{
 ///     Completion, CompletionRequest, ModelError, ModelProvider, StopReason, Usage,
 /// };
-/// use infinity_agent_core::runtime::AgentSystemBuilder;
+/// use infinity_agent_core::runtime::{AgentSystemBuilder, Front};
 ///
 /// /// Repeats the last message (a real provider calls its API here).
 /// #[derive(Debug)]
@@ -145,7 +145,7 @@ pub enum ModelError {
 ///     .build()
 ///     .await?;
 /// let thread = ThreadId::new("p")?;
-/// system.post_user_message(&thread, "polly").await?;
+/// system.post_user_message(&thread, "polly".into()).await?;
 /// system.wait_idle(None).await;
 /// let history = system.view(&thread).await?;
 /// assert!(matches!(&history.last().unwrap().item,
