@@ -9,12 +9,11 @@ mod browser;
 mod common;
 
 use std::path::Path;
-use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use serde_json::{json, Value};
 
-use common::{free_port, until, Server};
+use common::{until, Server};
 
 const TOKEN: &str = "pagetoken";
 
@@ -54,28 +53,10 @@ async fn serve(dir: &Path) -> (Server, String) {
         "name: publisher\nmodel: script:script.yaml\ninternal_tools: {artifact: true}\n",
     )
     .unwrap();
-    let port = free_port();
-    let server = Server(
-        Command::new(env!("CARGO_BIN_EXE_infinity"))
-            .args(["serve", "--agent"])
-            .arg(dir.join("agent.yaml"))
-            .arg("--store")
-            .arg(dir.join("store"))
-            .args(["--port", &port.to_string()])
-            .env("INFINITY_SERVE_TOKEN", TOKEN)
-            .env_remove("ANTHROPIC_API_KEY")
-            .env_remove("OPENAI_API_KEY")
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap(),
-    );
-    let base = format!("http://127.0.0.1:{port}");
-    until("the server to start", || async {
-        reqwest::get(format!("{base}/health")).await.is_ok()
-    })
-    .await;
-    (server, base)
+    let agent = dir.join("agent.yaml").to_string_lossy().into_owned();
+    let store = dir.join("store").to_string_lossy().into_owned();
+    let token = [("INFINITY_SERVE_TOKEN".to_owned(), TOKEN.to_owned())];
+    common::serve_with(dir, &["--agent", &agent, "--store", &store], &token).await
 }
 
 fn http() -> reqwest::Client {

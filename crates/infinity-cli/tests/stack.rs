@@ -14,7 +14,6 @@ use lambda::{ask, function_url, url_event, ApiFunction};
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
@@ -24,7 +23,7 @@ use infinity_aws::handler::{build_agent, AgentHandler};
 use infinity_aws::local::LocalRunner;
 use serde_json::{json, Value};
 
-use common::{free_port, Server};
+use common::Server;
 
 fn repo() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -136,23 +135,39 @@ async fn post_json(url: &str, body: Value) -> (u16, Value) {
 
 /// `infinity serve --aws` on the stack, on loopback (no token).
 async fn serve_aws(stack: &Stack) -> (Server, String) {
-    let port = free_port();
-    let server = Server(
-        Command::new(env!("CARGO_BIN_EXE_infinity"))
-            .args(["serve", "--aws", "--port", &port.to_string()])
-            .envs(&stack.env)
-            .env_remove("INFINITY_SERVE_TOKEN")
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap(),
-    );
-    let api = format!("http://127.0.0.1:{port}");
-    eventually("the server to start", || async {
-        reqwest::get(format!("{api}/health")).await.is_ok()
-    })
-    .await;
-    (server, api)
+    let env: Vec<(String, String)> = stack.env.clone().into_iter().collect();
+    common::serve_with(&repo(), &["--aws"], &env).await
+}
+
+/// Opens the page at `url` on an empty stack, starts a conversation (its connection saying
+/// `connected`), says hello, and waits for the stack's answer.
+async fn first_conversation(browser: &browser::Browser, url: &str, connected: &str) {
+    browser.open(url).await;
+    browser
+        .wait_for(
+            "the placeholder of an empty stack",
+            "!document.getElementById('no-threads').hidden",
+        )
+        .await;
+    browser.click("#new-conversation", None).await;
+    browser
+        .wait_for(
+            &format!("the new conversation, {connected}"),
+            &format!(
+                "document.activeElement.id === 'message' \
+                 && document.getElementById('connection').textContent === '{connected}'"
+            ),
+        )
+        .await;
+    browser.type_text("hello").await;
+    browser.press("Enter", false).await;
+    browser
+        .wait_for(
+            "the stack's answer",
+            "[...document.querySelectorAll('.msg.assistant:not(.streaming)')]\
+               .some((m) => m.innerText.includes('stack says hi'))",
+        )
+        .await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -163,31 +178,8 @@ async fn a_person_watches_a_stack_in_a_real_browser() {
     let stack = stack().await;
     let (_server, api) = serve_aws(&stack).await;
     let browser = browser::Browser::launch(&chromium, 1280, 900).await;
-    browser.open(&format!("{api}/")).await;
-    browser
-        .wait_for(
-            "the placeholder of an empty stack",
-            "!document.getElementById('no-threads').hidden",
-        )
-        .await;
-    browser.click("#new-conversation", None).await;
-    browser
-        .wait_for(
-            "the new conversation, connected",
-            "document.activeElement.id === 'message' \
-             && document.getElementById('connection').textContent === 'live'",
-        )
-        .await;
-    browser.type_text("hello").await;
-    browser.press("Enter", false).await;
     // The deployment's answer comes through the output queue to the page.
-    browser
-        .wait_for(
-            "the stack's answer",
-            "[...document.querySelectorAll('.msg.assistant:not(.streaming)')]\
-               .some((m) => m.innerText.includes('stack says hi'))",
-        )
-        .await;
+    first_conversation(&browser, &format!("{api}/"), "live").await;
     browser
         .wait_for(
             "the conversation in the list",
@@ -328,33 +320,13 @@ async fn a_person_uses_the_web_app_through_the_api_function_in_a_real_browser() 
     let function = ApiFunction::start(&stack.env).await;
     let url = function_url(Arc::clone(&function.runtime)).await;
     let browser = browser::Browser::launch(&chromium, 1280, 900).await;
-    browser
-        .open(&format!("{url}/?access_token=s3cret-token"))
-        .await;
-    browser
-        .wait_for(
-            "the placeholder of an empty stack",
-            "!document.getElementById('no-threads').hidden",
-        )
-        .await;
-    browser.click("#new-conversation", None).await;
-    browser
-        .wait_for(
-            "the new conversation, following the thread by reconnecting",
-            "document.activeElement.id === 'message' \
-             && document.getElementById('connection').textContent === 'live (refreshes every 2 s)'",
-        )
-        .await;
-    browser.type_text("hello").await;
-    browser.press("Enter", false).await;
     // No stream from a Lambda: the page reconnects every 2 s and reloads the history.
-    browser
-        .wait_for(
-            "the stack's answer",
-            "[...document.querySelectorAll('.msg.assistant:not(.streaming)')]\
-               .some((m) => m.innerText.includes('stack says hi'))",
-        )
-        .await;
+    first_conversation(
+        &browser,
+        &format!("{url}/?access_token=s3cret-token"),
+        "live (refreshes every 2 s)",
+    )
+    .await;
     tokio::time::sleep(Duration::from_secs(5)).await;
     let entries = browser
         .eval("[...document.querySelectorAll('#transcript > li')].length")

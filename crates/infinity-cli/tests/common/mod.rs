@@ -65,6 +65,11 @@ pub fn infinity(dir: &Path, args: &[&str]) -> Output {
 /// Starts `infinity serve ARGS` in `dir` on a free loopback port, without a token, and waits
 /// until it answers: the process (killed when dropped) and its base URL.
 pub async fn serve_in(dir: &Path, args: &[&str]) -> (Server, String) {
+    serve_with(dir, args, &[]).await
+}
+
+/// [`serve_in`] with these variables set (a token, a stack's `INFINITY_*`).
+pub async fn serve_with(dir: &Path, args: &[&str], envs: &[(String, String)]) -> (Server, String) {
     let port = free_port();
     let child = Command::new(env!("CARGO_BIN_EXE_infinity"))
         .arg("serve")
@@ -74,6 +79,7 @@ pub async fn serve_in(dir: &Path, args: &[&str]) -> (Server, String) {
         .env_remove("INFINITY_SERVE_TOKEN")
         .env_remove("ANTHROPIC_API_KEY")
         .env_remove("OPENAI_API_KEY")
+        .envs(envs.iter().map(|(k, v)| (k, v)))
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()
