@@ -23,6 +23,7 @@ pub mod lambda;
 pub mod local;
 pub mod migrate;
 pub mod queue;
+pub mod remotes;
 pub mod store;
 pub mod tool_servers;
 pub mod wire;

@@ -222,7 +222,7 @@ pub async fn serve(args: ServeArgs) -> Result<u8> {
         .public_url
         .clone()
         .unwrap_or_else(|| format!("http://{local}"));
-    let remotes = crate::remote::RemoteHub::new();
+    let remotes = crate::remote::MemoryRemotes::new();
     let (system, links) = crate::system::build_system_full(
         agent,
         crate::StoreAccess::FailFast,
@@ -233,7 +233,7 @@ pub async fn serve(args: ServeArgs) -> Result<u8> {
     .await?;
     let access = announce(&args, &listener)?;
     remotes.start(system.clone(), format!("http://{local}"));
-    let (remote_routes, approvals) = crate::remote::routes(remotes);
+    let (remote_routes, approvals) = crate::remote::routes(remotes as _);
     let remote_routes = remote_routes.layer(axum::middleware::from_fn_with_state(
         Arc::new(access.clone()),
         guard,

@@ -18,6 +18,7 @@ use axum::Router;
 use base64::Engine;
 use infinity_aws::config::{AwsConfig, Clients};
 use infinity_aws::front::{default_agent_from_env, StackFront};
+use infinity_aws::remotes::{TableRemotes, SWEEP_EVERY};
 use tower::ServiceExt;
 
 use crate::serve::Guard;
@@ -62,7 +63,21 @@ pub async fn serve(
         ),
     }
     eprintln!("serving the stack's table {}", config.table);
-    let app = crate::serve::router(Arc::new(front), access, Router::new());
+    let remotes = Arc::new(TableRemotes::new(&clients, &config));
+    let sweeper = Arc::clone(&remotes);
+    tokio::spawn(async move {
+        loop {
+            tokio::time::sleep(SWEEP_EVERY).await;
+            if let Err(err) = sweeper.sweep().await {
+                tracing::warn!(%err, "the remotes' runs could not be swept");
+            }
+        }
+    });
+    let app = with_remotes(
+        crate::serve::router(Arc::new(front), access.clone(), Router::new()),
+        remotes,
+        access,
+    );
     axum::serve(listener, app)
         .with_graceful_shutdown(async {
             let _ = tokio::signal::ctrl_c().await;
@@ -93,16 +108,48 @@ pub async fn lambda() -> Result<u8> {
         any_origin: false,
     };
     let front = StackFront::new(&clients, &config, default_agent_from_env());
-    let app = crate::serve::router(Arc::new(front), access, Router::new());
+    let remotes = Arc::new(TableRemotes::new(&clients, &config));
+    let app = with_remotes(
+        crate::serve::router(Arc::new(front), access.clone(), Router::new()),
+        Arc::clone(&remotes),
+        access,
+    );
     lambda_runtime::run(lambda_runtime::service_fn(
-        move |event: lambda_runtime::LambdaEvent<LambdaFunctionUrlRequest>| {
-            let app = app.clone();
-            async move { Ok::<_, lambda_runtime::Error>(answer(app, event.payload).await) }
+        move |event: lambda_runtime::LambdaEvent<serde_json::Value>| {
+            let (app, remotes) = (app.clone(), Arc::clone(&remotes));
+            async move { event_answer(app, &remotes, event.payload).await }
         },
     ))
     .await
     .map_err(|e| anyhow::anyhow!("the Lambda runtime stopped: {e}"))?;
     Ok(0)
+}
+
+/// The stack's remotes' routes beside the API's: behind `access`, but for the approval answers
+/// (whose URL is their credential).
+fn with_remotes(app: Router, remotes: Arc<TableRemotes>, access: Guard) -> Router {
+    let (remote_routes, approvals) = crate::remote::routes(remotes);
+    let remote_routes = remote_routes.layer(axum::middleware::from_fn_with_state(
+        Arc::new(access),
+        crate::serve::guard,
+    ));
+    app.merge(remote_routes).merge(approvals)
+}
+
+/// One event of the API function: a Function URL request, or the schedule's call to sweep the
+/// remotes' runs (an EventBridge `Scheduled Event`).
+pub async fn event_answer(
+    app: Router,
+    remotes: &TableRemotes,
+    event: serde_json::Value,
+) -> Result<serde_json::Value, lambda_runtime::Error> {
+    if event.get("detail-type").is_some() {
+        let answered = remotes.sweep().await?;
+        return Ok(serde_json::json!({"swept": answered}));
+    }
+    let request: LambdaFunctionUrlRequest = serde_json::from_value(event)
+        .map_err(|e| format!("not a Function URL request nor a scheduled event: {e}"))?;
+    Ok(serde_json::to_value(answer(app, request).await)?)
 }
 
 /// One Function URL request through the API.

@@ -48,7 +48,7 @@ pub(crate) async fn build_system_full(
     args: &AgentArgs,
     access: StoreAccess,
     receiver: bool,
-    remotes: Option<Arc<crate::remote::RemoteHub>>,
+    remotes: Option<Arc<crate::remote::MemoryRemotes>>,
     pages: Option<&str>,
 ) -> Result<(AgentSystem, Option<tool_servers::Links>)> {
     // With a store, its stored agents run too, and --agent may name one of them.

@@ -7,6 +7,7 @@ use std::sync::Arc;
 
 use anyhow::{Context, Result};
 use infinity_agent_core::agent::AgentFile;
+use infinity_agent_core::host::remotes::RemoteDispatcher;
 use infinity_agent_core::runtime::{AgentSystem, AgentSystemBuilder};
 use infinity_agent_core::tools::remote::{ToolServerConfig, ToolServerEntry};
 use infinity_mcp_bridge::McpSource;
@@ -112,12 +113,11 @@ pub async fn prepare(
     options: &CallbackOptions,
     builder: AgentSystemBuilder,
     always: bool,
-    remotes: Option<Arc<crate::remote::RemoteHub>>,
+    remotes: Option<Arc<crate::remote::MemoryRemotes>>,
 ) -> Result<(AgentSystemBuilder, Option<Receiver>)> {
     if file.tool_servers.is_empty() && !always {
         let builder = match remotes {
-            Some(hub) => builder
-                .with_dispatcher(Arc::new(crate::remote::RemoteDispatcher { hub, rap: None })),
+            Some(hub) => builder.with_dispatcher(Arc::new(RemoteDispatcher { hub, rest: None })),
             None => builder,
         };
         return Ok((builder, None));
@@ -151,9 +151,9 @@ pub async fn prepare(
     }
     // `remote_exec` calls go to the remotes' hub, every other call to the tool servers.
     let dispatcher: Arc<dyn infinity_agent_core::host::ToolDispatcher> = match remotes {
-        Some(hub) => Arc::new(crate::remote::RemoteDispatcher {
+        Some(hub) => Arc::new(RemoteDispatcher {
             hub,
-            rap: Some(client.clone()),
+            rest: Some(client.clone()),
         }),
         None => client.clone(),
     };

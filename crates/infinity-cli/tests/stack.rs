@@ -6,37 +6,18 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
+mod aws_stack;
 mod browser;
 mod common;
 mod lambda;
 
+use aws_stack::{eventually, post_json, serve_aws, stack_with, Stack};
 use lambda::{ask, function_url, url_event, ApiFunction};
 
-use std::collections::HashMap;
-use std::path::{Path, PathBuf};
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 use std::time::Duration;
 
-use infinity_agent_core::agent::AgentFile;
-use infinity_aws::config::{AwsConfig, Clients};
-use infinity_aws::handler::{build_agent, AgentHandler};
-use infinity_aws::local::LocalRunner;
 use serde_json::{json, Value};
-
-use common::Server;
-
-fn repo() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../..")
-        .canonicalize()
-        .unwrap()
-}
-
-/// Starts the emulators once per test process (installing them first if needed).
-fn emulators() {
-    static STARTED: OnceLock<()> = OnceLock::new();
-    STARTED.get_or_init(|| infinity_aws::local::start_emulators(&repo()).unwrap());
-}
 
 const SCRIPT: &str = r##"
 rules:
@@ -53,90 +34,10 @@ rules:
   - reply: {text: "stack says hi"}
 "##;
 
-/// A fresh stack (queues and a table), its agent handler polling it in this process, and the
-/// environment a process needs to reach it.
-struct Stack {
-    env: HashMap<String, String>,
-    clients: Clients,
-    _dir: tempfile::TempDir,
-}
+const AGENT: &str = "name: tester\nmodel: script:script.yaml\ninternal_tools: {artifact: true}\n";
 
 async fn stack() -> Stack {
-    emulators();
-    let prefix = format!("cli{}", &uuid_like()[..10]);
-    let mut env = infinity_aws::local::bootstrap_stack(&repo(), &prefix).unwrap();
-    let dir = tempfile::tempdir().unwrap();
-    std::fs::write(dir.path().join("script.yaml"), SCRIPT).unwrap();
-    let agent_path = dir.path().join("agent.yaml");
-    std::fs::write(
-        &agent_path,
-        "name: tester\nmodel: script:script.yaml\ninternal_tools: {artifact: true}\n",
-    )
-    .unwrap();
-    env.insert("INFINITY_DEFAULT_AGENT".into(), String::new());
-    env.insert(
-        "INFINITY_AGENT_FILE".into(),
-        agent_path.to_string_lossy().into_owned(),
-    );
-    let config = AwsConfig::from_lookup(|k| env.get(k).cloned()).unwrap();
-    let endpoint = |service: &str| env[&format!("AWS_ENDPOINT_URL_{service}")].clone();
-    assert!(
-        config.artifact_bucket.is_some(),
-        "the stack has a bucket for pages"
-    );
-    let clients = Clients::for_endpoints(
-        &env["AWS_REGION"],
-        &endpoint("DYNAMODB"),
-        &endpoint("SQS"),
-        &endpoint("SCHEDULER"),
-    )
-    .await;
-    let agent = build_agent(&AgentFile::load(&agent_path).unwrap())
-        .await
-        .unwrap();
-    let handler = Arc::new(AgentHandler::new(&clients, &config, agent));
-    let runner = LocalRunner::new(clients.clone(), config, handler);
-    tokio::spawn(runner.run());
-    Stack {
-        env,
-        clients,
-        _dir: dir,
-    }
-}
-
-fn uuid_like() -> String {
-    infinity_agent_core::ids::EffectId::generate().as_str()[3..].to_owned()
-}
-
-/// Waits (up to 60 s: the emulators are slow) until `check` holds.
-async fn eventually<F, Fut>(what: &str, mut check: F)
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = bool>,
-{
-    for _ in 0..600 {
-        if check().await {
-            return;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    panic!("timed out waiting for {what}");
-}
-
-async fn post_json(url: &str, body: Value) -> (u16, Value) {
-    let r = reqwest::Client::new()
-        .post(url)
-        .json(&body)
-        .send()
-        .await
-        .unwrap();
-    (r.status().as_u16(), r.json().await.unwrap_or(Value::Null))
-}
-
-/// `infinity serve --aws` on the stack, on loopback (no token).
-async fn serve_aws(stack: &Stack) -> (Server, String) {
-    let env: Vec<(String, String)> = stack.env.clone().into_iter().collect();
-    common::serve_with(&repo(), &["--aws"], &env).await
+    stack_with(AGENT, SCRIPT, &[]).await
 }
 
 /// Opens the page at `url` on an empty stack, starts a conversation (its connection saying

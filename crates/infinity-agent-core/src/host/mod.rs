@@ -3,6 +3,7 @@
 //! the engine ([`run_slice`]), and the one place effects are performed ([`perform_effects`]).
 
 mod effects;
+pub mod remotes;
 
 use std::time::Duration;
 
@@ -303,6 +304,11 @@ pub async fn run_loaded_slice(
         if meta {
             if let Err(err) = library.prepare_catalog().await {
                 tracing::warn!(thread = %thread_id, %err, "the meta catalog could not be loaded");
+            }
+        }
+        if has(crate::tools::internal::REMOTE_EXEC) || has(crate::tools::internal::REMOTE_LIST) {
+            if let Err(err) = library.prepare_remotes().await {
+                tracing::warn!(thread = %thread_id, %err, "the remotes could not be listed");
             }
         }
     }

@@ -32,9 +32,17 @@ pub const CATALOG_REFRESH: Duration = Duration::from_secs(60);
 pub struct Library {
     knowledge: Option<Shelf>,
     catalog: Option<CatalogShelf>,
-    remotes: Option<Arc<dyn RemoteDirectory>>,
+    remotes: Option<RemoteShelf>,
     models: Option<models::ModelShelf>,
     artifacts: Option<artifacts::Artifacts>,
+}
+
+/// The remotes' directory and the copy of its list the tools read (reloaded before every slice
+/// that may use it: remotes come and go by the second).
+#[derive(Debug)]
+struct RemoteShelf {
+    directory: Arc<dyn RemoteDirectory>,
+    copy: RwLock<Vec<RemoteInfo>>,
 }
 
 #[derive(Debug)]
@@ -175,8 +183,22 @@ impl Library {
 
     /// Lists the machines people connect to this host (the `remote` category).
     pub fn with_remotes(mut self, remotes: Arc<dyn RemoteDirectory>) -> Self {
-        self.remotes = Some(remotes);
+        self.remotes = Some(RemoteShelf {
+            directory: remotes,
+            copy: RwLock::new(Vec::new()),
+        });
         self
+    }
+
+    /// Lists the remotes again for the tools. A failure leaves the last list and is returned
+    /// for the host to log.
+    pub async fn prepare_remotes(&self) -> Result<(), remotes::HubError> {
+        let Some(shelf) = &self.remotes else {
+            return Ok(());
+        };
+        let listed = shelf.directory.remotes().await?;
+        *shelf.copy.write().unwrap_or_else(PoisonError::into_inner) = listed;
+        Ok(())
     }
 
     /// Keeps the pages agents publish (the `artifact` category) in `artifacts`.
@@ -190,9 +212,15 @@ impl Library {
         self.artifacts.as_ref()
     }
 
-    /// The connected remotes (`None`: this host takes no remote connections).
+    /// The connected remotes as last listed (`None`: this host takes no remote connections).
     pub fn remotes(&self) -> Option<Vec<RemoteInfo>> {
-        self.remotes.as_ref().map(|r| r.remotes())
+        self.remotes.as_ref().map(|shelf| {
+            shelf
+                .copy
+                .read()
+                .unwrap_or_else(PoisonError::into_inner)
+                .clone()
+        })
     }
 
     /// The knowledge as this host holds it now (`None`: the host keeps none, or could not load

@@ -5,7 +5,7 @@
 
 use std::sync::Arc;
 
-use infinity_agent_core::library::remotes::{RemoteDirectory, RemoteInfo};
+use infinity_agent_core::library::remotes::{HubError, RemoteDirectory, RemoteInfo};
 use infinity_agent_core::library::Library;
 use infinity_agent_core::tools::internal::{InternalTools, RemoteRule};
 
@@ -14,8 +14,9 @@ use crate::harness::{assert_in_order, Setup};
 #[derive(Debug)]
 struct Two;
 
+#[async_trait::async_trait]
 impl RemoteDirectory for Two {
-    fn remotes(&self) -> Vec<RemoteInfo> {
+    async fn remotes(&self) -> Result<Vec<RemoteInfo>, HubError> {
         let remote = |id: &str, name: &str, exec: bool| RemoteInfo {
             id: id.to_owned(),
             name: name.to_owned(),
@@ -23,10 +24,10 @@ impl RemoteDirectory for Two {
             exec,
             last_seen: jiff::Timestamp::UNIX_EPOCH,
         };
-        vec![
+        Ok(vec![
             remote("rm-1", "Laptop", true),
             remote("rm-2", "kiosk", false),
-        ]
+        ])
     }
 }
 

@@ -27,11 +27,13 @@ use crate::catalog::DynamoAgentCatalog;
 use crate::config::{AwsConfig, Clients};
 use crate::knowledge::DynamoKnowledgeStore;
 use crate::queue::{AwsTimers, OutputQueue, SqsInputSender};
+use crate::remotes::TableRemotes;
 use crate::store::DynamoThreadStore;
 use crate::wire::{parse_input, Carried, RelayEnvelope, WireError};
 
 mod setup;
 
+use infinity_agent_core::host::remotes::RemoteDispatcher;
 use infinity_agent_core::library::{Library, CATALOG_REFRESH};
 use setup::StoredAgentBuilder;
 pub use setup::{
@@ -77,6 +79,8 @@ pub struct AgentHandler {
     default_agent: String,
     /// Talks to the agent's tool servers, when it has any.
     tool_servers: Option<Arc<infinity_rap::client::RapClient>>,
+    /// `remote_exec` calls to the remotes, every other call to the tool servers.
+    dispatcher: RemoteDispatcher,
 }
 
 /// One message of a batch, parsed.
@@ -180,6 +184,8 @@ impl AgentHandler {
         if let Some(artifacts) = config.artifacts(clients) {
             library = library.with_artifacts(artifacts);
         }
+        let remotes = Arc::new(TableRemotes::new(clients, config));
+        library = library.with_remotes(Arc::clone(&remotes) as _);
         Self {
             sender: SqsInputSender::new(clients.sqs.clone(), config.input_queue_url.clone())
                 .with_stash(store.clone()),
@@ -206,6 +212,11 @@ impl AgentHandler {
                 }),
             ),
             tool_servers: None,
+            // The stack's remote machines (the `remote` category), in the table.
+            dispatcher: RemoteDispatcher {
+                hub: remotes,
+                rest: None,
+            },
         }
     }
 
@@ -222,6 +233,7 @@ impl AgentHandler {
         let catalog = StoredCatalog::new(Arc::clone(self.agents.catalog()), discovery);
         self.library =
             std::mem::take(&mut self.library).with_catalog(Arc::new(catalog), CATALOG_REFRESH);
+        self.dispatcher.rest = client.clone().map(|c| c as Arc<dyn ToolDispatcher>);
         self.tool_servers = client;
         self
     }
@@ -515,9 +527,7 @@ impl EffectPerformer for AgentHandler {
     }
 
     fn tool_dispatcher(&self) -> Option<&dyn ToolDispatcher> {
-        self.tool_servers
-            .as_deref()
-            .map(|client| client as &dyn ToolDispatcher)
+        Some(&self.dispatcher)
     }
 
     async fn output(&self, events: &[&OutputEvent]) -> Result<(), OutputError> {

@@ -14,7 +14,7 @@ use clap::Args;
 use serde_json::{json, Value};
 use tokio::io::AsyncReadExt;
 
-use super::hub::{Order, Report};
+use infinity_agent_core::library::remotes::{Order, Report};
 
 /// How much of the end of a stream is kept while reading it, in bytes (the result keeps its
 /// last 30,000 characters).
@@ -173,7 +173,7 @@ async fn poll(connection: &Arc<Connection>, id: &str, exec: bool, running: &Runn
                             }
                         };
                         eprintln!("run {run_id}: {}", report.status);
-                        // The server may be briefly away: a report is tried a few times.
+                        // The server may be briefly away (or its store): a report is tried a few times.
                         for _ in 0..5 {
                             let sent = connection
                                 .request(
@@ -183,7 +183,8 @@ async fn poll(connection: &Arc<Connection>, id: &str, exec: bool, running: &Runn
                                 .json(&report)
                                 .send()
                                 .await;
-                            if sent.is_ok() {
+                            // Delivered, or refused for good (a 4xx): no use trying again.
+                            if sent.is_ok_and(|r| !r.status().is_server_error()) {
                                 break;
                             }
                             tokio::time::sleep(Duration::from_secs(2)).await;

@@ -1,7 +1,7 @@
 //! The `remote` category on `infinity serve`: machines people connect with
-//! `infinity remote connect` ([`client`]), the hub that holds them ([`hub`]), its HTTP routes,
-//! and the dispatcher that hands `remote_exec` calls to the hub and every other call to the
-//! tool servers' client.
+//! `infinity remote connect` ([`client`]), the hub that holds them in memory ([`hub`]), and the
+//! HTTP routes over any [`RemoteHub`] (the same routes serve a stack's remotes, kept in its
+//! table, from `infinity serve --aws` and the API function).
 //!
 //! | Route | What |
 //! |---|---|
@@ -18,81 +18,28 @@ pub mod hub;
 use std::sync::Arc;
 use std::time::Duration;
 
-use async_trait::async_trait;
 use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
-use infinity_agent_core::effect::{Notification, ToolInvocation};
-use infinity_agent_core::host::{DispatchError, ToolDispatcher};
-use infinity_agent_core::input::Input;
-use infinity_agent_core::library::remotes::RemoteDirectory;
-use infinity_agent_core::tools::internal::REMOTE_EXEC;
+use infinity_agent_core::library::remotes::{HubError, RemoteHub, Report, MAX_WAIT};
 use serde::Deserialize;
 use serde_json::json;
 
-pub use hub::RemoteHub;
+pub use hub::MemoryRemotes;
 
-/// The longest a poll waits for an order.
-const MAX_WAIT: Duration = Duration::from_secs(25);
-
-/// Hands `remote_exec` calls to the hub, everything else to the tool servers' client.
-#[derive(Debug)]
-pub struct RemoteDispatcher {
-    /// The remotes.
-    pub hub: Arc<RemoteHub>,
-    /// The tool servers' client, if the runtime has one.
-    pub rap: Option<Arc<dyn ToolDispatcher>>,
-}
-
-fn is_remote(invocation: &ToolInvocation) -> bool {
-    invocation.tool == REMOTE_EXEC && invocation.server.is_none()
-}
-
-#[async_trait]
-impl ToolDispatcher for RemoteDispatcher {
-    async fn dispatch(&self, invocation: &ToolInvocation) -> Result<(), DispatchError> {
-        if is_remote(invocation) {
-            return self
-                .hub
-                .dispatch(invocation)
-                .map_err(DispatchError::Refused);
-        }
-        match &self.rap {
-            Some(rap) => rap.dispatch(invocation).await,
-            None => Err(DispatchError::NoServer(invocation.tool.clone())),
-        }
-    }
-
-    async fn notify(&self, notification: &Notification) {
-        if let Notification::CancelToolCall {
-            thread_id,
-            call_id,
-            tool,
-            ..
-        } = notification
-        {
-            if tool == REMOTE_EXEC {
-                self.hub.cancel(thread_id, call_id);
-                return;
-            }
-        }
-        if let Some(rap) = &self.rap {
-            rap.notify(notification).await;
-        }
-    }
-
-    async fn forward(&self, url: &str, input: &Input) -> Result<(), DispatchError> {
-        match &self.rap {
-            Some(rap) => rap.forward(url, input).await,
-            None => Err(DispatchError::NoServer("forwarding".to_owned())),
-        }
-    }
-}
+type Hub = Arc<dyn RemoteHub>;
 
 fn problem(status: StatusCode, message: impl std::fmt::Display) -> Response {
     (status, Json(json!({"error": message.to_string()}))).into_response()
+}
+
+fn hub_problem(err: HubError) -> Response {
+    match err {
+        HubError::NotFound(why) => problem(StatusCode::NOT_FOUND, why),
+        err @ HubError::Unavailable(_) => problem(StatusCode::SERVICE_UNAVAILABLE, err),
+    }
 }
 
 #[derive(Debug, Deserialize)]
@@ -116,7 +63,7 @@ struct Answer {
 
 /// The routes remotes use (behind the server's guard), and the approval route (outside it: the
 /// token in its URL is the credential, as for any `user_choice` question's `response_url`).
-pub fn routes(hub: Arc<RemoteHub>) -> (Router, Router) {
+pub fn routes(hub: Hub) -> (Router, Router) {
     let guarded = Router::new()
         .route("/remotes", post(connect).get(list))
         .route("/remotes/{id}/orders", get(orders))
@@ -130,7 +77,7 @@ pub fn routes(hub: Arc<RemoteHub>) -> (Router, Router) {
 }
 
 async fn connect(
-    State(hub): State<Arc<RemoteHub>>,
+    State(hub): State<Hub>,
     body: Result<Json<Connect>, axum::extract::rejection::JsonRejection>,
 ) -> Response {
     let Json(body) = match body {
@@ -144,58 +91,55 @@ async fn connect(
             "`name` must have 1 to 100 characters",
         );
     }
-    let id = hub.connect(name, body.exec);
-    (StatusCode::CREATED, Json(json!({"id": id}))).into_response()
+    match hub.connect(name, body.exec).await {
+        Ok(id) => (StatusCode::CREATED, Json(json!({"id": id}))).into_response(),
+        Err(err) => hub_problem(err),
+    }
 }
 
-async fn list(State(hub): State<Arc<RemoteHub>>) -> Response {
-    Json(json!({"remotes": hub.remotes()})).into_response()
+async fn list(State(hub): State<Hub>) -> Response {
+    match hub.remotes().await {
+        Ok(remotes) => Json(json!({"remotes": remotes})).into_response(),
+        Err(err) => hub_problem(err),
+    }
 }
 
 async fn orders(
-    State(hub): State<Arc<RemoteHub>>,
+    State(hub): State<Hub>,
     Path(id): Path<String>,
     Query(wait): Query<Wait>,
 ) -> Response {
     let wait = Duration::from_secs(wait.wait.unwrap_or(20)).min(MAX_WAIT);
     match hub.poll(&id, wait).await {
-        Some(orders) => Json(json!({"orders": orders})).into_response(),
-        None => problem(
-            StatusCode::NOT_FOUND,
-            format!("no remote {id} is connected (connect again)"),
-        ),
+        Ok(orders) => Json(json!({"orders": orders})).into_response(),
+        Err(err) => hub_problem(err),
     }
 }
 
-async fn disconnect(State(hub): State<Arc<RemoteHub>>, Path(id): Path<String>) -> Response {
-    if hub.disconnect(&id) {
-        StatusCode::NO_CONTENT.into_response()
-    } else {
-        problem(StatusCode::NOT_FOUND, format!("no remote {id}"))
+async fn disconnect(State(hub): State<Hub>, Path(id): Path<String>) -> Response {
+    match hub.disconnect(&id).await {
+        Ok(()) => StatusCode::NO_CONTENT.into_response(),
+        Err(err) => hub_problem(err),
     }
 }
 
 async fn report(
-    State(hub): State<Arc<RemoteHub>>,
+    State(hub): State<Hub>,
     Path((id, run)): Path<(String, String)>,
-    body: Result<Json<hub::Report>, axum::extract::rejection::JsonRejection>,
+    body: Result<Json<Report>, axum::extract::rejection::JsonRejection>,
 ) -> Response {
     let Json(body) = match body {
         Ok(body) => body,
         Err(e) => return problem(e.status(), e.body_text()),
     };
-    if hub.report(&id, &run, body) {
-        StatusCode::NO_CONTENT.into_response()
-    } else {
-        problem(
-            StatusCode::NOT_FOUND,
-            format!("the remote {id} has no run {run} in flight"),
-        )
+    match hub.report(&id, &run, body).await {
+        Ok(()) => StatusCode::NO_CONTENT.into_response(),
+        Err(err) => hub_problem(err),
     }
 }
 
 async fn approve(
-    State(hub): State<Arc<RemoteHub>>,
+    State(hub): State<Hub>,
     Path(token): Path<String>,
     body: Result<Json<Answer>, axum::extract::rejection::JsonRejection>,
 ) -> Response {
@@ -203,12 +147,8 @@ async fn approve(
         Ok(body) => body,
         Err(e) => return problem(e.status(), e.body_text()),
     };
-    if hub.approve(&token, body.selected) {
-        StatusCode::NO_CONTENT.into_response()
-    } else {
-        problem(
-            StatusCode::NOT_FOUND,
-            "no approval is waiting at this address (answered already, or withdrawn)",
-        )
+    match hub.approve(&token, body.selected).await {
+        Ok(()) => StatusCode::NO_CONTENT.into_response(),
+        Err(err) => hub_problem(err),
     }
 }

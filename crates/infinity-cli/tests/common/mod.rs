@@ -70,7 +70,16 @@ pub async fn serve_in(dir: &Path, args: &[&str]) -> (Server, String) {
 
 /// [`serve_in`] with these variables set (a token, a stack's `INFINITY_*`).
 pub async fn serve_with(dir: &Path, args: &[&str], envs: &[(String, String)]) -> (Server, String) {
-    let port = free_port();
+    serve_on(dir, args, envs, free_port()).await
+}
+
+/// [`serve_with`] on `port`.
+pub async fn serve_on(
+    dir: &Path,
+    args: &[&str],
+    envs: &[(String, String)],
+    port: u16,
+) -> (Server, String) {
     let child = Command::new(env!("CARGO_BIN_EXE_infinity"))
         .arg("serve")
         .args(args)

@@ -119,11 +119,17 @@ pub fn url_event(
 /// runtime API, with its token in an SSM parameter on the emulator.
 pub struct ApiFunction {
     pub runtime: Runtime,
-    _process: Server,
+    _processes: Vec<Server>,
 }
 
 impl ApiFunction {
     pub async fn start(env: &HashMap<String, String>) -> ApiFunction {
+        Self::start_instances(env, 1).await
+    }
+
+    /// The function with `instances` instances polling the same runtime API, as Lambda runs
+    /// several for requests that come together (a remote's long poll holds one).
+    pub async fn start_instances(env: &HashMap<String, String>, instances: usize) -> ApiFunction {
         // The token, where the template keeps it (an SSM parameter), on the emulator.
         let parameter = format!(
             "/{}/api-token",
@@ -159,25 +165,27 @@ impl ApiFunction {
         let runtime_api = listener.local_addr().unwrap().to_string();
         tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
         // Started as Lambda starts it: no arguments.
-        let process = Server(
-            Command::new(env!("CARGO_BIN_EXE_infinity"))
-                .envs(env)
-                .env("AWS_ENDPOINT_URL_SSM", sqs)
-                .env("AWS_LAMBDA_RUNTIME_API", &runtime_api)
-                .env("AWS_LAMBDA_FUNCTION_NAME", "api")
-                .env("AWS_LAMBDA_FUNCTION_VERSION", "$LATEST")
-                .env("AWS_LAMBDA_FUNCTION_MEMORY_SIZE", "512")
-                .env("AWS_LAMBDA_LOG_STREAM_NAME", "s")
-                .env("AWS_LAMBDA_LOG_GROUP_NAME", "g")
-                .env("INFINITY_API_TOKEN_PARAMETER", &parameter)
-                .stdout(Stdio::null())
-                .stderr(Stdio::null())
-                .spawn()
-                .unwrap(),
-        );
+        let start = || {
+            Server(
+                Command::new(env!("CARGO_BIN_EXE_infinity"))
+                    .envs(env)
+                    .env("AWS_ENDPOINT_URL_SSM", sqs)
+                    .env("AWS_LAMBDA_RUNTIME_API", &runtime_api)
+                    .env("AWS_LAMBDA_FUNCTION_NAME", "api")
+                    .env("AWS_LAMBDA_FUNCTION_VERSION", "$LATEST")
+                    .env("AWS_LAMBDA_FUNCTION_MEMORY_SIZE", "512")
+                    .env("AWS_LAMBDA_LOG_STREAM_NAME", "s")
+                    .env("AWS_LAMBDA_LOG_GROUP_NAME", "g")
+                    .env("INFINITY_API_TOKEN_PARAMETER", &parameter)
+                    .stdout(Stdio::null())
+                    .stderr(Stdio::null())
+                    .spawn()
+                    .unwrap(),
+            )
+        };
         ApiFunction {
             runtime,
-            _process: process,
+            _processes: (0..instances).map(|_| start()).collect(),
         }
     }
 }
@@ -185,6 +193,11 @@ impl ApiFunction {
 /// Serves HTTP by handing each request to the function as a Function URL event (what AWS does in
 /// front of a Function URL), so a browser can use it.
 pub async fn function_url(runtime: Runtime) -> String {
+    function_url_on(runtime, 0).await
+}
+
+/// [`function_url`] on `port` (0: any free port).
+pub async fn function_url_on(runtime: Runtime, port: u16) -> String {
     use axum::response::IntoResponse;
     let counter = Arc::new(std::sync::atomic::AtomicUsize::new(0));
     let app = axum::Router::new().fallback(move |request: axum::extract::Request| {
@@ -227,7 +240,9 @@ pub async fn function_url(runtime: Runtime) -> String {
                 .into_response()
         }
     });
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let listener = tokio::net::TcpListener::bind(("127.0.0.1", port))
+        .await
+        .unwrap();
     let url = format!("http://{}", listener.local_addr().unwrap());
     tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
     url

@@ -33,7 +33,7 @@ pub const FINISH: &str = "finish";
 pub(crate) use finish::TURN_ENDED as FINISH_TURN_ENDED;
 pub use remote::{
     allowed as remote_allowed, RemoteRule, DEFAULT_TIMEOUT_SECONDS as REMOTE_DEFAULT_TIMEOUT,
-    OUTPUT_CHARS as REMOTE_OUTPUT_CHARS, REMOTE_EXEC,
+    OUTPUT_CHARS as REMOTE_OUTPUT_CHARS, REMOTE_EXEC, REMOTE_LIST,
 };
 pub use skills::Skill;
 pub use widget::{render_text as render_widget, WIDGET_SCHEMA};
@@ -360,7 +360,7 @@ pub const TABLE: &[InternalToolDef] = &[
         make: |_, _| Arc::new(meta::ExecuteTool),
     },
     InternalToolDef {
-        name: "remote_list",
+        name: REMOTE_LIST,
         category: Category::Remote,
         make: |_, _| Arc::new(remote::RemoteList),
     },

@@ -14,17 +14,14 @@ use crate::effect::{Effect, ToolInvocation};
 use crate::ids::InputId;
 use crate::input::{Input, InputBody};
 use crate::library::remotes::RemoteInfo;
+pub use crate::library::remotes::{DEFAULT_TIMEOUT_SECONDS, OUTPUT_CHARS, REMOTE_EXEC};
 use crate::model::ToolSpec;
 use crate::tools::{Tool, ToolContext, ToolOutcome};
 
-/// The name of the tool that runs a command.
-pub const REMOTE_EXEC: &str = "remote_exec";
-/// How long a command may run unless the call says otherwise, in seconds.
-pub const DEFAULT_TIMEOUT_SECONDS: u64 = 600;
+/// The name of the tool that lists the remotes.
+pub const REMOTE_LIST: &str = "remote_list";
 /// The longest a command may run, in seconds (a day).
 pub const MAX_TIMEOUT_SECONDS: u64 = 86_400;
-/// How much of the end of stdout and of stderr a result keeps, in characters.
-pub const OUTPUT_CHARS: usize = 30_000;
 /// How long after its timeout a run with no report is given up for lost by the thread itself,
 /// in seconds (the host answers it sooner when it is still up).
 pub const LOST_AFTER_SECONDS: u64 = 120;
@@ -116,7 +113,8 @@ fn split_command(command: &str) -> Vec<String> {
 
 fn no_remotes() -> ToolOutcome {
     ToolOutcome::error(
-        "Error: this host takes no remote connections (remotes connect to `infinity serve`).",
+        "Error: this host takes no remote connections (remotes connect to `infinity serve` or to \
+         a stack's API function).",
     )
 }
 
@@ -126,7 +124,7 @@ pub(super) struct RemoteList;
 impl Tool for RemoteList {
     fn spec(&self) -> ToolSpec {
         ToolSpec::new(
-            "remote_list",
+            REMOTE_LIST,
             "List the machines people connected for you to run shell commands on: id, name, \
              whether it is online, when it was last seen, and whether it runs commands.",
             json!({"type": "object", "properties": {}, "additionalProperties": false}),

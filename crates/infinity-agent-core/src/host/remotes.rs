@@ -1,0 +1,64 @@
+//! [`RemoteDispatcher`]: a host's `remote_exec` calls go to its remotes' hub, every other call
+//! to its tool servers.
+
+use std::sync::Arc;
+
+use async_trait::async_trait;
+
+use super::{DispatchError, ToolDispatcher};
+use crate::effect::{Notification, ToolInvocation};
+use crate::input::Input;
+use crate::library::remotes::{ExecCall, HubError, RemoteHub, REMOTE_EXEC};
+
+/// Hands `remote_exec` calls to a [`RemoteHub`], everything else to the tool servers' client.
+#[derive(Debug)]
+pub struct RemoteDispatcher {
+    /// The remotes.
+    pub hub: Arc<dyn RemoteHub>,
+    /// The tool servers' client, if the host has one.
+    pub rest: Option<Arc<dyn ToolDispatcher>>,
+}
+
+#[async_trait]
+impl ToolDispatcher for RemoteDispatcher {
+    async fn dispatch(&self, invocation: &ToolInvocation) -> Result<(), DispatchError> {
+        if invocation.tool == REMOTE_EXEC && invocation.server.is_none() {
+            let call = ExecCall::of(invocation);
+            return self.hub.dispatch(call).await.map_err(|e| match e {
+                HubError::NotFound(why) => DispatchError::Refused(why),
+                HubError::Unavailable(why) => {
+                    DispatchError::Refused(format!("the remotes cannot be reached: {why}"))
+                }
+            });
+        }
+        match &self.rest {
+            Some(rest) => rest.dispatch(invocation).await,
+            None => Err(DispatchError::NoServer(invocation.tool.clone())),
+        }
+    }
+
+    async fn notify(&self, notification: &Notification) {
+        if let Notification::CancelToolCall {
+            thread_id,
+            call_id,
+            tool,
+            ..
+        } = notification
+        {
+            if tool == REMOTE_EXEC {
+                self.hub.cancel(thread_id, call_id).await;
+                return;
+            }
+        }
+        if let Some(rest) = &self.rest {
+            rest.notify(notification).await;
+        }
+    }
+
+    async fn forward(&self, url: &str, input: &Input) -> Result<(), DispatchError> {
+        match &self.rest {
+            Some(rest) => rest.forward(url, input).await,
+            None => Err(DispatchError::NoServer("forwarding".to_owned())),
+        }
+    }
+}

@@ -1,0 +1,116 @@
+//! The local stack the CLI's stack tests run on: the emulators (started through `infra/local/`,
+//! as the `infinity-aws` local-stack tests do), a fresh table and queues per test, and the real
+//! agent handler polling them in the test's process.
+
+#![allow(dead_code, clippy::unwrap_used, clippy::expect_used, clippy::panic)] // each test crate uses a part
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, OnceLock};
+use std::time::Duration;
+
+use infinity_agent_core::agent::AgentFile;
+use infinity_aws::config::{AwsConfig, Clients};
+use infinity_aws::handler::{build_agent, AgentHandler};
+use infinity_aws::local::LocalRunner;
+use serde_json::Value;
+
+use crate::common::{self, Server};
+
+pub fn repo() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../..")
+        .canonicalize()
+        .unwrap()
+}
+
+/// Starts the emulators once per test process (installing them first if needed).
+pub fn emulators() {
+    static STARTED: OnceLock<()> = OnceLock::new();
+    STARTED.get_or_init(|| infinity_aws::local::start_emulators(&repo()).unwrap());
+}
+
+/// A fresh stack (queues and a table), its agent handler polling it in this process, and the
+/// environment a process needs to reach it.
+pub struct Stack {
+    pub env: HashMap<String, String>,
+    pub clients: Clients,
+    _dir: tempfile::TempDir,
+}
+
+pub async fn stack_with(agent: &str, script: &str, extra: &[(&str, String)]) -> Stack {
+    emulators();
+    let prefix = format!("cli{}", &uuid_like()[..10]);
+    let mut env = infinity_aws::local::bootstrap_stack(&repo(), &prefix).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("script.yaml"), script).unwrap();
+    let agent_path = dir.path().join("agent.yaml");
+    std::fs::write(&agent_path, agent).unwrap();
+    env.insert("INFINITY_DEFAULT_AGENT".into(), String::new());
+    for (key, value) in extra {
+        env.insert((*key).to_owned(), value.clone());
+    }
+    env.insert(
+        "INFINITY_AGENT_FILE".into(),
+        agent_path.to_string_lossy().into_owned(),
+    );
+    let config = AwsConfig::from_lookup(|k| env.get(k).cloned()).unwrap();
+    let endpoint = |service: &str| env[&format!("AWS_ENDPOINT_URL_{service}")].clone();
+    assert!(
+        config.artifact_bucket.is_some(),
+        "the stack has a bucket for pages"
+    );
+    let clients = Clients::for_endpoints(
+        &env["AWS_REGION"],
+        &endpoint("DYNAMODB"),
+        &endpoint("SQS"),
+        &endpoint("SCHEDULER"),
+    )
+    .await;
+    let agent = build_agent(&AgentFile::load(&agent_path).unwrap())
+        .await
+        .unwrap();
+    let handler = Arc::new(AgentHandler::new(&clients, &config, agent));
+    let runner = LocalRunner::new(clients.clone(), config, handler);
+    tokio::spawn(runner.run());
+    Stack {
+        env,
+        clients,
+        _dir: dir,
+    }
+}
+
+pub fn uuid_like() -> String {
+    infinity_agent_core::ids::EffectId::generate().as_str()[3..].to_owned()
+}
+
+/// Waits (up to 60 s: the emulators are slow) until `check` holds.
+pub async fn eventually<F, Fut>(what: &str, mut check: F)
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = bool>,
+{
+    for _ in 0..600 {
+        if check().await {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    panic!("timed out waiting for {what}");
+}
+
+pub async fn post_json(url: &str, body: Value) -> (u16, Value) {
+    let r = reqwest::Client::new()
+        .post(url)
+        .json(&body)
+        .send()
+        .await
+        .unwrap();
+    (r.status().as_u16(), r.json().await.unwrap_or(Value::Null))
+}
+
+/// `infinity serve --aws` on the stack, on loopback (no token).
+pub async fn serve_aws(stack: &Stack) -> (Server, String) {
+    let env: Vec<(String, String)> = stack.env.clone().into_iter().collect();
+    common::serve_with(&repo(), &["--aws"], &env).await
+}

@@ -1,0 +1,312 @@
+//! What the `remote` category's end-to-end tests share, whatever hosts the remotes (`infinity
+//! serve` keeps them in memory, a stack in its table): the agent and its script, a client of the
+//! host's API, real `infinity remote connect` processes, and the two scenarios every host must
+//! pass.
+
+#![allow(dead_code, clippy::unwrap_used, clippy::expect_used, clippy::panic)] // each test crate uses a part
+
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use serde_json::{json, Value};
+
+use crate::common::Server;
+
+pub const AGENT: &str = r#"name: ops
+model: script:ops.script.yaml
+internal_tools: {remote: true}
+remote_allow:
+  - {command: "echo:*"}
+  - {command: "sleep:*"}
+"#;
+
+pub const SCRIPT: &str = r#"
+rules:
+  - when: "^list$"
+    reply:
+      tool_calls: [{name: remote_list, args: {}}]
+  - when: "^on (\\S+) quickly run (.+)$"
+    reply:
+      tool_calls: [{name: remote_exec, args: {remote: "$1", command: "$2", timeout_seconds: 1, description: "as asked"}}]
+  - when: "^on (\\S+) run (.+)$"
+    reply:
+      tool_calls: [{name: remote_exec, args: {remote: "$1", command: "$2", description: "as asked"}}]
+  - when: "remote_exec .* -> (.+)"
+    reply: {text: "done: $1"}
+  - reply: {text: "ok"}
+"#;
+
+/// Waits up to `seconds` until `check` holds.
+pub async fn wait_for<F, Fut>(what: &str, seconds: u64, mut check: F)
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = bool>,
+{
+    for _ in 0..seconds * 10 {
+        if check().await {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    panic!("timed out waiting for {what}");
+}
+
+fn log_has(path: &Path, text: &str) -> bool {
+    std::fs::read_to_string(path)
+        .unwrap_or_default()
+        .contains(text)
+}
+
+/// A host's API, with its token when it needs one.
+pub struct Api {
+    pub url: String,
+    pub token: Option<String>,
+    http: reqwest::Client,
+}
+
+impl Api {
+    pub fn new(url: &str, token: Option<&str>) -> Self {
+        Self {
+            url: url.to_owned(),
+            token: token.map(str::to_owned),
+            http: reqwest::Client::new(),
+        }
+    }
+
+    fn request(&self, method: reqwest::Method, path: &str) -> reqwest::RequestBuilder {
+        let request = self.http.request(method, format!("{}{path}", self.url));
+        match &self.token {
+            Some(token) => request.bearer_auth(token),
+            None => request,
+        }
+    }
+
+    pub async fn get(&self, path: &str) -> Value {
+        match self.request(reqwest::Method::GET, path).send().await {
+            Ok(r) => r.json().await.unwrap_or(Value::Null),
+            Err(_) => Value::Null,
+        }
+    }
+
+    pub async fn post(&self, path: &str, body: Value) -> u16 {
+        self.request(reqwest::Method::POST, path)
+            .json(&body)
+            .send()
+            .await
+            .unwrap()
+            .status()
+            .as_u16()
+    }
+
+    /// Starts `infinity remote connect --name NAME [--exec]` and waits until it is listed (the
+    /// process is killed when the value is dropped, a failed test included).
+    pub async fn connect(&self, name: &str, exec: bool, log: &Path) -> Server {
+        let mut args = vec!["remote", "connect", "--url", &self.url, "--name", name];
+        if exec {
+            args.push("--exec");
+        }
+        if let Some(token) = &self.token {
+            args.extend(["--token", token]);
+        }
+        let child = Command::new(env!("CARGO_BIN_EXE_infinity"))
+            .args(&args)
+            .env_remove("INFINITY_SERVE_TOKEN")
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(log).unwrap())
+            .spawn()
+            .unwrap();
+        let child = Server(child);
+        wait_for("the remote to connect", 30, || async {
+            let remotes = self.get("/remotes").await;
+            remotes["remotes"]
+                .as_array()
+                .is_some_and(|r| r.iter().any(|r| r["name"] == name && r["online"] == true))
+        })
+        .await;
+        child
+    }
+
+    pub async fn say(&self, thread: &str, text: &str) {
+        let status = self
+            .post(
+                &format!("/threads/{thread}/messages"),
+                json!({"text": text}),
+            )
+            .await;
+        assert_eq!(status, 202);
+    }
+
+    pub async fn record(&self, thread: &str) -> Value {
+        self.get(&format!("/threads/{thread}")).await
+    }
+
+    pub async fn history(&self, thread: &str) -> String {
+        self.get(&format!("/threads/{thread}/history"))
+            .await
+            .to_string()
+    }
+
+    /// The newest `remote_exec` result of the thread, once there is one more than `seen`,
+    /// parsed.
+    pub async fn result(&self, thread: &str, seen: usize) -> Value {
+        for _ in 0..900 {
+            let history = self.get(&format!("/threads/{thread}/history")).await;
+            let results: Vec<Value> = history
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter(|e| {
+                    e["item"]["type"] == "tool_result" && e["item"]["name"] == "remote_exec"
+                })
+                .map(|e| e["item"].clone())
+                .collect();
+            if results.len() > seen {
+                let text = results.last().unwrap()["text"].as_str().unwrap_or_default();
+                return serde_json::from_str(text).unwrap_or(Value::Null);
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        let history = self.history(thread).await;
+        panic!("no new remote_exec result on {thread}: {history}");
+    }
+
+    /// The thread's open question, once it asks one.
+    pub async fn question(&self, thread: &str) -> Value {
+        for _ in 0..300 {
+            let found = self.record(thread).await["open_choices"][0].clone();
+            if found.is_object() {
+                return found;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        panic!("{thread} asked no question");
+    }
+
+    async fn answer(&self, thread: &str, selected: usize) {
+        let call = self.question(thread).await["call_id"]
+            .as_str()
+            .unwrap()
+            .to_owned();
+        let path = format!("/threads/{thread}/choices/{call}");
+        assert_eq!(self.post(&path, json!({"selected": selected})).await, 200);
+    }
+}
+
+/// Rules, approvals (run and declined), a timeout, a remote without `--exec`, and a remote that
+/// drops mid-run: each call ends with its result, none hangs.
+pub async fn commands_run_with_rules_approvals_timeouts_and_drops(api: &Api) {
+    let logs = tempfile::tempdir().unwrap();
+    let laptop_log = logs.path().join("laptop.log");
+    let mut laptop = api.connect("Laptop", true, &laptop_log).await;
+    let viewer = api
+        .connect("viewer", false, &logs.path().join("viewer.log"))
+        .await;
+
+    api.say("t", "list").await;
+    wait_for("the listing", 30, || async {
+        let history = api.history("t").await;
+        history.contains("remote_list") && history.contains("viewer")
+    })
+    .await;
+
+    // Allowed by a rule (every part of the line), by the remote's name in another case.
+    api.say("t", "on laptop run echo hello && echo world >&2")
+        .await;
+    let ran = api.result("t", 0).await;
+    assert_eq!(ran["status"], "exited", "{ran}");
+    assert_eq!(ran["exit_code"], 0);
+    assert_eq!(ran["stdout"], "hello\n");
+    assert_eq!(ran["stderr"], "world\n");
+    assert!(ran["run_id"].as_str().unwrap().starts_with("run-"));
+
+    // Not covered by a rule: a person is asked, with the description above the command.
+    api.say("t", "on Laptop run printf 'exit %s' 3; exit 3")
+        .await;
+    let question = api.question("t").await;
+    let prompt = question["prompt"].as_str().unwrap();
+    assert!(
+        prompt.contains("as asked") && prompt.contains("printf 'exit %s' 3; exit 3"),
+        "{prompt}"
+    );
+    api.answer("t", 0).await;
+    let ran = api.result("t", 1).await;
+    assert_eq!(
+        (ran["status"].as_str(), ran["exit_code"].as_i64()),
+        (Some("exited"), Some(3)),
+        "{ran}"
+    );
+    assert_eq!(ran["stdout"], "exit 3");
+
+    // Declined: the call's result says so, and nothing runs.
+    let marker = logs.path().join("should-not-exist");
+    api.say("t", &format!("on laptop run touch {}", marker.display()))
+        .await;
+    api.answer("t", 1).await;
+    assert_eq!(api.result("t", 2).await["status"], "declined");
+    assert!(!marker.exists());
+
+    // A timeout kills the whole command.
+    api.say("t", "on laptop quickly run sleep 7.25; echo late")
+        .await;
+    let ran = api.result("t", 3).await;
+    assert_eq!(ran["status"], "timeout", "{ran}");
+    assert_eq!(ran["stdout"], "");
+
+    // A remote without --exec is listed but runs nothing.
+    api.say("t", "on viewer run echo hi").await;
+    wait_for("the refusal", 30, || async {
+        api.history("t")
+            .await
+            .contains("was connected without --exec")
+    })
+    .await;
+
+    // The remote drops mid-run (killed: no goodbye): the call gets its result, it does not hang.
+    api.say("d", "on laptop run sleep 60.5").await;
+    wait_for("the command to start", 30, || async {
+        log_has(&laptop_log, "sleep 60.5")
+    })
+    .await;
+    laptop.0.kill().unwrap();
+    laptop.0.wait().unwrap();
+    let dropped = api.result("d", 0).await;
+    assert_eq!(dropped["status"], "disconnected", "{dropped}");
+    assert_eq!(
+        dropped["reason"],
+        "remote disconnected before the command finished"
+    );
+    let _ = Command::new("pkill").args(["-f", "sleep 60.5"]).status();
+    drop(viewer);
+}
+
+/// Closing a conversation kills its running command.
+pub async fn closing_a_conversation_kills_its_command(api: &Api) {
+    let logs = tempfile::tempdir().unwrap();
+    let marker = logs.path().join("finished");
+    let log = logs.path().join("box.log");
+    let mut remote = api.connect("box", true, &log).await;
+    api.say(
+        "c",
+        &format!("on box run sleep 9.75; echo done > {}", marker.display()),
+    )
+    .await;
+    wait_for("the command to start", 30, || async {
+        log_has(&log, "sleep 9.75")
+    })
+    .await;
+    assert_eq!(api.post("/threads/c/close", json!({})).await, 202);
+    wait_for("the kill", 30, || async {
+        log_has(&log, "killed on request")
+    })
+    .await;
+    // Had it not been killed, the command would have finished by now.
+    tokio::time::sleep(Duration::from_secs(11)).await;
+    assert!(!marker.exists(), "the command ran to its end");
+    wait_for("the thread to close", 30, || async {
+        api.record("c").await["status"] == "closed"
+    })
+    .await;
+    remote.0.kill().unwrap();
+    remote.0.wait().unwrap();
+}
