@@ -9,6 +9,7 @@ mod catalog;
 mod delivery;
 mod migration;
 mod oversize;
+mod remotes;
 mod schedules;
 mod store;
 mod threads;
