@@ -6,6 +6,10 @@
 //!   the `INFINITY_API_TOKEN_PARAMETER` SSM parameter. A Lambda answers each request whole, so
 //!   there the event stream sends what is open and asks the page to reconnect (see
 //!   [`crate::api::Served::subscribe`]).
+//!
+//! Both serve the routes of the stack's remote machines too ([`crate::remote::routes`] over
+//! [`TableRemotes`]); the API function also takes EventBridge's scheduled event, on which it
+//! answers the runs of machines that went away ([`TableRemotes::sweep`]).
 
 use std::sync::Arc;
 

@@ -1,4 +1,4 @@
-//! `infinity remote connect`: this machine as a remote of an `infinity serve`. Outbound only
+//! `infinity remote connect`: this machine as a remote of an `infinity serve` or a stack's API. Outbound only
 //! (long polls for orders, so a laptop behind NAT works): with `--exec` it runs the commands
 //! agents send (`sh -c`, in a process group of their own so a kill or a timeout ends the whole
 //! command), without it the machine is listed and runs nothing. It reconnects when the server
@@ -22,7 +22,7 @@ const KEEP_BYTES: usize = 256 * 1024;
 
 #[derive(Debug, Args)]
 pub struct ConnectArgs {
-    /// The server: an `infinity serve`.
+    /// The server: an `infinity serve`, or a stack's API (its `ApiUrl` output, or `serve --aws`).
     #[arg(long, default_value = "http://127.0.0.1:8700")]
     url: String,
     /// The name agents know this machine by.
