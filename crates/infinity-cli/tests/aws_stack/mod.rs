@@ -7,7 +7,6 @@
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, OnceLock};
-use std::time::Duration;
 
 use infinity_agent_core::agent::AgentFile;
 use infinity_aws::config::{AwsConfig, Clients};
@@ -85,18 +84,12 @@ pub fn uuid_like() -> String {
 }
 
 /// Waits (up to 60 s: the emulators are slow) until `check` holds.
-pub async fn eventually<F, Fut>(what: &str, mut check: F)
+pub async fn eventually<F, Fut>(what: &str, check: F)
 where
     F: FnMut() -> Fut,
     Fut: std::future::Future<Output = bool>,
 {
-    for _ in 0..600 {
-        if check().await {
-            return;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    panic!("timed out waiting for {what}");
+    common::wait_for(what, 60, check).await;
 }
 
 pub async fn post_json(url: &str, body: Value) -> (u16, Value) {

@@ -51,6 +51,21 @@ where
     panic!("timed out waiting for {what}");
 }
 
+/// Waits up to `seconds` until `check` holds.
+pub async fn wait_for<F, Fut>(what: &str, seconds: u64, mut check: F)
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = bool>,
+{
+    for _ in 0..seconds * 10 {
+        if check().await {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    panic!("timed out waiting for {what}");
+}
+
 /// Runs `infinity ARGS` in `dir` with no model key (the scripted model runs offline).
 pub fn infinity(dir: &Path, args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_infinity"))

@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use serde_json::{json, Value};
 
-use crate::common::Server;
+use crate::common::{wait_for, Server};
 
 pub const AGENT: &str = r#"name: ops
 model: script:ops.script.yaml
@@ -36,21 +36,6 @@ rules:
     reply: {text: "done: $1"}
   - reply: {text: "ok"}
 "#;
-
-/// Waits up to `seconds` until `check` holds.
-pub async fn wait_for<F, Fut>(what: &str, seconds: u64, mut check: F)
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = bool>,
-{
-    for _ in 0..seconds * 10 {
-        if check().await {
-            return;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    panic!("timed out waiting for {what}");
-}
 
 fn log_has(path: &Path, text: &str) -> bool {
     std::fs::read_to_string(path)
