@@ -132,6 +132,13 @@ fn online(item: &Item, now: i64) -> bool {
         && now < number(item, "seen").max(number(item, "until")) + millis(OFFLINE_AFTER)
 }
 
+/// The thread and the call a run's item answers.
+fn call_of(run: &Item) -> Option<(ThreadId, CallId)> {
+    let thread = ThreadId::new(text(run, "thread")).ok()?;
+    let call = CallId::new(text(run, "call")).ok()?;
+    Some((thread, call))
+}
+
 fn info(item: &Item, now: i64) -> RemoteInfo {
     RemoteInfo {
         id: text(item, "sk").to_owned(),
@@ -207,12 +214,11 @@ impl TableRemotes {
         ])
     }
 
-    /// Queues the call's run for its remote, once (the run id comes from the call), or answers
-    /// it when the remote is offline.
-    async fn queue_run(&self, call: &ExecCall) -> Result<(), HubError> {
+    /// Queues the call's run for its remote (`remote`: its item, as just read), once (the run
+    /// id comes from the call), or answers it when the remote is offline.
+    async fn queue_run(&self, call: &ExecCall, remote: Option<&Item>) -> Result<(), HubError> {
         let run_id = call_id("run", &call.thread, &call.call);
-        let remote = self.get(REMOTES, &call.remote_id).await?;
-        if !remote.is_some_and(|r| online(&r, now_ms())) {
+        if !remote.is_some_and(|r| online(r, now_ms())) {
             let text = ended(None, Ending::NotStarted);
             return self
                 .send(&result_input(&call.thread, &call.call, text))
@@ -291,10 +297,7 @@ impl TableRemotes {
                 (true, false) => continue,
             };
             let run_id = text(&run, "sk");
-            let (Ok(thread), Ok(call)) = (
-                ThreadId::new(text(&run, "thread")),
-                CallId::new(text(&run, "call")),
-            ) else {
+            let Some((thread, call)) = call_of(&run) else {
                 tracing::error!(run = run_id, "a remote run's item names no thread; dropped");
                 self.delete(RUNS, run_id).await?;
                 continue;
@@ -469,10 +472,7 @@ impl RemoteHub for TableRemotes {
             .ok_or_else(|| {
                 HubError::NotFound(format!("the remote {remote} has no run {run_id} in flight"))
             })?;
-        let (Ok(thread), Ok(call)) = (
-            ThreadId::new(text(&run, "thread")),
-            CallId::new(text(&run, "call")),
-        ) else {
+        let Some((thread, call)) = call_of(&run) else {
             self.delete(RUNS, run_id).await?;
             return Err(HubError::NotFound(format!(
                 "the run {run_id} names no thread"
@@ -493,7 +493,8 @@ impl RemoteHub for TableRemotes {
         let call: ExecCall = serde_json::from_str(text(&item, "body"))
             .map_err(|e| HubError::NotFound(format!("the approval {token} cannot be read: {e}")))?;
         if selected == 0 {
-            self.queue_run(&call).await?;
+            let remote = self.get(REMOTES, &call.remote_id).await?;
+            self.queue_run(&call, remote.as_ref()).await?;
         } else {
             let text = ended(None, Ending::Declined);
             self.send(&result_input(&call.thread, &call.call, text))
@@ -504,14 +505,14 @@ impl RemoteHub for TableRemotes {
     }
 
     async fn dispatch(&self, call: ExecCall) -> Result<(), HubError> {
-        if self.get(REMOTES, &call.remote_id).await?.is_none() {
+        let Some(remote) = self.get(REMOTES, &call.remote_id).await? else {
             return Err(HubError::NotFound(format!(
                 "the remote {} is not connected any more",
                 call.remote_id
             )));
-        }
+        };
         if call.approved {
-            return self.queue_run(&call).await;
+            return self.queue_run(&call, Some(&remote)).await;
         }
         let Some(base) = &self.api_url else {
             return Err(HubError::NotFound(

@@ -233,18 +233,15 @@ pub async fn serve(args: ServeArgs) -> Result<u8> {
     .await?;
     let access = announce(&args, &listener)?;
     remotes.start(system.clone(), format!("http://{local}"));
-    let (remote_routes, approvals) = crate::remote::routes(remotes as _);
-    let remote_routes = remote_routes.layer(axum::middleware::from_fn_with_state(
-        Arc::new(access.clone()),
-        guard,
-    ));
     let moves = match links {
         Some(links) => crate::migrate::routes(Arc::new(system.clone()), links),
         None => Router::new(),
     };
-    let app = router(Arc::new(system), access, moves)
-        .merge(remote_routes)
-        .merge(approvals);
+    let app = crate::remote::mount(
+        router(Arc::new(system), access.clone(), moves),
+        remotes,
+        access,
+    );
     axum::serve(listener, app)
         .with_graceful_shutdown(async {
             let _ = tokio::signal::ctrl_c().await;

@@ -7,7 +7,7 @@
 //!   there the event stream sends what is open and asks the page to reconnect (see
 //!   [`crate::api::Served::subscribe`]).
 //!
-//! Both serve the routes of the stack's remote machines too ([`crate::remote::routes`] over
+//! Both serve the routes of the stack's remote machines too ([`crate::remote::mount`] over
 //! [`TableRemotes`]); the API function also takes EventBridge's scheduled event, on which it
 //! answers the runs of machines that went away ([`TableRemotes::sweep`]).
 
@@ -77,7 +77,7 @@ pub async fn serve(
             }
         }
     });
-    let app = with_remotes(
+    let app = crate::remote::mount(
         crate::serve::router(Arc::new(front), access.clone(), Router::new()),
         remotes,
         access,
@@ -113,9 +113,9 @@ pub async fn lambda() -> Result<u8> {
     };
     let front = StackFront::new(&clients, &config, default_agent_from_env());
     let remotes = Arc::new(TableRemotes::new(&clients, &config));
-    let app = with_remotes(
+    let app = crate::remote::mount(
         crate::serve::router(Arc::new(front), access.clone(), Router::new()),
-        Arc::clone(&remotes),
+        Arc::clone(&remotes) as _,
         access,
     );
     lambda_runtime::run(lambda_runtime::service_fn(
@@ -127,17 +127,6 @@ pub async fn lambda() -> Result<u8> {
     .await
     .map_err(|e| anyhow::anyhow!("the Lambda runtime stopped: {e}"))?;
     Ok(0)
-}
-
-/// The stack's remotes' routes beside the API's: behind `access`, but for the approval answers
-/// (whose URL is their credential).
-fn with_remotes(app: Router, remotes: Arc<TableRemotes>, access: Guard) -> Router {
-    let (remote_routes, approvals) = crate::remote::routes(remotes);
-    let remote_routes = remote_routes.layer(axum::middleware::from_fn_with_state(
-        Arc::new(access),
-        crate::serve::guard,
-    ));
-    app.merge(remote_routes).merge(approvals)
 }
 
 /// One event of the API function: a Function URL request, or the schedule's call to sweep the

@@ -8,7 +8,7 @@ use async_trait::async_trait;
 use super::{DispatchError, ToolDispatcher};
 use crate::effect::{Notification, ToolInvocation};
 use crate::input::Input;
-use crate::library::remotes::{ExecCall, HubError, RemoteHub, REMOTE_EXEC};
+use crate::library::remotes::{ExecCall, RemoteHub, REMOTE_EXEC};
 
 /// Hands `remote_exec` calls to a [`RemoteHub`], everything else to the tool servers' client.
 #[derive(Debug)]
@@ -24,12 +24,12 @@ impl ToolDispatcher for RemoteDispatcher {
     async fn dispatch(&self, invocation: &ToolInvocation) -> Result<(), DispatchError> {
         if invocation.tool == REMOTE_EXEC && invocation.server.is_none() {
             let call = ExecCall::of(invocation);
-            return self.hub.dispatch(call).await.map_err(|e| match e {
-                HubError::NotFound(why) => DispatchError::Refused(why),
-                HubError::Unavailable(why) => {
-                    DispatchError::Refused(format!("the remotes cannot be reached: {why}"))
-                }
-            });
+            // The hub's error says what is wrong (a gone remote, an unreachable store).
+            return self
+                .hub
+                .dispatch(call)
+                .await
+                .map_err(|e| DispatchError::Refused(e.to_string()));
         }
         match &self.rest {
             Some(rest) => rest.dispatch(invocation).await,

@@ -61,9 +61,19 @@ struct Answer {
     selected: usize,
 }
 
-/// The routes remotes use (behind the server's guard), and the approval route (outside it: the
+/// `app` with the routes remotes use, behind `access`, and the approval route outside it (the
 /// token in its URL is the credential, as for any `user_choice` question's `response_url`).
-pub fn routes(hub: Hub) -> (Router, Router) {
+pub fn mount(app: Router, hub: Hub, access: crate::serve::Guard) -> Router {
+    let (guarded, open) = routes(hub);
+    let guarded = guarded.layer(axum::middleware::from_fn_with_state(
+        Arc::new(access),
+        crate::serve::guard,
+    ));
+    app.merge(guarded).merge(open)
+}
+
+/// The routes remotes use, and the approval route.
+fn routes(hub: Hub) -> (Router, Router) {
     let guarded = Router::new()
         .route("/remotes", post(connect).get(list))
         .route("/remotes/{id}/orders", get(orders))
