@@ -378,6 +378,25 @@ def infinity_variables(template: dict[str, Any], resolver: Resolver) -> dict[str
     }
 
 
+def local_ports(args: argparse.Namespace) -> dict[str, str]:
+    """The INFINITY_LOCAL_*_PORT variables of the emulators and local stand-ins used."""
+    ports = {
+        "INFINITY_LOCAL_CALLBACK_PORT": str(args.callback_port),
+        "INFINITY_LOCAL_API_PORT": str(args.api_port),
+    }
+    if os.environ.get("INFINITY_EMULATOR") == "localstack":
+        ports["INFINITY_EMULATOR"] = "localstack"
+        ports["INFINITY_LOCAL_LOCALSTACK_PORT"] = os.environ.get(
+            "INFINITY_LOCAL_LOCALSTACK_PORT", "4567"
+        )
+    elif not args.endpoint:
+        ports["INFINITY_LOCAL_MOTO_PORT"] = str(args.moto_port)
+        ports["INFINITY_LOCAL_DYNAMODB"] = args.dynamodb
+        if args.dynamodb == "local":
+            ports["INFINITY_LOCAL_DDB_PORT"] = str(args.ddb_port)
+    return ports
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--template", type=Path, default=REPO / "template.yaml")
@@ -476,6 +495,9 @@ def main() -> None:
         **infinity_variables(template, resolver),
         # What Secrets Manager generates on AWS; fresh for each local stack.
         "INFINITY_CALLBACK_SECRET": secrets.token_hex(32),
+        # The ports this stack was made on, so that tools run after `source env.sh` alone
+        # (emulators.sh, smoke.py, a second bootstrap) reach these emulators, not the defaults.
+        **local_ports(args),
     }
     text = "".join(f"export {name}={shlex.quote(value)}\n" for name, value in exports.items())
     if args.env_file:

@@ -3,9 +3,10 @@
 //!
 //! The modules are layered; a lower one never imports a higher one:
 //!
-//! - the data at the bottom: [`ids`], [`json`] (values cut to a size) and [`search`] (a ranked
-//!   full-text index), [`knowledge`] (the registry's entries and stores), [`artifact`] (published
-//!   pages and their comments), [`history`],
+//! - the data at the bottom: [`ids`], [`json`] (values cut to a size), [`text`] (text others
+//!   wrote, made safe to show) and [`search`] (a ranked full-text index), [`knowledge`] (the
+//!   registry's entries and stores), [`artifact`] (published pages and their comments),
+//!   [`history`],
 //!   [`model`] (the model interface and its types), [`state`] (the thread record and everything
 //!   it embeds), [`input`], [`effect`], [`commit`];
 //! - [`library`]: what a host holds for tools beyond a conversation (knowledge, the catalog,
@@ -44,6 +45,7 @@ pub mod state;
 pub mod store;
 #[cfg(feature = "test-util")]
 pub mod testing;
+pub mod text;
 pub mod tools;
 
 /// The README's Rust examples, compiled as doc tests.

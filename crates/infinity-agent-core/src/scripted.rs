@@ -144,6 +144,66 @@ pub enum ScriptError {
     },
 }
 
+/// What is wrong with a script's YAML, said without quoting the text: a script may be any file
+/// someone names (`script:PATH`), and what it holds must never reach an error message. The
+/// parser's own words quote values (`invalid type: string "..."`) and keys (`unknown field
+/// `...``); what stays is the kind of problem, what was expected (our own names) and where.
+fn yaml_problem(error: &serde_yaml_ng::Error) -> String {
+    let message = error.to_string();
+    let at = error
+        .location()
+        .map(|l| format!(" at line {} column {}", l.line(), l.column()))
+        .unwrap_or_default();
+    // What was expected comes last, after any quoted text, and names our own types and keys.
+    let expected = message
+        .rfind("expected ")
+        .map(|i| &message[i..])
+        .map(|rest| rest.rfind(" at line ").map_or(rest, |end| &rest[..end]));
+    let kind = [
+        ("unknown field", "a key scripts do not have"),
+        ("unknown variant", "a value that is not one of the choices"),
+        ("invalid type", "a value of the wrong type"),
+        ("invalid value", "a value that is not allowed"),
+        ("invalid length", "a list of the wrong length"),
+        (
+            "did not match any variant",
+            "a value of none of the allowed shapes",
+        ),
+        ("missing field", "a missing key"),
+        ("duplicate field", "a key given twice"),
+    ]
+    .into_iter()
+    .find(|(marker, _)| message.contains(marker));
+    match (kind, expected) {
+        // A missing key is one of ours: naming it helps and quotes nothing of the file.
+        (Some(("missing field", _)), _) => message
+            .split("missing field ")
+            .nth(1)
+            .and_then(|rest| rest.split('`').nth(1))
+            .map(|key| format!("the key `{key}` is missing{at}"))
+            .unwrap_or_else(|| format!("a key is missing{at}")),
+        (Some((_, kind)), Some(expected)) => format!("not a script: {kind}, {expected}{at}"),
+        (Some((_, kind)), None) => format!("not a script: {kind}{at}"),
+        (None, _) => format!("not a script (not YAML of the expected shape){at}"),
+    }
+}
+
+/// Why a rule's `when` is not a regex, without the pattern (the regex crate's message quotes it).
+fn regex_problem(error: &regex::Error) -> String {
+    let message = error.to_string();
+    message
+        .lines()
+        .rev()
+        .find_map(|line| line.trim().strip_prefix("error: "))
+        .map(str::to_owned)
+        .unwrap_or_else(|| match error {
+            regex::Error::CompiledTooBig(limit) => {
+                format!("it compiles to more than {limit} bytes")
+            }
+            _ => "it does not parse".to_owned(),
+        })
+}
+
 /// A [`ModelProvider`] that answers from rules. See the module docs.
 pub struct ScriptedModel {
     name: String,
@@ -175,7 +235,7 @@ impl ScriptedModel {
     pub fn parse(text: &str, path: &Path) -> Result<Self, ScriptError> {
         let file: ScriptFile = serde_yaml_ng::from_str(text).map_err(|e| ScriptError::Parse {
             path: path.to_owned(),
-            reason: e.to_string(),
+            reason: yaml_problem(&e),
         })?;
         let rules = file
             .rules
@@ -186,7 +246,7 @@ impl ScriptedModel {
                     ScriptError::BadRegex {
                         path: path.to_owned(),
                         rule: i + 1,
-                        reason: e.to_string(),
+                        reason: regex_problem(&e),
                     }
                 })?;
                 Ok(Rule {
@@ -429,6 +489,33 @@ mod tests {
             input_id: None,
             item,
         })
+    }
+
+    #[test]
+    fn a_file_that_is_not_a_script_is_refused_without_quoting_it() {
+        let path = Path::new("secret.yaml");
+        for (text, says) in [
+            ("root:x:0:0:root:/root:/bin/bash\n", "not a script"),
+            ("token: s3cr3t-value\n", "a key scripts do not have"),
+            (
+                "rules:\n  - when: ok\n    secret_key: x\n",
+                "a key scripts do not have",
+            ),
+            ("rules: \"s3cr3t-value\"\n", "a value of the wrong type"),
+            ("rules:\n  - when: x\n", "`reply` is missing"),
+            (
+                "rules:\n  - when: \"(s3cr3t-value\"\n    reply: {text: hi}\n",
+                "`when` is not a valid regex",
+            ),
+            ("{ s3cr3t-value: [\n", "not a script"),
+        ] {
+            let error = ScriptedModel::parse(text, path).unwrap_err().to_string();
+            assert!(error.contains(says), "{text}: {error}");
+            assert!(error.starts_with("secret.yaml: "), "{error}");
+            for secret in ["root:x", "/bin/bash", "s3cr3t", "token", "secret_key"] {
+                assert!(!error.contains(secret), "{text}: {error}");
+            }
+        }
     }
 
     async fn ask(

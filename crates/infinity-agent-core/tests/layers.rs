@@ -9,7 +9,7 @@ use std::path::Path;
 
 /// The top-level modules, bottom first.
 const LAYERS: &[&[&str]] = &[
-    &["ids", "json", "search"],
+    &["ids", "json", "search", "text"],
     &["knowledge", "artifact"],
     &["history"],
     &["model"],

@@ -14,14 +14,15 @@ use infinity_agent_core::host::InputSender;
 use infinity_agent_core::ids::InputId;
 use infinity_agent_core::input::Input;
 use infinity_agent_core::library::artifacts::Artifacts;
-use infinity_agent_core::library::ModelSource;
+use infinity_agent_core::library::{AllowedModels, ModelSource};
 use infinity_agent_core::runtime::{Front, PostError};
+use infinity_agent_core::state::ThreadRecord;
 use infinity_agent_core::store::ThreadStore;
 use tokio::sync::mpsc;
 
 use crate::catalog::DynamoAgentCatalog;
 use crate::config::{AwsConfig, Clients};
-use crate::handler::DeploymentModels;
+use crate::handler::{allowed_models_from_env, DeploymentModels};
 use crate::queue::SqsInputSender;
 use crate::store::DynamoThreadStore;
 
@@ -35,6 +36,8 @@ pub struct StackFront {
     catalog: DynamoAgentCatalog,
     default_agent: String,
     models: DeploymentModels,
+    /// The models people may switch threads to (`INFINITY_ALLOWED_MODELS`).
+    allowed_models: AllowedModels,
     /// Present once [`StackFront::follow_output`] runs.
     subscribers: Option<Subscribers>,
     artifacts: Option<Artifacts>,
@@ -54,6 +57,7 @@ impl StackFront {
             catalog: DynamoAgentCatalog::new(clients.dynamodb.clone(), config.table.clone()),
             default_agent: default_agent.into(),
             models: DeploymentModels::default(),
+            allowed_models: allowed_models_from_env(),
             subscribers: None,
             artifacts: config.artifacts(clients),
         }
@@ -64,13 +68,14 @@ impl StackFront {
         self.artifacts.as_ref()
     }
 
-    /// Follows the stack's output queue from now on: each event is handed to every subscriber,
-    /// then deleted from the queue. An output queue has one reader: run one follower per stack
+    /// Follows the stack's output queue from now on: each event is handed to every subscriber
+    /// (once: copies with the same `id` are dropped), then deleted from the queue. An output queue has one reader: run one follower per stack
     /// (other readers, `infinity tail` included, take events away from it).
     pub fn follow_output(&mut self, sqs: aws_sdk_sqs::Client, queue_url: String) {
         let subscribers = Subscribers::default();
         self.subscribers = Some(Arc::clone(&subscribers));
         tokio::spawn(async move {
+            let mut seen = crate::queue::SeenEvents::new(10_000);
             loop {
                 let got = sqs
                     .receive_message()
@@ -88,7 +93,10 @@ impl StackFront {
                     }
                 };
                 for message in got.messages() {
-                    match serde_json::from_str::<OutputEvent>(message.body().unwrap_or("")) {
+                    let body = message.body().unwrap_or("");
+                    match serde_json::from_str::<OutputEvent>(body) {
+                        // (A copy of an event handed on already is only deleted.)
+                        Ok(_) if !seen.first_time(body) => {}
                         Ok(event) => subscribers
                             .lock()
                             .unwrap_or_else(PoisonError::into_inner)
@@ -156,14 +164,33 @@ impl Front for StackFront {
         )))
     }
 
-    /// A model the deployment can make: its provider is known, and its key is where the
-    /// deployment reads it (the SSM parameter of `INFINITY_MODEL_KEY_PARAMETER`).
+    /// A model the deployment lists and can make: its provider is known, and its key is where
+    /// the deployment reads it (the SSM parameter of `INFINITY_MODEL_KEY_PARAMETER`).
     async fn ready_model(&self, spec: &str) -> Result<(), PostError> {
+        // Checked here too (`use_model` checks first): nothing unlisted reaches the source.
+        self.allowed_models
+            .check(spec)
+            .map_err(PostError::BadModel)?;
         self.models
             .make(spec)
             .await
             .map(drop)
             .map_err(|why| PostError::BadModel(format!("cannot use the model `{spec}`: {why}")))
+    }
+
+    fn allowed_models(&self) -> AllowedModels {
+        self.allowed_models.clone()
+    }
+
+    /// The model the thread's stored agent version names in its file.
+    async fn agent_model(&self, record: &ThreadRecord) -> Option<String> {
+        let reference = AgentRef::parse(&record.agent).ok()?;
+        let stored = self
+            .catalog
+            .get(&reference.name, reference.version)
+            .await
+            .ok()??;
+        Some(stored.agent_file().ok()?.model)
     }
 
     fn now(&self) -> jiff::Timestamp {

@@ -9,7 +9,7 @@ use aws_sdk_scheduler::types::{
 };
 use infinity_agent_core::effect::OutputEvent;
 use infinity_agent_core::host::{InputSender, OutputError, SendError, Timers};
-use infinity_agent_core::ids::{InputId, ThreadId};
+use infinity_agent_core::ids::{EffectId, InputId, ThreadId};
 use infinity_agent_core::input::Input;
 use jiff::Timestamp;
 
@@ -289,6 +289,37 @@ pub fn schedule_name(input_id: &InputId) -> String {
     format!("in-{head}-{hash:016x}")
 }
 
+/// Deletes the one-time Scheduler schedule (in `group`) that would bring the timer input
+/// `input_id` back, for a timer no longer wanted (a recurring schedule's next occurrence after
+/// the schedule is deleted). `Ok(true)` when there was one; `Ok(false)` when there was none (the
+/// timer waits on the relay queue instead, which its thread then drops, or it fired already).
+pub async fn delete_timer_schedule(
+    scheduler: &aws_sdk_scheduler::Client,
+    group: &str,
+    input_id: &InputId,
+) -> Result<bool, String> {
+    let deleted = scheduler
+        .delete_schedule()
+        .name(schedule_name(input_id))
+        .group_name(group)
+        .send()
+        .await;
+    match deleted {
+        Ok(_) => Ok(true),
+        Err(err)
+            if err
+                .as_service_error()
+                .is_some_and(|e| e.is_resource_not_found_exception()) =>
+        {
+            Ok(false)
+        }
+        Err(err) => Err(match err.as_service_error() {
+            Some(e) => format!("{e:?}"),
+            None => err.to_string(),
+        }),
+    }
+}
+
 /// [`Timers`] on AWS. A delay up to `relay_threshold` (at most 900 s) goes to the relay queue with
 /// `DelaySeconds`; a longer one becomes a one-time Scheduler schedule, `at(...)` in UTC with the
 /// flexible window off and `ActionAfterCompletion: DELETE`, firing `schedule_early` before the
@@ -460,29 +491,39 @@ impl OutputQueue {
     }
 
     /// Sends events in order, up to ten per request and within the queue's message size (which
-    /// also bounds a batch). An event larger than a message goes out truncated, saying where the
+    /// also bounds a batch). Each goes out with its id as an `"id"` field: the same id every time
+    /// the same event is published (an outbox effect performed again after a crash), so readers
+    /// drop copies by it (on a FIFO output queue it is the deduplication id too, and the thread
+    /// the message group). An event larger than a message goes out truncated, saying where the
     /// whole of it is (see [`OutputEvent::to_json_within`]).
-    pub async fn publish(&self, events: &[&OutputEvent]) -> Result<(), OutputError> {
+    pub async fn publish(&self, events: &[(&EffectId, &OutputEvent)]) -> Result<(), OutputError> {
         let failed = |reason: String| OutputError {
             count: events.len(),
             reason,
         };
         let max_bytes = self.limit.body_bytes(&self.sqs).await;
         let mut bodies = Vec::with_capacity(events.len());
-        for (i, event) in events.iter().enumerate() {
-            let body = event
-                .to_json_within(max_bytes)
-                .map_err(|e| failed(e.to_string()))?;
+        for (i, (id, event)) in events.iter().enumerate() {
+            let body = with_id(id, event, max_bytes).map_err(|e| failed(e.to_string()))?;
             bodies.push((i, body));
         }
+        let fifo = self.queue_url.ends_with(".fifo");
         for batch in batches(bodies, max_bytes) {
             let entries = batch
                 .into_iter()
                 .map(|(i, body)| {
-                    aws_sdk_sqs::types::SendMessageBatchRequestEntry::builder()
+                    let (id, event) = events[i];
+                    let entry = aws_sdk_sqs::types::SendMessageBatchRequestEntry::builder()
                         .id(i.to_string())
-                        .message_body(body)
-                        .build()
+                        .message_body(body);
+                    if fifo {
+                        entry
+                            .message_group_id(event.thread_id.as_str())
+                            .message_deduplication_id(id.as_str())
+                    } else {
+                        entry
+                    }
+                    .build()
                 })
                 .collect::<Result<Vec<_>, _>>()
                 .map_err(|e| failed(e.to_string()))?;
@@ -499,6 +540,66 @@ impl OutputQueue {
         }
         Ok(())
     }
+}
+
+/// The ids of the output events a reader saw last, to drop the copies a queue delivers (an
+/// effect performed again after a crash, SQS's at-least-once delivery): remembers the newest
+/// `capacity` ids.
+#[derive(Debug)]
+pub struct SeenEvents {
+    order: std::collections::VecDeque<String>,
+    seen: std::collections::HashSet<String>,
+    capacity: usize,
+}
+
+impl SeenEvents {
+    /// A memory of the last `capacity` ids.
+    pub fn new(capacity: usize) -> Self {
+        Self {
+            order: std::collections::VecDeque::new(),
+            seen: std::collections::HashSet::new(),
+            capacity: capacity.max(1),
+        }
+    }
+
+    /// Whether the output message `body` is new: true the first time its `"id"` is seen (and
+    /// for a body without one), false for a copy.
+    pub fn first_time(&mut self, body: &str) -> bool {
+        #[derive(serde::Deserialize)]
+        struct Id {
+            id: Option<String>,
+        }
+        let Some(id) = serde_json::from_str::<Id>(body).ok().and_then(|b| b.id) else {
+            return true;
+        };
+        if self.seen.contains(&id) {
+            return false;
+        }
+        if self.order.len() == self.capacity {
+            if let Some(old) = self.order.pop_front() {
+                self.seen.remove(&old);
+            }
+        }
+        self.seen.insert(id.clone());
+        self.order.push_back(id);
+        true
+    }
+}
+
+/// An output event's message body: its JSON of at most `max_bytes`, `"id"` first.
+fn with_id(
+    id: &EffectId,
+    event: &OutputEvent,
+    max_bytes: usize,
+) -> Result<String, serde_json::Error> {
+    let id = serde_json::to_string(id)?;
+    let prefix = format!("{{\"id\":{id},");
+    let body = event.to_json_within(max_bytes.saturating_sub(prefix.len()))?;
+    // An event is a JSON object with fields (its thread at least): `{...}`.
+    Ok(match body.strip_prefix('{') {
+        Some(rest) => format!("{prefix}{rest}"),
+        None => body,
+    })
 }
 
 /// Groups message bodies (with their indexes) into `SendMessageBatch` requests, in order: at most
@@ -552,6 +653,45 @@ mod tests {
         let order: Vec<usize> = all.into_iter().flatten().map(|(i, _)| i).collect();
         assert_eq!(order, [0, 1, 2]);
         assert!(batches(Vec::new(), 10).is_empty());
+    }
+
+    #[test]
+    fn output_bodies_carry_their_id_first_within_the_limit() {
+        use infinity_agent_core::effect::OutputKind;
+        let event = OutputEvent {
+            thread_id: ThreadId::new("t1").unwrap(),
+            at: Timestamp::UNIX_EPOCH,
+            kind: OutputKind::AssistantText {
+                text: "word ".repeat(1_000),
+            },
+        };
+        let id = EffectId::new("fx-0001").unwrap();
+        let body = with_id(&id, &event, 100_000).unwrap();
+        assert!(
+            body.starts_with(r#"{"id":"fx-0001","thread_id":"t1""#),
+            "{body}"
+        );
+        let back: OutputEvent = serde_json::from_str(&body).unwrap();
+        assert_eq!(back, event);
+        let cut = with_id(&id, &event, 1_000).unwrap();
+        assert!(cut.len() <= 1_000, "{}", cut.len());
+        let value: serde_json::Value = serde_json::from_str(&cut).unwrap();
+        assert_eq!(
+            (value["id"].as_str(), value["truncated"].as_bool()),
+            (Some("fx-0001"), Some(true))
+        );
+    }
+
+    #[test]
+    fn a_reader_drops_copies_by_id_and_forgets_the_oldest() {
+        let mut seen = SeenEvents::new(2);
+        assert!(seen.first_time(r#"{"id":"a","type":"error"}"#));
+        assert!(!seen.first_time(r#"{"id":"a","type":"error"}"#));
+        assert!(seen.first_time(r#"{"id":"b"}"#));
+        assert!(seen.first_time(r#"{"id":"c"}"#));
+        assert!(seen.first_time(r#"{"id":"a"}"#), "a was forgotten");
+        assert!(seen.first_time(r#"{"type":"error"}"#));
+        assert!(seen.first_time(r#"{"type":"error"}"#), "no id, no copy");
     }
 
     #[test]

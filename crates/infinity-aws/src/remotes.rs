@@ -240,6 +240,7 @@ impl TableRemotes {
         let order = Order::Run {
             run_id: run_id.clone(),
             command: call.command.clone(),
+            description: call.description.clone(),
             timeout_seconds: call.timeout_seconds,
         };
         let put = |item: Item, condition: Option<&str>| {

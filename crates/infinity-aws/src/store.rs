@@ -11,6 +11,7 @@
 //! | `F#<time>#<n>` | an effect set aside after its attempts failed, for an operator |
 //! | `P#<input id>` | a processed-input marker, expiring through the table's `ttl` |
 //! | `I#<input id>` | an input too big for a message, stored for it (expires after [`STASH_TTL`]) |
+//! | `U#<message id>` | an input-queue message no slice can use, kept aside (expires after [`STASH_TTL`]) |
 //! | `X#<blob id>#<part>` | a part of a value too big for one item (written before the commit) |
 //!
 //! A commit is one `TransactWriteItems`: the record (conditioned on the version the slice read),
@@ -192,6 +193,27 @@ pub struct FailedEffect {
     pub attempts: u32,
     /// When it was set aside.
     pub failed_at: jiff::Timestamp,
+}
+
+/// The most bytes of an unusable message's body kept in its [`UnusableInput`].
+pub const UNUSABLE_BODY_BYTES: usize = 16_384;
+
+/// An input-queue message the agent function could not use (not an input, a reference to a
+/// stored input that is gone, or a body for another thread than its group), kept aside under
+/// its thread (`U#<message id>`) so that the messages behind it in its FIFO group go on
+/// (`infinity thread outbox` lists them).
+#[derive(Debug, Clone, PartialEq, Serialize, serde::Deserialize)]
+pub struct UnusableInput {
+    /// The SQS message id.
+    pub message_id: String,
+    /// The body, or its first [`UNUSABLE_BODY_BYTES`] bytes.
+    pub body: String,
+    /// The whole body's length in bytes (more than `body`'s when it was cut).
+    pub body_bytes: usize,
+    /// Why no slice can use it.
+    pub reason: String,
+    /// When it was kept aside.
+    pub kept_at: jiff::Timestamp,
 }
 
 impl DynamoThreadStore {

@@ -98,6 +98,16 @@ async fn save(args: SaveArgs) -> Result<u8> {
             );
         }
     }
+    // Saving the same file again adds no version: the newest one already is it.
+    if let Some(newest) = catalog.get(&version.name, None).await? {
+        if newest.text == version.text
+            && newest.files == version.files
+            && newest.source_dir == version.source_dir
+        {
+            crate::out!("unchanged: {} is already this file", newest.reference());
+            return Ok(0);
+        }
+    }
     let saved = catalog.save(version, jiff::Timestamp::now()).await?;
     crate::out!("saved {}", saved.reference());
     Ok(0)

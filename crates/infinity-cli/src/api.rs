@@ -67,6 +67,7 @@ pub fn routes(host: Shared) -> Router {
             get(|| async { Json(infinity_agent_core::tools::internal::listing()) }),
         )
         .route("/agents", get(agents))
+        .route("/models", get(models))
         .route("/agents/{name}", get(agent))
         .route("/threads", get(threads))
         .route("/threads/{id}", get(thread))
@@ -124,6 +125,13 @@ async fn record_of(
 }
 
 type Answer = Result<Response, ApiError>;
+
+/// `GET /models`: the models people may switch threads to (`POST /threads/{id}/model`), besides
+/// each thread's agent's own, and where the list is set.
+async fn models(State(system): State<Shared>) -> Answer {
+    let allowed = system.allowed_models();
+    Ok(Json(json!({"allowed": allowed.specs(), "set_in": allowed.set_in()})).into_response())
+}
 
 /// The stored agents (the newest version of each) and the default agent.
 async fn agents(State(system): State<Shared>) -> Answer {
@@ -197,6 +205,7 @@ async fn history(State(system): State<Shared>, Path(id): Path<String>) -> Answer
 }
 
 #[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
 struct Message {
     text: String,
     /// For a new conversation: the agent that runs it (default: the server's).
@@ -328,6 +337,11 @@ fn post_error(e: PostError) -> ApiError {
         PostError::NoAgent(_) => error(StatusCode::NOT_FOUND, e),
         PostError::Closed(_) | PostError::OpenChildren { .. } => error(StatusCode::CONFLICT, e),
         PostError::Unknown(_) => error(StatusCode::NOT_FOUND, e),
+        // The input was not kept (the store's inbox, the queue): nothing was accepted.
+        PostError::Store(ref err) if err.is_retryable() => {
+            error(StatusCode::SERVICE_UNAVAILABLE, e)
+        }
+        PostError::Unavailable(_) => error(StatusCode::SERVICE_UNAVAILABLE, e),
         _ => error(StatusCode::INTERNAL_SERVER_ERROR, e),
     }
 }
@@ -393,7 +407,8 @@ async fn use_agent(
 }
 
 /// `{"model": "PROVIDER:MODEL"}` (or `null`, back to the agent's): the model the thread's
-/// completions use from its next one on.
+/// completions use from its next one on; one of `GET /models` or the agent's own (400 otherwise,
+/// decided on the spec alone: a `script:` path is never read for it).
 async fn use_model(
     State(system): State<Shared>,
     Path(id): Path<String>,

@@ -15,6 +15,20 @@
 //! response of a page's content is sandboxed (`Content-Security-Policy: sandbox`, an origin of
 //! its own: no cookies, no API) and may load nothing but inline code and, with `assets`, its own
 //! files.
+//!
+//! The content runs only as the frame of its page: its scripts, run as a tab's top document,
+//! could navigate the tab and carry data out in the URL, which the frame page's policy stops
+//! inside it. The browser says what a request loads (`Sec-Fetch-Dest`): the content is served
+//! with its scripts for `iframe`/`frame` only (and only into a page of this server,
+//! `frame-ancestors 'self'`); a top-level load (`document`) is sent to the frame page; other
+//! loads are refused; a client that says nothing gets it with no scripts at all.
+//!
+//! A page's files answer `fetch()` from its frame, whose origin is `null` (sandboxed), with
+//! `Access-Control-Allow-Origin: *`. That lets any page read them, and adds nothing to what
+//! their link already gives: a file is served on its URL alone (the page's random id and, for a
+//! private page, its key), never on a cookie or a token the browser adds, so CORS exposes only
+//! what whoever holds the link can fetch anyway. Nothing else here (the content, the frame page,
+//! comments, the API) sends CORS headers, and none allows credentials.
 
 use std::sync::Arc;
 
@@ -190,6 +204,19 @@ fn escape(text: &str) -> String {
         .replace('\'', "&#39;")
 }
 
+/// `text` as a URL query value (every byte but unreserved ones percent-encoded), also safe in
+/// an HTML attribute.
+fn query_value(text: &str) -> String {
+    text.bytes()
+        .map(|b| match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'.' | b'_' | b'~' => {
+                char::from(b).to_string()
+            }
+            _ => format!("%{b:02X}"),
+        })
+        .collect()
+}
+
 /// A response with the headers every route here sends: its type, its policy (the strictest one
 /// when `policy` cannot be a header: never none), no referrer, no sniffing.
 fn served(body: impl IntoResponse, content_type: &str, policy: &str) -> Response {
@@ -288,6 +315,12 @@ async fn frame(
             )
         })
         .collect();
+    // A private page opened with `?access_token=` keeps it in its version links (a request
+    // with the token in a header is not a browser's: its links need none).
+    let access = match (&access.access_token, meta.visibility) {
+        (Some(token), Visibility::Private) => format!("&amp;access_token={}", query_value(token)),
+        _ => String::new(),
+    };
     let versions = if meta.version > 1 {
         let links: Vec<String> = (1..=meta.version)
             .rev()
@@ -295,7 +328,7 @@ async fn frame(
                 if v == version {
                     format!("<strong>v{v}</strong>")
                 } else {
-                    format!(r#"<a href="/a/{id}?v={v}" class="version">v{v}</a>"#)
+                    format!(r#"<a href="/a/{id}?v={v}{access}" class="version">v{v}</a>"#)
                 }
             })
             .collect();
@@ -318,18 +351,55 @@ async fn frame(
     )))
 }
 
-/// The policy of a page's content: sandboxed, inline code only, and with `assets` its own files
-/// at `files` (an absolute URL prefix).
-fn content_policy(meta: &ArtifactMeta, files: &str) -> String {
+/// How a request loads a page's content, from the `Sec-Fetch-Dest` the browser sends.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Load {
+    /// Into a frame (`iframe`, `frame`): the content, its scripts allowed.
+    Frame,
+    /// As a tab's top document: sent to the frame page instead.
+    TopLevel,
+    /// Anything else a browser says (`empty` for `fetch()`, `object`, `embed`, `script`, ...):
+    /// refused, the content is a frame's only.
+    Other,
+    /// No header (an older browser, a script): the content without scripts, inert wherever it
+    /// lands.
+    Unsaid,
+}
+
+impl Load {
+    fn of(headers: &HeaderMap) -> Self {
+        match headers
+            .get("sec-fetch-dest")
+            .map(|v| v.to_str().unwrap_or("").to_ascii_lowercase())
+            .as_deref()
+        {
+            None => Self::Unsaid,
+            Some("iframe" | "frame") => Self::Frame,
+            Some("document") => Self::TopLevel,
+            Some(_) => Self::Other,
+        }
+    }
+}
+
+/// The policy of a page's content: sandboxed, inline code only (none unless `scripts`), and
+/// with `assets` its own files at `files` (an absolute URL prefix); framed by this server's
+/// pages only.
+fn content_policy(meta: &ArtifactMeta, files: &str, scripts: bool) -> String {
     let own = if meta.assets {
         format!(" {files}")
     } else {
         String::new()
     };
     format!(
-        "sandbox allow-scripts; default-src 'none'; script-src 'unsafe-inline'{own}; \
+        "{sandbox}; default-src 'none'; script-src 'unsafe-inline'{own}; \
          style-src 'unsafe-inline'{own}; img-src data:{own}; font-src data:{own}; \
-         media-src data:{own}; connect-src{own_connect}; base-uri 'none'; form-action 'none'",
+         media-src data:{own}; connect-src{own_connect}; base-uri 'none'; form-action 'none'; \
+         frame-ancestors 'self'",
+        sandbox = if scripts {
+            "sandbox allow-scripts"
+        } else {
+            "sandbox"
+        },
         own_connect = if meta.assets {
             own.clone()
         } else {
@@ -360,6 +430,30 @@ async fn content(
     headers: HeaderMap,
 ) -> Result<Response, ApiError> {
     let (meta, version) = pages.framed(&id, &key, &version).await?;
+    let load = Load::of(&headers);
+    match load {
+        Load::TopLevel => {
+            // Nothing of the page in this answer: the tab goes to the frame page (a private
+            // page's asks for the token again).
+            let to = format!("/a/{id}?v={version}");
+            return Ok(by_dest(served(
+                (StatusCode::SEE_OTHER, [(header::LOCATION, to)]),
+                "text/plain; charset=utf-8",
+                "sandbox; default-src 'none'",
+            )));
+        }
+        Load::Other => {
+            return Ok(by_dest(served(
+                (
+                    StatusCode::FORBIDDEN,
+                    format!("page {id}'s content is shown only in its frame, at /a/{id}"),
+                ),
+                "text/plain; charset=utf-8",
+                "sandbox; default-src 'none'",
+            )));
+        }
+        Load::Frame | Load::Unsaid => {}
+    }
     let text = pages
         .artifacts()?
         .content(&id, version)
@@ -376,7 +470,17 @@ async fn content(
         Format::Markdown => markdown(&meta.title, &text),
     };
     let files = format!("{}/a/{id}/{key}/v{version}/files/", origin(&headers));
-    Ok(served(html, HTML, &content_policy(&meta, &files)))
+    let policy = content_policy(&meta, &files, load == Load::Frame);
+    Ok(by_dest(served(html, HTML, &policy)))
+}
+
+/// Marks an answer that depends on `Sec-Fetch-Dest`, so no cache gives one load's answer to
+/// another.
+fn by_dest(mut response: Response) -> Response {
+    response
+        .headers_mut()
+        .insert(header::VARY, HeaderValue::from_static("sec-fetch-dest"));
+    response
 }
 
 /// A Markdown page as an HTML document; raw HTML in it is shown as text.
@@ -426,11 +530,14 @@ async fn file(
                 format!("page {id} has no file {name}"),
             )
         })?;
-    Ok(served(
-        bytes,
-        content_type(&name),
-        "sandbox; default-src 'none'",
-    ))
+    let mut response = served(bytes, content_type(&name), "sandbox; default-src 'none'");
+    // Readable by the page's own `fetch()` (its origin is `null`); see the module docs for why
+    // `*` tells nobody more than the link does. Never with credentials.
+    response.headers_mut().insert(
+        header::ACCESS_CONTROL_ALLOW_ORIGIN,
+        HeaderValue::from_static("*"),
+    );
+    Ok(response)
 }
 
 async fn comments(
@@ -559,18 +666,45 @@ mod tests {
     #[test]
     fn a_page_loads_its_own_files_only_with_assets_and_nothing_else_ever() {
         let files = "http://h:1/a/art-0123456789abcdef0123/open/v1/files/";
-        let without = content_policy(&meta(false), files);
+        let without = content_policy(&meta(false), files, true);
         assert!(without.starts_with("sandbox allow-scripts;"), "{without}");
         assert!(
             without.contains("connect-src 'none'") && !without.contains(files),
             "{without}"
         );
-        let with = content_policy(&meta(true), files);
+        let with = content_policy(&meta(true), files, true);
         for directive in ["script-src", "style-src", "img-src", "connect-src"] {
             assert!(with.contains(directive), "{with}");
         }
         assert_eq!(with.matches(files).count(), 6, "{with}");
         assert!(!with.contains('*') && !with.contains("http:;"), "{with}");
+    }
+
+    #[test]
+    fn content_runs_scripts_only_in_a_frame_of_this_server() {
+        let files = "http://h:1/a/art-0123456789abcdef0123/open/v1/files/";
+        let framed = content_policy(&meta(true), files, true);
+        assert!(framed.ends_with("frame-ancestors 'self'"), "{framed}");
+        let inert = content_policy(&meta(true), files, false);
+        assert!(
+            inert.starts_with("sandbox;") && !inert.contains("allow-scripts"),
+            "{inert}"
+        );
+        let load = |dest: Option<&'static str>| {
+            let mut headers = HeaderMap::new();
+            if let Some(dest) = dest {
+                headers.insert("sec-fetch-dest", HeaderValue::from_static(dest));
+            }
+            Load::of(&headers)
+        };
+        assert_eq!(load(Some("iframe")), Load::Frame);
+        assert_eq!(load(Some("Frame")), Load::Frame);
+        assert_eq!(load(Some("document")), Load::TopLevel);
+        for other in ["empty", "object", "embed", "script", "image"] {
+            assert_eq!(load(Some(other)), Load::Other, "{other}");
+        }
+        assert_eq!(load(None), Load::Unsaid);
+        assert_eq!(query_value("a b&c\"<"), "a%20b%26c%22%3C");
     }
 
     #[test]

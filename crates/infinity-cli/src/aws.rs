@@ -92,8 +92,9 @@ pub struct OutboxArgs {
     json: bool,
 }
 
-/// `infinity tail` consumes the output queue: it deletes what it reads (SQS has one reader per
-/// message), including events of other threads when `--thread` filters them from the display.
+/// `infinity tail` consumes the output queue: it deletes the events it shows. With `--thread`
+/// it leaves the other threads' events on the queue for other readers (it makes them visible
+/// again at once). Copies of an event (same `id`) are shown once.
 #[derive(Debug, Args)]
 pub struct TailArgs {
     #[command(flatten)]
@@ -351,13 +352,7 @@ pub async fn show(args: ShowArgs) -> Result<u8> {
     );
     let mut renderer = Renderer::new(false);
     for entry in view.iter() {
-        for kind in crate::render::kinds_of(&entry.item) {
-            renderer.show(&OutputEvent {
-                thread_id: record.id.clone(),
-                at: entry.at,
-                kind,
-            });
-        }
+        renderer.show_entry(&record.id, entry.at, &entry.item);
     }
     Ok(0)
 }
@@ -429,7 +424,15 @@ fn describe_effect(effect: &infinity_agent_core::effect::PendingEffect) -> Strin
 pub async fn outbox(args: OutboxArgs) -> Result<u8> {
     let table = setting(args.table, "INFINITY_TABLE", "table")?;
     let clients = Clients::from_env_with_endpoint(args.endpoint.endpoint.as_deref()).await;
-    let (store, thread, _) = load_thread(&clients, table, &args.thread).await?;
+    let store =
+        DynamoThreadStore::new(clients.dynamodb.clone(), table, Duration::from_secs(86_400));
+    let thread = ThreadId::new(args.thread.as_str())?;
+    // Messages kept aside may be all a thread has (its first message was unusable), so a
+    // thread with no record is not an error here unless nothing is kept for it either.
+    let unusable = store.unusable_inputs(&thread).await?;
+    if store.load_record(&thread).await?.is_none() && unusable.is_empty() {
+        anyhow::bail!("thread {thread} does not exist");
+    }
     let failed = store.failed_effects(&thread).await?;
     if !args.drop.is_empty() {
         let ids = chosen_effects(&args.drop, &failed)?;
@@ -461,13 +464,33 @@ pub async fn outbox(args: OutboxArgs) -> Result<u8> {
     }
     let pending = store.thread_outbox(&thread).await?;
     if args.json {
-        let out = serde_json::json!({ "pending": pending, "failed": failed });
+        let out = serde_json::json!({ "pending": pending, "failed": failed, "unusable_inputs": unusable });
         crate::out!("{}", serde_json::to_string_pretty(&out)?);
         return Ok(0);
     }
-    if pending.is_empty() && failed.is_empty() {
+    if pending.is_empty() && failed.is_empty() && unusable.is_empty() {
         crate::out!("thread {thread}: the outbox is empty and no effect has failed");
         return Ok(0);
+    }
+    if !unusable.is_empty() {
+        crate::out!(
+            "unusable input messages (kept aside, not run; kept {} days):",
+            infinity_aws::store::STASH_TTL.as_secs() / 86_400
+        );
+        for u in &unusable {
+            let cut = if u.body.len() < u.body_bytes {
+                format!(" (first {} of {} bytes)", u.body.len(), u.body_bytes)
+            } else {
+                String::new()
+            };
+            crate::out!(
+                "  message {} kept {}: {}\n    body{cut}: {}",
+                u.message_id,
+                u.kept_at,
+                crate::render::printable(&u.reason),
+                crate::render::printable(&crate::render::clip(&u.body, 500))
+            );
+        }
     }
     if !pending.is_empty() {
         crate::out!("pending (performed when the thread next runs):");
@@ -498,6 +521,7 @@ pub async fn tail(args: TailArgs) -> Result<u8> {
     )?;
     let clients = Clients::from_env_with_endpoint(args.endpoint.endpoint.as_deref()).await;
     let mut renderer = Renderer::new(args.json);
+    let mut seen = infinity_aws::queue::SeenEvents::new(10_000);
     let mut idle = Duration::ZERO;
     loop {
         let got = clients
@@ -509,8 +533,68 @@ pub async fn tail(args: TailArgs) -> Result<u8> {
             .send()
             .await
             .map_err(|e| anyhow!("reading the output queue: {e:?}"))?;
-        if got.messages().is_empty() {
-            idle += Duration::from_secs(5);
+        let mut ours = 0;
+        for m in got.messages() {
+            let body = m.body().unwrap_or("");
+            let event = serde_json::from_str::<OutputEvent>(body);
+            let mine = match &event {
+                Ok(event) => args
+                    .thread
+                    .as_deref()
+                    .is_none_or(|t| t == event.thread_id.as_str()),
+                // Unreadable: not for this reader to judge when it follows one thread.
+                Err(_) => args.thread.is_none(),
+            };
+            let Some(receipt) = m.receipt_handle() else {
+                continue;
+            };
+            if !mine {
+                // Another thread's event: back on the queue for its readers, now.
+                if let Err(err) = clients
+                    .sqs
+                    .change_message_visibility()
+                    .queue_url(&queue_url)
+                    .receipt_handle(receipt)
+                    .visibility_timeout(0)
+                    .send()
+                    .await
+                {
+                    eprintln!("an event of another thread stays hidden until the queue's visibility timeout: {err:?}");
+                }
+                continue;
+            }
+            ours += 1;
+            match event {
+                Ok(event) if seen.first_time(body) => {
+                    if args.json {
+                        // As published: with its `id` and what the event type does not carry
+                        // (a `truncated` flag).
+                        match serde_json::from_str::<serde_json::Value>(body) {
+                            Ok(value) => crate::out!("{value}"),
+                            Err(_) => renderer.show(&event),
+                        }
+                    } else {
+                        renderer.show(&event);
+                    }
+                }
+                Ok(_) => {} // a copy of an event shown already
+                Err(err) => eprintln!("skipping an unreadable output message: {err}"),
+            }
+            clients
+                .sqs
+                .delete_message()
+                .queue_url(&queue_url)
+                .receipt_handle(receipt)
+                .send()
+                .await
+                .ok();
+        }
+        if ours == 0 {
+            if !got.messages().is_empty() {
+                // Only others' events: give their readers a moment before reading again.
+                tokio::time::sleep(Duration::from_secs(1)).await;
+            }
+            idle += Duration::from_secs(if got.messages().is_empty() { 5 } else { 1 });
             if args
                 .idle_exit
                 .is_some_and(|limit| idle >= Duration::from_secs(limit))
@@ -520,39 +604,5 @@ pub async fn tail(args: TailArgs) -> Result<u8> {
             continue;
         }
         idle = Duration::ZERO;
-        for m in got.messages() {
-            match serde_json::from_str::<OutputEvent>(m.body().unwrap_or("")) {
-                Ok(event) => {
-                    if args
-                        .thread
-                        .as_deref()
-                        .is_none_or(|t| t == event.thread_id.as_str())
-                    {
-                        if args.json {
-                            // As published, with what the event type does not carry (a
-                            // `truncated` flag).
-                            match serde_json::from_str::<serde_json::Value>(m.body().unwrap_or(""))
-                            {
-                                Ok(value) => crate::out!("{value}"),
-                                Err(_) => renderer.show(&event),
-                            }
-                        } else {
-                            renderer.show(&event);
-                        }
-                    }
-                }
-                Err(err) => eprintln!("skipping an unreadable output message: {err}"),
-            }
-            if let Some(receipt) = m.receipt_handle() {
-                clients
-                    .sqs
-                    .delete_message()
-                    .queue_url(&queue_url)
-                    .receipt_handle(receipt)
-                    .send()
-                    .await
-                    .ok();
-            }
-        }
     }
 }

@@ -75,7 +75,7 @@ enum Command {
     /// way, with its threads, pending calls, subscriptions and timers.
     Migrate(migrate::MigrateArgs),
     /// This machine as a remote of an `infinity serve`: agents with the `remote` category run
-    /// shell commands on it (with --exec).
+    /// shell commands on it (with --exec); and whether an agent's rules let a command run.
     #[command(subcommand)]
     Remote(RemoteCommand),
     /// Serve an MCP server's tools as a RAP tool server.
@@ -105,6 +105,9 @@ enum ToolsCommand {
 enum RemoteCommand {
     /// Connect to a server and take its orders until Ctrl-C (outbound only: it polls).
     Connect(remote::client::ConnectArgs),
+    /// Whether an agent file's `remote_allow:` rules let a command run at once (exit 0,
+    /// `allowed (RULE)`) or make `remote_exec` ask a person first (exit 1, `asks: WHY`).
+    Check(remote::check::CheckArgs),
 }
 
 #[derive(Debug, Subcommand)]
@@ -128,6 +131,11 @@ pub(crate) struct AgentArgs {
     /// Keep threads in this folder (default: in memory, gone when the command ends).
     #[arg(long)]
     store: Option<PathBuf>,
+    /// A model people may switch a thread to over the API and the web app (PROVIDER:MODEL, as
+    /// written; `script:` paths relative to the agent file); repeat for more. Adds to
+    /// INFINITY_ALLOWED_MODELS (comma separated). A thread's agent's own model needs none.
+    #[arg(long = "allow-model", value_name = "SPEC")]
+    allow_model: Vec<String>,
     /// With tool servers: the local port that receives their callbacks (default: any free one).
     #[arg(long, default_value_t = 0)]
     callback_port: u16,
@@ -250,6 +258,7 @@ fn main() -> std::process::ExitCode {
             Command::Close(args) => people::close(args).await,
             Command::UseAgent(args) => people::use_agent(args).await,
             Command::Remote(RemoteCommand::Connect(args)) => remote::client::connect(args).await,
+            Command::Remote(RemoteCommand::Check(args)) => remote::check::check(&args),
             Command::Schedules(command) => people::schedules(command).await,
             Command::Migrate(args) => migrate::run(args).await,
             Command::McpBridge(args) => infinity_mcp_bridge::run(args).await.map(|()| 0),
@@ -269,7 +278,9 @@ fn main() -> std::process::ExitCode {
 
 async fn run(args: RunArgs) -> Result<u8> {
     let (system, links) = build_system_with_receiver(&args.agent, StoreAccess::Wait, false).await?;
-    let receives = links.is_some();
+    // The grace is for tool servers' late callbacks; a receiver kept only for forwarded inputs
+    // (every run with --store has one) waits for nothing.
+    let receives = links.as_ref().is_some_and(|l| l.tool_servers);
     if !(0.0..=600.0).contains(&args.grace) {
         eprintln!("error: --grace must be between 0 and 600 seconds");
         return Ok(USAGE_ERROR);
@@ -293,6 +304,7 @@ async fn run(args: RunArgs) -> Result<u8> {
         let target = args.agent.agent.to_string_lossy();
         system.use_agent(&thread, &target).await?;
     }
+    let usage_before = store_usage(&system).await;
     system
         .post_user_message(&thread, args.message.clone())
         .await?;
@@ -329,7 +341,12 @@ async fn run(args: RunArgs) -> Result<u8> {
                          (nobody can answer under `infinity run`; use `infinity chat` to choose)",
                         choice.call_id, choice.choices[selected]
                     );
-                    system.send(input);
+                    if let Err(err) = system.accept(input).await {
+                        eprintln!(
+                            "warning: the answer to call {} was not kept: {err}",
+                            choice.call_id
+                        );
+                    }
                 }
                 Err(err) => eprintln!(
                     "warning: the question of call {} could not be answered: {err}",
@@ -365,7 +382,7 @@ async fn run(args: RunArgs) -> Result<u8> {
     while let Ok(event) = events.try_recv() {
         show(&mut renderer, &event);
     }
-    print_usage(&system).await;
+    print_usage(&system, &usage_before).await;
     // The thread's `finish` output comes last, and decides the exit status.
     if let Some((status, result, output_at)) = &output {
         if args.json {
@@ -485,24 +502,36 @@ async fn owed(system: &AgentSystem, root: &ThreadId) -> Owed {
     owed
 }
 
-/// Token usage of every thread of the run, on stderr.
-async fn print_usage(system: &AgentSystem) {
-    let Ok(ids) = system.store().thread_ids().await else {
-        return;
-    };
+/// The usage recorded on every thread of the store.
+async fn store_usage(system: &AgentSystem) -> infinity_agent_core::model::Usage {
     let mut total = infinity_agent_core::model::Usage::default();
+    let Ok(ids) = system.store().thread_ids().await else {
+        return total;
+    };
     for id in ids {
         if let Ok(Some(record)) = system.record(&id).await {
             total.add(&record.usage);
         }
     }
+    total
+}
+
+/// What this run used (the store's usage now, less what it had recorded before), on stderr.
+async fn print_usage(system: &AgentSystem, before: &infinity_agent_core::model::Usage) {
+    let now = store_usage(system).await;
+    let completions = now.completions.saturating_sub(before.completions);
+    let input = now.input_tokens.saturating_sub(before.input_tokens);
+    let read = now
+        .cache_read_tokens
+        .saturating_sub(before.cache_read_tokens);
+    let written = now
+        .cache_write_tokens
+        .saturating_sub(before.cache_write_tokens);
+    let output = now.output_tokens.saturating_sub(before.output_tokens);
     eprintln!(
-        "usage: {} completions, {} input tokens ({} read from cache, {} written to cache), {} output tokens",
-        total.completions,
-        total.input_tokens + total.cache_read_tokens + total.cache_write_tokens,
-        total.cache_read_tokens,
-        total.cache_write_tokens,
-        total.output_tokens
+        "usage: {completions} completions, {} input tokens ({read} read from cache, {written} \
+         written to cache), {output} output tokens (this run)",
+        input + read + written,
     );
 }
 
@@ -579,7 +608,7 @@ async fn chat_choose(system: &AgentSystem, thread: &ThreadId, command: &str) -> 
         .with_context(|| format!("thread {thread} does not exist yet"))?;
     let choice = infinity_rap::client::find_choice(&record, call)?;
     let (selected, input) = infinity_rap::client::answer_choice(&record.id, choice, index).await?;
-    system.send(input);
+    system.accept(input).await?;
     eprintln!("answered {}: {}", choice.call_id, choice.choices[selected]);
     Ok(())
 }

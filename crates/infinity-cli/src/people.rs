@@ -195,6 +195,10 @@ pub struct ScheduleRmArgs {
     /// The table (default: $INFINITY_TABLE).
     #[arg(long)]
     table: Option<String>,
+    /// The stack's EventBridge Scheduler group, where the next occurrence's timer may wait
+    /// (default: $INFINITY_SCHEDULE_GROUP).
+    #[arg(long)]
+    schedule_group: Option<String>,
 }
 
 /// A thread's record from the stack of `$INFINITY_TABLE`.
@@ -233,6 +237,46 @@ pub async fn remove_schedule(args: ScheduleRmArgs) -> Result<u8> {
         args.schedule,
         target.thread
     );
+    // The next occurrence's timer may be a Scheduler schedule (more than the relay threshold
+    // ahead): delete it too, after the delete is queued (the thread would drop the occurrence,
+    // but the schedule would stay until it fired). Deleted only once the delete is on the queue,
+    // so a failed send never leaves a schedule without its timer.
+    let Some(next) = schedules.iter().find(|s| s.id == args.schedule) else {
+        return Ok(0);
+    };
+    let Ok(group) = setting(
+        args.schedule_group,
+        "INFINITY_SCHEDULE_GROUP",
+        "schedule group",
+    ) else {
+        crate::out!(
+            "(no --schedule-group or INFINITY_SCHEDULE_GROUP: an EventBridge schedule for its next \
+             occurrence at {} stays until then, and the thread ignores it)",
+            next.next
+        );
+        return Ok(0);
+    };
+    {
+        let clients = Clients::from_env_with_endpoint(args.endpoint.endpoint.as_deref()).await;
+        match infinity_aws::queue::delete_timer_schedule(
+            &clients.scheduler,
+            &group,
+            &next.next_input_id(),
+        )
+        .await
+        {
+            Ok(true) => crate::out!(
+                "deleted the EventBridge schedule of its next occurrence ({})",
+                next.next
+            ),
+            Ok(false) => {}
+            Err(why) => anyhow::bail!(
+                "the schedule is deleted, but the EventBridge schedule of its next occurrence ({}) \
+                 could not be: {why} (it fires once, and the thread ignores it)",
+                next.next
+            ),
+        }
+    }
     Ok(0)
 }
 

@@ -233,6 +233,31 @@ impl Renderer {
         crate::out!("{time} {indent}[{who}] {}", printable(&line));
     }
 
+    /// Prints an entry of a stored history (as a transcript): the events it stands for, or a
+    /// notice the runtime recorded, labelled as what it is (`ERROR:` only when it is one).
+    pub fn show_entry(&mut self, thread_id: &ThreadId, at: jiff::Timestamp, item: &Item) {
+        if let Item::Notice {
+            text,
+            is_error: false,
+        } = item
+        {
+            if text != INTERRUPTED_NOTICE {
+                self.end_stream();
+                let indent = "  ".repeat(self.depth.get(thread_id).copied().unwrap_or(0));
+                let time = at.strftime("%H:%M:%S");
+                crate::out!("{time} {indent}[{thread_id}] notice: {}", printable(text));
+                return;
+            }
+        }
+        for kind in kinds_of(item) {
+            self.show(&OutputEvent {
+                thread_id: thread_id.clone(),
+                at,
+                kind,
+            });
+        }
+    }
+
     /// Ends a line of streamed text, if one is open.
     fn end_stream(&mut self) {
         if self.streaming.take().is_some() {
@@ -278,7 +303,12 @@ pub fn kinds_of(item: &Item) -> Vec<OutputKind> {
             text,
             is_error: false,
         } if text == INTERRUPTED_NOTICE => vec![OutputKind::Interrupted { calls: 0 }],
-        Item::Notice { text, .. } => vec![OutputKind::Error { text: text.clone() }],
+        // (A notice that is no error has no event: see `Renderer::show_entry`.)
+        Item::Notice {
+            text,
+            is_error: true,
+        } => vec![OutputKind::Error { text: text.clone() }],
+        Item::Notice { .. } => Vec::new(),
         Item::Summary { text, covers } => vec![OutputKind::AssistantText {
             text: format!("(summary of the first {covers} entries) {text}"),
         }],

@@ -16,7 +16,8 @@
 //! | `POST /threads/{id}/choices/{call}` | `{"selected": N}` or `{"dismiss": true}`: answers a tool server's question |
 //! | `POST /threads/{id}/widget-actions` | `{"action": ..., "values": {...}}`: a press of a button of a `widget` the thread showed |
 //! | `POST /threads/{id}/agent` | `{"agent": "NAME"}` or `{"agent": "NAME@VERSION"}`: moves the thread to another version of its agent (400 for another agent, 404 for a version this host lacks) |
-//! | `POST /threads/{id}/model` | `{"model": "PROVIDER:MODEL"}` or `{"model": null}`: the model the thread's completions use from its next one on (400 naming why for a model this host cannot make) |
+//! | `GET /models` | the models threads may be switched to besides their agent's own (`{"allowed": [SPEC...], "set_in"}`: `--allow-model`, `INFINITY_ALLOWED_MODELS`) |
+//! | `POST /threads/{id}/model` | `{"model": "PROVIDER:MODEL"}` or `{"model": null}`: the model the thread's completions use from its next one on; only one `GET /models` lists or the agent's own (400 naming the spec and where the list is set, without reading anything it names; 400 naming why for a listed model this host cannot make) |
 //! | `POST /threads/{id}/interrupt` | cancels the thread's calls in flight (`{"tree": true}`: its descendants' too) |
 //! | `GET /threads/{id}/schedules`, `DELETE /threads/{id}/schedules/{schedule}` | the thread's recurring schedules; deleting one |
 //! | `POST /threads/{id}/close` | closes the thread and every thread below it (`{"tree": true}` required when it has open children) |
@@ -45,6 +46,10 @@ use crate::api::error;
 use crate::AgentArgs;
 
 #[derive(Debug, Args)]
+// clap would show the flattened agent's `--agent` as always required; it is not with --aws.
+#[command(
+    override_usage = "infinity serve --agent FILE [OPTIONS]\n       infinity serve --aws [OPTIONS]"
+)]
 pub struct ServeArgs {
     /// The agent to run here (not with --aws).
     #[command(flatten)]

@@ -10,7 +10,7 @@ use infinity_agent_core::agent::AgentFile;
 use infinity_agent_core::catalog::{describe_sub_agents, AgentCatalog, AgentRef, FileCatalog};
 use infinity_agent_core::knowledge::{KnowledgeStore, MemoryKnowledgeStore};
 use infinity_agent_core::library::artifacts::{Artifacts, Blobs, FileBlobs, MemoryBlobs};
-use infinity_agent_core::library::Library;
+use infinity_agent_core::library::{AllowedModels, Library, ALLOWED_MODELS_VAR};
 use infinity_agent_core::runtime::{AgentSystem, AgentSystemBuilder};
 use infinity_agent_core::store::FileStore;
 use infinity_agent_core::tools::SetTitle;
@@ -145,9 +145,19 @@ pub(crate) async fn build_system_full(
     let models = infinity_models::stored::SpecModels::new(
         file.path.parent().map(Path::to_owned).unwrap_or_default(),
     );
+    // ... only those the deployment lists: a spec comes from a request, and would otherwise
+    // make a thread read any file (`script:PATH`).
+    let listed = std::env::var(ALLOWED_MODELS_VAR).unwrap_or_default();
+    let allowed = AllowedModels::new(
+        args.allow_model
+            .iter()
+            .cloned()
+            .chain(AllowedModels::split_list(&listed)),
+        format!("`--allow-model SPEC` or `{ALLOWED_MODELS_VAR}`"),
+    );
     let mut library = Library::new()
         .with_knowledge(knowledge.0, knowledge.1)
-        .with_models(Arc::new(models));
+        .with_models(Arc::new(models), allowed);
     if let Some(hub) = &remotes {
         library = library.with_remotes(Arc::clone(hub) as _);
     }

@@ -23,6 +23,7 @@ pub struct Receiver {
     listener: TcpListener,
     signer: CallbackSigner,
     client: Arc<RapClient>,
+    tool_servers: bool,
 }
 
 /// A running receiver's signer and the RAP client: what a served runtime needs to move sessions.
@@ -32,6 +33,9 @@ pub struct Links {
     pub signer: CallbackSigner,
     /// Reaches tool servers and forwards inputs.
     pub client: Arc<RapClient>,
+    /// True when the agent has tool servers (their callbacks may follow what they finished);
+    /// false when the receiver is there for forwarded inputs only.
+    pub tool_servers: bool,
 }
 
 /// Where callbacks are received and how to reach the servers.
@@ -166,6 +170,7 @@ pub async fn prepare(
             listener,
             signer,
             client,
+            tool_servers: !file.tool_servers.is_empty(),
         }),
     ))
 }
@@ -182,6 +187,7 @@ impl Receiver {
         Links {
             signer: self.signer,
             client: self.client,
+            tool_servers: self.tool_servers,
         }
     }
 }

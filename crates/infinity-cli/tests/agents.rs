@@ -79,6 +79,16 @@ fn saved_versions_are_listed_shown_and_run() {
         &["agents", "save", "--store", "store", "researcher.yaml"],
     );
     assert_eq!(text(&out).0.trim(), "saved researcher@2");
+    // The same file again is no new version.
+    let out = infinity(
+        d,
+        &["agents", "save", "--store", "store", "researcher.yaml"],
+    );
+    assert!(out.status.success(), "{:?}", text(&out));
+    assert_eq!(
+        text(&out).0.trim(),
+        "unchanged: researcher@2 is already this file"
+    );
     let (list, _) = text(&infinity(
         d,
         &["agents", "list", "--store", "store", "--json"],

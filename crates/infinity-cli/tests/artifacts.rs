@@ -33,6 +33,24 @@ rules:
       tool_calls:
         - name: artifact_update
           args: {id: "$1", content: "<h1>Tomatoes, v2</h1>", visibility: private, assets: false}
+  - when: "^app$"
+    reply:
+      tool_calls:
+        - name: artifact_publish
+          args:
+            title: "Fruit"
+            assets: true
+            files: {"data.json": "{\"fruit\": \"fig\"}"}
+            content: |
+              <p id="out">waiting</p>
+              <script>
+                // What a page must not do: as a tab's top document, take the tab elsewhere.
+                if (window.top === window) location.replace("about:blank#escaped");
+                const say = (what) => setInterval(() => parent.postMessage(what, "*"), 100);
+                fetch("files/data.json")
+                  .then((r) => r.json())
+                  .then((d) => say("fetched " + d.fruit), (e) => say("failed " + e));
+              </script>
   - when: "^notes$"
     reply:
       tool_calls:
@@ -105,6 +123,19 @@ async fn get(url: &str) -> reqwest::Response {
     http().get(url).send().await.unwrap()
 }
 
+/// A GET as a browser makes it for a load of `dest` (`Sec-Fetch-Dest`), redirects not followed.
+async fn get_as(url: &str, dest: &str) -> reqwest::Response {
+    reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .unwrap()
+        .get(url)
+        .header("sec-fetch-dest", dest)
+        .send()
+        .await
+        .unwrap()
+}
+
 fn header(r: &reqwest::Response, name: &str) -> String {
     r.headers()
         .get(name)
@@ -137,17 +168,43 @@ async fn an_agent_publishes_a_page_people_comment_and_it_answers() {
         "{html}"
     );
 
-    // The content: sandboxed, its own files allowed, nothing else.
-    let content = get(&format!("{base}{src}")).await;
+    // The content, loaded into a frame: sandboxed, its own files allowed, nothing else, and
+    // framed by this server's pages only.
+    let content = get_as(&format!("{base}{src}"), "iframe").await;
     let policy = header(&content, "content-security-policy");
     assert!(policy.starts_with("sandbox allow-scripts;"), "{policy}");
+    assert!(policy.contains("frame-ancestors 'self'"), "{policy}");
     assert!(
         policy.contains(&format!("img-src data: {base}/a/{id}/open/v1/files/")),
         "{policy}"
     );
+    assert_eq!(header(&content, "vary"), "sec-fetch-dest");
     assert!(content.text().await.unwrap().contains("<h1>Tomatoes</h1>"));
-    let file = get(&format!("{base}/a/{id}/open/v1/files/dot.svg")).await;
+    // As a tab's top document it is not served (the tab goes to the frame page); other loads
+    // are refused; a client that says nothing gets it without scripts.
+    let top = get_as(&format!("{base}{src}"), "document").await;
+    assert_eq!(top.status(), 303);
+    assert_eq!(header(&top, "location"), format!("/a/{id}?v=1"));
+    assert!(!top.text().await.unwrap().contains("Tomatoes"));
+    for dest in ["empty", "object", "embed", "script"] {
+        let other = get_as(&format!("{base}{src}"), dest).await;
+        assert_eq!(other.status(), 403, "{dest}");
+        assert!(!other.text().await.unwrap().contains("Tomatoes"), "{dest}");
+    }
+    let unsaid = get(&format!("{base}{src}")).await;
+    let policy = header(&unsaid, "content-security-policy");
+    assert!(
+        policy.starts_with("sandbox;") && !policy.contains("allow-scripts"),
+        "{policy}"
+    );
+    // The page's files: readable by its own `fetch()` (its sandboxed origin is `null`); the
+    // content and the frame page send no CORS headers.
+    let file = get_as(&format!("{base}/a/{id}/open/v1/files/dot.svg"), "empty").await;
     assert_eq!(header(&file, "content-type"), "image/svg+xml");
+    assert_eq!(header(&file, "access-control-allow-origin"), "*");
+    assert_eq!(header(&file, "access-control-allow-credentials"), "");
+    let framed_again = get_as(&format!("{base}{src}"), "iframe").await;
+    assert_eq!(header(&framed_again, "access-control-allow-origin"), "");
     assert_eq!(
         get(&format!("{base}/a/{id}/open/v1/files/nope.svg"))
             .await
@@ -249,6 +306,17 @@ async fn an_agent_publishes_a_page_people_comment_and_it_answers() {
         .await
         .unwrap();
     assert!(v1.contains("<h1>Tomatoes</h1>"), "{v1}");
+    // Its version links keep the access: v1 opens from v2's page.
+    let link = format!("/a/{id}?v=1&amp;access_token={TOKEN}");
+    assert!(html.contains(&link), "{html}");
+    let old = get(&format!("{base}{}", link.replace("&amp;", "&"))).await;
+    assert_eq!(old.status(), 200);
+    let old = old.text().await.unwrap();
+    assert!(
+        old.contains(&format!(r#"src="/a/{id}/{key}/v1/page""#))
+            && old.contains(&format!("/a/{id}?v=2&amp;access_token={TOKEN}")),
+        "{old}"
+    );
     // Without assets now, the page loads no files.
     let v2 = get(&format!("{base}/a/{id}/{key}/v2/page")).await;
     assert!(!header(&v2, "content-security-policy").contains("/files/"));
@@ -347,6 +415,59 @@ async fn a_person_reads_a_page_and_comments_in_a_real_browser() {
     browser
         .screenshot(&browser::screenshot_dir(), "11-artifact")
         .await;
+    let problems = browser.problems();
+    assert!(problems.is_empty(), "console problems: {problems:#?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_page_runs_only_in_its_frame_and_fetches_its_own_files_in_a_real_browser() {
+    let Some(chromium) = browser::chromium_or_skip() else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let (_server, base) = serve(dir.path()).await;
+    say(&base, "fruit", "app").await;
+    let id = pages(&base, "fruit", 1).await[0]["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    until("the page to be stored", || async {
+        get(&format!("{base}/a/{id}")).await.status() == 200
+    })
+    .await;
+    let browser = browser::Browser::launch(&chromium, 1000, 800).await;
+    // The content's URL opened in the tab: its script does not run there (it would take the
+    // tab to about:blank); the tab shows the frame page, where it runs in its frame.
+    browser.open(&format!("{base}/a/{id}/open/v1/page")).await;
+    browser
+        .wait_for(
+            "the frame page",
+            "location.href.startsWith('http') && !!document.getElementById('page')",
+        )
+        .await;
+    assert_eq!(
+        browser.eval("location.pathname + location.search").await,
+        format!("/a/{id}?v=1")
+    );
+    // In the frame, the page's script runs and reads its own file with fetch().
+    browser
+        .eval(
+            "window.said = window.said || []; \
+             window.addEventListener('message', (e) => window.said.push(String(e.data))); true",
+        )
+        .await;
+    let said = browser
+        .wait_for(
+            "the page's word from its frame",
+            "window.said.length > 0 && window.said[window.said.length - 1]",
+        )
+        .await;
+    assert_eq!(said, "fetched fig");
+    assert_eq!(
+        browser.eval("location.pathname").await,
+        format!("/a/{id}"),
+        "the frame did not take the tab elsewhere"
+    );
     let problems = browser.problems();
     assert!(problems.is_empty(), "console problems: {problems:#?}");
 }

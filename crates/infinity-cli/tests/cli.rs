@@ -327,3 +327,50 @@ fn listing_a_mistyped_store_is_an_error_and_creates_nothing() {
     assert!(err.contains("no store here"), "{err}");
     assert!(!typo.exists());
 }
+
+/// `run --store` with no tool servers waits for no tool server's late callback (its grace is
+/// for those), and its `usage:` line counts what this run used, not the whole store.
+#[test]
+fn successive_runs_on_a_store_report_their_own_usage_and_wait_no_grace() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = dir.path().join("store");
+    let agent = write(dir.path(), "a.yaml", "name: a\nmodel: script:s.yaml\n");
+    write(dir.path(), "s.yaml", "rules:\n  - reply: {text: 'ok'}\n");
+    for turn in 0..3 {
+        let started = std::time::Instant::now();
+        let out = Command::new(env!("CARGO_BIN_EXE_infinity"))
+            .args(["run", "--agent"])
+            .arg(&agent)
+            .arg("--store")
+            .arg(&store)
+            // A grace that applied would hold every run for 30 s.
+            .args(["--thread", "t", "--grace", "30", "--timeout", "60", "hi"])
+            .env_remove("ANTHROPIC_API_KEY")
+            .env_remove("OPENAI_API_KEY")
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success(), "turn {turn}: {stderr}");
+        assert!(
+            stderr.contains("usage: 1 completions"),
+            "turn {turn} ran one completion: {stderr}"
+        );
+        assert!(
+            started.elapsed() < std::time::Duration::from_secs(20),
+            "turn {turn} waited a grace with no tool servers: {:?}",
+            started.elapsed()
+        );
+    }
+}
+
+/// `serve --help` shows both ways to start it: `--agent` is not required with `--aws`.
+#[test]
+fn serve_help_shows_agent_and_aws_as_alternatives() {
+    let out = infinity(&["serve", "--help"]);
+    let help = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{help}");
+    assert!(
+        help.contains("infinity serve --agent FILE") && help.contains("infinity serve --aws"),
+        "{help}"
+    );
+}

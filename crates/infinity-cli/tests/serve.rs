@@ -24,6 +24,8 @@ struct Picker {
     base: Mutex<String>,
     callback: Mutex<Option<(String, String, String)>>, // url, group, id
     answers: Mutex<Vec<Value>>,
+    /// Results the runtime's receiver acknowledged.
+    results_delivered: Mutex<u32>,
 }
 
 async fn post_json(url: &str, body: Value) {
@@ -92,6 +94,7 @@ fn picker_app(picker: Arc<Picker>) -> Router {
                         "text": format!("picked {colour}")}),
                         )
                         .await;
+                        *p.results_delivered.lock().unwrap() += 1;
                     });
                     "ok"
                 },
@@ -351,6 +354,16 @@ async fn serve_refuses_what_it_must_and_says_why() {
             .send();
         async move { request.await.unwrap().status().as_u16() }
     };
+    // A field the route does not know is named, not ignored.
+    let typo = http
+        .post(format!("{api}/threads/typo/messages"))
+        .json(&json!({"text": "hi", "agnet": "other"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(typo.status(), 422);
+    assert!(typo.text().await.unwrap().contains("unknown field `agnet`"));
+    assert_eq!(get_json(&format!("{api}/threads/typo")).await.0, 404);
     // A closed thread takes no message: 409, not a silent 202.
     let say = |text: &'static str| {
         http.post(format!("{api}/threads/door/messages"))
@@ -573,6 +586,186 @@ async fn a_person_creates_lists_and_deletes_a_threads_schedules() {
     until("the schedule gone", || async {
         let (_, list) = get_json(&format!("{api}/threads/plants/schedules")).await;
         list.as_array().is_some_and(Vec::is_empty)
+    })
+    .await;
+}
+
+/// How many of a thread's history entries mention `text` (and not `but_not`).
+async fn entries_with(api: &str, thread: &str, text: &str, but_not: &str) -> usize {
+    let (_, history) = get_json(&format!("{api}/threads/{thread}/history")).await;
+    history
+        .as_array()
+        .map(|entries| {
+            entries
+                .iter()
+                .map(Value::to_string)
+                .filter(|e| e.contains(text) && (but_not.is_empty() || !e.contains(but_not)))
+                .count()
+        })
+        .unwrap_or(0)
+}
+
+/// Accepted means durable: every input `serve --store` acknowledged while the model was still
+/// answering (a message to a new thread and to an existing one, an answer to a tool server's
+/// question, the tool server's result callback, a schedule, an interrupt, a close) survives a
+/// `kill -9` before any of their slices committed, and each is processed once after the restart.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn inputs_acknowledged_before_a_kill_are_processed_once_after_the_restart() {
+    let (picker, dir) = picker_agent().await;
+    let fast = std::fs::read_to_string(dir.path().join("script.yaml")).unwrap();
+    let callback_port = free_port().to_string();
+    let args = [
+        "--agent",
+        "agent.yaml",
+        "--store",
+        "state",
+        "--callback-port",
+        &callback_port,
+    ];
+    let http = reqwest::Client::new();
+    let post = |api: String, path: &'static str, body: Value| {
+        let http = http.clone();
+        async move {
+            let answer = http
+                .post(format!("{api}{path}"))
+                .json(&body)
+                .send()
+                .await
+                .unwrap();
+            answer.status().as_u16()
+        }
+    };
+
+    // First life: a thread that exists, one to close later, and a tool server's open question.
+    let (server, api) = common::serve_in(dir.path(), &args).await;
+    assert_eq!(
+        post(
+            api.clone(),
+            "/threads/old/messages",
+            json!({"text": "hello"})
+        )
+        .await,
+        202
+    );
+    assert_eq!(
+        post(
+            api.clone(),
+            "/threads/closing/messages",
+            json!({"text": "hello"})
+        )
+        .await,
+        202
+    );
+    assert_eq!(
+        post(api.clone(), "/threads/p/messages", json!({"text": "pick"})).await,
+        202
+    );
+    until("the question", || async {
+        let (_, record) = get_json(&format!("{api}/threads/p")).await;
+        record["open_choices"]
+            .as_array()
+            .is_some_and(|c| !c.is_empty())
+    })
+    .await;
+    until("the first replies", || async {
+        entries_with(&api, "old", "ok", "").await == 1
+            && entries_with(&api, "closing", "ok", "").await == 1
+    })
+    .await;
+    let (_, record) = get_json(&format!("{api}/threads/p")).await;
+    let call = record["open_choices"][0]["call_id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    drop(server);
+
+    // Second life: the model takes ten minutes, and the process is killed while it thinks.
+    std::fs::write(
+        dir.path().join("script.yaml"),
+        "rules:\n  - reply: {text: \"too late\", delay_ms: 600000}\n",
+    )
+    .unwrap();
+    let (server, api) = common::serve_in(dir.path(), &args).await;
+    assert_eq!(
+        post(
+            api.clone(),
+            "/threads/new/messages",
+            json!({"text": "keep me"})
+        )
+        .await,
+        202
+    );
+    assert_eq!(
+        post(
+            api.clone(),
+            "/threads/old/messages",
+            json!({"text": "again"})
+        )
+        .await,
+        202
+    );
+    let schedule = json!({"message": "water", "cron": "0 7 * * *"});
+    let created = http
+        .post(format!("{api}/threads/old/schedules"))
+        .json(&schedule)
+        .send()
+        .await
+        .unwrap();
+    assert!(
+        created.status().is_success(),
+        "{}",
+        created.text().await.unwrap()
+    );
+    let choice = format!("{api}/threads/p/choices/{call}");
+    let answered = http
+        .post(&choice)
+        .json(&json!({"selected": 1}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(answered.status().as_u16(), 200);
+    until("the tool server's result to be acknowledged", || async {
+        *picker.results_delivered.lock().unwrap() == 1
+    })
+    .await;
+    assert_eq!(
+        post(api.clone(), "/threads/old/interrupt", json!({})).await,
+        202
+    );
+    assert_eq!(
+        post(api.clone(), "/threads/closing/close", json!({})).await,
+        202
+    );
+    let (status, _) = get_json(&format!("{api}/threads/new")).await;
+    assert_eq!(
+        status, 404,
+        "nothing of `new` may be committed before the kill"
+    );
+    drop(server); // SIGKILL
+
+    // Third life: a quick model again; everything acknowledged is there, once.
+    std::fs::write(dir.path().join("script.yaml"), fast).unwrap();
+    let (_server, api) = common::serve_in(dir.path(), &args).await;
+    until("the replayed inputs' replies", || async {
+        entries_with(&api, "new", "ok", "keep me").await == 1
+            && entries_with(&api, "p", "you picked blue", "").await == 1
+    })
+    .await;
+    assert_eq!(entries_with(&api, "new", "keep me", "").await, 1);
+    assert_eq!(entries_with(&api, "old", "again", "").await, 1);
+    assert_eq!(entries_with(&api, "old", "hello", "").await, 1);
+    assert_eq!(
+        entries_with(&api, "p", "picked blue", "you picked").await,
+        1
+    );
+    let (_, schedules) = get_json(&format!("{api}/threads/old/schedules")).await;
+    assert_eq!(schedules.as_array().map(Vec::len), Some(1), "{schedules}");
+    until("the closed thread", || async {
+        get_json(&format!("{api}/threads/closing")).await.1["status"] == "closed"
+    })
+    .await;
+    until("every replayed input to be let go", || async {
+        std::fs::read(dir.path().join("state/inbox.jsonl")).is_ok_and(|b| b.is_empty())
     })
     .await;
 }

@@ -374,3 +374,147 @@ async fn a_stack_publishes_pages_people_comment_on() {
     })
     .await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tail_for_one_thread_leaves_the_others_events_and_drops_copies() {
+    let stack = stack().await;
+    let queue = stack.env["INFINITY_OUTPUT_QUEUE_URL"].clone();
+    let sqs = stack.clients.sqs.clone();
+    let event = |id: &str, thread: &str, text: &str| {
+        json!({"id": id, "thread_id": thread, "at": "2026-01-01T00:00:00Z",
+               "type": "assistant_text", "text": text})
+        .to_string()
+    };
+    // One event of each thread, and a copy of ours (the same effect published again).
+    for body in [
+        event("fx-mine-1", "mine", "for me"),
+        event("fx-theirs-1", "theirs", "for them"),
+        event("fx-mine-1", "mine", "for me"),
+    ] {
+        sqs.send_message()
+            .queue_url(&queue)
+            .message_body(body)
+            .send()
+            .await
+            .unwrap();
+    }
+    let env = stack.env.clone();
+    let out = tokio::task::spawn_blocking(move || {
+        std::process::Command::new(env!("CARGO_BIN_EXE_infinity"))
+            .envs(env)
+            .args(["tail", "--thread", "mine", "--json", "--idle-exit", "4"])
+            .output()
+            .unwrap()
+    })
+    .await
+    .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let shown: Vec<Value> = stdout
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(shown.len(), 1, "{stdout}");
+    assert_eq!(
+        (&shown[0]["id"], &shown[0]["text"]),
+        (&json!("fx-mine-1"), &json!("for me"))
+    );
+    // The other thread's event is still there for its own reader.
+    let mut left = Vec::new();
+    for _ in 0..5 {
+        let got = sqs
+            .receive_message()
+            .queue_url(&queue)
+            .max_number_of_messages(10)
+            .wait_time_seconds(1)
+            .send()
+            .await
+            .unwrap();
+        left.extend(
+            got.messages()
+                .iter()
+                .filter_map(|m| m.body().map(str::to_owned)),
+        );
+        if !left.is_empty() {
+            break;
+        }
+    }
+    assert_eq!(left.len(), 1, "{left:#?}");
+    assert!(left[0].contains("for them"), "{left:#?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn thread_show_labels_a_notice_as_a_notice_and_an_error_as_an_error() {
+    use infinity_agent_core::commit::Commit;
+    use infinity_agent_core::history::{HistoryEntry, Item};
+    use infinity_agent_core::ids::ThreadId;
+    use infinity_agent_core::state::ThreadRecord;
+    use infinity_agent_core::store::ThreadStore;
+    let stack = stack().await;
+    let thread = ThreadId::new("noticed").unwrap();
+    let now = jiff::Timestamp::now();
+    let mut record = ThreadRecord::new(thread.clone(), "tester", None, now);
+    record.version = 1;
+    let entries: Vec<HistoryEntry> = [
+        ("A person created a schedule sch-1.", false),
+        ("The model failed for good.", true),
+    ]
+    .into_iter()
+    .enumerate()
+    .map(|(seq, (text, is_error))| HistoryEntry {
+        seq: seq as u64,
+        at: now,
+        input_id: None,
+        item: Item::Notice {
+            text: text.to_owned(),
+            is_error,
+        },
+    })
+    .collect();
+    record.history_len = entries.len() as u64;
+    let store = infinity_aws::store::DynamoThreadStore::new(
+        stack.clients.dynamodb.clone(),
+        stack.env["INFINITY_TABLE"].clone(),
+        Duration::from_secs(86_400),
+    );
+    store
+        .commit(&Commit {
+            thread_id: thread.clone(),
+            expected_version: None,
+            record,
+            new_entries: entries,
+            processed_inputs: Vec::new(),
+            effects: Vec::new(),
+        })
+        .await
+        .unwrap();
+    let env = stack.env.clone();
+    let out = tokio::task::spawn_blocking(move || {
+        std::process::Command::new(env!("CARGO_BIN_EXE_infinity"))
+            .envs(env)
+            .args(["thread", "show", "noticed"])
+            .output()
+            .unwrap()
+    })
+    .await
+    .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        stdout.contains("notice: A person created a schedule sch-1."),
+        "{stdout}"
+    );
+    assert!(!stdout.contains("ERROR: A person"), "{stdout}");
+    assert!(
+        stdout.contains("ERROR: The model failed for good."),
+        "{stdout}"
+    );
+}

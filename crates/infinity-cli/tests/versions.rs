@@ -1,7 +1,7 @@
 //! Moving a thread to another version of its stored agent, as a person does it on the embedded
 //! runtime: `infinity run --thread T --agent NAME[@VERSION] --move-to-agent`, and `serve`'s
 //! `POST /threads/{id}/agent`, with the refusals that name what was wrong; and switching the
-//! model of a thread (`POST /threads/{id}/model`).
+//! model of a thread (`POST /threads/{id}/model`) to one the deployment lists, and only those.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // test code: a failed step should stop the test
 
@@ -73,7 +73,20 @@ async fn serve_moves_a_thread_and_refuses_what_it_cannot_do() {
     std::fs::create_dir(d.join("store")).unwrap();
     save_greeter(d, "v1");
     save_greeter(d, "v2");
-    let (_server, api) = serve_in(d, &["--agent", "greeter@1", "--store", "store"]).await;
+    let (_server, api) = serve_in(
+        d,
+        &[
+            "--agent",
+            "greeter@1",
+            "--store",
+            "store",
+            "--allow-model",
+            "script:other.script.yaml",
+            "--allow-model",
+            "nosuch:model",
+        ],
+    )
+    .await;
     let http = reqwest::Client::new();
     let post = |path: String, body: serde_json::Value| {
         let http = http.clone();
@@ -147,6 +160,33 @@ async fn serve_moves_a_thread_and_refuses_what_it_cannot_do() {
     .await;
     assert_eq!(status, 400, "{text}");
     assert!(text.contains("nosuch:model"), "{text}");
+    let (_, listed) = get_json(&format!("{api}/models")).await;
+    assert_eq!(
+        listed["allowed"],
+        json!(["script:other.script.yaml", "nosuch:model"])
+    );
+    // Nothing else: not a file on the machine, not a readable YAML file next to the agent, and
+    // the refusal quotes none of them.
+    std::fs::write(d.join("secret.yaml"), "token: s3cr3t-value\nrules: []\n").unwrap();
+    for spec in [
+        "script:/etc/passwd",
+        "script:secret.yaml",
+        "script:store/callback-secret",
+        "anthropic:claude-opus-4-1",
+    ] {
+        let (status, text) =
+            post(format!("{api}/threads/t1/model"), json!({ "model": spec })).await;
+        assert_eq!(status, 400, "{spec}: {text}");
+        assert!(
+            text.contains(&format!("`{spec}` is not one")) && text.contains("--allow-model"),
+            "{spec}: {text}"
+        );
+        for secret in ["root:", "s3cr3t", "token"] {
+            assert!(!text.contains(secret), "{spec}: {text}");
+        }
+    }
+    let (_, record) = get_json(&format!("{api}/threads/t1")).await;
+    assert!(record["model"].is_null(), "{record}");
     let (status, text) = post(
         format!("{api}/threads/t1/model"),
         json!({"model": "script:other.script.yaml"}),

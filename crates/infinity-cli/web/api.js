@@ -47,6 +47,7 @@ export function createApi(token) {
 
   return {
     agents: () => request("GET", "/agents"),
+    models: () => request("GET", "/models"),
     threads: () => request("GET", "/threads"),
     record: (id) => request("GET", thread(id)),
     history: (id) => request("GET", `${thread(id)}/history`),

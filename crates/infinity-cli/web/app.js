@@ -143,6 +143,20 @@ async function showAgents() {
   $("agent-note").hidden = unique.length >= 2;
 }
 
+/**
+ * Offers the models the server lets threads switch to (`GET /models`) in the model field; the
+ * agent's own is the empty field. Anything else typed there is refused by the server.
+ */
+async function showModels() {
+  const models = await attempt("Models", () => api.models());
+  if (!models) return;
+  const allowed = models.allowed || [];
+  replace($("model-options"), allowed.map((spec) => h("option", { value: spec })));
+  $("model-choice").placeholder = allowed.length
+    ? "a listed model, empty for the agent's"
+    : "empty for the agent's (no others allowed)";
+}
+
 function newConversation() {
   const bytes = crypto.getRandomValues(new Uint8Array(8));
   const id = `web-${[...bytes].map((b) => b.toString(16).padStart(2, "0")).join("")}`;
@@ -501,4 +515,5 @@ setInterval(() => {
 }, POLL_MS);
 
 showAgents();
+showModels();
 refreshThreads().then(route);

@@ -78,14 +78,32 @@ export function ago(at, now = new Date()) {
   return date.toLocaleDateString();
 }
 
+/**
+ * `text` with the characters that would hide or reorder what a person reads shown instead:
+ * C0 controls other than tab and newline as `^[` (caret notation), DEL as `^?`, C1 controls
+ * and the bidi marks and overrides as `<U+202E>`, as the server and the CLI show them.
+ */
+export function visible(text) {
+  return String(text).replace(
+    /[\u0000-\u0008\u000b-\u001f\u007f-\u009f\u200e\u200f\u202a-\u202e\u2066-\u2069]/g,
+    (c) => {
+      const code = c.charCodeAt(0);
+      if (code < 0x20) return `^${String.fromCharCode(code + 0x40)}`;
+      if (code === 0x7f) return "^?";
+      return `<U+${code.toString(16).toUpperCase().padStart(4, "0")}>`;
+    },
+  );
+}
+
 /** JSON, indented, for people. */
 export function pretty(value) {
-  return JSON.stringify(value, null, 2);
+  return visible(JSON.stringify(value, null, 2));
 }
 
 /** A one-line preview of a value, cut to `max` characters. */
 export function preview(value, max = 80) {
   const text = typeof value === "string" ? value : JSON.stringify(value);
   if (text === undefined) return "";
-  return text.length > max ? `${text.slice(0, max - 1)}…` : text;
+  const shown = visible(text);
+  return shown.length > max ? `${shown.slice(0, max - 1)}…` : shown;
 }

@@ -1,6 +1,6 @@
 // The panels around a conversation: its thread tree, open questions, views, plan and result.
 
-import { h, replace } from "./dom.js";
+import { h, replace, visible } from "./dom.js";
 import { describeStatus, threadName } from "./status.js";
 import { renderDiff } from "./transcript.js";
 
@@ -127,7 +127,8 @@ export function renderQuestions(container, questions, onAnswer, onDismiss) {
       return h(
         "section",
         { class: "question", role: "group", "aria-labelledby": label, "data-call": question.call_id },
-        h("p", { id: label, class: "prompt" }, question.prompt),
+        // Kept as written, line by line (a command under its description), hidden characters shown.
+        h("p", { id: label, class: "prompt" }, visible(question.prompt)),
         h(
           "div",
           { class: "choices" },

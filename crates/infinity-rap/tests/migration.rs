@@ -240,6 +240,7 @@ async fn a_live_session_moves_with_its_call_in_flight_and_its_sleep() {
     // A subscription at the source: the first call's result says events will follow.
     here.system
         .send_user_message(&main(), "look it up")
+        .await
         .unwrap();
     here.settle().await;
     let watch = here_tools.invocations.lock().unwrap()[0].clone();
@@ -269,9 +270,10 @@ async fn a_live_session_moves_with_its_call_in_flight_and_its_sleep() {
     // A call in flight at the source, and then a sleep (the message moves the call on).
     here.system
         .send_user_message(&main(), "look it up")
+        .await
         .unwrap();
     here.settle().await;
-    here.system.send_user_message(&main(), "nap").unwrap();
+    here.system.send_user_message(&main(), "nap").await.unwrap();
     here.settle().await;
     let invocation = here_tools.invocations.lock().unwrap()[1].clone();
     let old_callback = invocation["callback_url"].as_str().unwrap().to_owned();
@@ -376,6 +378,7 @@ async fn a_live_session_moves_with_its_call_in_flight_and_its_sleep() {
     there
         .system
         .send_user_message(&main(), "look it up")
+        .await
         .unwrap();
     there.settle().await;
     let invocation = there_tools.invocations.lock().unwrap()[0].clone();
@@ -407,6 +410,7 @@ async fn a_live_session_moves_with_its_call_in_flight_and_its_sleep() {
     // A message posted at the old host still reaches the conversation.
     here.system
         .send_user_message(&main(), "hello again")
+        .await
         .unwrap();
     eventually("the forwarded message arrived", || async {
         there
@@ -458,6 +462,7 @@ async fn a_move_that_cannot_complete_leaves_the_session_running_where_it_was() {
     let there = start_runtime(&tools, b"the destination's own secret, also 32+ bytes").await;
     here.system
         .send_user_message(&main(), "look it up")
+        .await
         .unwrap();
     here.settle().await;
 
@@ -475,7 +480,7 @@ async fn a_move_that_cannot_complete_leaves_the_session_running_where_it_was() {
     assert!(there.system.record(&main()).await.unwrap().is_none());
 
     // The destination already has a thread by that id: the import fails, the source runs on.
-    there.system.send_user_message(&main(), "hi").unwrap();
+    there.system.send_user_message(&main(), "hi").await.unwrap();
     there.settle().await;
     let request = StartRequest {
         to: there.receiver.clone(),
@@ -492,6 +497,7 @@ async fn a_move_that_cannot_complete_leaves_the_session_running_where_it_was() {
     assert!(record.migration.is_none() && record.held.is_empty());
     here.system
         .send_user_message(&main(), "still here?")
+        .await
         .unwrap();
     here.settle().await;
     assert_eq!(
@@ -507,6 +513,7 @@ async fn a_move_whose_last_step_did_not_reach_the_source_is_finished_later() {
     let there = start_runtime(&tools, b"the destination's own secret, also 32+ bytes").await;
     here.system
         .send_user_message(&main(), "look it up")
+        .await
         .unwrap();
     here.settle().await;
     let (source, destination) = (here.host(), there.host());
@@ -520,6 +527,7 @@ async fn a_move_whose_last_step_did_not_reach_the_source_is_finished_later() {
     // Meanwhile a message reaches the old host: held, not lost.
     here.system
         .send_user_message(&main(), "are you moving?")
+        .await
         .unwrap();
     here.settle().await;
     let held = here.system.record(&main()).await.unwrap().unwrap();

@@ -239,6 +239,7 @@ async fn a_server_error_is_retried_and_the_signed_callback_delivers_the_result()
     let mut rt = start(&fake).await;
     rt.system
         .send_user_message(&thread(), "look it up")
+        .await
         .unwrap();
     rt.settle().await;
     assert_eq!(fake.attempts.load(Ordering::SeqCst), 2);
@@ -312,6 +313,7 @@ async fn a_refused_invocation_is_not_retried_and_becomes_an_error_result() {
         let mut rt = start(&fake).await;
         rt.system
             .send_user_message(&thread(), "look it up")
+            .await
             .unwrap();
         rt.settle().await;
         assert_eq!(fake.attempts.load(Ordering::SeqCst), 1, "{refusal}");
@@ -330,6 +332,7 @@ async fn oauth_user_choice_and_view_update_reach_the_thread() {
     let mut rt = start(&fake).await;
     rt.system
         .send_user_message(&thread(), "look it up")
+        .await
         .unwrap();
     rt.settle().await;
     let invocation = fake.invocations.lock().unwrap()[0].clone();
@@ -412,6 +415,7 @@ async fn a_callback_the_runtime_refuses_gives_its_call_an_error_result() {
         let mut rt = start(&fake).await;
         rt.system
             .send_user_message(&thread(), "look it up")
+            .await
             .unwrap();
         rt.settle().await;
         let invocation = fake.invocations.lock().unwrap()[0].clone();
@@ -450,6 +454,7 @@ async fn identical_events_are_distinct_and_a_keyed_retry_counts_once() {
     let mut rt = start(&fake).await;
     rt.system
         .send_user_message(&thread(), "look it up")
+        .await
         .unwrap();
     rt.settle().await;
     let invocation = fake.invocations.lock().unwrap()[0].clone();
@@ -518,6 +523,7 @@ async fn a_turns_invocations_go_out_together() {
     let mut rt = start(&fake).await;
     rt.system
         .send_user_message(&thread(), "two at once")
+        .await
         .unwrap();
     rt.settle().await;
     let invoked: Vec<Value> = fake
@@ -541,6 +547,7 @@ async fn an_interrupt_cancels_the_call_and_drops_its_late_result() {
     let mut rt = start(&fake).await;
     rt.system
         .send_user_message(&thread(), "look it up")
+        .await
         .unwrap();
     rt.settle().await;
     let invocation = fake.invocations.lock().unwrap()[0].clone();
@@ -581,6 +588,7 @@ async fn a_call_past_its_servers_deadline_gets_an_error_result_and_a_cancel() {
     let mut rt = start_with_config(&fake, "deadline: 1s").await;
     rt.system
         .send_user_message(&thread(), "look it up")
+        .await
         .unwrap();
     let started = std::time::Instant::now();
     // (Settling waits for the deadline's timer too.)
@@ -609,6 +617,7 @@ async fn a_bearer_token_goes_with_discovery_and_invocations() {
     let mut rt = start_with(&fake, "{bearer_env: INFINITY_TEST_LOOKUP_TOKEN}").await;
     rt.system
         .send_user_message(&thread(), "look it up")
+        .await
         .unwrap();
     rt.settle().await;
     let seen = fake.authorization.lock().unwrap().clone();
@@ -626,6 +635,7 @@ async fn a_bearer_token_goes_with_discovery_and_invocations() {
     let mut rt = start(&plain).await;
     rt.system
         .send_user_message(&thread(), "look it up")
+        .await
         .unwrap();
     rt.settle().await;
     assert!(plain

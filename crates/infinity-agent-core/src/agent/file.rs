@@ -239,6 +239,10 @@ impl AgentFile {
                 return Err(invalid("agents", format!("`{agent}` is listed twice")));
             }
         }
+        for (n, rule) in file.remote_allow.iter().enumerate() {
+            rule.check()
+                .map_err(|why| invalid("remote_allow", format!("rule {}: {why}", n + 1)))?;
+        }
         if let Some(schema) = &file.output_schema {
             jsonschema::validator_for(schema)
                 .map_err(|e| invalid("output_schema", format!("not a valid JSON Schema: {e}")))?;

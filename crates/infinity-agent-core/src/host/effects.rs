@@ -83,6 +83,18 @@ pub trait EffectPerformer: Send + Sync {
     /// Shows output events, in order.
     async fn output(&self, events: &[&OutputEvent]) -> Result<(), OutputError>;
 
+    /// Shows the output events of outbox effects, in order, each with the id of the effect that
+    /// carries it. An effect performed again (after a crash) has the same id, so a host whose
+    /// readers may see an event twice (a queue) publishes the id with the event as their
+    /// deduplication key; by default the ids are left out ([`EffectPerformer::output`]).
+    async fn output_effects(
+        &self,
+        events: &[(&EffectId, &OutputEvent)],
+    ) -> Result<(), OutputError> {
+        let events: Vec<&OutputEvent> = events.iter().map(|(_, event)| *event).collect();
+        self.output(&events).await
+    }
+
     /// The host's client for tool servers (`None`: it has none, and calls of tools that run
     /// elsewhere get an error result).
     fn tool_dispatcher(&self) -> Option<&dyn ToolDispatcher> {
@@ -167,17 +179,17 @@ pub async fn perform_effects(
     let total = effects.len();
     let mut done = Vec::with_capacity(total);
     let mut failures: Vec<EffectFailure> = Vec::new();
-    let outputs: Vec<&OutputEvent> = effects
+    let outputs: Vec<(&EffectId, &OutputEvent)> = effects
         .iter()
         .filter_map(|e| match &e.effect {
-            Effect::Output { event } => Some(event),
+            Effect::Output { event } => Some((&e.id, event)),
             _ => None,
         })
         .collect();
     let outputs_shown = if outputs.is_empty() {
         Ok(())
     } else {
-        performer.output(&outputs).await
+        performer.output_effects(&outputs).await
     };
     let from = |id: &EffectId| EffectRef {
         thread_id: thread_id.clone(),

@@ -20,7 +20,7 @@ use std::time::{Duration, Instant};
 pub use crate::effect::LibraryOp;
 use crate::knowledge::{Knowledge, KnowledgeStore, KnowledgeStoreError};
 use catalog::{Catalog, CatalogSource};
-pub use models::ModelSource;
+pub use models::{AllowedModels, ModelSource, ALLOWED_MODELS_VAR};
 use remotes::{RemoteDirectory, RemoteInfo};
 
 /// How stale a host's copy of the meta catalog may get: agents saved and servers changed
@@ -161,14 +161,19 @@ impl Library {
             .clone()
     }
 
-    /// Makes the models people switch threads to with `source`.
-    pub fn with_models(mut self, source: Arc<dyn ModelSource>) -> Self {
-        self.models = Some(models::ModelShelf::new(source));
+    /// Makes the models people switch threads to with `source`, those `allowed` lists only.
+    pub fn with_models(mut self, source: Arc<dyn ModelSource>, allowed: AllowedModels) -> Self {
+        self.models = Some(models::ModelShelf::new(source, allowed));
         self
     }
 
-    /// Makes the model `spec` names ready for [`Library::model`], if it is not yet. An error
-    /// says why this host cannot use it.
+    /// The models people may switch this host's threads to (`None`: it switches none).
+    pub fn allowed_models(&self) -> Option<&AllowedModels> {
+        self.models.as_ref().map(models::ModelShelf::allowed)
+    }
+
+    /// Makes the model `spec` names ready for [`Library::model`], if it is not yet and the
+    /// allowed list has it. An error says why this host cannot use it.
     pub async fn prepare_model(&self, spec: &str) -> Result<(), String> {
         match &self.models {
             Some(shelf) => shelf.prepare(spec).await,

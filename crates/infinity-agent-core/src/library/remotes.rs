@@ -60,6 +60,10 @@ pub enum Order {
         run_id: String,
         /// The command line.
         command: String,
+        /// The call's one-line summary, for the remote's log (empty when the call gave none, or
+        /// the hub is older).
+        #[serde(default, skip_serializing_if = "String::is_empty")]
+        description: String,
         /// When to kill it.
         timeout_seconds: u64,
     },
@@ -146,6 +150,10 @@ pub struct ExecCall {
     pub timeout_seconds: u64,
     /// True when an allow rule covers it (no question).
     pub approved: bool,
+    /// Why no rule covers it (shown in the question; empty when approved, or stored by an
+    /// older version).
+    #[serde(default)]
+    pub asks: String,
 }
 
 impl ExecCall {
@@ -165,21 +173,42 @@ impl ExecCall {
                 .as_u64()
                 .unwrap_or(DEFAULT_TIMEOUT_SECONDS),
             approved: args["approved"].as_bool() == Some(true),
+            asks: text("asks"),
         }
     }
 
     /// The question a person is asked before the command runs; `response_url` takes the
-    /// answer.
+    /// answer. The description (the model's words) and the command (exactly what `sh -c` gets)
+    /// are on lines of their own, each labelled, so neither can pass for the other; hidden
+    /// characters are shown in visible form ([`crate::text::visible`]) and the command's lines
+    /// are indented, so no line of it can pass for the prompt's own.
     pub fn question(&self, response_url: String) -> Input {
-        let name = &self.remote_name;
-        let prompt = if self.description.is_empty() {
-            format!("Run this command on the remote {name}?\n\n{}", self.command)
-        } else {
-            format!(
-                "Run this command on the remote {name}? {}\n\n{}",
-                self.description, self.command
-            )
-        };
+        use crate::text::visible;
+        let mut prompt = format!(
+            "Run this command on the remote {}?\nDescription (the agent's words): {}\nCommand \
+             (exactly what runs):\n",
+            visible(&self.remote_name),
+            if self.description.is_empty() {
+                "(none given)".into()
+            } else {
+                visible(&self.description)
+            }
+        );
+        for line in visible(&self.command).split('\n') {
+            prompt.push_str("    ");
+            prompt.push_str(line);
+            prompt.push('\n');
+        }
+        if self.command.chars().any(crate::text::is_hidden) {
+            prompt.push_str(
+                "(It has control characters, shown as ^X, ^? or <U+XXXX>; they are sent as they \
+                 are.)\n",
+            );
+        }
+        if !self.asks.is_empty() {
+            prompt.push_str(&format!("Asked because {}.", visible(&self.asks)));
+        }
+        let prompt = prompt.trim_end().to_owned();
         Input {
             id: InputId::derived(self.call.as_str(), "approval"),
             thread_id: self.thread.clone(),
@@ -268,6 +297,48 @@ pub fn tail(text: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_question_shows_the_description_and_the_command_apart_with_controls_visible() {
+        let call = ExecCall {
+            thread: ThreadId::new("t").unwrap(),
+            call: CallId::new("c").unwrap(),
+            remote_id: "rm-1".to_owned(),
+            remote_name: "Laptop".to_owned(),
+            command: "echo spoofed > F \u{1b}[2K\rgit status\nls".to_owned(),
+            description: "shows the status".to_owned(),
+            timeout_seconds: 60,
+            approved: false,
+            asks: "`echo spoofed` has the redirection `> F`".to_owned(),
+        };
+        let InputBody::UserChoiceRequest { prompt, .. } = call.question("http://x".to_owned()).body
+        else {
+            panic!("not a question");
+        };
+        assert_eq!(
+            prompt,
+            "Run this command on the remote Laptop?\n\
+             Description (the agent's words): shows the status\n\
+             Command (exactly what runs):\n\
+             \x20   echo spoofed > F ^[[2K^Mgit status\n\
+             \x20   ls\n\
+             (It has control characters, shown as ^X, ^? or <U+XXXX>; they are sent as they are.)\n\
+             Asked because `echo spoofed` has the redirection `> F`."
+        );
+        let plain = ExecCall {
+            command: "ls".to_owned(),
+            description: String::new(),
+            asks: String::new(),
+            ..call
+        };
+        let InputBody::UserChoiceRequest { prompt, .. } = plain.question(String::new()).body else {
+            panic!("not a question");
+        };
+        assert!(
+            prompt.ends_with("(none given)\nCommand (exactly what runs):\n    ls"),
+            "{prompt}"
+        );
+    }
 
     #[test]
     fn results_keep_the_end_of_long_output_and_name_how_a_run_ended() {

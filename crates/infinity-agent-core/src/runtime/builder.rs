@@ -153,8 +153,8 @@ impl AgentSystemBuilder {
         self
     }
 
-    /// Builds the system, recovers the store's outboxes (re-sending inputs, re-arming timers) and
-    /// starts it on the current tokio runtime. Afterwards inputs may be sent from any thread.
+    /// Builds the system, recovers the store's outboxes (re-sending inputs, re-arming timers),
+    /// replays the inputs its inbox still holds (accepted, not yet handled) and starts it on the current tokio runtime. Afterwards inputs may be sent from any thread.
     pub async fn build(self) -> Result<AgentSystem, BuildError> {
         let default_agent = match (self.default_agent, self.agents.first()) {
             (Some(name), _) => name,
@@ -250,6 +250,15 @@ impl AgentSystemBuilder {
             if let Err(err) = performed {
                 tracing::warn!(%err, "recovered effects not all performed; they stay in the outbox");
             }
+        }
+        // Inputs accepted before a stop whose threads had not handled them; those a thread had
+        // committed are dropped there as already processed.
+        let accepted = inner.store.inbox().await?;
+        if !accepted.is_empty() {
+            tracing::info!(inputs = accepted.len(), "replaying the inbox");
+        }
+        for input in accepted {
+            inner.route(input);
         }
         Ok(AgentSystem { inner })
     }

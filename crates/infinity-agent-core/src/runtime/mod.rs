@@ -31,7 +31,7 @@
 //!     .await?;
 //! let mut events = system.subscribe();
 //! let thread = ThreadId::new("main")?;
-//! system.send_user_message(&thread, "hi")?;
+//! system.send_user_message(&thread, "hi").await?;
 //! assert!(matches!(system.wait_idle(None).await, WaitOutcome::Idle { .. }));
 //! let mut texts = Vec::new();
 //! while let Ok(event) = events.try_recv() {
@@ -154,22 +154,35 @@ impl fmt::Debug for AgentSystem {
 }
 
 impl AgentSystem {
-    /// Puts an input on its thread's queue.
+    /// Puts an input on its thread's queue as it is, without keeping it in the store's inbox:
+    /// for inputs whose sender keeps them until their thread has handled them (an outbox, a
+    /// test). An input from outside (a person, a tool server, a remote machine) goes through
+    /// [`AgentSystem::accept`], which makes it durable first.
     pub fn send(&self, input: Input) {
         self.inner.route(input);
     }
 
+    /// Makes `input` durable in the store's inbox, then puts it on its thread's queue: once this
+    /// returns, a crash before the thread commits the input loses nothing (the inbox is replayed
+    /// when the runtime starts again, and the thread's markers drop an input it had committed).
+    /// Every front door acknowledges an input only after this returned.
+    pub async fn accept(&self, input: Input) -> Result<InputId, PostError> {
+        let id = input.id.clone();
+        self.inner.store.accept(&input).await?;
+        self.inner.route(input);
+        Ok(id)
+    }
+
     /// Sends a user message to `thread_id` (creating the thread with the default agent if it
-    /// does not exist) and returns the input's id.
-    pub fn send_user_message(
+    /// does not exist) and returns the input's id once the message is durable (see
+    /// [`AgentSystem::accept`]).
+    pub async fn send_user_message(
         &self,
         thread_id: &ThreadId,
         text: impl Into<String>,
-    ) -> Result<InputId, SendError> {
-        let input = Input::user_message(thread_id.clone(), text);
-        let id = input.id.clone();
-        self.inner.route(input);
-        Ok(id)
+    ) -> Result<InputId, PostError> {
+        self.accept(Input::user_message(thread_id.clone(), text))
+            .await
     }
 
     /// A stream of every output event from now on.
@@ -313,7 +326,8 @@ struct Inner {
 const MAX_ATTEMPTS: u32 = 5;
 
 /// The embedded runtime as an input queue, for code outside it that delivers inputs (the RAP
-/// callback receiver).
+/// callback receiver): each input is made durable before the call returns
+/// ([`AgentSystem::accept`]).
 #[async_trait]
 impl InputSender for AgentSystem {
     async fn send_to_input_queue(
@@ -322,31 +336,20 @@ impl InputSender for AgentSystem {
         group_id: &ThreadId,
         dedup_id: &InputId,
     ) -> Result<(), SendError> {
-        self.inner
-            .send_to_input_queue(message, group_id, dedup_id)
-            .await
-    }
-}
-
-#[async_trait]
-impl InputSender for Inner {
-    async fn send_to_input_queue(
-        &self,
-        message: &Input,
-        group_id: &ThreadId,
-        dedup_id: &InputId,
-    ) -> Result<(), SendError> {
+        let refused = |reason: String| SendError {
+            input_id: message.id.clone(),
+            thread_id: message.thread_id.clone(),
+            reason,
+        };
         if &message.thread_id != group_id || &message.id != dedup_id {
-            return Err(SendError {
-                input_id: message.id.clone(),
-                thread_id: message.thread_id.clone(),
-                reason: format!(
-                    "group {group_id} / dedup id {dedup_id} disagree with the input's thread and id"
-                ),
-            });
+            return Err(refused(format!(
+                "group {group_id} / dedup id {dedup_id} disagree with the input's thread and id"
+            )));
         }
-        self.route(message.clone());
-        Ok(())
+        self.accept(message.clone())
+            .await
+            .map(|_| ())
+            .map_err(|e| refused(e.to_string()))
     }
 }
 
@@ -469,6 +472,11 @@ impl Inner {
         let slice = run_slice(&host, thread_id, inputs, self.clock.now(), &mut fresh_ids);
         let report = Box::pin(slice).await?;
         self.ack(&ids).await;
+        // Handled (committed, or dropped with a reason): the inbox need not keep them. Should
+        // this fail, they are replayed at the next start and dropped there as processed.
+        if let Err(err) = self.store.release(&ids).await {
+            tracing::warn!(thread = %thread_id, %err, "could not release handled inputs from the inbox");
+        }
         if let Err(err) = report.effects {
             tracing::warn!(%err, "effects not all performed; they stay in the outbox");
         }

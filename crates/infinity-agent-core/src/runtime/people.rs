@@ -10,6 +10,7 @@ use super::{AgentSystem, PostError};
 use crate::catalog::AgentCatalog;
 use crate::ids::{InputId, ThreadId};
 use crate::input::{Input, InputBody};
+use crate::library::AllowedModels;
 use crate::state::{ThreadRecord, ThreadStatus};
 use crate::store::ThreadStore;
 
@@ -32,8 +33,20 @@ pub trait Front: Send + Sync {
     async fn ready_agent(&self, agent: &str) -> Result<(), PostError>;
 
     /// Makes the model `spec` (`PROVIDER:MODEL`) ready for the thread's completions, or says why
-    /// this host cannot make it ([`PostError::BadModel`]).
+    /// this host cannot make it ([`PostError::BadModel`]). Only asked for a spec
+    /// [`Front::allowed_models`] lists.
     async fn ready_model(&self, spec: &str) -> Result<(), PostError>;
+
+    /// The models people may switch this host's threads to, besides each thread's agent's own
+    /// (empty: none).
+    fn allowed_models(&self) -> AllowedModels;
+
+    /// The model the thread's agent runs, as `PROVIDER:MODEL`, when this host can tell: naming it
+    /// is allowed whatever the list says (it is the same as going back to the agent's model).
+    async fn agent_model(&self, record: &ThreadRecord) -> Option<String> {
+        let _ = record;
+        None
+    }
 
     /// The host's time (a recurring schedule's next occurrences count from it).
     fn now(&self) -> jiff::Timestamp;
@@ -156,25 +169,30 @@ pub trait Front: Send + Sync {
     }
 
     /// Switches the model `thread_id`'s completions use to `model` (`PROVIDER:MODEL`, as an agent
-    /// file names one), from its next completion on; `None` goes back to its agent's model.
-    /// Refused for an unknown or closed thread and a model this host cannot make
-    /// ([`PostError::BadModel`], saying why).
+    /// file names one), from its next completion on; `None`, or the agent's own model named,
+    /// goes back to its agent's model. Refused for an unknown or closed thread, a model the
+    /// deployment does not list ([`Front::allowed_models`]: refused on the spec's text, nothing
+    /// it names is read) and a model this host cannot make ([`PostError::BadModel`], saying
+    /// why).
     async fn use_model(
         &self,
         thread_id: &ThreadId,
         model: Option<&str>,
     ) -> Result<InputId, PostError> {
-        self.open_record(thread_id).await?;
-        if let Some(spec) = model {
-            self.ready_model(spec).await?;
-        }
-        self.post(Input::new(
-            thread_id.clone(),
-            InputBody::UseModel {
-                model: model.map(str::to_owned),
-            },
-        ))
-        .await
+        let record = self.open_record(thread_id).await?;
+        let model = match model {
+            Some(spec) if self.agent_model(&record).await.as_deref() == Some(spec) => None,
+            Some(spec) => {
+                self.allowed_models()
+                    .check(spec)
+                    .map_err(PostError::BadModel)?;
+                self.ready_model(spec).await?;
+                Some(spec.to_owned())
+            }
+            None => None,
+        };
+        self.post(Input::new(thread_id.clone(), InputBody::UseModel { model }))
+            .await
     }
 
     /// Creates a recurring schedule on the thread, as its `schedule_create` tool would from
@@ -234,7 +252,8 @@ pub trait Front: Send + Sync {
     }
 }
 
-/// The embedded runtime's front: inputs go straight to the thread's worker.
+/// The embedded runtime's front: inputs are made durable in the store's inbox, then go to the
+/// thread's worker ([`AgentSystem::accept`]).
 #[async_trait]
 impl Front for AgentSystem {
     fn threads(&self) -> &dyn ThreadStore {
@@ -274,14 +293,26 @@ impl Front for AgentSystem {
             .map_err(|why| PostError::BadModel(format!("cannot use the model `{spec}`: {why}")))
     }
 
+    fn allowed_models(&self) -> AllowedModels {
+        self.inner
+            .library
+            .as_ref()
+            .and_then(|library| library.allowed_models())
+            .cloned()
+            .unwrap_or_default()
+    }
+
+    async fn agent_model(&self, record: &ThreadRecord) -> Option<String> {
+        let agent = self.inner.agents.agent(&record.agent)?;
+        Some(agent.model.name().to_owned())
+    }
+
     fn now(&self) -> jiff::Timestamp {
         self.inner.clock.now()
     }
 
     async fn post(&self, input: Input) -> Result<InputId, PostError> {
-        let id = input.id.clone();
-        self.inner.route(input);
-        Ok(id)
+        self.accept(input).await
     }
 }
 

@@ -34,3 +34,11 @@ pub struct Schedule {
     /// The occurrence armed now.
     pub next: Timestamp,
 }
+
+impl Schedule {
+    /// The id of the timer input of the occurrence armed now: derived from the schedule and
+    /// the occurrence, so a host can find (and cancel) the timer it holds for it.
+    pub fn next_input_id(&self) -> crate::ids::InputId {
+        crate::ids::InputId::derived(&self.id, &self.next.as_second().to_string())
+    }
+}

@@ -20,6 +20,9 @@
 //!   and a torn last one is ignored: the effect is then performed again, which receivers
 //!   deduplicate).
 //!
+//! Beside the threads, `DIR/inbox.jsonl` keeps the inputs front doors accepted until their
+//! threads have handled them ([`ThreadStore::accept`], `file/inbox.rs`).
+//!
 //! A commit writes what it adds, plus a `state.json` of constant size: writes per commit do not
 //! grow with the history, the children or the outbox. The threads used lately are also kept in
 //! memory, so their reads never touch the disk; the others are put away (`file/resident.rs`) and
@@ -37,6 +40,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
 
+mod inbox;
 mod io;
 mod resident;
 
@@ -46,6 +50,7 @@ use crate::commit::Commit;
 use crate::effect::PendingEffect;
 use crate::history::HistoryEntry;
 use crate::ids::{EffectId, InputId, ThreadId};
+use crate::input::Input;
 use crate::state::{ChildLink, ThreadRecord};
 use io::{
     committed, corrupt, io_err, json_lines, parse_lines, read_all, replace_state, sync_dir,
@@ -126,8 +131,39 @@ pub struct FileStore {
     root: PathBuf,
     inner: Arc<Mutex<Inner>>,
     /// The held lock (`None`: opened read-only).
-    lock: Option<Arc<File>>,
+    lock: Option<Arc<HeldLock>>,
+    /// The accepted inputs not yet handled (`None`: opened read-only).
+    inbox: Option<Arc<Mutex<inbox::Inbox>>>,
 }
+
+/// A store folder's lock, held while any clone of its [`FileStore`] lives.
+#[derive(Debug)]
+struct HeldLock {
+    file: File,
+    /// The folder, canonical: its entry in [`lock_held`].
+    key: PathBuf,
+}
+
+impl Drop for HeldLock {
+    fn drop(&mut self) {
+        lock_held().remove(&self.key);
+    }
+}
+
+/// The store folders this process holds. The file lock alone cannot tell: a child process shares
+/// the lock while it starts (see [`FileStore::open`]), and a second open in this process must be
+/// refused at once whatever the platform's lock does within one process.
+fn lock_held() -> MutexGuard<'static, HashSet<PathBuf>> {
+    static HELD: std::sync::OnceLock<Mutex<HashSet<PathBuf>>> = std::sync::OnceLock::new();
+    HELD.get_or_init(Mutex::default)
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+/// How long a lock held only through this process's own open files (a child process starting)
+/// is waited for before it counts as held, and how often it is tried meanwhile.
+const INHERITED_LOCK_WAIT: std::time::Duration = std::time::Duration::from_secs(10);
+const INHERITED_LOCK_POLL: std::time::Duration = std::time::Duration::from_millis(20);
 
 /// Who holds a store's lock, as written in the lock file.
 fn holder_note() -> String {
@@ -240,7 +276,12 @@ fn load_thread(dir: &Path) -> Result<(ThreadData, OnDisk), StoreError> {
 
 impl FileStore {
     /// Opens (or creates) a store in `root`, taking its lock, and loads it. Fails with
-    /// [`StoreError::Locked`], naming the holder, when another process has it open.
+    /// [`StoreError::Locked`], naming the holder, when another process (or another store in
+    /// this process) has it open.
+    ///
+    /// A child process this process starts shares its open files, the lock's among them, until
+    /// it runs its program; a lock that names this process while none of its stores holds the
+    /// folder is such a moment, and is waited out (up to 10 s) rather than refused.
     pub fn open(root: impl Into<PathBuf>) -> Result<Self, StoreError> {
         Self::open_with(root.into(), None::<fn(&str)>)
     }
@@ -270,6 +311,7 @@ impl FileStore {
     fn open_with(root: PathBuf, waiting: Option<impl FnOnce(&str)>) -> Result<Self, StoreError> {
         fs::create_dir_all(root.join("threads")).map_err(|e| io_err(&root, e))?;
         let lock_path = root.join("lock");
+        let key = fs::canonicalize(&root).map_err(|e| io_err(&root, e))?;
         let mut file = OpenOptions::new()
             .read(true)
             .write(true)
@@ -277,36 +319,68 @@ impl FileStore {
             .truncate(false)
             .open(&lock_path)
             .map_err(|e| io_err(&lock_path, e))?;
-        match file.try_lock() {
-            Ok(()) => {}
-            Err(fs::TryLockError::WouldBlock) => {
-                let mut holder = String::new();
-                let _ = file.read_to_string(&mut holder);
-                let holder = holder.trim().to_owned();
-                match waiting {
-                    None => {
-                        return Err(StoreError::Locked {
-                            path: root.display().to_string(),
-                            holder,
-                        })
+        let mut waiting = waiting;
+        let mut retried = std::time::Duration::ZERO;
+        loop {
+            // This process holds the folder: refused (or waited for) like another process.
+            let ours = lock_held().contains(&key);
+            let attempt = match ours {
+                true => Err(fs::TryLockError::WouldBlock),
+                false => file.try_lock(),
+            };
+            match attempt {
+                Ok(()) => break,
+                Err(fs::TryLockError::WouldBlock) => {
+                    let mut holder = String::new();
+                    let _ = file.seek(SeekFrom::Start(0));
+                    let _ = file.read_to_string(&mut holder);
+                    let holder = holder.trim().to_owned();
+                    // The lock names this process but no store of it holds the folder: a child
+                    // process this one is starting shares its open files until it runs its
+                    // program (which closes them), or a store is being dropped on another
+                    // thread. Either lets go within moments.
+                    let own_note = holder.starts_with(&format!("process {} ", std::process::id()));
+                    if !ours && own_note && retried < INHERITED_LOCK_WAIT {
+                        std::thread::sleep(INHERITED_LOCK_POLL);
+                        retried += INHERITED_LOCK_POLL;
+                        continue;
                     }
-                    Some(waiting) => {
-                        waiting(&holder);
-                        file.lock().map_err(|e| io_err(&lock_path, e))?;
+                    match waiting.take() {
+                        None => {
+                            return Err(StoreError::Locked {
+                                path: root.display().to_string(),
+                                holder,
+                            })
+                        }
+                        Some(waiting) => {
+                            waiting(&holder);
+                            if ours {
+                                // A lock this process holds cannot be waited for on its file.
+                                while lock_held().contains(&key) {
+                                    std::thread::sleep(INHERITED_LOCK_POLL);
+                                }
+                                continue;
+                            }
+                            file.lock().map_err(|e| io_err(&lock_path, e))?;
+                            break;
+                        }
                     }
                 }
+                Err(fs::TryLockError::Error(e)) => return Err(io_err(&lock_path, e)),
             }
-            Err(fs::TryLockError::Error(e)) => return Err(io_err(&lock_path, e)),
         }
+        lock_held().insert(key.clone());
+        let held = HeldLock { file, key };
+        let mut file = &held.file;
         file.set_len(0).map_err(|e| io_err(&lock_path, e))?;
         file.seek(SeekFrom::Start(0))
             .map_err(|e| io_err(&lock_path, e))?;
         file.write_all(holder_note().as_bytes())
             .map_err(|e| io_err(&lock_path, e))?;
-        Self::load(root, Some(Arc::new(file)))
+        Self::load(root, Some(Arc::new(held)))
     }
 
-    fn load(root: PathBuf, lock: Option<Arc<File>>) -> Result<Self, StoreError> {
+    fn load(root: PathBuf, lock: Option<Arc<HeldLock>>) -> Result<Self, StoreError> {
         let threads_dir = root.join("threads");
         let mut inner = Inner::default();
         let mut loaded = Vec::new();
@@ -338,10 +412,15 @@ impl FileStore {
             inner.threads.by_id.insert(id, data);
         }
         inner.put_away_beyond(resident::RESIDENT_THREADS);
+        let inbox = match lock {
+            Some(_) => Some(Arc::new(Mutex::new(inbox::Inbox::open(&root)?))),
+            None => None,
+        };
         Ok(Self {
             root,
             inner: Arc::new(Mutex::new(inner)),
             lock,
+            inbox,
         })
     }
 
@@ -637,6 +716,36 @@ impl ThreadStore for FileStore {
     async fn thread_ids(&self) -> Result<Vec<ThreadId>, StoreError> {
         Ok(self.lock_inner().threads.order.clone())
     }
+
+    async fn accept(&self, input: &Input) -> Result<(), StoreError> {
+        match &self.inbox {
+            Some(inbox) => lock_inbox(inbox).accept(input),
+            None => Err(StoreError::Unavailable(format!(
+                "{}: opened read-only",
+                self.root.display()
+            ))),
+        }
+    }
+
+    async fn inbox(&self) -> Result<Vec<Input>, StoreError> {
+        match &self.inbox {
+            Some(inbox) => Ok(lock_inbox(inbox).pending()),
+            None => Ok(inbox::Inbox::read(&self.root)?.pending()),
+        }
+    }
+
+    async fn release(&self, input_ids: &[InputId]) -> Result<(), StoreError> {
+        match &self.inbox {
+            Some(inbox) => lock_inbox(inbox).release(input_ids),
+            None => Ok(()),
+        }
+    }
+}
+
+fn lock_inbox(inbox: &Mutex<inbox::Inbox>) -> MutexGuard<'_, inbox::Inbox> {
+    inbox
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 /// Rewrites a version 1 thread's `state.json` (its outbox inline) after effects were done.

@@ -38,6 +38,7 @@ use crate::commit::Commit;
 use crate::effect::PendingEffect;
 use crate::history::HistoryEntry;
 use crate::ids::{EffectId, InputId, ThreadId};
+use crate::input::Input;
 use crate::state::ThreadRecord;
 
 /// Why a store operation failed.
@@ -188,6 +189,32 @@ pub trait ThreadStore: Send + Sync + std::fmt::Debug {
 
     /// The ids of all threads, in creation order where the store knows it.
     async fn thread_ids(&self) -> Result<Vec<ThreadId>, StoreError>;
+
+    /// Keeps an input a front door accepted (the inbox) until its thread has handled it
+    /// ([`ThreadStore::release`]); returns once the input is durable. A door acknowledges an
+    /// input only after this returned, and a host replays [`ThreadStore::inbox`] when it
+    /// starts, so a crash before the thread commits the input loses nothing; the thread's
+    /// processed-input markers drop a replayed input it had committed. Accepting an input
+    /// already kept keeps it once.
+    ///
+    /// By default nothing is kept: for a store whose inputs reach the host through a durable
+    /// queue of their own (SQS on AWS), or that keeps nothing across a restart (memory).
+    async fn accept(&self, input: &Input) -> Result<(), StoreError> {
+        let _ = input;
+        Ok(())
+    }
+
+    /// The inputs accepted and not released, oldest first (see [`ThreadStore::accept`]).
+    async fn inbox(&self) -> Result<Vec<Input>, StoreError> {
+        Ok(Vec::new())
+    }
+
+    /// Forgets accepted inputs whose threads have handled them (committed them, or dropped them
+    /// with a reason). Ids never accepted are ignored.
+    async fn release(&self, input_ids: &[InputId]) -> Result<(), StoreError> {
+        let _ = input_ids;
+        Ok(())
+    }
 
     /// Writes a thread moved here from another host: its record (written as it is), the history
     /// entries this store lacks (`entries`, from the first seq it lacks) and the effects that arm

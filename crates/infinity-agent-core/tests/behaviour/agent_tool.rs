@@ -221,7 +221,10 @@ async fn the_limit_counts_every_thread_of_the_conversation() {
 #[tokio::test(start_paused = true)]
 async fn a_child_delegation_is_counted_on_the_root_until_it_returns() {
     let mut h = start().await;
-    h.system.send_user_message(&tid("main"), "proxy").unwrap();
+    h.system
+        .send_user_message(&tid("main"), "proxy")
+        .await
+        .unwrap();
     // Run a little: the child delegated a nap that lasts a minute.
     h.run_for(10).await;
     let child = h.children("main").pop().unwrap();

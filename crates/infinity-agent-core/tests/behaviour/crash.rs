@@ -95,3 +95,85 @@ async fn effects_committed_but_not_performed_are_performed_on_restart() {
     );
     assert!(h.system.store().outbox().await.unwrap().is_empty());
 }
+
+const SLOW: &str = "rules:\n  - reply: {text: \"too late\", delay_ms: 600000}\n";
+const FAST: &str = "rules:\n  - reply: {text: \"heard\"}\n";
+
+/// One life of a runtime on the store in `dir`: `act` runs on it, then the process "dies"
+/// (its tokio runtime is dropped with every task in the middle of what it was doing).
+fn life<F, T>(dir: &Path, script: &str, act: impl FnOnce(crate::harness::Harness) -> F) -> T
+where
+    F: std::future::Future<Output = T>,
+{
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let out = runtime.block_on(async {
+        let mut setup = Setup::new(script);
+        setup.store = Some(Arc::new(FileStore::open(dir).unwrap()));
+        act(setup.start().await).await
+    });
+    drop(runtime);
+    out
+}
+
+fn count(history: &[String], line: &str) -> usize {
+    history.iter().filter(|l| l.as_str() == line).count()
+}
+
+/// Accepted means durable: a message whose door answered is kept before its slice commits, so a
+/// crash while the model is still answering loses nothing (for a new thread and an existing
+/// one), and it is processed once when the runtime starts again, also when the crash came after
+/// its commit but before the inbox let it go.
+#[test]
+fn a_message_accepted_before_a_crash_is_processed_once_after_it() {
+    let dir = tempfile::tempdir().unwrap();
+    life(dir.path(), FAST, |mut h| async move {
+        h.system
+            .send_user_message(&tid("old"), "hello")
+            .await
+            .unwrap();
+        h.settle().await;
+    });
+    let kept = life(dir.path(), SLOW, |h| async move {
+        h.system
+            .send_user_message(&tid("old"), "again")
+            .await
+            .unwrap();
+        let kept = h
+            .system
+            .send_user_message(&tid("new"), "keep me")
+            .await
+            .unwrap();
+        // Both slices are waiting for the model when the process dies.
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+        assert!(h.system.record(&tid("new")).await.unwrap().is_none());
+        kept
+    });
+    let check = |mut h: crate::harness::Harness| async move {
+        h.settle().await;
+        for (thread, message) in [("old", "again"), ("new", "keep me")] {
+            let history = h.history(thread).await;
+            assert_eq!(
+                count(&history, &format!("message: {message}")),
+                1,
+                "{history:?}"
+            );
+            assert_in_order(
+                &history,
+                &[&format!("message: {message}"), "assistant: heard"],
+            );
+        }
+        assert_eq!(count(&h.history("old").await, "message: hello"), 1);
+        assert!(h.system.store().inbox().await.unwrap().is_empty());
+    };
+    life(dir.path(), FAST, check);
+    // As if the process died after the thread committed the message, before the inbox let it go.
+    life(dir.path(), FAST, |h| async move {
+        let mut again = Input::user_message(tid("new"), "keep me");
+        again.id = kept;
+        h.system.store().accept(&again).await.unwrap();
+    });
+    life(dir.path(), FAST, check);
+}

@@ -157,7 +157,10 @@ pub struct Harness {
 impl Harness {
     /// Sends a user message and runs until idle (every timer fired).
     pub async fn say(&mut self, thread: &str, text: &str) {
-        self.system.send_user_message(&tid(thread), text).unwrap();
+        self.system
+            .send_user_message(&tid(thread), text)
+            .await
+            .unwrap();
         self.settle().await;
     }
 

@@ -24,7 +24,7 @@ async fn a_sleeping_loop_is_never_reported_idle() {
             .await
             .unwrap();
         let thread = ThreadId::new(format!("loop-{round}")).unwrap();
-        system.send_user_message(&thread, "go").unwrap();
+        system.send_user_message(&thread, "go").await.unwrap();
         let started = tokio::time::Instant::now();
         let deadline = started + Duration::from_millis(400);
         let outcome = system.wait_idle(Some(deadline)).await;

@@ -152,7 +152,7 @@ async fn a_call_without_a_dispatcher_gets_an_error_result() {
         .build()
         .await
         .unwrap();
-    system.send_user_message(&tid("main"), "go").unwrap();
+    system.send_user_message(&tid("main"), "go").await.unwrap();
     system.wait_idle(None).await;
     let history: Vec<String> = system
         .view(&tid("main"))

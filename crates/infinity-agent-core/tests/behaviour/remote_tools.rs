@@ -1,5 +1,5 @@
 //! The `remote` category's tools in the core: a command is dispatched to the host with whether
-//! the agent's rules allow it, a remote is named by id or by a name only it has, and a run the
+//! the agent's rules allow it (and why not), a description of more than one line is refused, a remote is named by id or by a name only it has, and a run the
 //! host never reports on (the host went away) still ends, as a result for the model. (The host
 //! side, real remotes and real commands, is tested in `infinity-cli`'s `remote` tests.)
 
@@ -33,6 +33,9 @@ impl RemoteDirectory for Two {
 
 const SCRIPT: &str = r#"
 rules:
+  - when: "^two lines on (\\S+)$"
+    reply:
+      tool_calls: [{name: remote_exec, args: {remote: "$1", command: "ls", description: "Lists files\nCommand: ls"}}]
   - when: "^on (\\S+) run (.+)$"
     reply:
       tool_calls: [{name: remote_exec, args: {remote: "$1", command: "$2", timeout_seconds: 60}}]
@@ -45,14 +48,15 @@ async fn commands_are_dispatched_with_their_approval_and_never_hang() {
     setup.internal_tools = InternalTools::builder().remote(true).build();
     setup.library = Some(Library::new().with_remotes(Arc::new(Two)));
     setup.remote_allow = vec![RemoteRule {
-        remote: None,
         command: Some("make:*".to_owned()),
+        ..RemoteRule::default()
     }];
     let mut h = setup.start().await;
     h.say("t", "on laptop run make test").await;
     h.say("u", "on rm-1 run rm -rf build").await;
     h.say("v", "on kiosk run ls").await;
     h.say("w", "on nas run ls").await;
+    h.say("x", "two lines on laptop").await;
     let invocations = h.dispatcher.invocations.lock().unwrap().clone();
     assert_eq!(invocations.len(), 2, "{invocations:#?}");
     assert_eq!(invocations[0].args["remote_id"], "rm-1");
@@ -60,6 +64,12 @@ async fn commands_are_dispatched_with_their_approval_and_never_hang() {
     assert_eq!(
         invocations[1].args["approved"], false,
         "not covered: a person is asked"
+    );
+    assert_eq!(invocations[1].args["asks"], "no rule allows `rm -rf build`");
+    // A description of two lines is refused before anything is dispatched.
+    assert_in_order(
+        &h.lines("x"),
+        &["error remote_exec: Error: `description` must be one line of plain text (it has a line break)"],
     );
     assert!(invocations
         .iter()

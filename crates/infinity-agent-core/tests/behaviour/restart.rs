@@ -41,7 +41,10 @@ async fn restart_mid_sleep_resumes_threads_children_and_timers() {
         let mut setup = Setup::new(SCRIPT);
         setup.store = Some(Arc::new(FileStore::open(dir.path()).unwrap()));
         let mut h = setup.start().await;
-        h.system.send_user_message(&tid("main"), "nap").unwrap();
+        h.system
+            .send_user_message(&tid("main"), "nap")
+            .await
+            .unwrap();
         let outcome = h.run_for(60).await;
         assert!(
             matches!(

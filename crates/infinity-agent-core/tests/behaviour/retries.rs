@@ -50,7 +50,7 @@ async fn a_briefly_unavailable_model_shows_nothing_twice() {
         .await
         .unwrap();
     let mut events = system.subscribe();
-    system.send_user_message(&tid("main"), "hi").unwrap();
+    system.send_user_message(&tid("main"), "hi").await.unwrap();
     system.wait_idle(None).await;
     let mut lines = Vec::new();
     while let Ok(event) = events.try_recv() {

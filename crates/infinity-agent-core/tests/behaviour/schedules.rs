@@ -39,6 +39,7 @@ async fn a_daily_schedule_fires_at_half_past_eight_berlin_time_across_the_switch
     let mut h = setup.start().await;
     h.system
         .send_user_message(&tid("team"), "every morning")
+        .await
         .unwrap();
     h.run_for(60).await;
     let history = h.history("team").await;
@@ -94,6 +95,7 @@ async fn a_daily_schedule_fires_at_half_past_eight_berlin_time_across_the_switch
     // Closing the thread deletes its schedules.
     h.system
         .send_user_message(&tid("team"), "every morning")
+        .await
         .unwrap();
     h.run_for(60).await;
     assert_eq!(
@@ -115,12 +117,19 @@ async fn a_daily_schedule_fires_at_half_past_eight_berlin_time_across_the_switch
 #[tokio::test(start_paused = true)]
 async fn a_bad_rule_or_zone_is_an_error_that_names_it() {
     let mut h = Setup::new(SCRIPT).start().await;
-    h.system.send_user_message(&tid("bad"), "bad zone").unwrap();
+    h.system
+        .send_user_message(&tid("bad"), "bad zone")
+        .await
+        .unwrap();
     h.run_for(60).await;
-    h.system.send_user_message(&tid("bad"), "both").unwrap();
+    h.system
+        .send_user_message(&tid("bad"), "both")
+        .await
+        .unwrap();
     h.run_for(60).await;
     h.system
         .send_user_message(&tid("bad"), "too often")
+        .await
         .unwrap();
     h.run_for(60).await;
     let history = h.history("bad").await;
@@ -162,6 +171,7 @@ async fn occurrences_missed_while_stopped_fire_once_late_after_a_restart() {
         let mut h = setup.start().await;
         h.system
             .send_user_message(&tid("team"), "every morning")
+            .await
             .unwrap();
         h.run_for(60).await;
         assert_eq!(

@@ -59,6 +59,7 @@ async fn input_interrupts_a_sleep_and_the_late_result_is_appended() {
     let mut h = start(SCRIPT.replace("seconds: $1", "seconds: 600").as_str()).await;
     h.system
         .send_user_message(&crate::harness::tid("main"), "nap 600")
+        .await
         .unwrap();
     // Ten minutes of sleep; after one minute the user writes again.
     let outcome = h.run_for(60).await;

@@ -58,7 +58,10 @@ async fn tree(store: &dyn ThreadStore, root: &str) -> Vec<ThreadId> {
 /// Builds the three-level tree (each thread with a call in flight, the bottom one also a
 /// sleep) and returns its thread ids, root first.
 async fn family(h: &mut crate::harness::Harness) -> Vec<ThreadId> {
-    h.system.send_user_message(&tid("top"), "family").unwrap();
+    h.system
+        .send_user_message(&tid("top"), "family")
+        .await
+        .unwrap();
     h.run_for(60).await;
     let ids = tree(h.system.store().as_ref(), "top").await;
     assert_eq!(ids.len(), 3, "{ids:?}");

@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 use infinity_agent_core::input::InputBody;
-use infinity_agent_core::library::{Library, ModelSource};
+use infinity_agent_core::library::{AllowedModels, Library, ModelSource};
 use infinity_agent_core::model::ModelProvider;
 use infinity_agent_core::runtime::Front;
 use infinity_agent_core::runtime::PostError;
@@ -35,7 +35,11 @@ impl ModelSource for Named {
 #[tokio::test(start_paused = true)]
 async fn a_thread_switches_models_and_back() {
     let mut setup = Setup::new("rules:\n  - reply: {text: \"agent model here\"}\n");
-    setup.library = Some(Library::new().with_models(Arc::new(Named)));
+    let allowed = AllowedModels::new(
+        ["script:other".to_owned(), "nowhere:big".to_owned()],
+        "the test",
+    );
+    setup.library = Some(Library::new().with_models(Arc::new(Named), allowed));
     let mut h = setup.start().await;
     h.say("t", "hello").await;
     h.system
@@ -61,6 +65,16 @@ async fn a_thread_switches_models_and_back() {
         .unwrap_err();
     assert!(
         matches!(&err, PostError::BadModel(why) if why.contains("no provider for `nowhere:big`")),
+        "{err}"
+    );
+    // A model the deployment does not list is refused before it is made, naming the list.
+    let err = h
+        .system
+        .use_model(&tid("t"), Some("script:unlisted"))
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(&err, PostError::BadModel(why) if why.contains("`script:unlisted` is not one") && why.contains("set with the test")),
         "{err}"
     );
     // The same input sent as it is (another surface) is refused on the thread, with a notice.
@@ -89,6 +103,27 @@ async fn a_thread_switches_models_and_back() {
         h.system.record(&tid("t")).await.unwrap().unwrap().model,
         None
     );
+    // The agent's own model, named, needs no listing: it is the same as going back to it.
+    h.system
+        .use_model(&tid("t"), Some("script:other"))
+        .await
+        .unwrap();
+    h.system
+        .use_model(&tid("t"), Some("script:test.script.yaml"))
+        .await
+        .unwrap();
+    h.say("t", "hello").await;
+    assert_eq!(
+        h.system.record(&tid("t")).await.unwrap().unwrap().model,
+        None
+    );
+    let history = h.history("t").await;
+    assert!(
+        history
+            .last()
+            .is_some_and(|e| e.contains("agent model here")),
+        "{history:#?}"
+    );
 }
 
 #[tokio::test(start_paused = true)]
@@ -100,8 +135,5 @@ async fn a_host_without_models_refuses_a_switch() {
         .use_model(&tid("t"), Some("script:other"))
         .await
         .unwrap_err();
-    assert!(
-        err.to_string().contains("cannot switch a thread's model"),
-        "{err}"
-    );
+    assert!(err.to_string().contains("allows none"), "{err}");
 }

@@ -16,7 +16,7 @@ use infinity_agent_core::host::{
     InputSender, ModelRetry, OutputError, PerformError, SendError, SliceFailure, Timers,
     ToolDispatcher,
 };
-use infinity_agent_core::ids::{InputId, RandomIds, ThreadId};
+use infinity_agent_core::ids::{EffectId, InputId, RandomIds, ThreadId};
 use infinity_agent_core::input::{Input, InputBody};
 use infinity_agent_core::store::{StoreError, ThreadStore};
 use infinity_agent_core::tools::Tool;
@@ -37,8 +37,8 @@ use infinity_agent_core::host::remotes::RemoteDispatcher;
 use infinity_agent_core::library::{Library, CATALOG_REFRESH};
 use setup::StoredAgentBuilder;
 pub use setup::{
-    agent_from_env, agent_from_env_with, build_agent, build_agent_with, read_ssm_parameter,
-    DeploymentModels, SetupError, SsmError,
+    agent_from_env, agent_from_env_with, allowed_models_from_env, build_agent, build_agent_with,
+    read_ssm_parameter, DeploymentModels, SetupError, SsmError, ALLOWED_MODELS_VAR,
 };
 
 /// Why a thread's messages could not be handled; SQS delivers them again.
@@ -88,6 +88,10 @@ struct Message {
     message_id: String,
     /// How many times SQS has delivered it (1 the first time).
     receive_count: u32,
+    /// Its `MessageGroupId`: the thread it is for.
+    group: Option<String>,
+    /// The body as it came (kept aside when no slice can use it).
+    body: String,
     input: Result<Carried, WireError>,
 }
 
@@ -180,7 +184,10 @@ impl AgentHandler {
                 Arc::new(StoredCatalog::new(Arc::clone(&catalog), None)),
                 CATALOG_REFRESH,
             )
-            .with_models(Arc::new(setup::DeploymentModels::default()));
+            .with_models(
+                Arc::new(setup::DeploymentModels::default()),
+                setup::allowed_models_from_env(),
+            );
         if let Some(artifacts) = config.artifacts(clients) {
             library = library.with_artifacts(artifacts);
         }
@@ -258,11 +265,8 @@ impl AgentHandler {
         for record in event.records {
             let message_id = record.message_id.clone().unwrap_or_default();
             let group = attribute(&record, "MessageGroupId");
-            let input = parse_input(
-                record.body.as_deref().unwrap_or(""),
-                group,
-                attribute(&record, "MessageDeduplicationId"),
-            );
+            let body = record.body.clone().unwrap_or_default();
+            let input = parse_input(&body, group, attribute(&record, "MessageDeduplicationId"));
             let key = group
                 .map(str::to_owned)
                 .or_else(|| input.as_ref().ok().map(|i| i.thread_id().to_string()))
@@ -273,6 +277,8 @@ impl AgentHandler {
             let message = Message {
                 message_id,
                 receive_count,
+                group: group.map(str::to_owned),
+                body,
                 input,
             };
             match groups.iter_mut().find(|(k, _)| *k == key) {
@@ -306,7 +312,15 @@ impl AgentHandler {
 
     /// Runs one thread's messages; returns the ids of the messages to report as failed.
     async fn handle_thread(&self, messages: Vec<Message>) -> Vec<String> {
-        let all = || messages.iter().map(|m| m.message_id.clone()).collect();
+        // Messages kept aside are done with: never reported as failed, so never kept twice.
+        let mut kept_aside: Vec<&str> = Vec::new();
+        let all = |kept_aside: &[&str]| {
+            messages
+                .iter()
+                .filter(|m| !kept_aside.contains(&m.message_id.as_str()))
+                .map(|m| m.message_id.clone())
+                .collect()
+        };
         let mut inputs: Vec<Input> = Vec::new();
         let mut failed: Vec<String> = Vec::new();
         for (i, message) in messages.iter().enumerate() {
@@ -317,7 +331,7 @@ impl AgentHandler {
                     // The table is unavailable: the whole batch of the thread again, later.
                     Err(err) => {
                         tracing::warn!(thread = %stored.thread_id, %err, "cannot read a stored input; the thread's messages will be redelivered");
-                        return all();
+                        return all(&kept_aside);
                     }
                 },
                 Err(err) => Err(err.clone()),
@@ -326,11 +340,18 @@ impl AgentHandler {
                 Ok(Some(input)) => inputs.push(input),
                 Ok(None) => {} // a copy of an input already processed
                 Err(err) => {
-                    // Terminal: this message reaches the DLQ after the redrive count; FIFO
-                    // holds the later ones of its thread behind it, so they are reported too.
-                    tracing::error!(message_id = %message.message_id, error = %err, "unusable input message; it will reach the dead-letter queue after the redrive count");
-                    failed.extend(messages[i..].iter().map(|m| m.message_id.clone()));
-                    break;
+                    // Terminal: retrying the same bytes cannot help. Reported as failed, it
+                    // would hold the rest of its FIFO group with it until they all reached the
+                    // dead-letter queue; kept aside in the table instead, it is acknowledged and
+                    // the messages behind it go on.
+                    match self.keep_aside(message, &err).await {
+                        Ok(()) => kept_aside.push(&message.message_id),
+                        Err(why) => {
+                            tracing::warn!(message_id = %message.message_id, error = %err, %why, "an unusable input message could not be kept aside; it and the rest of its thread's messages will be redelivered");
+                            failed.extend(messages[i..].iter().map(|m| m.message_id.clone()));
+                            break;
+                        }
+                    }
                 }
             }
         }
@@ -338,12 +359,57 @@ impl AgentHandler {
             return failed;
         };
         let attempt = messages.iter().map(|m| m.receive_count).max().unwrap_or(1);
-        if let Err(err) = self.run(&thread_id, inputs, attempt).await {
+        let first_delivery = messages.iter().any(|m| m.receive_count <= 1);
+        if let Err(err) = self.run(&thread_id, inputs, attempt, first_delivery).await {
             tracing::warn!(thread = %thread_id, %err, "slice not finished; its messages will be redelivered");
             // Report the whole thread's batch: FIFO redelivers it, in order.
-            failed = all();
+            failed = all(&kept_aside);
         }
         failed
+    }
+
+    /// Keeps a message no slice can use in the table under its thread, with an ERROR and an
+    /// `error` event on the thread; the message is then acknowledged. A message with no thread
+    /// to keep it under (no group, or a group that is no thread id) holds no thread back: it
+    /// is reported as failed and reaches the dead-letter queue after the redrive count.
+    async fn keep_aside(&self, message: &Message, err: &WireError) -> Result<(), String> {
+        let Some(thread_id) = message
+            .group
+            .as_deref()
+            .and_then(|group| ThreadId::new(group).ok())
+        else {
+            return Err("the message names no thread to keep it under".to_owned());
+        };
+        let reason = err.to_string();
+        let kept = self
+            .store
+            .keep_unusable_input(&thread_id, &message.message_id, &message.body, &reason)
+            .await
+            .map_err(|e| e.to_string())?;
+        tracing::error!(thread = %thread_id, message_id = %message.message_id, bytes = kept.body_bytes, %reason, "unusable input message kept aside in the table; `infinity thread outbox {thread_id}` shows it");
+        let text = format!(
+            "a message for this thread could not be used and was kept aside ({reason}); `infinity thread outbox {thread_id}` shows it"
+        );
+        self.publish_error(
+            &thread_id,
+            EffectId::derived("unusable", &message.message_id),
+            text,
+        )
+        .await;
+        Ok(())
+    }
+
+    /// Publishes an `error` event the handler makes itself (not a slice's), with `id` as its
+    /// event id; a failure to publish is logged only.
+    async fn publish_error(&self, thread_id: &ThreadId, id: EffectId, text: String) {
+        let event = OutputEvent {
+            thread_id: thread_id.clone(),
+            at: Timestamp::now(),
+            kind: OutputKind::Error { text },
+        };
+        if let Err(e) = self.output_effects(&[(&id, &event)]).await {
+            tracing::warn!(thread = %thread_id, error = %e, "could not publish an error event");
+        }
     }
 
     /// The input a message refers to: `Ok(None)` when the table no longer has it because it was
@@ -390,38 +456,35 @@ impl AgentHandler {
         for failed in &set_aside {
             tracing::error!(thread = %thread_id, effect = %failed.effect.id, kind = failed.effect.effect.kind(), attempts = attempt, %reason, "effect set aside after its attempts; `infinity thread outbox {thread_id}` retries or drops it");
         }
-        if !set_aside.is_empty() {
-            let event = OutputEvent {
-                thread_id: thread_id.clone(),
-                at: Timestamp::now(),
-                kind: OutputKind::Error {
-                    text: format!(
-                        "{} effect(s) of this thread failed {attempt} times and were set aside ({reason}); `infinity thread outbox {thread_id}` shows, retries or drops them",
-                        set_aside.len()
-                    ),
-                },
-            };
-            if let Err(e) = self.output(&[&event]).await {
-                tracing::warn!(thread = %thread_id, error = %e, "could not publish an error event");
-            }
+        if let Some(first) = set_aside.first() {
+            let text = format!(
+                "{} effect(s) of this thread failed {attempt} times and were set aside ({reason}); `infinity thread outbox {thread_id}` shows, retries or drops them",
+                set_aside.len()
+            );
+            let id = EffectId::derived(first.effect.id.as_str(), "set-aside");
+            self.publish_error(thread_id, id, text).await;
         }
         Ok(())
     }
 
     /// Performs what an earlier slice left in the outbox, then runs a slice through the shared
     /// driver (which commits and performs its effects).
-    /// `attempt`: how many times SQS has delivered these messages (see [`EFFECT_ATTEMPTS`]).
+    /// `attempt`: how many times SQS has delivered these messages (see [`EFFECT_ATTEMPTS`]);
+    /// `first_delivery`: whether one of them is delivered for the first time (an error that
+    /// every delivery meets again is published once, on the first).
     async fn run(
         &self,
         thread_id: &ThreadId,
         inputs: Vec<Input>,
         attempt: u32,
+        first_delivery: bool,
     ) -> Result<(), HandlerError> {
         if inputs.iter().any(|i| matches!(i.body, InputBody::Nudge {})) {
             // An operator put effects back in the outbox: read it, whatever this instance kept.
             self.store.forget(thread_id);
         }
         let input_ids: Vec<InputId> = inputs.iter().map(|i| i.id.clone()).collect();
+        let newest_input = input_ids.last().cloned();
         let mut state = self.store.load_slice(thread_id, &input_ids, true).await?;
         // A crash after an earlier commit leaves its effects here; perform them first.
         let leftover = state.outbox.take().unwrap_or_default();
@@ -454,36 +517,32 @@ impl AgentHandler {
             Err(SliceFailure::Slice(SliceError::UnknownAgent { thread_id, agent })) => {
                 // Retrying cannot help, and the input must not vanish: it is reported as failed,
                 // so the queue moves it to the dead-letter queue after the redrive count.
+                // Every delivery meets the same refusal: the user is told once, when new input
+                // arrives, not once per delivery.
                 let err = HandlerError::UnknownAgent {
                     thread_id: thread_id.clone(),
                     agent,
                 };
-                tracing::error!(%err, "input refused");
-                let event = OutputEvent {
-                    thread_id,
-                    at: Timestamp::now(),
-                    kind: OutputKind::Error {
-                        text: err.to_string(),
-                    },
-                };
-                if let Err(e) = self.output(&[&event]).await {
-                    tracing::warn!(error = %e, "could not publish an error event");
+                tracing::error!(%err, attempt, "input refused");
+                if first_delivery {
+                    let id = EffectId::derived(
+                        newest_input.as_ref().map_or("input", InputId::as_str),
+                        "unknown-agent",
+                    );
+                    self.publish_error(&thread_id, id, err.to_string()).await;
                 }
                 Err(err)
             }
             Err(err) => {
                 if let SliceFailure::Slice(SliceError::Retryable(why)) = &err {
-                    // The user sees that the model is unavailable; SQS retries the input later.
-                    let event = OutputEvent {
-                        thread_id: thread_id.clone(),
-                        at: Timestamp::now(),
-                        kind: OutputKind::Error {
-                            text: format!("model unavailable, will retry: {why}"),
-                        },
-                    };
-                    if let Err(e) = self.output(&[&event]).await {
-                        tracing::warn!(thread = %thread_id, error = %e, "could not publish an error event");
-                    }
+                    // The user sees that the model is unavailable, once per delivery (each is
+                    // a new try); SQS retries the input later.
+                    let id = EffectId::derived(
+                        newest_input.as_ref().map_or("input", InputId::as_str),
+                        &format!("unavailable-{attempt}"),
+                    );
+                    let text = format!("model unavailable, will retry: {why}");
+                    self.publish_error(thread_id, id, text).await;
                 }
                 Err(err.into())
             }
@@ -530,7 +589,20 @@ impl EffectPerformer for AgentHandler {
         Some(&self.dispatcher)
     }
 
+    /// Events with no effect behind them get fresh ids (the handler's own go through
+    /// [`EffectPerformer::output_effects`] with ids derived from what they are about).
     async fn output(&self, events: &[&OutputEvent]) -> Result<(), OutputError> {
+        let ids: Vec<EffectId> = events.iter().map(|_| EffectId::generate()).collect();
+        let events: Vec<(&EffectId, &OutputEvent)> =
+            ids.iter().zip(events.iter().copied()).collect();
+        self.output_effects(&events).await
+    }
+
+    /// Each event goes out with the id of its effect (see [`OutputQueue::publish`]).
+    async fn output_effects(
+        &self,
+        events: &[(&EffectId, &OutputEvent)],
+    ) -> Result<(), OutputError> {
         match &self.output {
             Some(queue) => queue.publish(events).await,
             None => Ok(()),

@@ -160,9 +160,23 @@ impl AgentBuilder for StoredAgentBuilder {
     }
 }
 
+/// The variable that lists the models people may switch a deployment's threads to; the
+/// template's `AllowedModels` parameter sets it on every function.
+pub use infinity_agent_core::library::ALLOWED_MODELS_VAR;
+
+/// The models people may switch this deployment's threads to (`INFINITY_ALLOWED_MODELS`; none
+/// when unset), besides each thread's agent's own.
+pub fn allowed_models_from_env() -> infinity_agent_core::library::AllowedModels {
+    let listed = std::env::var(ALLOWED_MODELS_VAR).unwrap_or_default();
+    infinity_agent_core::library::AllowedModels::new(
+        infinity_agent_core::library::AllowedModels::split_list(&listed),
+        format!("the stack's `AllowedModels` parameter (`{ALLOWED_MODELS_VAR}`)"),
+    )
+}
+
 /// The models people switch a deployment's threads to (`use_model`): every provider the
 /// runtime has, the API key read from SSM (`INFINITY_MODEL_KEY_PARAMETER`) the first time one
-/// is made.
+/// is made. Asked only for specs the deployment lists ([`allowed_models_from_env`]).
 #[derive(Debug, Default)]
 pub struct DeploymentModels {
     models: tokio::sync::OnceCell<infinity_models::stored::SpecModels>,

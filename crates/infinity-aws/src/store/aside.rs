@@ -1,5 +1,6 @@
-//! What the table keeps aside: inputs too big for a message (`I#<id>`, until [`STASH_TTL`])
-//! and effects set aside after failing (`F#...`), which operators list, retry and drop.
+//! What the table keeps aside: inputs too big for a message (`I#<id>`, until [`STASH_TTL`]),
+//! effects set aside after failing (`F#...`), which operators list, retry and drop, and
+//! input-queue messages no slice can use (`U#<message id>`, until [`STASH_TTL`]).
 
 use std::collections::HashMap;
 
@@ -10,8 +11,8 @@ use infinity_agent_core::store::StoreError;
 use serde::Serialize;
 
 use super::{
-    blob::Blob, corrupt, now_epoch, pk, sdk_error, DynamoThreadStore, FailedEffect, INLINE_LIMIT,
-    STASH_TTL,
+    blob::Blob, corrupt, now_epoch, pk, sdk_error, DynamoThreadStore, FailedEffect, UnusableInput,
+    INLINE_LIMIT, STASH_TTL, UNUSABLE_BODY_BYTES,
 };
 use crate::wire::StoredInput;
 
@@ -99,6 +100,54 @@ impl DynamoThreadStore {
                 .await?;
         }
         Ok(set_aside)
+    }
+
+    /// Keeps an input-queue message no slice can use under its thread (`U#<message id>`, for
+    /// [`STASH_TTL`], as long as the dead-letter queue would have kept it): the message is then
+    /// acknowledged, and the rest of its group goes on. Its body is kept up to
+    /// [`UNUSABLE_BODY_BYTES`]. Keeping the same message again replaces what was kept.
+    pub async fn keep_unusable_input(
+        &self,
+        thread_id: &ThreadId,
+        message_id: &str,
+        body: &str,
+        reason: &str,
+    ) -> Result<UnusableInput, StoreError> {
+        let mut end = body.len().min(UNUSABLE_BODY_BYTES);
+        while !body.is_char_boundary(end) {
+            end -= 1;
+        }
+        let kept = UnusableInput {
+            message_id: message_id.to_owned(),
+            body: body[..end].to_owned(),
+            body_bytes: body.len(),
+            reason: reason.to_owned(),
+            kept_at: jiff::Timestamp::now(),
+        };
+        let expires = now_epoch() + STASH_TTL.as_secs() as i64;
+        self.put_value(
+            &pk(thread_id),
+            &format!("U#{message_id}"),
+            &kept,
+            "keeping an unusable input aside",
+            Some(expires),
+        )
+        .await?;
+        Ok(kept)
+    }
+
+    /// The unusable input-queue messages kept under a thread, oldest first.
+    pub async fn unusable_inputs(
+        &self,
+        thread_id: &ThreadId,
+    ) -> Result<Vec<UnusableInput>, StoreError> {
+        let pk = pk(thread_id);
+        let mut kept: Vec<UnusableInput> = Vec::new();
+        for item in self.query_all(&pk, "U#", "U#~").await? {
+            kept.push(self.read_body(&pk, &item, "unusable input").await?);
+        }
+        kept.sort_by_key(|k| k.kept_at);
+        Ok(kept)
     }
 
     /// Puts one value under `sk`, split into parts when it is big. With `expires` (epoch

@@ -181,7 +181,7 @@ async fn two_slices_racing_on_one_thread_leave_it_consistent() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_poison_message_reaches_the_dlq_while_other_threads_go_on() {
+async fn a_poison_message_is_kept_aside_and_its_thread_goes_on() {
     let s = stack(SCRIPT).await;
     s.clients
         .sqs
@@ -193,16 +193,89 @@ async fn a_poison_message_reaches_the_dlq_while_other_threads_go_on() {
         .send()
         .await
         .unwrap();
+    // Behind it in its group: a valid message, which must not follow it anywhere.
+    s.say("poison", "after the bad one").await;
     s.say("healthy", "hello").await;
-    s.run_until(
-        Duration::from_secs(20),
-        "the healthy thread answers",
-        || s.history_has("healthy", "assistant: ok"),
-    )
+    s.run_until(Duration::from_secs(30), "both threads answer", || async {
+        s.history_has("healthy", "assistant: ok").await
+            && s.history_has("poison", "assistant: ok").await
+    })
     .await;
-    let found = dead_letter(&s).await;
-    assert_eq!(found.as_deref(), Some("this is not json"));
-    assert!(s.record("poison").await.is_none());
+    let history = s.history("poison").await;
+    assert_eq!(
+        history
+            .iter()
+            .filter(|l| *l == "message: after the bad one")
+            .count(),
+        1,
+        "{history:#?}"
+    );
+    let kept = s.store().unusable_inputs(&tid("poison")).await.unwrap();
+    assert_eq!(kept.len(), 1, "{kept:#?}");
+    assert_eq!(kept[0].body, "this is not json");
+    assert!(kept[0].reason.contains("not a JSON object"), "{kept:#?}");
+    // Nothing went to the dead-letter queue: the bad message was acknowledged once kept.
+    for _ in 0..6 {
+        s.round().await;
+    }
+    let dlq = s.queue_url("InputDLQ").await;
+    let dead = s
+        .clients
+        .sqs
+        .receive_message()
+        .queue_url(&dlq)
+        .wait_time_seconds(0)
+        .send()
+        .await
+        .unwrap();
+    assert!(dead.messages().is_empty(), "{:?}", dead.messages());
+    // The thread's readers were told once, with a stable id.
+    let errors: Vec<serde_json::Value> = s
+        .drain_output()
+        .await
+        .into_iter()
+        .filter(|e| e["thread_id"] == "poison" && e["type"] == "error")
+        .collect();
+    assert_eq!(errors.len(), 1, "{errors:#?}");
+    assert!(
+        errors[0]["text"].as_str().unwrap().contains("kept aside"),
+        "{errors:#?}"
+    );
+    assert!(errors[0]["id"].as_str().unwrap().starts_with("unusable-"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unusable_message_does_not_hold_the_rest_of_its_batch() {
+    let s = stack(SCRIPT).await;
+    let before = Input::user_message(tid("group"), "before");
+    let after = Input::user_message(tid("group"), "after");
+    // One delivery of the group as LocalStack's SQS makes it: all three in one batch.
+    let mut batch = event(&[&before, &after]);
+    let mut bad = SqsMessage::default();
+    bad.message_id = Some("bad-1".into());
+    bad.body = Some(r#"{"type":"launch_rockets","thread_id":"group","id":"x"}"#.into());
+    bad.attributes
+        .insert("MessageGroupId".into(), "group".into());
+    batch.records.insert(1, bad);
+    let response = s.handler.handle(batch.clone()).await;
+    assert!(
+        response.batch_item_failures.is_empty(),
+        "{:?}",
+        response.batch_item_failures
+    );
+    let history = s.history("group").await;
+    assert!(
+        history.contains(&"message: before".to_owned())
+            && history.contains(&"message: after".to_owned()),
+        "{history:#?}"
+    );
+    // The same batch again (an acknowledgement lost): kept once, nothing applied twice.
+    assert!(s.handler.handle(batch).await.batch_item_failures.is_empty());
+    let kept = s.store().unusable_inputs(&tid("group")).await.unwrap();
+    assert_eq!(kept.len(), 1, "{kept:#?}");
+    assert_eq!(kept[0].message_id, "bad-1");
+    assert!(kept[0].reason.contains("launch_rockets"), "{kept:#?}");
+    assert_eq!(s.history("group").await, history);
 }
 
 /// Runs rounds until a message reaches the input queue's dead-letter queue; its body.
@@ -252,6 +325,18 @@ async fn input_for_an_agent_the_deployment_no_longer_has_is_kept_in_the_dlq() {
     let input = s.say("orphan", "are you there?").await;
     let body = dead_letter(&s).await.unwrap();
     assert!(body.contains(input.id.as_str()), "{body}");
+    // Five deliveries, one error event.
+    let errors: Vec<serde_json::Value> = s
+        .drain_output()
+        .await
+        .into_iter()
+        .filter(|e| e["thread_id"] == "orphan" && e["type"] == "error")
+        .collect();
+    assert_eq!(errors.len(), 1, "{errors:#?}");
+    assert!(
+        errors[0]["text"].as_str().unwrap().contains("retired"),
+        "{errors:#?}"
+    );
     let record = s.record("orphan").await.unwrap();
     assert_eq!(
         (record.version, record.history_len),
@@ -461,4 +546,39 @@ async fn inputs_sent_in_batches_keep_each_threads_order() {
     assert_eq!(messages("batch-a").await, want_a);
     let want_b: Vec<String> = (0..12).map(|n| format!("b{n}")).collect();
     assert_eq!(messages("batch-b").await, want_b);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn output_events_published_again_after_a_crash_keep_their_ids() {
+    use infinity_agent_core::effect::{Effect, OutputKind, PendingEffect};
+    use infinity_agent_core::ids::EffectId;
+    let s = stack(SCRIPT).await;
+    let thread = tid("copies");
+    let effects: Vec<PendingEffect> = (0..5)
+        .map(|i| PendingEffect {
+            id: EffectId::generate(),
+            effect: Effect::output(
+                &thread,
+                jiff::Timestamp::now(),
+                OutputKind::AssistantText {
+                    text: format!("part {i}"),
+                },
+            ),
+        })
+        .collect();
+    // A slice's outbox performed, then (the crash came before it was marked done) again.
+    for _ in 0..2 {
+        infinity_agent_core::host::perform_effects(&*s.handler, s.store(), &thread, &effects, None)
+            .await
+            .unwrap();
+    }
+    let events = s.drain_output().await;
+    assert_eq!(events.len(), 10, "{events:#?}");
+    // Each event's id is its effect's: a reader keeps one of each.
+    let mut ids: Vec<&str> = events.iter().map(|e| e["id"].as_str().unwrap()).collect();
+    ids.sort_unstable();
+    ids.dedup();
+    let mut want: Vec<&str> = effects.iter().map(|e| e.id.as_str()).collect();
+    want.sort_unstable();
+    assert_eq!(ids, want);
 }

@@ -199,11 +199,13 @@ async fn a_session_moves_from_the_embedded_runtime_to_the_stack_and_back() {
     laptop
         .system
         .send_user_message(&tid("trip"), "look it up")
+        .await
         .unwrap();
     laptop.settle().await;
     laptop
         .system
         .send_user_message(&tid("trip"), "nap")
+        .await
         .unwrap();
     laptop.settle().await;
     assert_eq!(laptop_tools.invocations.lock().unwrap().len(), 1);

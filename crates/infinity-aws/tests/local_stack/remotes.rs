@@ -23,6 +23,7 @@ fn call(remote: &str, call: &str) -> ExecCall {
         description: String::new(),
         timeout_seconds: 60,
         approved: true,
+        asks: String::new(),
     }
 }
 

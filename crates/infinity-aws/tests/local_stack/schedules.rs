@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use crate::harness::{stack, tid};
+use crate::harness::{stack, stack_with, tid, Options};
 use infinity_agent_core::input::{Input, InputBody};
 
 const SCRIPT: &str = r#"
@@ -78,4 +78,53 @@ async fn a_schedule_fires_through_the_relay_until_it_is_deleted() {
         s.round().await;
     }
     assert_eq!(fired(&s).await, before, "a deleted schedule fired again");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_deleted_schedules_next_occurrence_leaves_no_scheduler_schedule() {
+    // More than 2 s ahead is "long": the next occurrence waits in a Scheduler schedule.
+    let s = stack_with(
+        SCRIPT,
+        Options {
+            relay_threshold: 2,
+            schedule_early: 1,
+            ..Options::default()
+        },
+    )
+    .await;
+    s.say("clock", "every minute").await;
+    s.run_until(Duration::from_secs(30), "the schedule is made", || async {
+        s.record("clock")
+            .await
+            .is_some_and(|r| !r.schedules.is_empty())
+    })
+    .await;
+    let schedule = s.record("clock").await.unwrap().schedules[0].clone();
+    let name = infinity_aws::queue::schedule_name(&schedule.next_input_id());
+    let scheduler = &s.clients.scheduler;
+    let group = &s.config.schedule_group;
+    let get = || {
+        scheduler
+            .get_schedule()
+            .name(&name)
+            .group_name(group)
+            .send()
+    };
+    get()
+        .await
+        .expect("the next occurrence waits in a schedule");
+    // What `infinity schedules rm` does once the delete is queued.
+    let id = schedule.next_input_id();
+    assert!(
+        infinity_aws::queue::delete_timer_schedule(scheduler, group, &id)
+            .await
+            .unwrap()
+    );
+    assert!(get().await.is_err(), "the schedule is gone");
+    assert!(
+        !infinity_aws::queue::delete_timer_schedule(scheduler, group, &id)
+            .await
+            .unwrap(),
+        "none the second time"
+    );
 }

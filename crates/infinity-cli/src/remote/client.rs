@@ -154,13 +154,14 @@ async fn poll(connection: &Arc<Connection>, id: &str, exec: bool, running: &Runn
                 Order::Run {
                     run_id,
                     command,
+                    description,
                     timeout_seconds,
                 } => {
                     let (connection, running, id) =
                         (Arc::clone(connection), Arc::clone(running), id.to_owned());
                     tokio::spawn(async move {
                         let report = if exec {
-                            eprintln!("run {run_id}: {command}");
+                            eprintln!("{}", run_log(&run_id, &description, &command));
                             run(&run_id, &command, timeout_seconds, &running).await
                         } else {
                             Report {
@@ -208,6 +209,24 @@ async fn poll(connection: &Arc<Connection>, id: &str, exec: bool, running: &Runn
             }
         }
     }
+}
+
+/// The log's lines for a run that starts: the description (the agent's words) on a line of its
+/// own, then the command exactly as it runs, each of its lines indented so none can pass for a
+/// line of the log, with control characters shown as `^[` or `<U+202E>` rather than sent to the
+/// terminal (a `\r` could otherwise overwrite the command with another).
+fn run_log(run_id: &str, description: &str, command: &str) -> String {
+    use infinity_agent_core::text::visible;
+    let mut log = format!("run {run_id}: starting");
+    if !description.is_empty() {
+        log.push_str(&format!("\n  description: {}", visible(description)));
+    }
+    log.push_str("\n  command:");
+    for line in visible(command).split('\n') {
+        log.push_str("\n    ");
+        log.push_str(line);
+    }
+    log
 }
 
 /// Runs `command` with `sh -c` in a process group of its own, killed after `timeout_seconds`.
@@ -303,4 +322,24 @@ async fn kill_group(group: u32) {
         .stderr(Stdio::null())
         .status()
         .await;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::run_log;
+
+    #[test]
+    fn the_log_shows_the_description_and_the_command_apart_with_controls_visible() {
+        let log = run_log(
+            "run-1",
+            "say hi",
+            "echo spoofed > F \u{1b}[2K\rgit status\nrun run-2: exited",
+        );
+        assert_eq!(
+            log,
+            "run run-1: starting\n  description: say hi\n  command:\n    echo spoofed > F \
+             ^[[2K^Mgit status\n    run run-2: exited"
+        );
+        assert!(!run_log("run-3", "", "ls").contains("description"));
+    }
 }

@@ -102,49 +102,58 @@ impl MemoryRemotes {
         tokio::spawn(async move {
             loop {
                 tokio::time::sleep(Duration::from_secs(1)).await;
-                hub.watch();
+                hub.watch().await;
             }
         });
     }
 
-    fn queue_run(&self, call: ExecCall) {
+    async fn queue_run(&self, call: ExecCall) -> Result<(), HubError> {
         let run_id = fresh_id("run");
-        let mut state = self.state();
-        let Some(target) = state
-            .remotes
-            .get_mut(&call.remote_id)
-            .filter(|r| r.online())
-        else {
-            drop(state);
-            self.send(result_input(
-                &call.thread,
-                &call.call,
-                ended(None, Ending::NotStarted),
-            ));
-            return;
+        let queued = {
+            let mut state = self.state();
+            match state
+                .remotes
+                .get_mut(&call.remote_id)
+                .filter(|r| r.online())
+            {
+                Some(target) => {
+                    target.orders.push_back(Order::Run {
+                        run_id: run_id.clone(),
+                        command: call.command.clone(),
+                        description: call.description.clone(),
+                        timeout_seconds: call.timeout_seconds,
+                    });
+                    target.wake.notify_one();
+                    state.runs.insert(
+                        run_id,
+                        Run {
+                            remote: call.remote_id.clone(),
+                            call: Call {
+                                thread: call.thread.clone(),
+                                call: call.call.clone(),
+                            },
+                            started: Instant::now(),
+                            timeout: Duration::from_secs(call.timeout_seconds),
+                        },
+                    );
+                    true
+                }
+                None => false,
+            }
         };
-        target.orders.push_back(Order::Run {
-            run_id: run_id.clone(),
-            command: call.command,
-            timeout_seconds: call.timeout_seconds,
-        });
-        target.wake.notify_one();
-        state.runs.insert(
-            run_id,
-            Run {
-                remote: call.remote_id,
-                call: Call {
-                    thread: call.thread,
-                    call: call.call,
-                },
-                started: Instant::now(),
-                timeout: Duration::from_secs(call.timeout_seconds),
-            },
-        );
+        if queued {
+            return Ok(());
+        }
+        self.send(result_input(
+            &call.thread,
+            &call.call,
+            ended(None, Ending::NotStarted),
+        ))
+        .await
     }
 
     /// Answers runs whose remote went away or that never reported, and forgets old remotes.
-    fn watch(&self) {
+    async fn watch(&self) {
         let mut ended_runs = Vec::new();
         {
             let mut state = self.state();
@@ -164,21 +173,27 @@ impl MemoryRemotes {
         }
         for (run_id, call, ending) in ended_runs {
             tracing::info!(run = %run_id, thread = %call.thread, ?ending, "a remote run ended without a report");
-            self.send(result_input(
-                &call.thread,
-                &call.call,
-                ended(Some(&run_id), ending),
-            ));
+            let input = result_input(&call.thread, &call.call, ended(Some(&run_id), ending));
+            if let Err(err) = self.send(input).await {
+                tracing::error!(run = %run_id, thread = %call.thread, %err, "the end of a remote run could not be handed to its thread");
+            }
         }
     }
 
-    fn send(&self, input: Input) {
-        match self.system.get() {
-            Some(system) => system.send(input),
-            None => {
-                tracing::error!(thread = %input.thread_id, "the remote hub is not started; an input is lost")
-            }
-        }
+    /// Hands `input` to its thread, durably ([`AgentSystem::accept`]): a report is acknowledged
+    /// to its machine only after this.
+    async fn send(&self, input: Input) -> Result<(), HubError> {
+        let Some(system) = self.system.get() else {
+            tracing::error!(thread = %input.thread_id, "the remote hub is not started; an input is refused");
+            return Err(HubError::Unavailable(
+                "the remote hub is not started".to_owned(),
+            ));
+        };
+        system
+            .accept(input)
+            .await
+            .map(|_| ())
+            .map_err(|e| HubError::Unavailable(e.to_string()))
     }
 }
 
@@ -256,7 +271,7 @@ impl RemoteHub for MemoryRemotes {
             .get_mut(id)
             .ok_or_else(|| HubError::NotFound(format!("no remote {id}")))?
             .gone = true;
-        self.watch();
+        self.watch().await;
         Ok(())
     }
 
@@ -275,8 +290,8 @@ impl RemoteHub for MemoryRemotes {
             &run.call.thread,
             &run.call.call,
             reported(run_id, &report),
-        ));
-        Ok(())
+        ))
+        .await
     }
 
     async fn approve(&self, token: &str, selected: usize) -> Result<(), HubError> {
@@ -287,15 +302,15 @@ impl RemoteHub for MemoryRemotes {
             )
         })?;
         if selected == 0 {
-            self.queue_run(call);
+            self.queue_run(call).await
         } else {
             self.send(result_input(
                 &call.thread,
                 &call.call,
                 ended(None, Ending::Declined),
-            ));
+            ))
+            .await
         }
-        Ok(())
     }
 
     async fn dispatch(&self, call: ExecCall) -> Result<(), HubError> {
@@ -306,15 +321,13 @@ impl RemoteHub for MemoryRemotes {
             )));
         }
         if call.approved {
-            self.queue_run(call);
-            return Ok(());
+            return self.queue_run(call).await;
         }
         let token = fresh_id("ap");
         let base = self.base_url.get().cloned().unwrap_or_default();
         let question = call.question(format!("{base}/remotes/approvals/{token}"));
         self.state().approvals.insert(token, call);
-        self.send(question);
-        Ok(())
+        self.send(question).await
     }
 
     async fn cancel(&self, thread: &ThreadId, call: &CallId) {

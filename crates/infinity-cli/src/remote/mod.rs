@@ -12,6 +12,7 @@
 //! | `DELETE /remotes/{id}` | the remote goes away |
 //! | `POST /remotes/approvals/{token}` | a person's answer to an approval question (`{"id", "selected"}`, sent by the surface that asked: the token in the URL is the credential) |
 
+pub mod check;
 pub mod client;
 pub mod hub;
 

@@ -178,7 +178,7 @@ impl Api {
     }
 }
 
-/// Rules, approvals (run and declined), a timeout, a remote without `--exec`, and a remote that
+/// Rules, approvals (run and declined), redirections and control characters that ask, a timeout, a remote without `--exec`, and a remote that
 /// drops mid-run: each call ends with its result, none hangs.
 pub async fn commands_run_with_rules_approvals_timeouts_and_drops(api: &Api) {
     let logs = tempfile::tempdir().unwrap();
@@ -231,10 +231,62 @@ pub async fn commands_run_with_rules_approvals_timeouts_and_drops(api: &Api) {
     assert_eq!(api.result("t", 2).await["status"], "declined");
     assert!(!marker.exists());
 
+    // A redirection is not covered by `echo:*`: the person is asked, and sees the command with
+    // its control characters in visible form (a `\r` cannot hide the redirection), apart from
+    // the description, and why it asks. Approved, it runs as sent; the remote's log shows it
+    // the same way.
+    let spoofed = logs.path().join("spoofed");
+    api.say(
+        "t",
+        &format!(
+            "on laptop run echo spoofed > {} \u{1b}[2K\rtrue",
+            spoofed.display()
+        ),
+    )
+    .await;
+    let prompt = api.question("t").await["prompt"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let shown = format!("    echo spoofed > {} ^[[2K^Mtrue", spoofed.display());
+    assert!(
+        prompt.contains("\nDescription (the agent's words): as asked\n")
+            && prompt.contains(&format!("\n{shown}\n"))
+            && prompt.contains("control character ^["),
+        "{prompt}"
+    );
+    assert!(!prompt.contains(['\u{1b}', '\r']), "{prompt:?}");
+    api.answer("t", 0).await;
+    assert_eq!(api.result("t", 3).await["status"], "exited");
+    assert!(spoofed.exists());
+    let log = std::fs::read_to_string(&laptop_log).unwrap();
+    assert!(log.contains("  description: as asked\n"), "{log}");
+    assert!(log.contains(&format!("\n{shown}\n")), "{log}");
+    assert!(!log.contains(['\u{1b}', '\r']), "{log:?}");
+
+    // An append asks too, saying which redirection no rule names.
+    let appended = logs.path().join("appended");
+    api.say(
+        "t",
+        &format!("on laptop run echo x >> {}", appended.display()),
+    )
+    .await;
+    let prompt = api.question("t").await["prompt"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert!(
+        prompt.contains(&format!("has the redirection `>> {}`", appended.display())),
+        "{prompt}"
+    );
+    api.answer("t", 1).await;
+    assert_eq!(api.result("t", 4).await["status"], "declined");
+    assert!(!appended.exists());
+
     // A timeout kills the whole command.
     api.say("t", "on laptop quickly run sleep 7.25; echo late")
         .await;
-    let ran = api.result("t", 3).await;
+    let ran = api.result("t", 5).await;
     assert_eq!(ran["status"], "timeout", "{ran}");
     assert_eq!(ran["stdout"], "");
 
@@ -276,6 +328,8 @@ pub async fn closing_a_conversation_kills_its_command(api: &Api) {
         &format!("on box run sleep 9.75; echo done > {}", marker.display()),
     )
     .await;
+    // Its redirection asks first.
+    api.answer("c", 0).await;
     wait_for("the command to start", 30, || async {
         log_has(&log, "sleep 9.75")
     })

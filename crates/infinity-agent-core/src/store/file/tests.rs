@@ -414,3 +414,105 @@ async fn threads_not_used_lately_are_put_away_and_come_back_whole() {
     assert_eq!(store.outbox().await.unwrap().len(), expected.len() - 1);
     assert_eq!(store.thread_ids().await.unwrap().len(), total);
 }
+
+/// The lock's file, shared with a child process (as every child shares its parent's open files
+/// while it starts, before it runs its program): the store is dropped, the child still holds
+/// the lock for a moment, and opening the folder again waits for it instead of refusing.
+#[tokio::test]
+async fn a_lock_held_only_by_a_starting_child_process_is_waited_out() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = FileStore::open(dir.path()).unwrap();
+    let shared = store.lock.as_ref().unwrap().file.try_clone().unwrap();
+    let mut child = std::process::Command::new("sleep")
+        .arg("0.5")
+        .stdin(std::process::Stdio::from(shared))
+        .spawn()
+        .unwrap();
+    drop(store);
+    let again = FileStore::open(dir.path());
+    assert!(again.is_ok(), "{:?}", again.err());
+    assert!(
+        child.try_wait().unwrap().is_some(),
+        "the open must have waited for the child to let go"
+    );
+    child.wait().unwrap();
+    // Held by a live store of this process: refused at once, as before.
+    let err = FileStore::open(dir.path()).unwrap_err();
+    assert!(matches!(err, StoreError::Locked { .. }), "{err}");
+}
+
+fn accepted(n: u32) -> Input {
+    let mut input = Input::user_message(id("t1"), format!("message {n}"));
+    input.id = InputId::new(format!("in-accepted-{n}")).unwrap();
+    input
+}
+
+#[tokio::test]
+async fn accepted_inputs_outlive_the_process_until_released() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = FileStore::open(dir.path()).unwrap();
+    for n in 0..3 {
+        store.accept(&accepted(n)).await.unwrap();
+    }
+    // A sender that tried again: kept once.
+    store.accept(&accepted(1)).await.unwrap();
+    store.release(&[accepted(0).id]).await.unwrap();
+    drop(store);
+
+    // A crash here: the inbox has what was accepted and not released, in order.
+    let store = FileStore::open(dir.path()).unwrap();
+    let pending: Vec<String> = store
+        .inbox()
+        .await
+        .unwrap()
+        .iter()
+        .map(|i| i.id.to_string())
+        .collect();
+    assert_eq!(pending, ["in-accepted-1", "in-accepted-2"]);
+    // A reader sees the same without writing.
+    let reader = FileStore::open_read_only(dir.path()).unwrap();
+    assert_eq!(reader.inbox().await.unwrap().len(), 2);
+    assert!(reader.accept(&accepted(9)).await.is_err());
+
+    store
+        .release(&[
+            accepted(1).id,
+            accepted(2).id,
+            InputId::new("never-accepted").unwrap(),
+        ])
+        .await
+        .unwrap();
+    // Nothing pending: the file is emptied, not grown.
+    assert_eq!(
+        fs::metadata(dir.path().join("inbox.jsonl")).unwrap().len(),
+        0
+    );
+    drop(store);
+    let store = FileStore::open(dir.path()).unwrap();
+    assert!(store.inbox().await.unwrap().is_empty());
+}
+
+#[tokio::test]
+async fn a_torn_last_inbox_line_is_dropped_and_the_rest_kept() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = FileStore::open(dir.path()).unwrap();
+    store.accept(&accepted(0)).await.unwrap();
+    drop(store);
+    // A crash in the middle of appending the next one: its door never answered.
+    let mut file = OpenOptions::new()
+        .append(true)
+        .open(dir.path().join("inbox.jsonl"))
+        .unwrap();
+    file.write_all(br#"{"add":{"thread_id":"t1","id":"in-torn""#)
+        .unwrap();
+    drop(file);
+    let store = FileStore::open(dir.path()).unwrap();
+    let pending = store.inbox().await.unwrap();
+    assert_eq!(pending.len(), 1);
+    assert_eq!(pending[0], accepted(0));
+    // The next input is appended after the whole lines only.
+    store.accept(&accepted(1)).await.unwrap();
+    drop(store);
+    let store = FileStore::open(dir.path()).unwrap();
+    assert_eq!(store.inbox().await.unwrap().len(), 2);
+}

@@ -32,8 +32,9 @@ pub use meta::SEARCH_TOOLS;
 pub const FINISH: &str = "finish";
 pub(crate) use finish::TURN_ENDED as FINISH_TURN_ENDED;
 pub use remote::{
-    allowed as remote_allowed, RemoteRule, DEFAULT_TIMEOUT_SECONDS as REMOTE_DEFAULT_TIMEOUT,
-    OUTPUT_CHARS as REMOTE_OUTPUT_CHARS, REMOTE_EXEC, REMOTE_LIST,
+    allowed as remote_allowed, check as remote_check, RemoteRule, Verdict as RemoteVerdict,
+    DEFAULT_TIMEOUT_SECONDS as REMOTE_DEFAULT_TIMEOUT, OUTPUT_CHARS as REMOTE_OUTPUT_CHARS,
+    REMOTE_EXEC, REMOTE_LIST,
 };
 pub use skills::Skill;
 pub use widget::{render_text as render_widget, WIDGET_SCHEMA};

@@ -26,89 +26,357 @@ pub const MAX_TIMEOUT_SECONDS: u64 = 86_400;
 /// in seconds (the host answers it sooner when it is still up).
 pub const LOST_AFTER_SECONDS: u64 = 120;
 
+mod shell;
+
 /// A rule of the agent file's `remote_allow:` under which a command runs without asking:
 /// `{remote: NAME}` allows everything on that remote; `{command: "git clone:*"}` a command
 /// prefix (the words before `:*`, then anything) or, without `:*`, exactly that command, on any
-/// remote; both together, that command on that remote.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+/// remote; both together, that command on that remote. `redirects:` lists the redirections the
+/// rule's command may have beyond those that touch no file (`2>&1`, `> /dev/null`), each written
+/// as in a command: `"> build.log"`, `"2>> /tmp/*"` (any file directly or deeper under `/tmp`),
+/// `"<<"` (any here-document), `"<<<"` (any here-string).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct RemoteRule {
-    /// A remote's name (any case).
+    /// A remote's name (any case) or id.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub remote: Option<String>,
     /// `PREFIX:*` or an exact command.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub command: Option<String>,
+    /// Redirections `command` may have (`> FILE`, `2>> DIR/*`, `<<`, `<<<`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub redirects: Vec<String>,
+}
+
+/// A rule's `command`, read: its words, whether more may follow, and the redirections written
+/// in it (`make test > build.log` allows that redirection as `redirects` would).
+#[derive(Debug)]
+struct CommandPattern {
+    words: Vec<String>,
+    prefix: bool,
+    redirects: Vec<shell::Redirect>,
+}
+
+/// One of a rule's `redirects`, read.
+#[derive(Debug)]
+struct RedirectPattern {
+    fd: Option<u32>,
+    op: shell::Op,
+    /// The file, or a directory when `under` is true (`DIR/*`); empty for `<<` and `<<<`.
+    target: String,
+    under: bool,
 }
 
 impl RemoteRule {
-    fn covers_remote(&self, remote: &RemoteInfo) -> bool {
-        self.remote
-            .as_deref()
-            .is_none_or(|r| r.eq_ignore_ascii_case(&remote.name) || r == remote.id)
+    /// What is wrong with the rule, if anything (a pattern that can never match, `redirects`
+    /// without a `command`).
+    pub fn check(&self) -> Result<(), String> {
+        if self.command.is_none() && !self.redirects.is_empty() {
+            return Err(
+                "`redirects` needs a `command`: it says what that command may redirect".to_owned(),
+            );
+        }
+        self.pattern()?;
+        for redirect in &self.redirects {
+            redirect_pattern(redirect)?;
+        }
+        Ok(())
     }
 
-    fn covers_part(&self, part: &str) -> bool {
-        let Some(pattern) = self.command.as_deref() else {
-            return true;
+    fn covers_remote(&self, remote: Option<&RemoteInfo>) -> bool {
+        match (&self.remote, remote) {
+            (None, _) => true,
+            (Some(r), Some(remote)) => r.eq_ignore_ascii_case(&remote.name) || *r == remote.id,
+            (Some(_), None) => false,
+        }
+    }
+
+    fn pattern(&self) -> Result<Option<CommandPattern>, String> {
+        let Some(command) = self.command.as_deref() else {
+            return Ok(None);
         };
-        match pattern.strip_suffix(":*") {
-            Some(prefix) => {
-                let prefix = prefix.trim();
-                part == prefix
-                    || part
-                        .strip_prefix(prefix)
-                        .is_some_and(|rest| rest.starts_with(char::is_whitespace))
+        let (text, prefix) = match command.trim_end().strip_suffix(":*") {
+            Some(text) => (text, true),
+            None => (command, false),
+        };
+        let bad = |why: &str| Err(format!("the command pattern `{command}` {why}"));
+        if text.chars().any(crate::text::is_hidden) {
+            return bad("has a control character");
+        }
+        let mut simple = match shell::parse(text) {
+            Ok(simple) => simple,
+            Err(why) => return Err(format!("the command pattern `{command}`: {why}")),
+        };
+        match simple.as_slice() {
+            [] => bad("is empty"),
+            [one] if !one.words.is_empty() => {
+                let one = simple.swap_remove(0);
+                Ok(Some(CommandPattern {
+                    words: one.words,
+                    prefix,
+                    redirects: one.redirects,
+                }))
             }
-            None => part == pattern.trim(),
+            [_] => bad("has no command, only a redirection"),
+            _ => bad("is more than one command: write a rule for each"),
         }
     }
-}
 
-/// True when `rules` allow `command` on `remote` without asking: a rule for the whole remote, or
-/// every part of the command line (split at `;`, `&&`, `||`, `|`, `&` and new lines) matched by
-/// a command rule that applies to the remote. A line with command substitution (`$(`, a
-/// backquote, `<(`, `>(`) cannot be matched part by part, and asks.
-pub fn allowed(rules: &[RemoteRule], remote: &RemoteInfo, command: &str) -> bool {
-    let applicable: Vec<&RemoteRule> = rules.iter().filter(|r| r.covers_remote(remote)).collect();
-    if applicable.iter().any(|r| r.command.is_none()) {
-        return true;
+    fn covers_words(&self, words: &[String]) -> bool {
+        match self.pattern() {
+            Ok(Some(p)) if p.prefix => words.starts_with(&p.words),
+            Ok(Some(p)) => words == p.words.as_slice(),
+            _ => false,
+        }
     }
-    if ["$(", "`", "<(", ">("].iter().any(|s| command.contains(s)) {
-        return false;
-    }
-    let parts = split_command(command);
-    !parts.is_empty()
-        && parts
+
+    fn allows_redirect(&self, redirect: &shell::Redirect) -> bool {
+        let written = |r: &shell::Redirect| {
+            r.op == redirect.op
+                && r.effective_fd() == redirect.effective_fd()
+                && r.target == redirect.target
+        };
+        self.redirects
             .iter()
-            .all(|part| applicable.iter().any(|r| r.covers_part(part)))
+            .filter_map(|r| redirect_pattern(r).ok())
+            .any(|p| p.matches(redirect))
+            || self
+                .pattern()
+                .ok()
+                .flatten()
+                .is_some_and(|p| p.redirects.iter().any(written))
+    }
+
+    /// The rule as an agent file writes it.
+    fn describe(&self) -> String {
+        let mut parts = Vec::new();
+        if let Some(remote) = &self.remote {
+            parts.push(format!("remote: {remote}"));
+        }
+        if let Some(command) = &self.command {
+            parts.push(format!("command: {command:?}"));
+        }
+        if !self.redirects.is_empty() {
+            parts.push(format!("redirects: {:?}", self.redirects));
+        }
+        format!("{{{}}}", parts.join(", "))
+    }
 }
 
-/// The simple commands of a line, trimmed, empty ones left out.
-fn split_command(command: &str) -> Vec<String> {
-    let mut parts = Vec::new();
-    let mut current = String::new();
-    let mut chars = command.chars().peekable();
-    while let Some(c) = chars.next() {
-        match c {
-            ';' | '\n' => parts.push(std::mem::take(&mut current)),
-            // A redirection (`2>&1`, `>&2`, `&>file`) is part of its command.
-            '&' if current.ends_with(['>', '<']) || chars.peek() == Some(&'>') => current.push(c),
-            '&' | '|' => {
-                if chars.peek() == Some(&c) {
-                    chars.next();
-                }
-                parts.push(std::mem::take(&mut current));
-            }
-            _ => current.push(c),
+fn redirect_pattern(text: &str) -> Result<RedirectPattern, String> {
+    let bad = |why: &str| Err(format!("the redirect pattern `{text}` {why}"));
+    let trimmed = text.trim();
+    let digits: String = trimmed.chars().take_while(char::is_ascii_digit).collect();
+    let fd = if digits.is_empty() {
+        None
+    } else {
+        match digits.parse::<u32>() {
+            Ok(fd) => Some(fd),
+            Err(_) => return bad("has a file descriptor too large"),
+        }
+    };
+    let rest = &trimmed[digits.len()..];
+    let Some((op, len)) = shell::Op::at_start(rest) else {
+        return bad("does not start with a redirection (`>`, `>>`, `<`, `2>`, `<<`, ...)");
+    };
+    let target = rest[len..].trim();
+    let here = matches!(
+        op,
+        shell::Op::HereDoc | shell::Op::HereDocTabs | shell::Op::HereString
+    );
+    if here && !target.is_empty() {
+        return bad("names a here-document or here-string: write `<<` or `<<<` alone");
+    }
+    if !here && target.is_empty() {
+        return bad("names no file");
+    }
+    let (target, under) = match target.strip_suffix("/*") {
+        Some(dir) if !dir.is_empty() => (dir.to_owned(), true),
+        _ => (target.to_owned(), false),
+    };
+    Ok(RedirectPattern {
+        fd,
+        op,
+        target,
+        under,
+    })
+}
+
+impl RedirectPattern {
+    fn matches(&self, redirect: &shell::Redirect) -> bool {
+        use shell::Op;
+        let op_matches = match self.op {
+            // `<<` covers both kinds of here-document.
+            Op::HereDoc => matches!(redirect.op, Op::HereDoc | Op::HereDocTabs),
+            op => op == redirect.op,
+        };
+        let fd = self.fd.or(self.op.default_fd());
+        if !op_matches || fd != redirect.effective_fd() {
+            return false;
+        }
+        match redirect.op {
+            Op::HereDoc | Op::HereDocTabs | Op::HereString => true,
+            _ if self.under => redirect
+                .target
+                .strip_prefix(&self.target)
+                .and_then(|rest| rest.strip_prefix('/'))
+                .is_some_and(plain_relative_path),
+            _ => redirect.target == self.target,
         }
     }
-    parts.push(current);
-    parts
-        .into_iter()
-        .map(|p| p.trim().to_owned())
-        .filter(|p| !p.is_empty())
-        .collect()
+}
+
+/// True for a path with nothing the shell would expand or that would leave its directory:
+/// letters, digits, `-_.+@%,=:` and `/`, no `..` part, not empty.
+fn plain_relative_path(path: &str) -> bool {
+    !path.is_empty()
+        && path
+            .chars()
+            .all(|c| c.is_alphanumeric() || "-_.+@%,=:/".contains(c))
+        && path.split('/').all(|part| !part.is_empty() && part != "..")
+}
+
+/// True for a redirection that opens no file a rule could care about: duplicating or closing a
+/// file descriptor (`2>&1`, `>&2`, `<&-`), or `/dev/null` (reads nothing, keeps nothing).
+fn touches_no_file(redirect: &shell::Redirect) -> bool {
+    use shell::Op;
+    match redirect.op {
+        Op::DupIn | Op::DupOut => {
+            redirect.target == "-"
+                || (!redirect.target.is_empty()
+                    && redirect.target.chars().all(|c| c.is_ascii_digit()))
+        }
+        Op::HereDoc | Op::HereDocTabs | Op::HereString => false,
+        _ => redirect.target == "/dev/null",
+    }
+}
+
+/// Whether a command runs without asking, and why.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Verdict {
+    /// It runs at once: the rules that allow it, as the agent file writes them.
+    Allowed(Vec<String>),
+    /// A person is asked first: why.
+    Asks(String),
+}
+
+/// Commands whose arguments the shell runs as code: no prefix rule can say what they run.
+const ALWAYS_ASK: &[&str] = &["eval"];
+
+/// Whether `rules` let `command` run on `remote` (`None`: no remote in particular, so only rules
+/// for every remote apply) without asking, and why. A rule for the whole remote allows anything
+/// but a command with control characters. Otherwise the command is read as `sh` reads it
+/// (`shell`): it runs at once only when every simple command in it, those inside substitutions
+/// and groups included, is covered by a command rule, and each of its redirections touches no
+/// file or is listed in the `redirects` of a rule that covers it. Anything the reader does not
+/// understand asks.
+pub fn check(rules: &[RemoteRule], remote: Option<&RemoteInfo>, command: &str) -> Verdict {
+    if let Some(c) = command.chars().find(|c| crate::text::is_hidden(*c)) {
+        return Verdict::Asks(format!(
+            "it has the control character {} (U+{:04X}), which could hide what runs",
+            crate::text::visible(&c.to_string()),
+            u32::from(c)
+        ));
+    }
+    let applicable: Vec<&RemoteRule> = rules.iter().filter(|r| r.covers_remote(remote)).collect();
+    if let Some(whole) = applicable
+        .iter()
+        .find(|r| r.command.is_none() && r.redirects.is_empty())
+    {
+        return Verdict::Allowed(vec![whole.describe()]);
+    }
+    if applicable.is_empty() {
+        return Verdict::Asks("no rule applies to this remote".to_owned());
+    }
+    let simple = match shell::parse(command) {
+        Ok(simple) => simple,
+        Err(why) => return Verdict::Asks(why),
+    };
+    if simple.is_empty() {
+        return Verdict::Asks("it runs no command".to_owned());
+    }
+    let mut used: Vec<String> = Vec::new();
+    for one in &simple {
+        let written = one.words.join(" ");
+        let outside_rules: Vec<&shell::Redirect> = one
+            .redirects
+            .iter()
+            .filter(|r| !touches_no_file(r))
+            .collect();
+        if one.words.is_empty() {
+            if let Some(redirect) = outside_rules.first() {
+                return Verdict::Asks(format!(
+                    "the redirection `{redirect}` belongs to no simple command (a group's, or \
+                     alone), and rules allow redirections per command"
+                ));
+            }
+            continue;
+        }
+        if let Some(word) = one
+            .words
+            .iter()
+            .find(|w| !is_assignment(w))
+            .filter(|w| ALWAYS_ASK.contains(&w.as_str()))
+        {
+            return Verdict::Asks(format!(
+                "`{word}` runs its arguments as shell code, which rules cannot see into"
+            ));
+        }
+        let covering: Vec<&RemoteRule> = applicable
+            .iter()
+            .copied()
+            .filter(|r| r.covers_words(&one.words))
+            .collect();
+        if covering.is_empty() {
+            let assignment = one.words.first().filter(|w| is_assignment(w));
+            return Verdict::Asks(match assignment {
+                Some(a) => format!(
+                    "no rule allows `{written}` (it starts by setting `{a}`, which a rule must \
+                     name too)"
+                ),
+                None => format!("no rule allows `{written}`"),
+            });
+        }
+        match covering.iter().find(|r| {
+            outside_rules
+                .iter()
+                .all(|redirect| r.allows_redirect(redirect))
+        }) {
+            Some(rule) => {
+                let rule = rule.describe();
+                if !used.contains(&rule) {
+                    used.push(rule);
+                }
+            }
+            None => {
+                let redirect = outside_rules
+                    .iter()
+                    .find(|redirect| !covering.iter().any(|r| r.allows_redirect(redirect)))
+                    .or(outside_rules.first())
+                    .map_or_else(String::new, ToString::to_string);
+                return Verdict::Asks(format!(
+                    "`{written}` has the redirection `{redirect}`, which reads or writes a file \
+                     no rule's `redirects` names"
+                ));
+            }
+        }
+    }
+    Verdict::Allowed(used)
+}
+
+/// True for `NAME=value`.
+fn is_assignment(word: &str) -> bool {
+    word.split_once('=').is_some_and(|(name, _)| {
+        !name.is_empty()
+            && !name.starts_with(|c: char| c.is_ascii_digit())
+            && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+    })
+}
+
+/// True when `rules` allow `command` on `remote` without asking ([`check`]).
+pub fn allowed(rules: &[RemoteRule], remote: &RemoteInfo, command: &str) -> bool {
+    matches!(check(rules, Some(remote), command), Verdict::Allowed(_))
 }
 
 fn no_remotes() -> ToolOutcome {
@@ -203,10 +471,22 @@ impl Tool for RemoteExec {
             ));
         }
         let command = args["command"].as_str().unwrap_or_default();
+        let description = args["description"].as_str().unwrap_or_default();
+        if let Err(why) = one_line(description) {
+            return ToolOutcome::error(format!(
+                "Error: `description` must be one line of plain text ({why}); nothing was run. \
+                 Say what the command does in a sentence; the command itself is shown apart."
+            ));
+        }
         let timeout = args["timeout_seconds"]
             .as_u64()
             .unwrap_or(DEFAULT_TIMEOUT_SECONDS);
-        let approved = allowed(&self.rules, remote, command);
+        let verdict = check(&self.rules, Some(remote), command);
+        let approved = matches!(verdict, Verdict::Allowed(_));
+        let asks = match verdict {
+            Verdict::Allowed(_) => String::new(),
+            Verdict::Asks(why) => why,
+        };
         let invocation = ToolInvocation {
             thread_id: ctx.record.id.clone(),
             stack: ctx.record.stack.clone(),
@@ -216,9 +496,10 @@ impl Tool for RemoteExec {
                 "remote_id": remote.id,
                 "remote": remote.name,
                 "command": command,
-                "description": args["description"].as_str().unwrap_or_default(),
+                "description": description,
                 "timeout_seconds": timeout,
                 "approved": approved,
+                "asks": asks,
             }),
             server: None,
             notify_key: None,
@@ -246,6 +527,19 @@ impl Tool for RemoteExec {
             }
         }
         ToolOutcome::Dispatched
+    }
+}
+
+/// Refuses a description with a line break or a control character in it: a person reads it
+/// above the command, and a second line could pass for the command.
+fn one_line(description: &str) -> Result<(), String> {
+    match description
+        .chars()
+        .find(|c| crate::text::is_hidden(*c) || matches!(c, '\n' | '\u{2028}' | '\u{2029}'))
+    {
+        Some('\n') => Err("it has a line break".to_owned()),
+        Some(c) => Err(format!("it has the character U+{:04X}", u32::from(c))),
+        None => Ok(()),
     }
 }
 
@@ -303,6 +597,22 @@ mod tests {
         RemoteRule {
             remote: remote.map(str::to_owned),
             command: command.map(str::to_owned),
+            redirects: Vec::new(),
+        }
+    }
+
+    fn with_redirects(command: &str, redirects: &[&str]) -> RemoteRule {
+        RemoteRule {
+            redirects: redirects.iter().map(|r| (*r).to_owned()).collect(),
+            ..rule(None, Some(command))
+        }
+    }
+
+    /// Why `command` asks under `rules` on the remote `laptop` (a panic if it is allowed).
+    fn asks(rules: &[RemoteRule], command: &str) -> String {
+        match check(rules, Some(&remote("laptop")), command) {
+            Verdict::Asks(why) => why,
+            Verdict::Allowed(by) => panic!("{command:?} is allowed by {by:?}"),
         }
     }
 
@@ -324,6 +634,9 @@ mod tests {
         assert!(!allowed(&rules, &laptop, "git clone a; rm -rf b"));
         assert!(!allowed(&rules, &laptop, "git clone a | sh"));
         assert!(!allowed(&rules, &laptop, "git clone $(curl x)"));
+        // Words, not characters: blanks between them do not matter; quotes do.
+        assert!(allowed(&rules, &laptop, "git   clone\tx"));
+        assert!(!allowed(&rules, &laptop, "'git' clone x"));
         // A whole remote, by name in any case; another remote asks.
         let whole = [rule(Some("laptop"), None)];
         assert!(allowed(&whole, &laptop, "rm -rf build && make"));
@@ -333,6 +646,222 @@ mod tests {
         assert!(allowed(&scoped, &remote("server"), "make test"));
         assert!(!allowed(&scoped, &laptop, "make test"));
         assert!(!allowed(&[], &laptop, "ls"));
+    }
+
+    #[test]
+    fn redirections_ask_unless_they_touch_no_file_or_a_rule_names_them() {
+        let echo = [rule(None, Some("echo:*"))];
+        // The issue's bypasses.
+        assert!(asks(&echo, "echo hi > FILE").contains("`> FILE`"));
+        assert!(asks(&echo, "echo x >> ~/.bashrc").contains("`>> ~/.bashrc`"));
+        assert!(asks(&echo, "echo spoofed > F \u{1b}[2K\rgit status").contains("^["));
+        for command in [
+            "echo hi>F",
+            "echo hi >| F",
+            "echo hi &> F",
+            "echo hi &>> F",
+            "echo hi 2> F",
+            "echo hi 2>>F",
+            "echo hi < /etc/shadow",
+            "echo hi <> F",
+            "echo hi >&F",
+            "echo hi 3>F",
+            "echo <<EOF\nhi\nEOF",
+            "echo <<-EOF\n\thi\n\tEOF",
+            "echo <<< hi",
+            "> F",
+            "{ echo hi; } > F",
+            "(echo hi) >> F",
+            "echo $(echo hi > F)",
+            "echo \"$(echo hi > F)\"",
+            "echo `echo hi > F`",
+            "echo hi \\\n> F",
+        ] {
+            assert!(!allowed(&echo, &remote("laptop"), command), "{command:?}");
+        }
+        // Duplicating or closing a descriptor, and /dev/null, touch no file.
+        for command in [
+            "echo hi 2>&1",
+            "echo hi >&2 1>&2 2<&0 <&- >&-",
+            "echo hi > /dev/null 2>/dev/null </dev/null &>/dev/null &>>/dev/null",
+            "{ echo a; echo b; } 2>&1",
+        ] {
+            assert!(allowed(&echo, &remote("laptop"), command), "{command:?}");
+        }
+        // A rule's `redirects` allow what they name, for its command only.
+        let logged = [
+            with_redirects("make:*", &["> build.log", "2>> /tmp/logs/*", "<<"]),
+            rule(None, Some("echo:*")),
+        ];
+        let laptop = remote("laptop");
+        assert!(allowed(&logged, &laptop, "make all > build.log"));
+        assert!(allowed(
+            &logged,
+            &laptop,
+            "make all 2>> /tmp/logs/a/make.err"
+        ));
+        assert!(allowed(&logged, &laptop, "make -f - <<'EOF'\nall:\nEOF"));
+        assert!(allowed(&logged, &laptop, "make <<-X\n\tall:\n\tX"));
+        assert!(asks(&logged, "make all >> build.log").contains("`>> build.log`"));
+        assert!(asks(&logged, "make all 1> other.log").contains("`1> other.log`"));
+        assert!(
+            !allowed(&logged, &laptop, "make all 2> build.log"),
+            "another fd"
+        );
+        assert!(!allowed(
+            &logged,
+            &laptop,
+            "make 2>> /tmp/logs/../../home/me/.bashrc"
+        ));
+        assert!(!allowed(&logged, &laptop, "make 2>> /tmp/logs/$X"));
+        assert!(!allowed(&logged, &laptop, "make 2>> /tmp/logs/"));
+        assert!(!allowed(&logged, &laptop, "make 2>> /tmp/logsx/a"));
+        assert!(
+            !allowed(&logged, &laptop, "echo hi > build.log"),
+            "not echo's"
+        );
+        assert!(allowed(&logged, &laptop, "make > build.log && echo done"));
+        assert!(allowed(&logged, &laptop, "1>build.log make"));
+    }
+
+    #[test]
+    fn every_command_of_a_line_needs_a_rule_and_unclear_lines_ask() {
+        let rules = [rule(None, Some("echo:*")), rule(None, Some("date"))];
+        let laptop = remote("laptop");
+        // Substitutions are commands too.
+        assert!(allowed(&rules, &laptop, "echo $(date) `date` \"$(date)\""));
+        assert!(asks(&rules, "echo $(id)").contains("`id`"));
+        assert!(asks(&rules, "echo \"$(id)\"").contains("`id`"));
+        assert!(asks(&rules, "echo `id`").contains("`id`"));
+        assert!(asks(&rules, "echo <(id)").contains("`id`"));
+        assert!(asks(&rules, "echo ${X:-$(id)}").contains("`id`"));
+        assert!(
+            allowed(&rules, &laptop, "echo '$(id)' \\$\\(id\\)"),
+            "quoted: no substitution"
+        );
+        // Lists, pipelines, groups, new lines, continuations.
+        for command in [
+            "echo a; id",
+            "echo a && id",
+            "echo a || id",
+            "echo a | id",
+            "echo a |& id",
+            "echo a & id",
+            "echo a\nid",
+            "(echo a; id)",
+            "{ echo a; id; }",
+            "echo a \\\n; id",
+            "i\\\nd",
+        ] {
+            assert!(!allowed(&rules, &laptop, command), "{command:?}");
+        }
+        assert!(allowed(&rules, &laptop, "(echo a; date) && { echo b; } &"));
+        assert!(
+            allowed(&rules, &laptop, "ec\\\nho joined"),
+            "a continuation joins words"
+        );
+        // Assignments must be named by the rule; eval never passes.
+        assert!(asks(&rules, "PATH=/tmp/evil echo hi").contains("`PATH=/tmp/evil`"));
+        assert!(asks(&rules, "X=1; echo $X").contains("`X=1`"));
+        let eval = [
+            rule(None, Some("eval:*")),
+            rule(None, Some("LANG=C make:*")),
+        ];
+        assert!(asks(&eval, "eval echo hi\\; rm x").contains("shell code"));
+        assert!(allowed(&eval, &laptop, "LANG=C make test"));
+        // What the reader does not understand asks, saying why.
+        assert!(asks(&rules, "echo 'open").contains("never closed"));
+        assert!(asks(&rules, "if date; then echo a; fi").contains("`if`"));
+        assert!(asks(&rules, "echo() { id; }; echo").contains("function"));
+        assert!(asks(&rules, "echo $((1+2))").contains("arithmetic"));
+        assert!(asks(&rules, "cat <<EOF\n$(id)\nEOF").contains("here-document"));
+        assert!(asks(&rules, "   ").contains("no command"));
+        // Control characters ask even on a remote allowed whole; tab and new line do not.
+        let whole = [rule(Some("laptop"), None)];
+        assert!(asks(&whole, "ls\r").contains("^M"));
+        assert!(asks(&whole, "ls \u{202e}txt").contains("U+202E"));
+        assert!(asks(&whole, "ls \u{7f}").contains("U+007F"));
+        assert!(allowed(&whole, &laptop, "ls\t-la\nid; if x; then y; fi"));
+    }
+
+    #[test]
+    fn rules_say_which_rule_allowed_and_bad_rules_are_refused() {
+        let rules = [
+            rule(Some("laptop"), Some("ls:*")),
+            rule(None, Some("echo:*")),
+        ];
+        assert_eq!(
+            check(&rules, Some(&remote("Laptop")), "ls -la | echo"),
+            Verdict::Allowed(vec![
+                "{remote: laptop, command: \"ls:*\"}".to_owned(),
+                "{command: \"echo:*\"}".to_owned()
+            ])
+        );
+        // No remote named: only rules for every remote apply.
+        assert!(matches!(check(&rules, None, "ls"), Verdict::Asks(_)));
+        assert!(matches!(check(&rules, None, "echo"), Verdict::Allowed(_)));
+        for (bad, why) in [
+            (rule(None, Some("a; b")), "more than one command"),
+            (rule(None, Some("> f")), "only a redirection"),
+            (rule(None, Some(":*")), "empty"),
+            (rule(None, Some("echo 'x")), "never closed"),
+            (
+                with_redirects("echo:*", &["build.log"]),
+                "does not start with a redirection",
+            ),
+            (with_redirects("echo:*", &[">"]), "names no file"),
+            (with_redirects("echo:*", &["<< EOF"]), "alone"),
+            (
+                RemoteRule {
+                    redirects: vec!["> f".to_owned()],
+                    ..rule(Some("laptop"), None)
+                },
+                "needs a `command`",
+            ),
+        ] {
+            let err = bad.check().unwrap_err();
+            assert!(err.contains(why), "{bad:?}: {err}");
+        }
+        assert!(
+            with_redirects("make:*", &["2>> /tmp/*", "<<", "<<<", "&> out"])
+                .check()
+                .is_ok()
+        );
+        // A redirection written in the command is allowed as `redirects` would (rules written
+        // before `redirects` existed keep working).
+        let written = [rule(None, Some("make test > build.log 2>&1"))];
+        assert!(written[0].check().is_ok());
+        assert!(allowed(
+            &written,
+            &remote("laptop"),
+            "make test 2>&1 1>build.log"
+        ));
+        assert!(allowed(&written, &remote("laptop"), "make test"));
+        assert!(!allowed(
+            &written,
+            &remote("laptop"),
+            "make test > other.log"
+        ));
+        assert!(!allowed(
+            &written,
+            &remote("laptop"),
+            "make test 2> build.log"
+        ));
+        // A bad rule allows nothing, even as a whole remote's.
+        let bad = [RemoteRule {
+            redirects: vec!["> f".to_owned()],
+            ..rule(None, None)
+        }];
+        assert!(!allowed(&bad, &remote("laptop"), "ls"));
+    }
+
+    #[test]
+    fn a_description_is_one_line() {
+        assert!(one_line("Lists the build folder\twith sizes").is_ok());
+        assert_eq!(one_line("a\nRun it").unwrap_err(), "it has a line break");
+        assert!(one_line("a\rb").unwrap_err().contains("U+000D"));
+        assert!(one_line("a\u{2028}b").unwrap_err().contains("U+2028"));
+        assert!(one_line("\u{202e}txt").unwrap_err().contains("U+202E"));
     }
 
     #[test]

@@ -12,7 +12,6 @@ use serde_json::{json, Value};
 
 use super::str_arg;
 use crate::effect::Effect;
-use crate::ids::InputId;
 use crate::input::{Input, InputBody};
 use crate::model::ToolSpec;
 use crate::state::{Schedule, ThreadRecord};
@@ -61,7 +60,7 @@ pub(crate) fn arm(record: &ThreadRecord, schedule: &Schedule) -> Effect {
     let at = schedule.next;
     Effect::SendAt {
         input: Input {
-            id: InputId::derived(&schedule.id, &at.as_second().to_string()),
+            id: schedule.next_input_id(),
             thread_id: record.id.clone(),
             body: InputBody::Schedule {
                 schedule_id: schedule.id.clone(),

@@ -1,0 +1,55 @@
+//! Text shown to people that others wrote (a model, a tool server, a remote's name): characters
+//! that would act on a terminal or a page instead of being read are shown in a visible form.
+
+use std::borrow::Cow;
+
+/// True for the characters [`visible`] rewrites: C0 controls other than newline and tab, DEL,
+/// C1 controls, and the Unicode marks that reorder the text around them (bidi overrides,
+/// embeddings, isolates and the LRM/RLM marks).
+pub fn is_hidden(c: char) -> bool {
+    (c.is_control() && c != '\n' && c != '\t')
+        || matches!(c, '\u{200E}' | '\u{200F}' | '\u{202A}'..='\u{202E}' | '\u{2066}'..='\u{2069}')
+}
+
+/// `text` with every [`is_hidden`] character in visible form: `^[` for escape (caret notation
+/// for C0), `^?` for DEL, `<U+202E>` for the others. A carriage return or an escape sequence then
+/// cannot overwrite what a person reads, nor reversed text hide it. The result has only
+/// printable characters, newlines and tabs, so applying it twice changes nothing more.
+pub fn visible(text: &str) -> Cow<'_, str> {
+    if !text.chars().any(is_hidden) {
+        return Cow::Borrowed(text);
+    }
+    let mut out = String::with_capacity(text.len() + 8);
+    for c in text.chars() {
+        match c {
+            c if !is_hidden(c) => out.push(c),
+            '\u{7f}' => out.push_str("^?"),
+            c if u32::from(c) < 0x20 => {
+                out.push('^');
+                // C0 in caret notation: 0x1B is `^[`, 0x0D is `^M`.
+                out.push(char::from_u32(u32::from(c) + 0x40).unwrap_or('?'));
+            }
+            c => out.push_str(&format!("<U+{:04X}>", u32::from(c))),
+        }
+    }
+    Cow::Owned(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn hidden_characters_are_shown_and_the_rest_is_left_alone() {
+        let hostile = "echo spoofed > F \u{1b}[2K\rgit status\u{7f}\u{9b}\u{202e}cod.exe";
+        let shown = visible(hostile);
+        assert_eq!(
+            shown,
+            "echo spoofed > F ^[[2K^Mgit status^?<U+009B><U+202E>cod.exe"
+        );
+        assert!(!shown.chars().any(is_hidden));
+        assert_eq!(visible(&shown), shown, "a second pass changes nothing");
+        let plain = "two\nlines\twith a tab — ok";
+        assert!(matches!(visible(plain), Cow::Borrowed(_)));
+    }
+}
