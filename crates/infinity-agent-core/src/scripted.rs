@@ -144,11 +144,12 @@ pub enum ScriptError {
     },
 }
 
-/// What is wrong with a script's YAML, said without quoting the text: a script may be any file
-/// someone names (`script:PATH`), and what it holds must never reach an error message. The
-/// parser's own words quote values (`invalid type: string "..."`) and keys (`unknown field
-/// `...``); what stays is the kind of problem, what was expected (our own names) and where.
-fn yaml_problem(error: &serde_yaml_ng::Error) -> String {
+/// What is wrong with a YAML file that should be `what` ("a script"), said without quoting the
+/// text: a file may be one someone named (`script:PATH`), and what it holds must never reach an
+/// error message. The parser's own words quote values (`invalid type:
+/// string "..."`) and keys (`unknown field `...``); what stays is the kind of problem, what was
+/// expected (our own names) and where.
+fn yaml_problem(error: &serde_yaml_ng::Error, what: &str) -> String {
     let message = error.to_string();
     let at = error
         .location()
@@ -160,7 +161,7 @@ fn yaml_problem(error: &serde_yaml_ng::Error) -> String {
         .map(|i| &message[i..])
         .map(|rest| rest.rfind(" at line ").map_or(rest, |end| &rest[..end]));
     let kind = [
-        ("unknown field", "a key scripts do not have"),
+        ("unknown field", "an unknown key"),
         ("unknown variant", "a value that is not one of the choices"),
         ("invalid type", "a value of the wrong type"),
         ("invalid value", "a value that is not allowed"),
@@ -182,9 +183,9 @@ fn yaml_problem(error: &serde_yaml_ng::Error) -> String {
             .and_then(|rest| rest.split('`').nth(1))
             .map(|key| format!("the key `{key}` is missing{at}"))
             .unwrap_or_else(|| format!("a key is missing{at}")),
-        (Some((_, kind)), Some(expected)) => format!("not a script: {kind}, {expected}{at}"),
-        (Some((_, kind)), None) => format!("not a script: {kind}{at}"),
-        (None, _) => format!("not a script (not YAML of the expected shape){at}"),
+        (Some((_, kind)), Some(expected)) => format!("not {what}: {kind}, {expected}{at}"),
+        (Some((_, kind)), None) => format!("not {what}: {kind}{at}"),
+        (None, _) => format!("not {what} (not YAML of the expected shape){at}"),
     }
 }
 
@@ -235,7 +236,7 @@ impl ScriptedModel {
     pub fn parse(text: &str, path: &Path) -> Result<Self, ScriptError> {
         let file: ScriptFile = serde_yaml_ng::from_str(text).map_err(|e| ScriptError::Parse {
             path: path.to_owned(),
-            reason: yaml_problem(&e),
+            reason: yaml_problem(&e, "a script"),
         })?;
         let rules = file
             .rules
@@ -496,10 +497,10 @@ mod tests {
         let path = Path::new("secret.yaml");
         for (text, says) in [
             ("root:x:0:0:root:/root:/bin/bash\n", "not a script"),
-            ("token: s3cr3t-value\n", "a key scripts do not have"),
+            ("token: s3cr3t-value\n", "an unknown key, expected"),
             (
                 "rules:\n  - when: ok\n    secret_key: x\n",
-                "a key scripts do not have",
+                "an unknown key, expected",
             ),
             ("rules: \"s3cr3t-value\"\n", "a value of the wrong type"),
             ("rules:\n  - when: x\n", "`reply` is missing"),

@@ -144,6 +144,8 @@ async fn start(dir: &Path, base: &str) -> Server {
             .arg("--store")
             .arg(dir.join("store"))
             .args(["--port", port])
+            // The model the test switches a thread to (the only one allowed besides the agent's).
+            .args(["--allow-model", "script:other.script.yaml"])
             .env("INFINITY_SERVE_TOKEN", TOKEN)
             .env_remove("ANTHROPIC_API_KEY")
             .env_remove("OPENAI_API_KEY")
@@ -555,6 +557,14 @@ async fn a_person_uses_the_web_app_in_a_real_browser() {
         "rules:\n  - reply: {text: \"another model here\"}\n",
     )
     .unwrap();
+    // The field offers the models the server allows.
+    browser
+        .wait_for(
+            "the allowed models offered",
+            "[...document.querySelectorAll('#model-options option')].map((o) => o.value).join() \
+             === 'script:other.script.yaml'",
+        )
+        .await;
     browser.click("#model-choice", None).await;
     browser.type_text("script:other.script.yaml").await;
     browser.press("Enter", false).await;

@@ -58,7 +58,10 @@ A page is something a person opens in a browser, reads, and comments on. Make it
   are blocked.
 - To ship separate files (a large dataset, a stylesheet, an SVG), publish them in `files` with
   `assets: true` and refer to them by relative path: files/NAME (for example
-  <img src=\"files/chart.svg\">). Without `assets: true` the page may not load even those.
+  <img src=\"files/chart.svg\">, or fetch(\"files/data.json\") for data). Without
+  `assets: true` the page may not load even those.
+- The page runs only inside its frame on the page's own address: do not navigate the top window
+  or open popups (both are blocked).
 - Keep it light: under a few hundred kilobytes, readable on a phone (a viewport meta tag,
   max-width on the body, system fonts).
 

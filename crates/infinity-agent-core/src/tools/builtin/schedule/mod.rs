@@ -106,7 +106,8 @@ impl Tool for ScheduleCreate {
              exactly one of `rrule` (RFC 5545, e.g. FREQ=WEEKLY;BYDAY=MO,WE;BYHOUR=8;BYMINUTE=30) \
              or `cron` (5 fields: minute hour day-of-month month day-of-week), read in \
              `timezone` (IANA, default UTC): 08:30 stays 08:30 local across daylight-saving \
-             switches. Returns the schedule's id and its next three occurrences, to check.",
+             switches. In an rrule an unset BYSECOND is 0, and with BYHOUR an unset BYMINUTE is \
+             0 (BYHOUR=9 fires at 09:00:00). Returns the schedule's id and its next three occurrences, to check.",
             json!({
                 "type": "object",
                 "properties": {

@@ -12,6 +12,11 @@
 //! refused by name. Cron: `minute hour day-of-month month day-of-week` with `*`, lists, ranges
 //! and steps (`*/15`, `1-5`, `MON-FRI`, `JAN`); when both day fields are restricted, a day
 //! matching either fires (as cron does).
+//!
+//! An RRULE without `BYSECOND` fires at second 0, and one with `BYHOUR` but without `BYMINUTE`
+//! at minute 0 (`FREQ=DAILY;BYHOUR=9` is 09:00:00); other unset parts take the start's (RFC
+//! 5545 takes them all from the start, which made `BYHOUR=9` fire at 09 and whatever minute and
+//! second the schedule was made at).
 
 use jiff::civil::{Date, DateTime, Weekday};
 use jiff::tz::{AmbiguousOffset, TimeZone};
@@ -394,6 +399,14 @@ impl Recurrence {
                         list.clone()
                     }
                 };
+                // What a person means: an unset BYSECOND is second 0, and with BYHOUR an unset
+                // BYMINUTE is minute 0 (`FREQ=DAILY;BYHOUR=9` is 09:00:00, not 09 and the
+                // minute and second the schedule was made at). Otherwise the start's, as in
+                // RFC 5545.
+                let start_minute = match hours.is_empty() {
+                    true => start.minute(),
+                    false => 0,
+                };
                 let days_since = start
                     .date()
                     .until(day)
@@ -408,11 +421,7 @@ impl Recurrence {
                             })
                             .filter(|h| hours.is_empty() || hours.contains(h))
                             .collect();
-                        (
-                            all,
-                            or(minutes, start.minute()),
-                            or(seconds, start.second()),
-                        )
+                        (all, or(minutes, start_minute), or(seconds, 0))
                     }
                     Freq::Minutely => {
                         let hours_all: Vec<i8> = (0..24)
@@ -426,7 +435,7 @@ impl Recurrence {
                                 if since.rem_euclid(*interval) == 0
                                     && (minutes.is_empty() || minutes.contains(&m))
                                 {
-                                    for s in or(seconds, start.second()) {
+                                    for s in or(seconds, 0) {
                                         if let Ok(t) = jiff::civil::Time::new(h, m, s, 0) {
                                             times.push(t);
                                         }
@@ -438,8 +447,8 @@ impl Recurrence {
                     }
                     _ => (
                         or(hours, start.hour()),
-                        or(minutes, start.minute()),
-                        or(seconds, start.second()),
+                        or(minutes, start_minute),
+                        or(seconds, 0),
                     ),
                 }
             }

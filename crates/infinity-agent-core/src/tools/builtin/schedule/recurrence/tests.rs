@@ -225,3 +225,44 @@ fn bad_rules_are_refused_by_name() {
     assert!(cron_err("0 8 * * FUNDAY").contains("day-of-week `FUNDAY` is out of range"));
     assert!(cron_err("0 8 5-1 * *").contains("goes backwards"));
 }
+
+#[test]
+fn an_unset_minute_and_second_are_zero_where_people_expect_them() {
+    let fmt = |times: Vec<Timestamp>| -> Vec<String> {
+        times
+            .iter()
+            .map(|t| {
+                t.to_zoned_datetime(TimeZone::UTC)
+                    .strftime("%d %H:%M:%S")
+                    .to_string()
+            })
+            .collect()
+    };
+    // Made at 10:17:42: `BYHOUR=9` is 09:00:00, not 09:17:42.
+    let daily = rrule("FREQ=DAILY;BYHOUR=9", "UTC", "2026-05-01T10:17:42");
+    assert_eq!(
+        fmt(daily.next_after(at("2026-05-01T10:17:42Z"), 2)),
+        ["02 09:00:00", "03 09:00:00"]
+    );
+    // Without BYHOUR the start's hour and minute stay, at second 0.
+    let plain = rrule("FREQ=DAILY", "UTC", "2026-05-01T10:17:42");
+    assert_eq!(
+        fmt(plain.next_after(at("2026-05-01T10:17:42Z"), 1)),
+        ["02 10:17:00"]
+    );
+    // Hourly keeps the start's minute unless BYMINUTE names one; seconds are 0.
+    let hourly = rrule("FREQ=HOURLY", "UTC", "2026-05-01T10:17:42");
+    assert_eq!(
+        fmt(hourly.next_after(at("2026-05-01T10:17:42Z"), 1)),
+        ["01 11:17:00"]
+    );
+    let named = rrule(
+        "FREQ=DAILY;BYHOUR=9;BYMINUTE=30;BYSECOND=5",
+        "UTC",
+        "2026-05-01T10:17:42",
+    );
+    assert_eq!(
+        fmt(named.next_after(at("2026-05-01T10:17:42Z"), 1)),
+        ["02 09:30:05"]
+    );
+}
