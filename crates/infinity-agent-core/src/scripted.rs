@@ -643,6 +643,13 @@ rules:
         assert!(err.to_string().contains("rule 1"), "{err}");
         let err =
             ScriptedModel::parse("rules:\n  - reply: {txt: x}\n", Path::new("s.yaml")).unwrap_err();
-        assert!(err.to_string().contains("txt"), "{err}");
+        // Where, and what was expected; the unknown key itself is the file's text, not quoted.
+        let err = err.to_string();
+        assert!(
+            err.contains("an unknown key, expected one of `text`")
+                && err.contains("line 2 column 13")
+                && !err.contains("txt"),
+            "{err}"
+        );
     }
 }
