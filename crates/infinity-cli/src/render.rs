@@ -52,26 +52,7 @@ pub struct Renderer {
 /// that reorder text are shown in visible form (`^[` for escape, `<U+202E>`), never sent raw.
 /// A model, a tool server or a message may say anything.
 pub fn printable(text: &str) -> std::borrow::Cow<'_, str> {
-    let unsafe_char = |c: char| {
-        (c.is_control() && c != '\n' && c != '\t')
-            || matches!(c, '\u{200E}' | '\u{200F}' | '\u{202A}'..='\u{202E}' | '\u{2066}'..='\u{2069}')
-    };
-    if !text.chars().any(unsafe_char) {
-        return std::borrow::Cow::Borrowed(text);
-    }
-    let mut out = String::with_capacity(text.len() + 8);
-    for c in text.chars() {
-        match c {
-            c if !unsafe_char(c) => out.push(c),
-            '\u{7f}' => out.push_str("^?"),
-            c if (c as u32) < 0x20 => {
-                out.push('^');
-                out.push(char::from(b'@' + c as u8));
-            }
-            c => out.push_str(&format!("<U+{:04X}>", c as u32)),
-        }
-    }
-    std::borrow::Cow::Owned(out)
+    infinity_agent_core::text::visible(text)
 }
 
 pub(crate) fn one_line(text: &str, max: usize) -> String {
