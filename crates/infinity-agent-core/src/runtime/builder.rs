@@ -154,7 +154,8 @@ impl AgentSystemBuilder {
     }
 
     /// Builds the system, recovers the store's outboxes (re-sending inputs, re-arming timers),
-    /// replays the inputs its inbox still holds (accepted, not yet handled) and starts it on the current tokio runtime. Afterwards inputs may be sent from any thread.
+    /// replays the inputs its inbox still holds (accepted, not yet handled) and starts it on the
+    /// current tokio runtime. Afterwards inputs may be sent from any thread.
     pub async fn build(self) -> Result<AgentSystem, BuildError> {
         let default_agent = match (self.default_agent, self.agents.first()) {
             (Some(name), _) => name,
