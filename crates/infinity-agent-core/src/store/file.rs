@@ -32,8 +32,8 @@
 //! overwritten.
 
 use std::collections::{HashMap, HashSet};
-use std::fs::{self, File, OpenOptions};
-use std::io::{BufRead, BufReader, Read, Seek, SeekFrom, Write};
+use std::fs;
+use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard};
 
@@ -42,6 +42,7 @@ use serde::{Deserialize, Serialize};
 
 mod inbox;
 mod io;
+mod lock;
 mod resident;
 
 use super::memory::{ThreadData, Threads};
@@ -56,6 +57,7 @@ use io::{
     committed, corrupt, io_err, json_lines, parse_lines, read_all, replace_state, sync_dir,
     write_at,
 };
+use lock::HeldLock;
 
 /// The current layout (see the module docs). Version 1 kept the children in the record and the
 /// outbox in `state.json`; such a thread is read as it is and written in this layout from its
@@ -134,48 +136,6 @@ pub struct FileStore {
     lock: Option<Arc<HeldLock>>,
     /// The accepted inputs not yet handled (`None`: opened read-only).
     inbox: Option<Arc<Mutex<inbox::Inbox>>>,
-}
-
-/// A store folder's lock, held while any clone of its [`FileStore`] lives.
-#[derive(Debug)]
-struct HeldLock {
-    file: File,
-    /// The folder, canonical: its entry in [`lock_held`].
-    key: PathBuf,
-}
-
-impl Drop for HeldLock {
-    fn drop(&mut self) {
-        lock_held().remove(&self.key);
-    }
-}
-
-/// The store folders this process holds. The file lock alone cannot tell: a child process shares
-/// the lock while it starts (see [`FileStore::open`]), and a second open in this process must be
-/// refused at once whatever the platform's lock does within one process.
-fn lock_held() -> MutexGuard<'static, HashSet<PathBuf>> {
-    static HELD: std::sync::OnceLock<Mutex<HashSet<PathBuf>>> = std::sync::OnceLock::new();
-    HELD.get_or_init(Mutex::default)
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner)
-}
-
-/// How long a lock held only through this process's own open files (a child process starting)
-/// is waited for before it counts as held, and how often it is tried meanwhile.
-const INHERITED_LOCK_WAIT: std::time::Duration = std::time::Duration::from_secs(10);
-const INHERITED_LOCK_POLL: std::time::Duration = std::time::Duration::from_millis(20);
-
-/// Who holds a store's lock, as written in the lock file.
-fn holder_note() -> String {
-    let command: Vec<String> = std::env::args().take(4).collect();
-    format!(
-        "process {} ({}) since {}",
-        std::process::id(),
-        command.join(" "),
-        jiff::Timestamp::now()
-            .round(jiff::Unit::Second)
-            .unwrap_or(jiff::Timestamp::now())
-    )
 }
 
 /// One thread's folder, loaded.
@@ -310,73 +270,7 @@ impl FileStore {
 
     fn open_with(root: PathBuf, waiting: Option<impl FnOnce(&str)>) -> Result<Self, StoreError> {
         fs::create_dir_all(root.join("threads")).map_err(|e| io_err(&root, e))?;
-        let lock_path = root.join("lock");
-        let key = fs::canonicalize(&root).map_err(|e| io_err(&root, e))?;
-        let mut file = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create(true)
-            .truncate(false)
-            .open(&lock_path)
-            .map_err(|e| io_err(&lock_path, e))?;
-        let mut waiting = waiting;
-        let mut retried = std::time::Duration::ZERO;
-        loop {
-            // This process holds the folder: refused (or waited for) like another process.
-            let ours = lock_held().contains(&key);
-            let attempt = match ours {
-                true => Err(fs::TryLockError::WouldBlock),
-                false => file.try_lock(),
-            };
-            match attempt {
-                Ok(()) => break,
-                Err(fs::TryLockError::WouldBlock) => {
-                    let mut holder = String::new();
-                    let _ = file.seek(SeekFrom::Start(0));
-                    let _ = file.read_to_string(&mut holder);
-                    let holder = holder.trim().to_owned();
-                    // The lock names this process but no store of it holds the folder: a child
-                    // process this one is starting shares its open files until it runs its
-                    // program (which closes them), or a store is being dropped on another
-                    // thread. Either lets go within moments.
-                    let own_note = holder.starts_with(&format!("process {} ", std::process::id()));
-                    if !ours && own_note && retried < INHERITED_LOCK_WAIT {
-                        std::thread::sleep(INHERITED_LOCK_POLL);
-                        retried += INHERITED_LOCK_POLL;
-                        continue;
-                    }
-                    match waiting.take() {
-                        None => {
-                            return Err(StoreError::Locked {
-                                path: root.display().to_string(),
-                                holder,
-                            })
-                        }
-                        Some(waiting) => {
-                            waiting(&holder);
-                            if ours {
-                                // A lock this process holds cannot be waited for on its file.
-                                while lock_held().contains(&key) {
-                                    std::thread::sleep(INHERITED_LOCK_POLL);
-                                }
-                                continue;
-                            }
-                            file.lock().map_err(|e| io_err(&lock_path, e))?;
-                            break;
-                        }
-                    }
-                }
-                Err(fs::TryLockError::Error(e)) => return Err(io_err(&lock_path, e)),
-            }
-        }
-        lock_held().insert(key.clone());
-        let held = HeldLock { file, key };
-        let mut file = &held.file;
-        file.set_len(0).map_err(|e| io_err(&lock_path, e))?;
-        file.seek(SeekFrom::Start(0))
-            .map_err(|e| io_err(&lock_path, e))?;
-        file.write_all(holder_note().as_bytes())
-            .map_err(|e| io_err(&lock_path, e))?;
+        let held = lock::take(&root, waiting)?;
         Self::load(root, Some(Arc::new(held)))
     }
 

@@ -3,6 +3,8 @@ use crate::effect::{Effect, OutputEvent, OutputKind};
 use crate::history::Item;
 use crate::ids::{CallId, ThreadId};
 use jiff::Timestamp;
+use std::fs::OpenOptions;
+use std::io::Write;
 
 fn id(s: &str) -> ThreadId {
     ThreadId::new(s).unwrap()
