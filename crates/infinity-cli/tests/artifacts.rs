@@ -123,6 +123,19 @@ async fn get(url: &str) -> reqwest::Response {
     http().get(url).send().await.unwrap()
 }
 
+/// The page number `nth` (from 1) the thread has, once it is stored: its id.
+async fn stored_page(base: &str, thread: &str, nth: usize) -> String {
+    let id = pages(base, thread, nth).await[nth - 1]["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    until("the page to be stored", || async {
+        get(&format!("{base}/a/{id}")).await.status() == 200
+    })
+    .await;
+    id
+}
+
 /// A GET as a browser makes it for a load of `dest` (`Sec-Fetch-Dest`), redirects not followed.
 async fn get_as(url: &str, dest: &str) -> reqwest::Response {
     reqwest::Client::builder()
@@ -323,12 +336,7 @@ async fn an_agent_publishes_a_page_people_comment_and_it_answers() {
 
     // Markdown: rendered, its raw HTML shown as text; listed when public (it is unlisted).
     say(&base, "garden", "notes").await;
-    let notes = pages(&base, "garden", 2).await.remove(1);
-    let notes_id = notes["id"].as_str().unwrap().to_owned();
-    until("the notes", || async {
-        get(&format!("{base}/a/{notes_id}")).await.status() == 200
-    })
-    .await;
+    let notes_id = stored_page(&base, "garden", 2).await;
     let shown = get(&format!("{base}/a/{notes_id}/open/v1/page"))
         .await
         .text()
@@ -354,14 +362,7 @@ async fn a_person_reads_a_page_and_comments_in_a_real_browser() {
     let dir = tempfile::tempdir().unwrap();
     let (_server, base) = serve(dir.path()).await;
     say(&base, "garden", "publish").await;
-    let id = pages(&base, "garden", 1).await[0]["id"]
-        .as_str()
-        .unwrap()
-        .to_owned();
-    until("the page to be stored", || async {
-        get(&format!("{base}/a/{id}")).await.status() == 200
-    })
-    .await;
+    let id = stored_page(&base, "garden", 1).await;
     let browser = browser::Browser::launch(&chromium, 1100, 900).await;
     browser.open(&format!("{base}/a/{id}")).await;
     browser
@@ -427,14 +428,7 @@ async fn a_page_runs_only_in_its_frame_and_fetches_its_own_files_in_a_real_brows
     let dir = tempfile::tempdir().unwrap();
     let (_server, base) = serve(dir.path()).await;
     say(&base, "fruit", "app").await;
-    let id = pages(&base, "fruit", 1).await[0]["id"]
-        .as_str()
-        .unwrap()
-        .to_owned();
-    until("the page to be stored", || async {
-        get(&format!("{base}/a/{id}")).await.status() == 200
-    })
-    .await;
+    let id = stored_page(&base, "fruit", 1).await;
     let browser = browser::Browser::launch(&chromium, 1000, 800).await;
     // The content's URL opened in the tab: its script does not run there (it would take the
     // tab to about:blank); the tab shows the frame page, where it runs in its frame.

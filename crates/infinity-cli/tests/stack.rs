@@ -398,22 +398,11 @@ async fn tail_for_one_thread_leaves_the_others_events_and_drops_copies() {
             .await
             .unwrap();
     }
-    let env = stack.env.clone();
-    let out = tokio::task::spawn_blocking(move || {
-        std::process::Command::new(env!("CARGO_BIN_EXE_infinity"))
-            .envs(env)
-            .args(["tail", "--thread", "mine", "--json", "--idle-exit", "4"])
-            .output()
-            .unwrap()
-    })
-    .await
-    .unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "{stdout}\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let stdout = infinity_on(
+        &stack,
+        &["tail", "--thread", "mine", "--json", "--idle-exit", "4"],
+    )
+    .await;
     let shown: Vec<Value> = stdout
         .lines()
         .map(|l| serde_json::from_str(l).unwrap())
@@ -492,22 +481,7 @@ async fn thread_show_labels_a_notice_as_a_notice_and_an_error_as_an_error() {
         })
         .await
         .unwrap();
-    let env = stack.env.clone();
-    let out = tokio::task::spawn_blocking(move || {
-        std::process::Command::new(env!("CARGO_BIN_EXE_infinity"))
-            .envs(env)
-            .args(["thread", "show", "noticed"])
-            .output()
-            .unwrap()
-    })
-    .await
-    .unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "{stdout}\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let stdout = infinity_on(&stack, &["thread", "show", "noticed"]).await;
     assert!(
         stdout.contains("notice: A person created a schedule sch-1."),
         "{stdout}"
@@ -517,4 +491,27 @@ async fn thread_show_labels_a_notice_as_a_notice_and_an_error_as_an_error() {
         stdout.contains("ERROR: The model failed for good."),
         "{stdout}"
     );
+}
+
+/// Runs `infinity ARGS` against the stack (its `INFINITY_*` variables); its stdout, once it
+/// exited 0.
+async fn infinity_on(stack: &Stack, args: &[&str]) -> String {
+    let env = stack.env.clone();
+    let args: Vec<String> = args.iter().map(|a| (*a).to_owned()).collect();
+    let out = tokio::task::spawn_blocking(move || {
+        std::process::Command::new(env!("CARGO_BIN_EXE_infinity"))
+            .envs(env)
+            .args(args)
+            .output()
+            .unwrap()
+    })
+    .await
+    .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        out.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    stdout
 }

@@ -218,24 +218,9 @@ async fn a_poison_message_is_kept_aside_and_its_thread_goes_on() {
     for _ in 0..6 {
         s.round().await;
     }
-    let dlq = s.queue_url("InputDLQ").await;
-    let dead = s
-        .clients
-        .sqs
-        .receive_message()
-        .queue_url(&dlq)
-        .wait_time_seconds(0)
-        .send()
-        .await
-        .unwrap();
-    assert!(dead.messages().is_empty(), "{:?}", dead.messages());
+    s.dlq_is_empty().await;
     // The thread's readers were told once, with a stable id.
-    let errors: Vec<serde_json::Value> = s
-        .drain_output()
-        .await
-        .into_iter()
-        .filter(|e| e["thread_id"] == "poison" && e["type"] == "error")
-        .collect();
+    let errors = s.error_events("poison").await;
     assert_eq!(errors.len(), 1, "{errors:#?}");
     assert!(
         errors[0]["text"].as_str().unwrap().contains("kept aside"),
@@ -326,12 +311,7 @@ async fn input_for_an_agent_the_deployment_no_longer_has_is_kept_in_the_dlq() {
     let body = dead_letter(&s).await.unwrap();
     assert!(body.contains(input.id.as_str()), "{body}");
     // Five deliveries, one error event.
-    let errors: Vec<serde_json::Value> = s
-        .drain_output()
-        .await
-        .into_iter()
-        .filter(|e| e["thread_id"] == "orphan" && e["type"] == "error")
-        .collect();
+    let errors = s.error_events("orphan").await;
     assert_eq!(errors.len(), 1, "{errors:#?}");
     assert!(
         errors[0]["text"].as_str().unwrap().contains("retired"),

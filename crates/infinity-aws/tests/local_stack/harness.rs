@@ -290,6 +290,30 @@ impl Stack {
         }
     }
 
+    /// The input dead-letter queue holds nothing.
+    pub async fn dlq_is_empty(&self) {
+        let dlq = self.queue_url("InputDLQ").await;
+        let got = self
+            .clients
+            .sqs
+            .receive_message()
+            .queue_url(&dlq)
+            .wait_time_seconds(0)
+            .send()
+            .await
+            .unwrap();
+        assert!(got.messages().is_empty(), "{:?}", got.messages());
+    }
+
+    /// The `error` events of `thread` on the output queue now (consumed with the rest).
+    pub async fn error_events(&self, thread: &str) -> Vec<serde_json::Value> {
+        self.drain_output()
+            .await
+            .into_iter()
+            .filter(|e| e["thread_id"] == thread && e["type"] == "error")
+            .collect()
+    }
+
     /// Every message on the output queue now (consumed), as JSON.
     pub async fn drain_output(&self) -> Vec<serde_json::Value> {
         let url = self

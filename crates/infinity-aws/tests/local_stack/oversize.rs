@@ -32,21 +32,6 @@ rules:
     )
 }
 
-/// The input dead-letter queue holds nothing.
-async fn dlq_is_empty(s: &Stack) {
-    let dlq = s.queue_url("InputDLQ").await;
-    let got = s
-        .clients
-        .sqs
-        .receive_message()
-        .queue_url(&dlq)
-        .wait_time_seconds(0)
-        .send()
-        .await
-        .unwrap();
-    assert!(got.messages().is_empty(), "{:?}", got.messages());
-}
-
 /// How many parts the thread's history entries own (those over the inline limit).
 async fn entry_parts(s: &Stack, thread: &str) -> usize {
     let record = s.record(thread).await.unwrap();
@@ -73,7 +58,7 @@ async fn a_one_mib_message_is_stored_carried_by_reference_and_answered() {
     .await;
     let history = s.history("big").await;
     assert_eq!(history[0], format!("message: {text}"), "the message, whole");
-    dlq_is_empty(&s).await;
+    s.dlq_is_empty().await;
     // The output event of the message is cut to fit and says where the whole is.
     let events = s.drain_output().await;
     let shown = events
@@ -143,7 +128,7 @@ async fn a_reply_bigger_than_a_message_goes_out_truncated_and_the_thread_goes_on
     assert!(events
         .iter()
         .any(|e| e["type"] == "assistant_text" && e["text"] == "ok"));
-    dlq_is_empty(&s).await;
+    s.dlq_is_empty().await;
     let (kept, _) = s.parts("loud").await;
     assert_eq!(kept, entry_parts(&s, "loud").await);
 }
@@ -180,7 +165,7 @@ async fn a_child_with_instructions_bigger_than_a_message_starts_and_the_records_
             .any(|e| format!("{:?}", e.item).contains(&instructions)),
         "the child sees its instructions whole"
     );
-    dlq_is_empty(&s).await;
+    s.dlq_is_empty().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -225,7 +210,7 @@ async fn an_effect_that_never_goes_through_is_set_aside_and_the_thread_goes_on()
     for _ in 0..5 {
         s.round().await;
     }
-    dlq_is_empty(&s).await;
+    s.dlq_is_empty().await;
     assert_eq!(
         s.history("stuck")
             .await
@@ -331,5 +316,5 @@ async fn a_queue_still_at_the_old_256_kib_limit_gets_references_for_bigger_input
         .await
         .unwrap();
     assert!(stored.item().is_some(), "the input went by reference");
-    dlq_is_empty(&s).await;
+    s.dlq_is_empty().await;
 }
