@@ -126,13 +126,13 @@ def dynamodb_checks(ddb: Any, table: str) -> None:
 def fifo_checks(sqs: Any, url: str) -> None:
     attributes = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["All"])["Attributes"]
     check(
-        "input queue FIFO, content-based dedup, visibility 180",
+        "input queue FIFO, content-based dedup, visibility 1800",
         (
             attributes.get("FifoQueue"),
             attributes.get("ContentBasedDeduplication"),
             attributes.get("VisibilityTimeout"),
         )
-        == ("true", "true", "180"),
+        == ("true", "true", "1800"),
     )
     redrive = json.loads(attributes.get("RedrivePolicy", "{}"))
     check(

@@ -226,6 +226,15 @@ pub enum InputBody {
     /// outbox holds first (`infinity thread outbox --retry` sends one after putting effects
     /// back).
     Nudge {},
+    /// The thread's own hand-off between slices: the slice before it stopped before a completion
+    /// because its host's time was running out (a Lambda invocation's deadline), committed what
+    /// it had, and sent this so the next slice goes on where it stopped. It carries how many
+    /// completions the turn has run so far, so `limits.max_completions_per_slice` holds across
+    /// the hand-offs.
+    Continue {
+        /// Completions the turn ran before this hand-off (in all its slices so far).
+        completions: u32,
+    },
     /// A person interrupts the thread: the calls in flight are cancelled (each gets an
     /// "interrupted" result; tool servers get `/cancel_tool_call`; later results are dropped)
     /// and the model is not asked to go on until the next message. With `tree`, every open
@@ -327,6 +336,7 @@ impl InputBody {
             InputBody::DelegationUpdate { .. } => "delegation_update",
             InputBody::CloseRequest { .. } => "close_request",
             InputBody::Nudge {} => "nudge",
+            InputBody::Continue { .. } => "continue",
             InputBody::Interrupt { .. } => "interrupt",
             InputBody::Close {} => "close",
             InputBody::Schedule { .. } => "schedule",

@@ -53,6 +53,11 @@ pub struct AwsConfig {
     /// a warm Lambda instance keeps between slices, so a thread's next slice reads only what is
     /// new (docs/aws.md).
     pub view_cache_bytes: usize,
+    /// `INFINITY_COMPLETION_TIMEOUT_SECONDS` (default 120): the longest one model completion may
+    /// take. A slice starts another completion only while this much (and a reserve for the
+    /// commit) is left before the invocation's deadline; otherwise it hands itself on to a next
+    /// invocation (docs/aws.md, "Slices and the function timeout").
+    pub completion_timeout: Duration,
 }
 
 fn required(
@@ -132,6 +137,13 @@ impl AwsConfig {
                 reason: "SQS DelaySeconds allows at most 900".to_owned(),
             });
         }
+        let completion_timeout = seconds("INFINITY_COMPLETION_TIMEOUT_SECONDS", 120, &get)?;
+        if completion_timeout.is_zero() {
+            return Err(ConfigError::Invalid {
+                name: "INFINITY_COMPLETION_TIMEOUT_SECONDS",
+                reason: "a completion needs more than 0 seconds".to_owned(),
+            });
+        }
         Ok(Self {
             table: required("INFINITY_TABLE", &get)?,
             input_queue_url: required("INFINITY_INPUT_QUEUE_URL", &get)?,
@@ -146,6 +158,7 @@ impl AwsConfig {
             view_cache_bytes: megabytes("INFINITY_VIEW_CACHE_MB", 32, &get)?,
             artifact_bucket: get("INFINITY_ARTIFACT_BUCKET").filter(|v| !v.trim().is_empty()),
             api_url: get("INFINITY_API_URL").filter(|v| !v.trim().is_empty()),
+            completion_timeout,
         })
     }
 }

@@ -120,8 +120,16 @@ impl AgentLambda {
         }
         lambda_runtime::run(service_fn(move |event: LambdaEvent<SqsEvent>| {
             let handler = Arc::clone(&handler);
+            // The invocation's deadline, as a point on the monotonic clock the slices read.
+            let left = event
+                .context
+                .deadline()
+                .duration_since(std::time::SystemTime::now())
+                .unwrap_or_default();
+            let deadline = tokio::time::Instant::now() + left;
             async move {
-                Ok::<SqsBatchResponse, lambda_runtime::Error>(handler.handle(event.payload).await)
+                let response = handler.handle_until(event.payload, Some(deadline)).await;
+                Ok::<SqsBatchResponse, lambda_runtime::Error>(response)
             }
         }))
         .await

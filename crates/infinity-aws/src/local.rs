@@ -121,6 +121,39 @@ pub struct LocalRunner {
     /// How many batches of the input queue run at once (Lambda's event source runs several
     /// invocations side by side; FIFO keeps each message group to one of them). Default 4.
     pub concurrency: usize,
+    /// The agent function's `Timeout`, enforced the way Lambda does: the handler gets the
+    /// deadline, and an invocation still running at it is stopped (its messages come back, as
+    /// after a Lambda timeout, though after [`LocalRunner::retry_after`] rather than the queue's
+    /// visibility timeout). [`AGENT_FUNCTION_TIMEOUT`] (template.yaml's), or
+    /// `INFINITY_LOCAL_FUNCTION_TIMEOUT_SECONDS`.
+    pub function_timeout: Duration,
+    /// How many invocations the function timeout stopped.
+    pub timeouts: Arc<std::sync::atomic::AtomicUsize>,
+}
+
+/// The agent function's `Timeout` in template.yaml (a test checks they agree).
+pub const AGENT_FUNCTION_TIMEOUT: Duration = Duration::from_secs(300);
+
+/// The relay function's `Timeout` in template.yaml.
+pub const RELAY_FUNCTION_TIMEOUT: Duration = Duration::from_secs(20);
+
+/// The variable that overrides [`AGENT_FUNCTION_TIMEOUT`] for the local runner (tests that need
+/// a deadline to come soon).
+pub const FUNCTION_TIMEOUT_VAR: &str = "INFINITY_LOCAL_FUNCTION_TIMEOUT_SECONDS";
+
+/// The agent function's timeout for the local runner: [`FUNCTION_TIMEOUT_VAR`] when it is a
+/// whole number of seconds above 0, else [`AGENT_FUNCTION_TIMEOUT`].
+pub fn function_timeout_from_env() -> Duration {
+    match std::env::var(FUNCTION_TIMEOUT_VAR) {
+        Ok(v) => match v.trim().parse::<u64>() {
+            Ok(secs) if secs > 0 => Duration::from_secs(secs),
+            _ => {
+                tracing::warn!(value = %v, "{FUNCTION_TIMEOUT_VAR} is not a whole number of seconds above 0; using template.yaml's timeout");
+                AGENT_FUNCTION_TIMEOUT
+            }
+        },
+        Err(_) => AGENT_FUNCTION_TIMEOUT,
+    }
 }
 
 /// Marks the copy made by [`LocalRunner::duplicate_deliveries`], so it is not copied again.
@@ -139,6 +172,8 @@ impl LocalRunner {
             duplicate_deliveries: false,
             duplicates_sent: Arc::default(),
             concurrency: 4,
+            function_timeout: function_timeout_from_env(),
+            timeouts: Arc::default(),
         }
     }
 
@@ -182,9 +217,15 @@ impl LocalRunner {
     /// on it. Returns how many messages it received.
     pub async fn poll_agent_once(&self, wait: Duration) -> Result<usize, LocalError> {
         let agent = Arc::clone(&self.agent);
+        let timeout = self.function_timeout;
         self.poll(&self.config.input_queue_url.clone(), wait, move |event| {
             let agent = Arc::clone(&agent);
-            async move { agent.handle(event).await }
+            async move {
+                let deadline = tokio::time::Instant::now() + timeout;
+                tokio::time::timeout_at(deadline, agent.handle_until(event, Some(deadline)))
+                    .await
+                    .ok()
+            }
         })
         .await
     }
@@ -194,7 +235,11 @@ impl LocalRunner {
         let relay = Arc::clone(&self.relay);
         self.poll(&self.config.relay_queue_url.clone(), wait, move |event| {
             let relay = Arc::clone(&relay);
-            async move { relay.handle(event).await }
+            async move {
+                tokio::time::timeout(RELAY_FUNCTION_TIMEOUT, relay.handle(event))
+                    .await
+                    .ok()
+            }
         })
         .await
     }
@@ -207,7 +252,8 @@ impl LocalRunner {
     ) -> Result<usize, LocalError>
     where
         F: FnOnce(SqsEvent) -> Fut,
-        Fut: std::future::Future<Output = SqsBatchResponse>,
+        // `None`: the invocation ran out of time and was stopped.
+        Fut: std::future::Future<Output = Option<SqsBatchResponse>>,
     {
         let received = self
             .clients
@@ -246,12 +292,20 @@ impl LocalRunner {
             event.records.push(record);
         }
         let count = event.records.len();
-        let response = handler(event).await;
-        let failures: Vec<String> = response
-            .batch_item_failures
-            .iter()
-            .map(|f| f.item_identifier.clone())
-            .collect();
+        let failures: Vec<String> = match handler(event).await {
+            Some(response) => response
+                .batch_item_failures
+                .iter()
+                .map(|f| f.item_identifier.clone())
+                .collect(),
+            // Lambda fails a timed-out invocation whole: every message comes back.
+            None => {
+                self.timeouts
+                    .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                tracing::warn!(queue = queue_url, messages = count, "the invocation reached its function timeout and was stopped; its messages come back");
+                receipts.keys().cloned().collect()
+            }
+        };
         let mut deletes = Vec::new();
         for (id, receipt) in &receipts {
             if failures.contains(id) {
@@ -423,5 +477,52 @@ impl LocalRunner {
                 step: format!("queue for {arn}"),
                 reason: "the emulator returned no URL".to_owned(),
             })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The first `key:` (in seconds) of the resource `name` in template.yaml.
+    fn template_seconds(name: &str, key: &str) -> Duration {
+        let template = include_str!("../../../template.yaml");
+        let start = template
+            .find(&format!("\n  {name}:\n"))
+            .unwrap_or_else(|| panic!("{name} is not in template.yaml"));
+        let seconds = template[start..]
+            .lines()
+            .find_map(|l| l.trim().strip_prefix(key)?.strip_prefix(':'))
+            .and_then(|v| v.split_whitespace().next()?.parse::<u64>().ok())
+            .unwrap_or_else(|| panic!("{name} has no {key} in template.yaml"));
+        Duration::from_secs(seconds)
+    }
+
+    fn template_timeout(name: &str) -> Duration {
+        template_seconds(name, "Timeout")
+    }
+
+    #[test]
+    fn the_local_runner_enforces_the_template_s_function_timeouts() {
+        assert_eq!(template_timeout("AgentFunction"), AGENT_FUNCTION_TIMEOUT);
+        assert_eq!(template_timeout("RelayFunction"), RELAY_FUNCTION_TIMEOUT);
+        // Lambda's advice for SQS sources: a visibility timeout of six function timeouts.
+        for (queue, function) in [
+            ("InputQueue", "AgentFunction"),
+            ("RelayQueue", "RelayFunction"),
+        ] {
+            assert!(
+                template_seconds(queue, "VisibilityTimeout") >= template_timeout(function) * 6,
+                "{queue}'s visibility timeout is under 6 x {function}'s timeout"
+            );
+        }
+    }
+
+    #[test]
+    fn a_failed_message_comes_back_sooner_each_time_up_to_fifteen_minutes() {
+        let delays: Vec<u64> = (1..=8)
+            .map(|n| crate::queue::retry_delay(n).as_secs())
+            .collect();
+        assert_eq!(delays, [15, 30, 60, 120, 240, 480, 900, 900]);
     }
 }

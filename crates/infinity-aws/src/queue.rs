@@ -183,7 +183,51 @@ impl SqsInputSender {
 /// The most entries one `SendMessageBatch` request takes.
 const BATCH_ENTRIES: usize = 10;
 
+/// How long a message whose slice failed stays invisible before its next delivery: 15 s after
+/// the first, doubling, at most 15 minutes. The input queue's visibility timeout is sized for a
+/// function that runs to its timeout (docs/aws.md); a failure reported early comes back on this
+/// shorter, growing delay instead.
+pub fn retry_delay(receive_count: u32) -> Duration {
+    let doublings = receive_count.saturating_sub(1).min(6);
+    (Duration::from_secs(15) * 2u32.pow(doublings)).min(Duration::from_secs(900))
+}
+
 impl SqsInputSender {
+    /// Makes received messages (`(receipt handle, receive count)`) visible again after
+    /// [`retry_delay`] of their count, in batches of ten. Best effort: a message whose change
+    /// fails comes back after the queue's visibility timeout instead.
+    pub async fn retry_later(&self, messages: &[(String, u32)]) {
+        for chunk in messages.chunks(10) {
+            let entries = chunk
+                .iter()
+                .enumerate()
+                .filter_map(|(i, (receipt, count))| {
+                    aws_sdk_sqs::types::ChangeMessageVisibilityBatchRequestEntry::builder()
+                        .id(i.to_string())
+                        .receipt_handle(receipt)
+                        .visibility_timeout(retry_delay(*count).as_secs() as i32)
+                        .build()
+                        .ok()
+                });
+            let sent = self
+                .sqs
+                .change_message_visibility_batch()
+                .queue_url(&self.queue_url)
+                .set_entries(Some(entries.collect()))
+                .send()
+                .await;
+            match sent {
+                Ok(out) if out.failed().is_empty() => {}
+                Ok(out) => {
+                    tracing::warn!(failed = out.failed().len(), "some failed messages keep the queue's visibility timeout before their retry")
+                }
+                Err(err) => {
+                    tracing::warn!(error = %aws_sdk_sqs::error::DisplayErrorContext(&err), "failed messages keep the queue's visibility timeout before their retry")
+                }
+            }
+        }
+    }
+
     /// Sends `inputs` in order, in `SendMessageBatch` requests of up to ten messages whose bodies
     /// together fit one message's limit (SQS's rule for a batch). On a FIFO queue the messages of
     /// one request are queued in the order they are listed, so a thread's inputs keep their

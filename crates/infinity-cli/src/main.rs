@@ -142,6 +142,10 @@ pub(crate) struct AgentArgs {
     /// With tool servers: the receiver's URL as they reach it (default http://127.0.0.1:PORT).
     #[arg(long)]
     callback_url: Option<String>,
+    /// When the command gives up (`run --timeout`): slices commit what they did before it
+    /// rather than lose it (see `AgentSystemBuilder::with_deadline`).
+    #[arg(skip)]
+    deadline: Option<tokio::time::Instant>,
 }
 
 #[derive(Debug, Args)]
@@ -154,7 +158,8 @@ struct RunArgs {
     /// Print one JSON object per line instead of a transcript.
     #[arg(long)]
     json: bool,
-    /// Give up after this many seconds.
+    /// Give up after this many seconds. A slice that would still be asking the model then
+    /// commits what it has before, and the thread goes on at the next start (with --store).
     #[arg(long, default_value_t = 300)]
     timeout: u64,
     /// With tool servers: once nothing is running or owed, keep taking their callbacks (a view
@@ -276,7 +281,9 @@ fn main() -> std::process::ExitCode {
     }
 }
 
-async fn run(args: RunArgs) -> Result<u8> {
+async fn run(mut args: RunArgs) -> Result<u8> {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(args.timeout);
+    args.agent.deadline = Some(deadline);
     let (system, links) = build_system_with_receiver(&args.agent, StoreAccess::Wait, false).await?;
     // The grace is for tool servers' late callbacks; a receiver kept only for forwarded inputs
     // (every run with --store has one) waits for nothing.
@@ -308,7 +315,6 @@ async fn run(args: RunArgs) -> Result<u8> {
     system
         .post_user_message(&thread, args.message.clone())
         .await?;
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(args.timeout);
     let mut graced = !receives;
     let mut answered = std::collections::HashSet::new();
     // Idle is not done while the thread tree is owed tool results or subscription events:

@@ -17,6 +17,10 @@ use infinity_agent_core::tools::SetTitle;
 
 use crate::{agents, knowledge, tool_servers, AgentArgs};
 
+/// The longest one completion may take under `run --timeout`: a slice starts another only
+/// while this much is left before the run gives up.
+const RUN_COMPLETION_TIME: Duration = Duration::from_secs(120);
+
 /// How a command takes its store folder when another process has it open.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum StoreAccess {
@@ -126,6 +130,9 @@ pub(crate) async fn build_system_full(
     let mut builder = AgentSystemBuilder::new()
         .with_tool(Arc::new(SetTitle))
         .with_tokio_sleep_tools();
+    if let Some(deadline) = args.deadline {
+        builder = builder.with_deadline(deadline, RUN_COMPLETION_TIME);
+    }
     builder = if follow_newest {
         builder.with_default_agent(agent.name.clone())
     } else {

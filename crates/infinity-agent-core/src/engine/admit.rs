@@ -187,6 +187,7 @@ pub(super) fn admit<'a>(
         expected_version,
         processed: Vec::new(),
         completions: 0,
+        carried: 0,
         compacted: false,
         usage_to_report: crate::state::HourlyUsage::default(),
         library,
@@ -449,7 +450,7 @@ impl Draft<'_> {
         for input in inputs {
             self.processed.push(input.id.clone());
             match forward_url {
-                _ if matches!(input.body, InputBody::Nudge {}) => {}
+                _ if matches!(input.body, InputBody::Nudge {} | InputBody::Continue { .. }) => {}
                 None => match serde_json::to_value(&input) {
                     Ok(json) => self.record.held.push(json),
                     Err(e) => {

@@ -5,7 +5,7 @@ use serde_json::json;
 
 use crate::effect::Effect;
 use crate::history::{HistoryView, Item, ToolCall};
-use crate::ids::ThreadId;
+use crate::ids::{InputId, ThreadId};
 use crate::input::{Input, InputBody};
 use crate::model::{Completion, CompletionRequest, StopReason};
 use crate::state::{PendingCall, PendingKind, ThreadStatus};
@@ -41,12 +41,12 @@ impl Draft<'_> {
             return None;
         }
         let limit = self.agent.limits.max_completions_per_slice;
-        if self.completions >= limit {
+        let ran = self.completions + self.carried;
+        if ran >= limit {
             self.notice_error(format!(
-                "Stopped after {} completions in one slice (the agent's \
+                "Stopped after {ran} completions in one slice (the agent's \
                  limits.max_completions_per_slice); the model kept calling tools without \
-                 finishing. The thread waits for new input.",
-                self.completions
+                 finishing. The thread waits for new input."
             ));
             return None;
         }
@@ -64,6 +64,24 @@ impl Draft<'_> {
         }
         self.prompt = self.model_view();
         Some(Purpose::Turn)
+    }
+
+    /// Stops before the owed completion, for lack of time: the thread sends itself a `continue`
+    /// input (after the commit, like any effect) so its next slice asks the model instead. The
+    /// id is the thread's and the version this slice commits, so a repeat of the same hand-off
+    /// is the same input.
+    pub(super) fn hand_off(&mut self) {
+        let version = self.expected_version.map_or(1, |v| v + 1);
+        let id = InputId::derived(self.record.id.as_str(), &format!("continue-{version}"));
+        self.effects.push(Effect::Send {
+            input: Input {
+                id,
+                thread_id: self.record.id.clone(),
+                body: InputBody::Continue {
+                    completions: self.completions + self.carried,
+                },
+            },
+        });
     }
 
     /// The owed completion's request, borrowed from the draft.

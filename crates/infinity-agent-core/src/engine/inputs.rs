@@ -158,6 +158,10 @@ impl Draft<'_> {
             InputBody::ConversationUsage { usage } => self.conversation_usage(usage),
             // Applied when the slice chose its agent (`admit`), before any input.
             InputBody::Nudge {} | InputBody::UseAgent { .. } | InputBody::UseModel { .. } => Ok(()),
+            InputBody::Continue { completions } => {
+                self.carried = self.carried.max(completions);
+                Ok(())
+            }
             InputBody::Interrupt { tree } => self.interrupt(tree),
             InputBody::Close {} => self.close(),
             InputBody::Schedule { schedule_id, at } => self.schedule(schedule_id, at),
@@ -183,6 +187,7 @@ impl Draft<'_> {
 
     fn user_message(&mut self, text: String) -> Applied {
         self.lift_suspension(true);
+        self.carried = 0;
         self.actionable(vec![Item::user(text)]);
         Ok(())
     }

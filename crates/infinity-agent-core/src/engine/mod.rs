@@ -347,6 +347,19 @@ impl<'a> Slice<'a> {
         }
     }
 
+    /// Ends the slice before the completion it owes, because the host has no time left for it
+    /// (a Lambda invocation near its deadline): what the slice did is committed, with a
+    /// `continue` input to the thread itself among its effects, and the next slice asks the
+    /// model. Does nothing unless a completion is owed.
+    pub fn hand_off(&mut self) {
+        let (Phase::Owe(_), Some(draft)) = (self.phase, self.draft.as_mut()) else {
+            return;
+        };
+        self.phase = Phase::Run;
+        draft.hand_off();
+        self.finish();
+    }
+
     /// The model that answers this slice's completions (`None` when the slice never began).
     pub fn model(&self) -> Option<Arc<dyn crate::model::ModelProvider>> {
         self.draft.as_ref().map(|d| Arc::clone(&d.model))

@@ -85,6 +85,9 @@ pub(super) struct Draft<'a> {
     pub(super) expected_version: Option<u64>,
     pub(super) processed: Vec<InputId>,
     pub(super) completions: u32,
+    /// Completions the turn ran in earlier slices, handed over by a `continue` input (they count
+    /// against `limits.max_completions_per_slice` too); a new message starts a turn afresh.
+    pub(super) carried: u32,
     pub(super) compacted: bool,
     /// For a child: what this slice counted against the conversation's hour, sent to the root
     /// with the commit.

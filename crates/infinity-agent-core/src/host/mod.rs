@@ -126,6 +126,38 @@ impl Default for ModelRetry {
     }
 }
 
+/// The time a host gives a slice (a Lambda invocation's: its deadline), and the time one
+/// completion may take. Before each completion after the slice's first, the host checks that
+/// the completion fits in what is left (less `reserve`, kept for the commit and the effects);
+/// when it does not, the slice commits what it has and hands itself on to a next slice (a
+/// `continue` input, see [`Slice::hand_off`]). Every completion's request is given the time
+/// it may take: `completion`, or what is left when that is less.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SliceBudget {
+    /// When the slice must have committed and performed its effects.
+    pub deadline: tokio::time::Instant,
+    /// The longest one completion may take (its whole request, the stream included).
+    pub completion: Duration,
+    /// Kept back before the deadline for the commit and the effects.
+    pub reserve: Duration,
+}
+
+impl SliceBudget {
+    /// The time a completion starting now may take, `None` when none is left.
+    fn completion_time(&self) -> Option<Duration> {
+        let left = self
+            .deadline
+            .checked_duration_since(tokio::time::Instant::now())?
+            .checked_sub(self.reserve)?;
+        (!left.is_zero()).then(|| left.min(self.completion))
+    }
+
+    /// True when a whole completion still fits before the deadline.
+    fn fits_a_completion(&self) -> bool {
+        self.completion_time() == Some(self.completion)
+    }
+}
+
 /// What a host brings to every slice.
 #[derive(Clone, Copy)]
 pub struct HostContext<'a> {
@@ -145,6 +177,9 @@ pub struct HostContext<'a> {
     pub live: Option<&'a LiveOutput<'a>>,
     /// Retries of a temporarily unavailable model.
     pub model_retry: ModelRetry,
+    /// The time the slice has (`None`: as long as it takes, each completion with no timeout of
+    /// the host's; the model adapters keep their own).
+    pub budget: Option<SliceBudget>,
     /// The host's library (knowledge), loaded before a slice whose agent has the `knowledge`
     /// category on.
     pub library: Option<&'a crate::library::Library>,
@@ -157,6 +192,7 @@ impl std::fmt::Debug for HostContext<'_> {
             .field("discovery", &self.discovery.is_some())
             .field("live", &self.live.is_some())
             .field("model_retry", &self.model_retry)
+            .field("budget", &self.budget)
             .finish_non_exhaustive()
     }
 }
@@ -421,7 +457,8 @@ pub async fn run_loaded_slice(
 }
 
 /// Polls the slice to its end: shows output, runs completions (retrying a temporarily
-/// unavailable model as `host.model_retry` allows).
+/// unavailable model as `host.model_retry` allows, each within the time `host.budget` leaves),
+/// and hands the slice on when the next completion would not fit before the deadline.
 async fn drive(
     host: &HostContext<'_>,
     mut slice: Slice<'_>,
@@ -430,8 +467,25 @@ async fn drive(
 ) -> Result<SliceOutcome, SliceError> {
     let model = slice.model();
     let mut attempt = 0u32;
+    // Completions the model answered in this slice. A slice hands itself on only when it has
+    // some to keep: one that answered none would hand on nothing, and hand on again (a loop);
+    // it asks the model within the time left instead, and fails when none is.
+    let mut answered = 0u32;
     loop {
-        let result = match slice.poll() {
+        let step = slice.poll();
+        let time = match (&step, host.budget) {
+            (Step::Complete(_), Some(budget)) => {
+                if answered > 0 && !budget.fits_a_completion() {
+                    tracing::info!(thread = %thread_id, completions = answered, "the next completion does not fit before the deadline; the slice hands itself on");
+                    drop(step);
+                    slice.hand_off();
+                    continue;
+                }
+                budget.completion_time()
+            }
+            _ => None,
+        };
+        let result = match step {
             Step::Output(event) => {
                 if let Some(live) = host.live {
                     live(event);
@@ -440,10 +494,30 @@ async fn drive(
             }
             Step::Done(outcome) => return Ok(outcome),
             Step::Failed(err) => return Err(err),
-            Step::Complete(request) => match &model {
-                Some(model) => complete(model.as_ref(), request, host.live, thread_id, now).await,
-                None => Err(ModelError::Terminal("the slice has no model".to_owned())),
-            },
+            Step::Complete(request) => {
+                match (&model, time, host.budget) {
+                    (None, _, _) => Err(ModelError::Terminal("the slice has no model".to_owned())),
+                    // Past the deadline already: the slice's inputs come again.
+                    (Some(_), None, Some(_)) => Err(ModelError::Retryable(
+                        "no time was left before the deadline for a completion".to_owned(),
+                    )),
+                    (Some(model), time, _) => {
+                        let completion =
+                            complete(model.as_ref(), request, host.live, thread_id, now);
+                        match time {
+                            None => completion.await,
+                            Some(time) => tokio::time::timeout(time, completion)
+                                .await
+                                .unwrap_or_else(|_| {
+                                    Err(ModelError::Retryable(format!(
+                                        "the model did not answer within {}s",
+                                        time.as_secs_f64().round()
+                                    )))
+                                }),
+                        }
+                    }
+                }
+            }
         };
         match result {
             Err(ModelError::Retryable(why)) if attempt + 1 < host.model_retry.attempts => {
@@ -452,8 +526,17 @@ async fn drive(
                 tracing::warn!(thread = %thread_id, %why, attempt, "model unavailable; asking again");
                 tokio::time::sleep(delay).await;
             }
+            // With a deadline, what the slice's earlier completions did is kept: the slice
+            // hands itself on, and the next one asks the model again (from a fresh invocation
+            // on Lambda; it fails there if the model is still away, and SQS retries later).
+            Err(ModelError::Retryable(why)) if host.budget.is_some() && answered > 0 => {
+                tracing::warn!(thread = %thread_id, %why, "model unavailable after earlier completions; the slice commits them and hands itself on");
+                attempt = 0;
+                slice.hand_off();
+            }
             result => {
                 attempt = 0;
+                answered += u32::from(result.is_ok());
                 slice.on_completion(result);
             }
         }

@@ -4,6 +4,7 @@ use std::collections::HashMap;
 use std::fmt;
 use std::sync::atomic::AtomicUsize;
 use std::sync::{Arc, Mutex, Weak};
+use std::time::Duration;
 
 use jiff::Timestamp;
 use tokio::sync::Notify;
@@ -13,7 +14,7 @@ use super::{AgentSystem, Clock, Inner};
 use crate::agent::{Agent, AgentLookup, AgentSpec};
 use crate::catalog::{AgentBuilder, AgentCatalog, CatalogAgents, StoredCatalog};
 use crate::effect::PendingEffect;
-use crate::host::{perform_effects, Timers, ToolDispatcher};
+use crate::host::{perform_effects, SliceBudget, Timers, ToolDispatcher};
 use crate::ids::ThreadId;
 use crate::library::{Library, CATALOG_REFRESH};
 use crate::store::{MemoryStore, StoreError, ThreadStore};
@@ -59,6 +60,7 @@ pub struct AgentSystemBuilder {
     discovery: Option<Arc<dyn ToolDiscovery>>,
     catalog: Option<(Arc<dyn AgentCatalog>, Arc<dyn AgentBuilder>)>,
     library: Option<Library>,
+    budget: Option<SliceBudget>,
 }
 
 impl fmt::Debug for AgentSystemBuilder {
@@ -70,10 +72,27 @@ impl fmt::Debug for AgentSystemBuilder {
     }
 }
 
+/// What an embedded slice keeps back before a run's deadline for its commit and effects.
+const EMBEDDED_COMMIT_RESERVE: Duration = Duration::from_secs(1);
+
 impl AgentSystemBuilder {
     /// A builder with an in-memory store and no agents.
     pub fn new() -> Self {
         Self::default()
+    }
+
+    /// Gives every slice the time until `deadline` (a run's own time limit, `infinity run
+    /// --timeout`): a completion that may take up to `completion` starts only while it fits, and
+    /// otherwise the slice commits what it has and hands itself on (see [`SliceBudget`]); a
+    /// completion still running at the deadline is cut off there. Without it, slices take as
+    /// long as they take.
+    pub fn with_deadline(mut self, deadline: tokio::time::Instant, completion: Duration) -> Self {
+        self.budget = Some(SliceBudget {
+            deadline,
+            completion,
+            reserve: EMBEDDED_COMMIT_RESERVE,
+        });
+        self
     }
 
     /// Keeps threads in `store` (default: a [`MemoryStore`]).
@@ -219,6 +238,7 @@ impl AgentSystemBuilder {
             dispatcher: self.dispatcher,
             discovery: self.discovery,
             clock,
+            budget: self.budget,
             workers: Mutex::new(HashMap::new()),
             acks: Mutex::new(HashMap::new()),
             subscribers: Mutex::new(Vec::new()),

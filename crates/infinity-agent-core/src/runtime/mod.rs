@@ -71,7 +71,7 @@ use crate::effect::{OutputEvent, OutputKind, PendingEffect};
 use crate::history::HistoryEntry;
 use crate::host::{
     perform_effects, run_slice, EffectPerformer, EffectRef, Handoff, HostContext, InputSender,
-    ModelRetry, OutputError, SendError, SliceFailure, Timers, ToolDispatcher,
+    ModelRetry, OutputError, SendError, SliceBudget, SliceFailure, Timers, ToolDispatcher,
 };
 use crate::ids::{EffectId, InputId, RandomIds, ThreadId};
 use crate::input::Input;
@@ -312,6 +312,8 @@ struct Inner {
     dispatcher: Option<Arc<dyn ToolDispatcher>>,
     discovery: Option<Arc<dyn ToolDiscovery>>,
     clock: Clock,
+    /// The time slices have (a run's deadline), if any.
+    budget: Option<SliceBudget>,
     /// The queue of each thread that has a worker.
     workers: Mutex<HashMap<ThreadId, mpsc::UnboundedSender<Input>>>,
     /// Inputs sent by an outbox effect, to be marked done once the receiver handled them.
@@ -463,6 +465,7 @@ impl Inner {
             effects: self.as_ref(),
             live: Some(&live),
             model_retry: ModelRetry::default(),
+            budget: self.budget,
             library: self.library.as_deref(),
         };
         // Boxed: the slice's state machine is large, and a worker's future is allocated when the

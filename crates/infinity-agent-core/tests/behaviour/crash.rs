@@ -49,6 +49,7 @@ async fn effects_committed_but_not_performed_are_performed_on_restart() {
         effects: &DeadHost,
         live: None,
         model_retry: ModelRetry::default(),
+        budget: None,
         library: None,
     };
     // The host "crashes" right after the commit: the child seed is in the outbox, never sent.

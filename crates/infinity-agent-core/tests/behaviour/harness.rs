@@ -75,6 +75,8 @@ pub struct Setup {
     /// The deployment's knowledge.
     pub library: Option<infinity_agent_core::library::Library>,
     pub remote_allow: Vec<infinity_agent_core::tools::internal::RemoteRule>,
+    /// A run's deadline and the time one completion may take (`with_deadline`).
+    pub deadline: Option<(tokio::time::Instant, std::time::Duration)>,
 }
 
 impl Setup {
@@ -94,6 +96,7 @@ impl Setup {
             default_agent: None,
             library: None,
             remote_allow: Vec::new(),
+            deadline: None,
         }
     }
 
@@ -128,6 +131,9 @@ impl Setup {
         }
         if let Some(name) = self.default_agent {
             builder = builder.with_default_agent(name);
+        }
+        if let Some((deadline, completion)) = self.deadline {
+            builder = builder.with_deadline(deadline, completion);
         }
         if let Some(library) = self.library {
             builder = builder.with_library(library);

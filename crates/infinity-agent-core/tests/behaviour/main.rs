@@ -11,6 +11,7 @@ mod catalog;
 mod children;
 mod compaction;
 mod crash;
+mod deadline;
 mod dedup;
 mod dependencies;
 mod events;

@@ -213,6 +213,7 @@ async fn a_cascade_cut_short_by_a_crash_finishes_after_the_restart() {
         effects: &DeadHost,
         live: None,
         model_retry: ModelRetry::default(),
+        budget: None,
         library: None,
     };
     let close = Input::new(tid("top"), InputBody::Close {});

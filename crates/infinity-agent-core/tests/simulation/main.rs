@@ -164,6 +164,7 @@ impl Sim {
             discovery: None,
             effects: &self.net,
             live: None,
+            budget: None,
             model_retry: ModelRetry {
                 attempts: 3,
                 first_delay: Duration::from_millis(100),

@@ -13,8 +13,8 @@ use infinity_agent_core::effect::{OutputEvent, OutputKind};
 use infinity_agent_core::engine::SliceError;
 use infinity_agent_core::host::{
     perform_effects, run_loaded_slice, EffectPerformer, EffectRef, Handoff, HostContext,
-    InputSender, ModelRetry, OutputError, PerformError, SendError, SliceFailure, Timers,
-    ToolDispatcher,
+    InputSender, ModelRetry, OutputError, PerformError, SendError, SliceBudget, SliceFailure,
+    Timers, ToolDispatcher,
 };
 use infinity_agent_core::ids::{EffectId, InputId, RandomIds, ThreadId};
 use infinity_agent_core::input::{Input, InputBody};
@@ -81,6 +81,8 @@ pub struct AgentHandler {
     tool_servers: Option<Arc<infinity_rap::client::RapClient>>,
     /// `remote_exec` calls to the remotes, every other call to the tool servers.
     dispatcher: RemoteDispatcher,
+    /// The longest one completion may take (`INFINITY_COMPLETION_TIMEOUT_SECONDS`).
+    completion_timeout: Duration,
 }
 
 /// One message of a batch, parsed.
@@ -115,6 +117,11 @@ const LAMBDA_MODEL_RETRY: ModelRetry = ModelRetry {
     attempts: 2,
     first_delay: Duration::from_millis(500),
 };
+
+/// The time a slice keeps back before its invocation's deadline for the commit, its effects
+/// and the batch's cleanup (a few DynamoDB and SQS requests, well under a second when they
+/// are healthy; the rest is room for a slow one and its retries).
+pub const COMMIT_RESERVE: Duration = Duration::from_secs(10);
 
 impl AgentHandler {
     /// A handler with clients built once at init. `agent` is the default for new threads; the
@@ -219,6 +226,7 @@ impl AgentHandler {
                 }),
             ),
             tool_servers: None,
+            completion_timeout: config.completion_timeout,
             // The stack's remote machines (the `remote` category), in the table.
             dispatcher: RemoteDispatcher {
                 hub: remotes,
@@ -256,12 +264,26 @@ impl AgentHandler {
         self.agents.agent(name)
     }
 
+    /// Handles one SQS batch with no deadline (each slice runs as long as it takes). See
+    /// [`AgentHandler::handle_until`].
+    pub async fn handle(self: &Arc<Self>, event: SqsEvent) -> SqsBatchResponse {
+        self.handle_until(event, None).await
+    }
+
     /// Handles one SQS batch. Messages are grouped by thread (`MessageGroupId`) in order; each
     /// thread's messages run as one slice, threads run concurrently. A failing message and every
     /// later message of its thread are reported as batch item failures (FIFO semantics); other
-    /// threads are unaffected.
-    pub async fn handle(self: &Arc<Self>, event: SqsEvent) -> SqsBatchResponse {
+    /// threads are unaffected. With a `deadline` (the invocation's), each slice starts a
+    /// completion only while one fits before it, and otherwise commits and hands itself on to
+    /// the next invocation (a `continue` input; see [`SliceBudget`]).
+    pub async fn handle_until(
+        self: &Arc<Self>,
+        event: SqsEvent,
+        deadline: Option<tokio::time::Instant>,
+    ) -> SqsBatchResponse {
         let mut groups: Vec<(String, Vec<Message>)> = Vec::new();
+        // Each message's receipt handle and receive count, for a retry after a failure.
+        let mut deliveries: HashMap<String, (String, u32)> = HashMap::new();
         for record in event.records {
             let message_id = record.message_id.clone().unwrap_or_default();
             let group = attribute(&record, "MessageGroupId");
@@ -274,6 +296,9 @@ impl AgentHandler {
             let receive_count = attribute(&record, "ApproximateReceiveCount")
                 .and_then(|n| n.parse().ok())
                 .unwrap_or(1);
+            if let Some(receipt) = &record.receipt_handle {
+                deliveries.insert(message_id.clone(), (receipt.clone(), receive_count));
+            }
             let message = Message {
                 message_id,
                 receive_count,
@@ -289,19 +314,26 @@ impl AgentHandler {
         let mut tasks = JoinSet::new();
         for (_, messages) in groups {
             let this = Arc::clone(self);
-            tasks.spawn(async move { this.handle_thread(messages).await });
+            tasks.spawn(async move { this.handle_thread(messages, deadline).await });
         }
         let mut response = SqsBatchResponse::default();
+        let mut retry = Vec::new();
         while let Some(result) = tasks.join_next().await {
             match result {
                 Ok(failed) => {
                     for id in failed {
+                        if let Some(delivery) = deliveries.get(&id) {
+                            retry.push(delivery.clone());
+                        }
                         response.add_failure(id);
                     }
                 }
                 Err(err) => tracing::error!(%err, "a thread's task failed"),
             }
         }
+        // Failed messages come back after a short, growing delay, not the queue's visibility
+        // timeout (sized for a function that runs to its own timeout).
+        self.sender.retry_later(&retry).await;
         // The batch's performed outboxes, deleted together (no thread of the batch gets its
         // next message before this returns).
         if let Err(err) = self.store.flush_outbox_deletes().await {
@@ -311,7 +343,11 @@ impl AgentHandler {
     }
 
     /// Runs one thread's messages; returns the ids of the messages to report as failed.
-    async fn handle_thread(&self, messages: Vec<Message>) -> Vec<String> {
+    async fn handle_thread(
+        &self,
+        messages: Vec<Message>,
+        deadline: Option<tokio::time::Instant>,
+    ) -> Vec<String> {
         // Messages kept aside are done with: never reported as failed, so never kept twice.
         let mut kept_aside: Vec<&str> = Vec::new();
         let all = |kept_aside: &[&str]| {
@@ -360,7 +396,8 @@ impl AgentHandler {
         };
         let attempt = messages.iter().map(|m| m.receive_count).max().unwrap_or(1);
         let first_delivery = messages.iter().any(|m| m.receive_count <= 1);
-        if let Err(err) = self.run(&thread_id, inputs, attempt, first_delivery).await {
+        let run = self.run(&thread_id, inputs, attempt, first_delivery, deadline);
+        if let Err(err) = run.await {
             tracing::warn!(thread = %thread_id, %err, "slice not finished; its messages will be redelivered");
             // Report the whole thread's batch: FIFO redelivers it, in order.
             failed = all(&kept_aside);
@@ -478,6 +515,7 @@ impl AgentHandler {
         inputs: Vec<Input>,
         attempt: u32,
         first_delivery: bool,
+        deadline: Option<tokio::time::Instant>,
     ) -> Result<(), HandlerError> {
         if inputs.iter().any(|i| matches!(i.body, InputBody::Nudge {})) {
             // An operator put effects back in the outbox: read it, whatever this instance kept.
@@ -505,6 +543,11 @@ impl AgentHandler {
             effects: self,
             live: None,
             model_retry: LAMBDA_MODEL_RETRY,
+            budget: deadline.map(|deadline| SliceBudget {
+                deadline,
+                completion: self.completion_timeout,
+                reserve: COMMIT_RESERVE,
+            }),
             library: Some(&self.library),
         };
         let mut ids = RandomIds;

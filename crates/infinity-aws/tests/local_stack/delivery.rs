@@ -75,6 +75,7 @@ async fn a_slice_killed_after_its_commit_loses_nothing() {
         effects: &DeadHost,
         live: None,
         model_retry: ModelRetry::default(),
+        budget: None,
         library: None,
     };
     let report = run_slice(

@@ -63,6 +63,8 @@ pub struct Options {
     /// Point the handler's output queue at a queue that does not exist, so every output event
     /// fails to publish.
     pub broken_output: bool,
+    /// `INFINITY_COMPLETION_TIMEOUT_SECONDS`, when not the default.
+    pub completion_timeout: Option<u64>,
 }
 
 impl Default for Options {
@@ -72,6 +74,7 @@ impl Default for Options {
             schedule_early: 60,
             tool_servers: Vec::new(),
             broken_output: false,
+            completion_timeout: None,
         }
     }
 }
@@ -97,6 +100,12 @@ pub async fn stack_with(script: &str, options: Options) -> Stack {
         "INFINITY_SCHEDULE_EARLY_SECONDS".into(),
         options.schedule_early.to_string(),
     );
+    if let Some(seconds) = options.completion_timeout {
+        env.insert(
+            "INFINITY_COMPLETION_TIMEOUT_SECONDS".into(),
+            seconds.to_string(),
+        );
+    }
     let config = AwsConfig::from_lookup(|k| env.get(k).cloned()).unwrap();
     let endpoint = |service: &str| {
         env.get(&format!("AWS_ENDPOINT_URL_{service}"))

@@ -6,6 +6,7 @@
 mod harness;
 
 mod catalog;
+mod deadline;
 mod delivery;
 mod migration;
 mod oversize;
