@@ -341,6 +341,11 @@ pub enum OutputKind {
     Interrupted {
         /// How many calls were cancelled.
         calls: u32,
+        /// True when the interruption found nothing in flight: no pending call, no open
+        /// question, no open child thread to pass it to (absent in events of older versions,
+        /// and when false).
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        nothing_in_flight: bool,
     },
     /// The thread ran into an error (recorded in its history too).
     Error {

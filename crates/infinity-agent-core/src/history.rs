@@ -13,6 +13,30 @@ pub const INJECTED_TOOL: &str = "receive_event__injected";
 /// model is not asked to answer past it.
 pub const INTERRUPTED_NOTICE: &str = "Interrupted by the user.";
 
+/// The notice an interruption leaves when it found nothing in flight (no pending call, no open
+/// question, no open child thread to pass it to); it ends a turn like [`INTERRUPTED_NOTICE`].
+/// The web app (`web/transcript.js`) shows it as it is.
+pub const INTERRUPTED_IDLE_NOTICE: &str =
+    "Nothing to interrupt: the user interrupted while no call, question or child thread was in \
+     flight.";
+
+/// True for the notices an interruption leaves ([`INTERRUPTED_NOTICE`],
+/// [`INTERRUPTED_IDLE_NOTICE`]): the model is not asked to answer past either.
+pub fn is_interruption_notice(text: &str) -> bool {
+    text == INTERRUPTED_NOTICE || text == INTERRUPTED_IDLE_NOTICE
+}
+
+/// How the stand-in result of a sleep that new input cut short begins (the engine's `move_on`);
+/// the web app (`web/transcript.js`) keys on it to label the sleep "interrupted".
+pub const SLEEP_INTERRUPTED_PREFIX: &str = "Sleep interrupted:";
+
+/// How the stand-in result of a dispatched call still running at new input begins; its real
+/// result comes later as an event (`web/transcript.js` labels the call "still running").
+pub const STILL_RUNNING_PREFIX: &str = "Still running:";
+
+/// [`STILL_RUNNING_PREFIX`] for a call whose tool waits for the user to authorize it.
+pub const STILL_WAITING_PREFIX: &str = "Still waiting:";
+
 /// A timestamp as shown to models and people: to the second, in UTC.
 pub fn show_time(t: Timestamp) -> String {
     t.round(jiff::Unit::Second).unwrap_or(t).to_string()

@@ -12,6 +12,9 @@
 //!   - when: "think hard"
 //!     reply: {text: "Hmm.", delay_ms: 5000}  # optional: answer this slowly, like a busy model
 //!   - reply: {text: "Done."}  # a rule with no `when` always matches
+//! latency:                    # optional: every reply without a delay_ms takes model-like time
+//!   first_token_ms: 800       # before the first piece of text
+//!   tokens_per_second: 60     # then this fast (a token per four characters, tool calls too)
 //! ```
 //!
 //! **The text a rule sees** is the newest message of the request: everything that reached the
@@ -27,6 +30,7 @@
 use std::fmt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use std::time::Duration;
 
 use async_trait::async_trait;
 use regex::Regex;
@@ -48,7 +52,38 @@ struct ScriptFile {
     /// independent of the history's length.
     #[serde(default)]
     context_window: Option<u32>,
+    /// How long replies without a `delay_ms` of their own take (default: no time).
+    #[serde(default)]
+    latency: Option<Latency>,
     rules: Vec<RuleFile>,
+}
+
+/// A model's pace: the time to its first token, then its tokens per second.
+#[derive(Debug, Clone, Copy, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Latency {
+    #[serde(default)]
+    first_token_ms: u64,
+    /// 0: the whole reply at once after the first token.
+    #[serde(default)]
+    tokens_per_second: f64,
+}
+
+impl Latency {
+    /// The time `text` takes to come out at this pace (a token per four characters).
+    fn output_time(&self, text: &str) -> Duration {
+        if self.tokens_per_second <= 0.0 || !self.tokens_per_second.is_finite() {
+            return Duration::ZERO;
+        }
+        Duration::from_secs_f64(text.len() as f64 / 4.0 / self.tokens_per_second)
+    }
+}
+
+/// How long one completion takes: a rule's fixed delay, or the script's latency.
+#[derive(Debug, Clone, Copy)]
+enum Pace {
+    Fixed(Duration),
+    Model(Latency),
 }
 
 #[derive(Debug, Deserialize)]
@@ -210,6 +245,7 @@ pub struct ScriptedModel {
     name: String,
     context_window: u32,
     measure_prompts: bool,
+    latency: Option<Latency>,
     rules: Vec<Rule>,
 }
 
@@ -262,6 +298,7 @@ impl ScriptedModel {
             name: format!("script:{}", path.display()),
             context_window: file.context_window.unwrap_or(128_000),
             measure_prompts: file.context_window.is_some(),
+            latency: file.latency,
             rules,
         })
     }
@@ -400,16 +437,59 @@ impl ModelProvider for ScriptedModel {
         request: CompletionRequest<'_>,
         on_text: &crate::model::TextSink<'_>,
     ) -> Result<Completion, ModelError> {
-        let completion = self.complete(request).await?;
+        let (completion, pace) = self.answer(request)?;
+        let latency = match pace {
+            Pace::Fixed(delay) => {
+                tokio::time::sleep(delay).await;
+                None
+            }
+            Pace::Model(latency) => {
+                tokio::time::sleep(Duration::from_millis(latency.first_token_ms)).await;
+                Some(latency)
+            }
+        };
         if let Some(text) = &completion.text {
             for piece in text.split_inclusive(' ') {
                 on_text(piece);
+                if let Some(latency) = latency {
+                    tokio::time::sleep(latency.output_time(piece)).await;
+                }
             }
+        }
+        if let Some(latency) = latency {
+            tokio::time::sleep(latency.output_time(&calls_text(&completion))).await;
         }
         Ok(completion)
     }
 
     async fn complete(&self, request: CompletionRequest<'_>) -> Result<Completion, ModelError> {
+        let (completion, pace) = self.answer(request)?;
+        let time = match pace {
+            Pace::Fixed(delay) => delay,
+            Pace::Model(latency) => {
+                let text = completion.text.as_deref().unwrap_or_default();
+                Duration::from_millis(latency.first_token_ms)
+                    + latency.output_time(text)
+                    + latency.output_time(&calls_text(&completion))
+            }
+        };
+        tokio::time::sleep(time).await;
+        Ok(completion)
+    }
+}
+
+/// The tool calls of a completion as a model would write them (their names and arguments).
+fn calls_text(completion: &Completion) -> String {
+    completion
+        .tool_calls
+        .iter()
+        .map(|c| format!("{}{}", c.name, c.args))
+        .collect()
+}
+
+impl ScriptedModel {
+    /// The reply of the first rule that matches, and how long it takes (not waited here).
+    fn answer(&self, request: CompletionRequest<'_>) -> Result<(Completion, Pace), ModelError> {
         let newest = newest_text(request.history);
         let mut all: Option<String> = None;
         for rule in &self.rules {
@@ -444,10 +524,11 @@ impl ModelProvider for ScriptedModel {
                     args: substitute_value(&c.args, &bindings),
                 })
                 .collect();
-            if rule.reply.delay_ms > 0 {
-                tokio::time::sleep(std::time::Duration::from_millis(rule.reply.delay_ms)).await;
-            }
-            return Ok(Completion {
+            let pace = match self.latency {
+                Some(latency) if rule.reply.delay_ms == 0 => Pace::Model(latency),
+                _ => Pace::Fixed(Duration::from_millis(rule.reply.delay_ms)),
+            };
+            let completion = Completion {
                 text: rule.reply.text.as_deref().map(|t| substitute(t, &bindings)),
                 stop_reason: if tool_calls.is_empty() {
                     StopReason::EndTurn
@@ -466,7 +547,8 @@ impl ModelProvider for ScriptedModel {
                     },
                     ..Usage::default()
                 },
-            });
+            };
+            return Ok((completion, pace));
         }
         Err(ModelError::Terminal(format!(
             "{}: no rule matched the text {:?}",
@@ -537,6 +619,53 @@ mod tests {
                 history: HistoryView::from_slice(history),
             })
             .await
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_script_s_latency_paces_its_replies_like_a_model() {
+        // 800 ms to the first token, then 10 tokens (40 characters) a second.
+        let script = r#"
+latency: {first_token_ms: 800, tokens_per_second: 10}
+rules:
+  - when: "slow"
+    reply: {text: "fixed", delay_ms: 50}
+  - reply: {text: "forty characters of text, eight pieces.."}
+"#;
+        let started = tokio::time::Instant::now();
+        ask(script, &[entry(Item::user("hi"))], true).await.unwrap();
+        assert_eq!(started.elapsed(), Duration::from_millis(1800));
+        // A rule's own delay wins.
+        let started = tokio::time::Instant::now();
+        ask(script, &[entry(Item::user("slow"))], true)
+            .await
+            .unwrap();
+        assert_eq!(started.elapsed(), Duration::from_millis(50));
+        // Streamed: the first piece at the first-token time, each next one as long after as
+        // the one before takes to write.
+        let model = ScriptedModel::parse(script, Path::new("t.yaml")).unwrap();
+        let id = ThreadId::new("t").unwrap();
+        let history = [entry(Item::user("hi"))];
+        let started = tokio::time::Instant::now();
+        let seen = std::sync::Mutex::new(Vec::new());
+        let sink = |piece: &str| {
+            seen.lock()
+                .unwrap()
+                .push((started.elapsed(), piece.to_owned()));
+        };
+        let request = CompletionRequest {
+            thread_id: &id,
+            is_root: true,
+            stack: std::slice::from_ref(&id),
+            system: "",
+            tools: &[],
+            history: HistoryView::from_slice(&history),
+        };
+        model.complete_streaming(request, &sink).await.unwrap();
+        let seen = seen.into_inner().unwrap();
+        assert_eq!(seen.len(), 6, "{seen:?}");
+        assert_eq!(seen[0].0, Duration::from_millis(800));
+        assert_eq!(seen[5].0, Duration::from_millis(1600), "{seen:?}");
+        assert_eq!(started.elapsed(), Duration::from_millis(1800));
     }
 
     #[tokio::test]

@@ -3,6 +3,14 @@
 
 use std::borrow::Cow;
 
+/// True when `text` says nothing: empty, or only whitespace and [`is_hidden`] characters. A
+/// person's message like that is refused (a model is never asked to answer nothing, and the
+/// providers refuse an empty text block).
+pub fn is_blank(text: &str) -> bool {
+    text.chars()
+        .all(|c| c.is_whitespace() || is_hidden(c) || c == '\u{200B}' || c == '\u{FEFF}')
+}
+
 /// True for the characters [`visible`] rewrites: C0 controls other than newline and tab, DEL,
 /// C1 controls, and the Unicode marks that reorder the text around them (bidi overrides,
 /// embeddings, isolates and the LRM/RLM marks).

@@ -331,9 +331,10 @@ fn accepted(id: &ThreadId, input: &infinity_agent_core::ids::InputId) -> Respons
 fn post_error(e: PostError) -> ApiError {
     match e {
         PostError::NoSchedule { .. } => error(StatusCode::NOT_FOUND, e),
-        PostError::BadSchedule(_) | PostError::BadAgent(_) | PostError::BadModel(_) => {
-            error(StatusCode::BAD_REQUEST, e)
-        }
+        PostError::BadSchedule(_)
+        | PostError::BadAgent(_)
+        | PostError::BadModel(_)
+        | PostError::EmptyMessage(_) => error(StatusCode::BAD_REQUEST, e),
         PostError::NoAgent(_) => error(StatusCode::NOT_FOUND, e),
         PostError::Closed(_) | PostError::OpenChildren { .. } => error(StatusCode::CONFLICT, e),
         PostError::Unknown(_) => error(StatusCode::NOT_FOUND, e),

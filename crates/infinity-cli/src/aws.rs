@@ -226,6 +226,9 @@ pub async fn send(args: SendArgs) -> Result<u8> {
             .with_context(|| format!("reading the message from {}", path.display()))?,
         (None, None) => anyhow::bail!("give the message, or --file FILE"),
     };
+    if infinity_agent_core::text::is_blank(&message) {
+        anyhow::bail!("the message is empty (or only whitespace); write some text");
+    }
     let mut input = Input::user_message(thread.clone(), message);
     if let Some(id) = args.id {
         input.id = InputId::new(id)?;
@@ -350,10 +353,7 @@ pub async fn show(args: ShowArgs) -> Result<u8> {
         view.len(),
         view.len() as u64 - record.history_len
     );
-    let mut renderer = Renderer::new(false);
-    for entry in view.iter() {
-        renderer.show_entry(&record.id, entry.at, &entry.item);
-    }
+    Renderer::new(false).show_view(&record, &view);
     Ok(0)
 }
 

@@ -13,6 +13,7 @@ mod remote;
 mod render;
 mod serve;
 mod stack_api;
+mod status;
 mod system;
 mod tool_servers;
 mod web;
@@ -25,7 +26,7 @@ use clap::{Args, Parser, Subcommand};
 use infinity_agent_core::effect::OutputKind;
 use infinity_agent_core::ids::ThreadId;
 use infinity_agent_core::runtime::{AgentSystem, Front, WaitOutcome};
-use infinity_agent_core::state::{FinishStatus, MigrationState, ThreadStatus};
+use infinity_agent_core::state::{FinishStatus, ThreadStatus};
 use infinity_agent_core::store::{FileStore, ThreadStore};
 use tokio::io::AsyncBufReadExt;
 
@@ -136,10 +137,13 @@ pub(crate) struct AgentArgs {
     /// INFINITY_ALLOWED_MODELS (comma separated). A thread's agent's own model needs none.
     #[arg(long = "allow-model", value_name = "SPEC")]
     allow_model: Vec<String>,
-    /// With tool servers: the local port that receives their callbacks (default: any free one).
+    /// With tool servers or --store: the local port that receives callbacks (default: any free
+    /// one). A store opens it even without tool servers: a session moved here gets inputs
+    /// forwarded to it from the host it left. Without either, no port is opened.
     #[arg(long, default_value_t = 0)]
     callback_port: u16,
-    /// With tool servers: the receiver's URL as they reach it (default http://127.0.0.1:PORT).
+    /// With tool servers or --store: the receiver's URL as others reach it (default
+    /// http://127.0.0.1:PORT).
     #[arg(long)]
     callback_url: Option<String>,
     /// When the command gives up (`run --timeout`): slices commit what they did before it
@@ -284,7 +288,7 @@ fn main() -> std::process::ExitCode {
 async fn run(mut args: RunArgs) -> Result<u8> {
     let deadline = tokio::time::Instant::now() + Duration::from_secs(args.timeout);
     args.agent.deadline = Some(deadline);
-    let (system, links) = build_system_with_receiver(&args.agent, StoreAccess::Wait, false).await?;
+    let (system, links) = build_system_with_receiver(&args.agent, StoreAccess::Wait).await?;
     // The grace is for tool servers' late callbacks; a receiver kept only for forwarded inputs
     // (every run with --store has one) waits for nothing.
     let receives = links.as_ref().is_some_and(|l| l.tool_servers);
@@ -629,18 +633,7 @@ async fn print_threads(store: &dyn ThreadStore) -> Result<()> {
             continue;
         };
         let indent = "  ".repeat(r.stack.len().saturating_sub(1));
-        let status = match (&r.migration, r.status) {
-            (Some(m), _) => match m.state {
-                MigrationState::Moving => format!("moving to {}", m.to),
-                MigrationState::Moved { .. } => format!("moved to {}", m.to),
-            },
-            (None, ThreadStatus::Closed) => "closed".to_owned(),
-            (None, ThreadStatus::Open) => match r.next_due() {
-                Some(due) => format!("sleeping until {due}"),
-                None if !r.pending_calls.is_empty() => "waiting for tool results".to_owned(),
-                None => "open".to_owned(),
-            },
-        };
+        let status = status::describe(&r);
         let delegated = r
             .delegated_by
             .as_ref()

@@ -1,10 +1,14 @@
 //! Prints output events: a readable transcript, or JSON lines.
 
 use std::collections::HashMap;
+use std::sync::Arc;
 
 use infinity_agent_core::effect::{OutputEvent, OutputKind};
-use infinity_agent_core::history::{Item, INTERRUPTED_NOTICE};
-use infinity_agent_core::ids::ThreadId;
+use infinity_agent_core::history::{
+    is_interruption_notice, HistoryEntry, Item, INTERRUPTED_IDLE_NOTICE,
+};
+use infinity_agent_core::ids::{CallId, ThreadId};
+use infinity_agent_core::state::ThreadRecord;
 pub use infinity_agent_core::tools::clip;
 
 /// Prints a line to stdout. When stdout is gone (`infinity tail | head`), the command's output
@@ -45,6 +49,11 @@ pub struct Renderer {
     errors: usize,
     /// The thread whose model text is being streamed onto the current line.
     streaming: Option<ThreadId>,
+    /// Each child seen spawned, with its parent: a child's first entries repeat the parent's
+    /// turn that spawned it, and a divider says where they end.
+    parents: HashMap<ThreadId, ThreadId>,
+    /// The thread each tool call shown so far was made in.
+    calls: HashMap<CallId, ThreadId>,
 }
 
 /// `text` safe to print on a terminal: control characters other than newline and tab (which
@@ -53,6 +62,13 @@ pub struct Renderer {
 /// A model, a tool server or a message may say anything.
 pub fn printable(text: &str) -> std::borrow::Cow<'_, str> {
     infinity_agent_core::text::visible(text)
+}
+
+/// A time as the CLI shows it: in UTC, rounded to the second as the model reads it
+/// (`history::show_time`), so a live line and the model's text name the same second.
+pub(crate) fn show_time(t: jiff::Timestamp) -> String {
+    let t = t.round(jiff::Unit::Second).unwrap_or(t);
+    t.strftime("%Y-%m-%d %H:%M:%S UTC").to_string()
 }
 
 pub(crate) fn one_line(text: &str, max: usize) -> String {
@@ -71,6 +87,8 @@ impl Renderer {
             depth: HashMap::new(),
             errors: 0,
             streaming: None,
+            parents: HashMap::new(),
+            calls: HashMap::new(),
         }
     }
 
@@ -86,6 +104,8 @@ impl Renderer {
         if let OutputKind::ThreadSpawned { child_id } = &event.kind {
             let d = self.depth.get(&event.thread_id).copied().unwrap_or(0);
             self.depth.insert(child_id.clone(), d + 1);
+            self.parents
+                .insert(child_id.clone(), event.thread_id.clone());
         }
         if self.json {
             match serde_json::to_string(event) {
@@ -144,12 +164,9 @@ impl Renderer {
             OutputKind::Sleeping { until, .. } => match until {
                 Some(t) => {
                     let secs = t.duration_since(event.at).as_secs_f64().round() as i64;
-                    format!(
-                        "sleeping until {} UTC (in {secs}s)",
-                        t.strftime("%Y-%m-%d %H:%M:%S")
-                    )
+                    format!("sleeping until {} (in {secs}s)", show_time(*t))
                 }
-                None => "sleeping until the next input".to_owned(),
+                None => "sleeping until an event or a message".to_owned(),
             },
             OutputKind::TitleChanged { title } => format!("title: {title}"),
             OutputKind::Widget { ui } => {
@@ -203,8 +220,14 @@ impl Renderer {
                     )
                 }
             }
+            OutputKind::Interrupted {
+                nothing_in_flight: true,
+                ..
+            } => "interrupted by the user: nothing to interrupt (no call, question or child \
+                  thread was in flight)"
+                .to_owned(),
             // (A stored history has the notice only, not the count: 0 there says nothing.)
-            OutputKind::Interrupted { calls } => match calls {
+            OutputKind::Interrupted { calls, .. } => match calls {
                 0 => "interrupted by the user".to_owned(),
                 1 => "interrupted by the user: 1 call cancelled".to_owned(),
                 n => format!("interrupted by the user: {n} calls cancelled"),
@@ -212,6 +235,39 @@ impl Renderer {
             OutputKind::Error { text } => format!("ERROR: {text}"),
         };
         crate::out!("{time} {indent}[{who}] {}", printable(&line));
+        if let OutputKind::ToolCall { call_id, .. } = &event.kind {
+            // The same call shown in the parent already: this is the child's copy of the turn
+            // that spawned it, the last of what it inherits.
+            let parent = self.parents.get(who);
+            match self.calls.get(call_id) {
+                Some(made_in) if Some(made_in) == parent => {
+                    let divider = inherited_divider(made_in);
+                    crate::out!("{time} {indent}[{who}] {}", printable(&divider));
+                }
+                Some(_) => {}
+                None => {
+                    self.calls.insert(call_id.clone(), who.clone());
+                }
+            }
+        }
+    }
+
+    /// Prints a stored view of a thread (its inherited entries, then its own), with a divider
+    /// where what it inherited from its parent ends.
+    pub fn show_view(&mut self, record: &ThreadRecord, view: &[Arc<HistoryEntry>]) {
+        let inherited = inherited_len(record, view);
+        for (index, entry) in view.iter().enumerate() {
+            self.show_entry(&record.id, entry.at, &entry.item);
+            if index + 1 == inherited {
+                if let Some(parent) = &record.parent {
+                    self.end_stream();
+                    let indent = "  ".repeat(self.depth.get(&record.id).copied().unwrap_or(0));
+                    let time = entry.at.strftime("%H:%M:%S");
+                    let divider = inherited_divider(&parent.thread_id);
+                    crate::out!("{time} {indent}[{}] {}", record.id, printable(&divider));
+                }
+            }
+        }
     }
 
     /// Prints an entry of a stored history (as a transcript): the events it stands for, or a
@@ -222,7 +278,7 @@ impl Renderer {
             is_error: false,
         } = item
         {
-            if text != INTERRUPTED_NOTICE {
+            if !is_interruption_notice(text) {
                 self.end_stream();
                 let indent = "  ".repeat(self.depth.get(thread_id).copied().unwrap_or(0));
                 let time = at.strftime("%H:%M:%S");
@@ -245,6 +301,29 @@ impl Renderer {
             write_raw("\n");
         }
     }
+}
+
+/// The line that ends what a child thread inherited from `parent`.
+fn inherited_divider(parent: &ThreadId) -> String {
+    format!("── above: inherited from the parent thread {parent}; this thread starts here ──")
+}
+
+/// How many entries at the start of a thread's whole view are its parent's (0 for a root): those
+/// it inherited at the fork and, when its own history starts with the copy of the parent's turn
+/// that spawned it (`spawn_thread`), that copy too. The web app's `inheritedCount`
+/// (`web/transcript.js`) counts the same way.
+pub(crate) fn inherited_len(record: &ThreadRecord, view: &[Arc<HistoryEntry>]) -> usize {
+    let Some(parent) = &record.parent else {
+        return 0;
+    };
+    let fork = usize::try_from(parent.fork_at)
+        .unwrap_or(usize::MAX)
+        .min(view.len());
+    let copies_spawn = view.get(fork).is_some_and(|entry| {
+        matches!(&entry.item, Item::Assistant { tool_calls, .. }
+            if tool_calls.iter().any(|call| call.id == parent.call_id))
+    });
+    fork + usize::from(copies_spawn)
 }
 
 /// The output events an entry of the history stands for (to print a stored history).
@@ -283,7 +362,10 @@ pub fn kinds_of(item: &Item) -> Vec<OutputKind> {
         Item::Notice {
             text,
             is_error: false,
-        } if text == INTERRUPTED_NOTICE => vec![OutputKind::Interrupted { calls: 0 }],
+        } if is_interruption_notice(text) => vec![OutputKind::Interrupted {
+            calls: 0,
+            nothing_in_flight: text == INTERRUPTED_IDLE_NOTICE,
+        }],
         // (A notice that is no error has no event: see `Renderer::show_entry`.)
         Item::Notice {
             text,

@@ -38,7 +38,7 @@ use axum::extract::{Request, State};
 use axum::http::StatusCode;
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
-use axum::routing::get;
+use axum::routing::{get, post};
 use axum::Router;
 use clap::Args;
 
@@ -231,7 +231,6 @@ pub async fn serve(args: ServeArgs) -> Result<u8> {
     let (system, links) = crate::system::build_system_full(
         agent,
         crate::StoreAccess::FailFast,
-        true,
         Some(Arc::clone(&remotes)),
         Some(&public),
     )
@@ -240,7 +239,7 @@ pub async fn serve(args: ServeArgs) -> Result<u8> {
     remotes.start(system.clone(), format!("http://{local}"));
     let moves = match links {
         Some(links) => crate::migrate::routes(Arc::new(system.clone()), links),
-        None => Router::new(),
+        None => no_moves(),
     };
     let app = crate::remote::mount(
         router(Arc::new(system), access.clone(), moves),
@@ -253,6 +252,25 @@ pub async fn serve(args: ServeArgs) -> Result<u8> {
         })
         .await?;
     Ok(0)
+}
+
+/// The migration routes of a `serve` without a store (and without tool servers, so without a
+/// callback receiver): a session moved here would be lost when it stops, and inputs forwarded
+/// to it would have no receiver, so each move is refused, saying why.
+fn no_moves() -> Router {
+    async fn refuse() -> Response {
+        let why = "this `infinity serve` keeps no store, so it moves no sessions in or out: \
+                   start it with --store DIR";
+        (
+            StatusCode::CONFLICT,
+            axum::Json(serde_json::json!({ "error": why })),
+        )
+            .into_response()
+    }
+    Router::new()
+        .route("/threads/{id}/migration", post(refuse))
+        .route("/threads/{id}/migration/{step}", post(refuse))
+        .route("/migration/import", post(refuse))
 }
 
 /// The whole API on `host`: the thread routes, `moves` (a session's migration, embedded only)

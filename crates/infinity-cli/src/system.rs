@@ -31,18 +31,19 @@ pub(crate) enum StoreAccess {
 }
 
 pub(crate) async fn build_system(args: &AgentArgs, access: StoreAccess) -> Result<AgentSystem> {
-    Ok(build_system_with_receiver(args, access, false).await?.0)
+    Ok(build_system_with_receiver(args, access).await?.0)
 }
 
-/// [`build_system`], and its link to tool servers and other hosts when it has one: always when
-/// `receiver` (a served runtime takes sessions moved from another host) or with a store (its
-/// stored agents' servers, the meta catalog's apps), else when the agent has tool servers.
+/// [`build_system`], and its link to tool servers and other hosts when it has one: when the
+/// agent has tool servers, or with a store. A store keeps the link (and its callback listener)
+/// without tool servers on purpose: its stored agents may have servers, and a session moved here
+/// (which only a store keeps) gets inputs forwarded from the host it left. Without either there
+/// is nothing to call back, and no port is opened.
 pub(crate) async fn build_system_with_receiver(
     args: &AgentArgs,
     access: StoreAccess,
-    receiver: bool,
 ) -> Result<(AgentSystem, Option<tool_servers::Links>)> {
-    build_system_full(args, access, receiver, None, None).await
+    build_system_full(args, access, None, None).await
 }
 
 /// [`build_system_with_receiver`], taking remote machines' connections into `remotes` (the
@@ -51,7 +52,6 @@ pub(crate) async fn build_system_with_receiver(
 pub(crate) async fn build_system_full(
     args: &AgentArgs,
     access: StoreAccess,
-    receiver: bool,
     remotes: Option<Arc<crate::remote::MemoryRemotes>>,
     pages: Option<&str>,
 ) -> Result<(AgentSystem, Option<tool_servers::Links>)> {
@@ -205,13 +205,12 @@ pub(crate) async fn build_system_full(
         port: args.callback_port,
         public_url: args.callback_url.clone(),
     };
-    let link = receiver || args.store.is_some();
     let (builder, receiver) = tool_servers::prepare(
         &file,
         args.store.as_deref(),
         &options,
         builder,
-        link,
+        args.store.is_some(),
         remotes,
     )
     .await?;

@@ -146,7 +146,7 @@ fn saved_versions_are_listed_shown_and_run() {
         "{stdout}"
     );
     let (threads, _) = text(&infinity(d, &["threads", "--store", "store"]));
-    assert!(threads.contains("t1 [open] agent lead@1"), "{threads}");
+    assert!(threads.contains("t1 [idle] agent lead@1"), "{threads}");
     assert!(threads.contains("agent researcher@2"), "{threads}");
 }
 

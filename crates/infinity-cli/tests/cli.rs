@@ -180,7 +180,7 @@ fn chat_keeps_its_threads_in_the_store() {
     // A second session finds the thread, its title and its history.
     let second = chat("/threads\nhi again\n");
     let stdout = String::from_utf8_lossy(&second.stdout);
-    assert!(stdout.contains("chat \"Groceries\" [open]"), "{stdout}");
+    assert!(stdout.contains("chat \"Groceries\" [idle]"), "{stdout}");
     assert!(stdout.contains("assistant: hello back"), "{stdout}");
     let listing = infinity(&["threads", "--store", store.to_str().unwrap()]);
     let listing = String::from_utf8_lossy(&listing.stdout);

@@ -364,6 +364,22 @@ async fn serve_refuses_what_it_must_and_says_why() {
     assert_eq!(typo.status(), 422);
     assert!(typo.text().await.unwrap().contains("unknown field `agnet`"));
     assert_eq!(get_json(&format!("{api}/threads/typo")).await.0, 404);
+    // A message with no text is refused, for a new conversation and with an agent named; no
+    // thread is made.
+    for body in [
+        json!({"text": " \n\t "}),
+        json!({"text": "", "agent": "closer"}),
+    ] {
+        let blank = http
+            .post(format!("{api}/threads/blank/messages"))
+            .json(&body)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(blank.status(), 400, "{body}");
+        assert!(blank.text().await.unwrap().contains("is empty"), "{body}");
+    }
+    assert_eq!(get_json(&format!("{api}/threads/blank")).await.0, 404);
     // A closed thread takes no message: 409, not a silent 202.
     let say = |text: &'static str| {
         http.post(format!("{api}/threads/door/messages"))
@@ -469,15 +485,27 @@ async fn beyond_loopback_serve_requires_the_token_it_prints() {
         Stdio::piped(),
     );
     let stderr = server.0.stderr.take().unwrap();
-    let token = tokio::task::spawn_blocking(move || {
-        std::io::BufReader::new(stderr)
+    let (token, before) = tokio::task::spawn_blocking(move || {
+        let mut before = Vec::new();
+        for line in std::io::BufReader::new(stderr)
             .lines()
             .map_while(Result::ok)
-            .find_map(|l| l.rsplit_once("): ").map(|(_, t)| t.trim().to_owned()))
+        {
+            if let Some((_, token)) = line.rsplit_once("): ") {
+                return (Some(token.trim().to_owned()), before);
+            }
+            before.push(line);
+        }
+        (None, before)
     })
     .await
-    .unwrap()
-    .expect("the token is printed");
+    .unwrap();
+    let token = token.expect("the token is printed");
+    // No store and no tool servers: nothing can call back, so no callback port is opened.
+    assert!(
+        !before.iter().any(|l| l.contains("received at")),
+        "{before:#?}"
+    );
     let api = format!("http://127.0.0.1:{port}");
     until("the server to start", || async {
         reqwest::get(format!("{api}/health")).await.is_ok()
@@ -506,6 +534,17 @@ async fn beyond_loopback_serve_requires_the_token_it_prints() {
         .await
         .unwrap();
     assert_eq!(by_query.status(), 200);
+    // ... and no session moves in: it would be lost at the end, and nothing receives its
+    // forwarded inputs.
+    let moved = http
+        .post(format!("{api}/migration/import"))
+        .bearer_auth(&token)
+        .json(&serde_json::json!({}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(moved.status(), 409);
+    assert!(moved.text().await.unwrap().contains("--store"));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -57,7 +57,7 @@ fn run_moves_a_thread_to_the_version_it_is_told() {
         String::from_utf8_lossy(&infinity(d, &["threads", "--store", "store"]).stdout).into_owned(),
         (),
     );
-    assert!(threads.contains("t1 [open] agent greeter@2"), "{threads}");
+    assert!(threads.contains("t1 [idle] agent greeter@2"), "{threads}");
     // Back to the first version, named; a version nobody stored is refused, naming it.
     let (ok, stdout, _) = run(d, &["--agent", "greeter@1", "--move-to-agent", "hi"]);
     assert!(ok && stdout.contains("greeter v1 here"), "{stdout}");

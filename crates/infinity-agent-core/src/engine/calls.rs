@@ -137,7 +137,7 @@ impl Draft<'_> {
                 Item::Notice {
                     text,
                     is_error: false,
-                } if text == crate::history::INTERRUPTED_NOTICE => return false,
+                } if crate::history::is_interruption_notice(text) => return false,
                 Item::Notice { .. } | Item::Summary { .. } => {}
             }
         }

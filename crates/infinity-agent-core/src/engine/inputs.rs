@@ -4,7 +4,8 @@ use serde_json::json;
 
 use crate::effect::{Effect, Notification, OutputKind};
 use crate::history::{
-    show_time, HistoryView, Item, MessageSource, ToolCall, INJECTED_TOOL, INTERRUPTED_NOTICE,
+    show_time, HistoryView, Item, MessageSource, ToolCall, INJECTED_TOOL, INTERRUPTED_IDLE_NOTICE,
+    INTERRUPTED_NOTICE,
 };
 use crate::ids::{CallId, InputId, ThreadId};
 use crate::input::{Input, InputBody};
@@ -43,6 +44,10 @@ pub enum DropReason {
     /// A message from a parent reached a root thread.
     #[error("message from a parent, but this is a root thread")]
     NoParent,
+    /// A message with no text (empty or only whitespace): the front doors refuse one, and one
+    /// that came another way is dropped, with an error on the thread saying so.
+    #[error("the message is empty")]
+    EmptyMessage,
     /// An input for the root thread reached a child.
     #[error("{0} go to the root thread")]
     NotRoot(&'static str),
@@ -186,6 +191,14 @@ impl Draft<'_> {
     }
 
     fn user_message(&mut self, text: String) -> Applied {
+        if crate::text::is_blank(&text) {
+            self.notice_error(
+                "A message with no text (empty, or only whitespace) was not passed on to the \
+                 model."
+                    .to_owned(),
+            );
+            return Err(DropReason::EmptyMessage);
+        }
         self.lift_suspension(true);
         self.carried = 0;
         self.actionable(vec![Item::user(text)]);
@@ -196,6 +209,9 @@ impl Draft<'_> {
         let Some(parent) = self.record.parent.as_ref().map(|p| p.thread_id.clone()) else {
             return Err(DropReason::NoParent);
         };
+        if crate::text::is_blank(&text) {
+            return Err(DropReason::EmptyMessage);
+        }
         self.lift_suspension(false);
         self.actionable(vec![Item::Message {
             text,
@@ -480,8 +496,13 @@ impl Draft<'_> {
     /// "interrupted" result (calls the conversation had moved on from already have a stand-in
     /// and get nothing more), tool servers are told (`/cancel_tool_call`), delegated threads are
     /// closed, open questions are withdrawn, and results that arrive later are dropped. The
-    /// model is not asked to answer: the thread waits for the person's next message.
+    /// model is not asked to answer: the thread waits for the person's next message. With
+    /// nothing in flight (no pending call, no open question, no open child to pass it to), the
+    /// event and the notice say so instead.
     fn interrupt(&mut self, tree: bool) -> Applied {
+        let nothing_in_flight = self.record.pending_calls.is_empty()
+            && self.record.open_choices.is_empty()
+            && !(tree && self.record.children.iter().any(|c| !c.closed));
         if tree {
             let cause = self.current_input.clone();
             for child in self.record.children.iter().filter(|c| !c.closed) {
@@ -513,11 +534,17 @@ impl Draft<'_> {
         }
         self.output(OutputKind::Interrupted {
             calls: cancelled as u32,
+            nothing_in_flight,
         });
         // The notice, not the slice, ends the turn: a message later in the same batch is
         // answered.
+        let notice = if nothing_in_flight {
+            INTERRUPTED_IDLE_NOTICE
+        } else {
+            INTERRUPTED_NOTICE
+        };
         self.append(Item::Notice {
-            text: INTERRUPTED_NOTICE.to_owned(),
+            text: notice.to_owned(),
             is_error: false,
         });
         Ok(())

@@ -10,7 +10,10 @@ use serde_json::json;
 use crate::agent::Agent;
 use crate::commit::Commit;
 use crate::effect::{Effect, OutputEvent, OutputKind};
-use crate::history::{show_time, HistoryEntry, HistoryView, Image, Item, ToolCall, INJECTED_TOOL};
+use crate::history::{
+    show_time, HistoryEntry, HistoryView, Image, Item, ToolCall, INJECTED_TOOL,
+    SLEEP_INTERRUPTED_PREFIX, STILL_RUNNING_PREFIX, STILL_WAITING_PREFIX,
+};
 use crate::ids::{CallId, IdSource, InputId};
 use crate::model::ToolSpec;
 use crate::state::{Conversation, PendingCall, PendingKind, ThreadRecord};
@@ -268,21 +271,20 @@ impl Draft<'_> {
             }
             let text = match (p.kind, p.due) {
                 (PendingKind::Passive, Some(due)) => format!(
-                    "Sleep interrupted: new input arrived before {}. The sleep's own result \
-                     will arrive as an event when it ends.",
+                    "{SLEEP_INTERRUPTED_PREFIX} new input arrived before {}. The sleep's own \
+                     result will arrive as an event when it ends.",
                     show_time(due)
                 ),
                 (PendingKind::Passive, None) => "Woke up: new input arrived.".to_owned(),
-                (PendingKind::Dispatched, _) if p.authorizing => {
-                    "Still waiting: the user was asked to authorize this tool and has not yet. \
-                     New input arrived meanwhile; the call's result will arrive as an event."
-                        .to_owned()
-                }
-                (PendingKind::Dispatched, _) => {
-                    "Still running: new input arrived before this call's result. Its result \
-                     will arrive as an event when the tool sends it."
-                        .to_owned()
-                }
+                (PendingKind::Dispatched, _) if p.authorizing => format!(
+                    "{STILL_WAITING_PREFIX} the user was asked to authorize this tool and has \
+                     not yet. New input arrived meanwhile; the call's result will arrive as an \
+                     event."
+                ),
+                (PendingKind::Dispatched, _) => format!(
+                    "{STILL_RUNNING_PREFIX} new input arrived before this call's result. Its \
+                     result will arrive as an event when the tool sends it."
+                ),
             };
             placeholders.push(Item::tool_result(p.call_id.clone(), p.tool.clone(), text));
             p.moved_on = true;

@@ -90,6 +90,10 @@ pub enum PostError {
     /// No thread has this id.
     #[error("no thread {0}")]
     Unknown(ThreadId),
+    /// The message has no text (empty, or only whitespace): a model is never asked to answer
+    /// nothing, and providers refuse an empty text block.
+    #[error("the message to thread {0} is empty (or only whitespace); write some text")]
+    EmptyMessage(ThreadId),
     /// Closing the thread would close open children the caller did not ask to close.
     #[error("thread {thread} has open children ({}); closing it closes them too: ask for the whole tree (tree: true, --tree)", children.iter().map(ThreadId::as_str).collect::<Vec<_>>().join(", "))]
     OpenChildren {
@@ -181,6 +185,10 @@ impl AgentSystem {
         thread_id: &ThreadId,
         text: impl Into<String>,
     ) -> Result<InputId, PostError> {
+        let text = text.into();
+        if crate::text::is_blank(&text) {
+            return Err(PostError::EmptyMessage(thread_id.clone()));
+        }
         self.accept(Input::user_message(thread_id.clone(), text))
             .await
     }

@@ -62,6 +62,9 @@ pub trait Front: Send + Sync {
         thread_id: &ThreadId,
         text: String,
     ) -> Result<InputId, PostError> {
+        if crate::text::is_blank(&text) {
+            return Err(PostError::EmptyMessage(thread_id.clone()));
+        }
         if let Some(record) = self.threads().load_record(thread_id).await? {
             if record.status == ThreadStatus::Closed {
                 return Err(PostError::Closed(thread_id.clone()));
@@ -81,6 +84,9 @@ pub trait Front: Send + Sync {
         text: String,
         agent: &str,
     ) -> Result<InputId, PostError> {
+        if crate::text::is_blank(&text) {
+            return Err(PostError::EmptyMessage(thread_id.clone()));
+        }
         if let Some(record) = self.threads().load_record(thread_id).await? {
             return Err(PostError::BadAgent(format!(
                 "thread {thread_id} exists and keeps its agent ({}); send the message without an \

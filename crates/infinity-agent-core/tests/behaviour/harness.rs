@@ -266,7 +266,7 @@ pub fn describe(event: &OutputEvent) -> String {
                 serde_json::Value::Object(content.clone())
             )
         }
-        OutputKind::Interrupted { calls } => format!("interrupted {calls}"),
+        OutputKind::Interrupted { calls, .. } => format!("interrupted {calls}"),
         OutputKind::Error { text } => format!("ERROR {text}"),
     }
 }

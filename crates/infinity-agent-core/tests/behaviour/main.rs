@@ -14,6 +14,7 @@ mod crash;
 mod deadline;
 mod dedup;
 mod dependencies;
+mod empty_messages;
 mod events;
 mod finish;
 mod idle;

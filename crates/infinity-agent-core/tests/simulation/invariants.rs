@@ -3,7 +3,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use infinity_agent_core::effect::Effect;
-use infinity_agent_core::history::{Item, INTERRUPTED_NOTICE};
+use infinity_agent_core::history::{is_interruption_notice, Item};
 use infinity_agent_core::ids::{CallId, ThreadId};
 use infinity_agent_core::input::InputBody;
 use infinity_agent_core::state::{PendingKind, ThreadRecord, ThreadStatus};
@@ -168,7 +168,7 @@ impl Snapshot {
                     Item::ToolResult { text, .. } if text.starts_with("Still running") => {
                         note("calls still running at a message")
                     }
-                    Item::Notice { text, .. } if text == INTERRUPTED_NOTICE => {
+                    Item::Notice { text, .. } if is_interruption_notice(text) => {
                         note("interruptions")
                     }
                     Item::ToolResult { text, .. } if text.contains("could not be delivered") => {

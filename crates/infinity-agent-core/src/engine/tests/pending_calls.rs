@@ -131,7 +131,7 @@ fn an_interrupt_cancels_every_call_in_flight_and_asks_the_model_nothing() {
     assert!(history[3].starts_with("error sleep: Interrupted by the user"));
     assert_eq!(history[4], "notice: Interrupted by the user.");
     assert!(run.effects().iter().any(|e| matches!(e,
-        Effect::Output { event } if event.kind == OutputKind::Interrupted { calls: 2 })));
+        Effect::Output { event } if event.kind == OutputKind::Interrupted { calls: 2, nothing_in_flight: false })));
     // The tool server is told; the sleep's timer needs nothing.
     let cancels: Vec<&str> = run
         .effects()
@@ -176,6 +176,51 @@ fn an_interrupt_cancels_every_call_in_flight_and_asks_the_model_nothing() {
         vec![Ok(text("now this"))],
     );
     assert_eq!(run.asked.len(), 1);
+}
+
+#[test]
+fn an_interrupt_with_nothing_in_flight_says_so_and_still_ends_the_turn() {
+    // The result came, the model failed on it: nothing runs, the result is unanswered.
+    let (mut thread, call) = looking_up();
+    thread.slice(
+        vec![input("r1", InputBody::tool_result(call, "found"))],
+        vec![Err(ModelError::Terminal("bad request".into()))],
+    );
+    assert!(thread.record().pending_calls.is_empty());
+    let before = thread.history().len();
+    let run = thread.slice(
+        vec![input("i1", InputBody::Interrupt { tree: true })],
+        vec![],
+    );
+    assert!(run.asked.is_empty(), "the model is not asked to go on");
+    assert_eq!(
+        thread.history()[before..],
+        [format!(
+            "notice: {}",
+            crate::history::INTERRUPTED_IDLE_NOTICE
+        )]
+    );
+    assert!(run.effects().iter().any(|e| matches!(e,
+        Effect::Output { event } if event.kind == OutputKind::Interrupted { calls: 0, nothing_in_flight: true })));
+    // Like the other notice, it ends the turn: a nudge asks the model nothing (the result
+    // before it stays unanswered), a message is answered.
+    let run = thread.slice(vec![input("n1", InputBody::Nudge {})], vec![]);
+    assert!(run.asked.is_empty(), "{:#?}", thread.history());
+    let run = thread.slice(vec![user("m2", "go on")], vec![Ok(text("going on"))]);
+    assert_eq!(run.asked.len(), 1);
+
+    // A call in flight is something to interrupt.
+    let (mut thread, _) = looking_up();
+    let run = thread.slice(
+        vec![input("i2", InputBody::Interrupt { tree: false })],
+        vec![],
+    );
+    assert!(run.effects().iter().any(|e| matches!(e,
+        Effect::Output { event } if event.kind == OutputKind::Interrupted { calls: 1, nothing_in_flight: false })));
+    assert_eq!(
+        thread.history().last().map(String::as_str),
+        Some("notice: Interrupted by the user.")
+    );
 }
 
 #[test]

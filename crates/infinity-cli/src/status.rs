@@ -1,0 +1,191 @@
+//! What a thread is doing, in words, from its record (`infinity threads`, chat's `/threads`).
+//!
+//! The web app says the same from the same record in `web/status.js` (`describeStatus`): the
+//! two must agree, word for word and rule for rule, so change both together. The web app also
+//! knows when the model is at work (from the event stream, "running"); a record alone does not
+//! say, so the CLI never does.
+
+use infinity_agent_core::state::{MigrationState, PendingKind, ThreadRecord, ThreadStatus};
+
+use crate::render::show_time;
+
+/// The thread's state in a few words, the first that holds of: moving or moved to another host,
+/// closed, paused at an hourly limit, waiting on tool calls, sleeping, waiting on its children,
+/// waiting for a person's answer, else idle. Calls the conversation moved on from (they have a
+/// stand-in result, their real one comes as an event) are not waited on.
+pub(crate) fn describe(record: &ThreadRecord) -> String {
+    if let Some(migration) = &record.migration {
+        return match migration.state {
+            MigrationState::Moving => format!("moving to {}", migration.to),
+            MigrationState::Moved { .. } => format!("moved to {}", migration.to),
+        };
+    }
+    if record.status == ThreadStatus::Closed {
+        return "closed".to_owned();
+    }
+    if record.suspended.is_some() {
+        return "paused: hourly limit reached".to_owned();
+    }
+    let waited_on = || record.pending_calls.iter().filter(|call| !call.moved_on);
+    let mut tools: Vec<&str> = Vec::new();
+    for call in waited_on().filter(|call| call.kind == PendingKind::Dispatched) {
+        if !tools.contains(&call.tool.as_str()) {
+            tools.push(&call.tool);
+        }
+    }
+    if !tools.is_empty() {
+        return format!("waiting on {}", tools.join(", "));
+    }
+    let mut sleeps = waited_on().filter(|call| call.kind == PendingKind::Passive);
+    if let Some(first) = sleeps.next() {
+        let due = std::iter::once(first)
+            .chain(sleeps)
+            .filter_map(|call| call.due)
+            .min();
+        return match due {
+            Some(due) => format!("sleeping until {}", show_time(due)),
+            None => "sleeping until an event or a message".to_owned(),
+        };
+    }
+    let open = record.children.iter().filter(|child| !child.closed).count();
+    if open > 0 {
+        return format!(
+            "waiting on {open} child thread{}",
+            if open == 1 { "" } else { "s" }
+        );
+    }
+    if !record.open_choices.is_empty() {
+        return "waiting for your answer".to_owned();
+    }
+    "idle".to_owned()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::describe;
+    use infinity_agent_core::ids::{CallId, ThreadId};
+    use infinity_agent_core::state::{
+        ChildLink, Migration, MigrationState, OpenChoice, PendingCall, PendingKind, Suspension,
+        ThreadRecord, ThreadStatus,
+    };
+    use jiff::Timestamp;
+
+    fn record() -> ThreadRecord {
+        let id = ThreadId::new("t").unwrap();
+        ThreadRecord::new(id, "a", None, Timestamp::UNIX_EPOCH)
+    }
+
+    fn call(id: &str, tool: &str, kind: PendingKind, due: Option<&str>) -> PendingCall {
+        PendingCall {
+            call_id: CallId::new(id).unwrap(),
+            tool: tool.to_owned(),
+            args: serde_json::json!({}),
+            kind,
+            issued_at: Timestamp::UNIX_EPOCH,
+            moved_on: false,
+            due: due.map(|d| d.parse().unwrap()),
+            authorizing: false,
+            delegated: false,
+        }
+    }
+
+    fn child(id: &str, closed: bool) -> ChildLink {
+        ChildLink {
+            thread_id: ThreadId::new(id).unwrap(),
+            call_id: CallId::new(format!("spawn-{id}")).unwrap(),
+            tool: "spawn_thread".to_owned(),
+            args: serde_json::json!({}),
+            closed,
+        }
+    }
+
+    #[test]
+    fn a_new_thread_is_idle_and_a_closed_one_closed() {
+        let mut r = record();
+        assert_eq!(describe(&r), "idle");
+        r.status = ThreadStatus::Closed;
+        r.pending_calls
+            .push(call("c1", "lookup", PendingKind::Dispatched, None));
+        assert_eq!(describe(&r), "closed");
+    }
+
+    #[test]
+    fn each_state_in_the_web_apps_words_first_match_wins() {
+        let mut r = record();
+        r.open_choices.push(OpenChoice {
+            call_id: CallId::new("c9").unwrap(),
+            prompt: "Which?".to_owned(),
+            choices: vec!["a".to_owned()],
+            default: 0,
+            response_url: "http://127.0.0.1/answer".to_owned(),
+        });
+        assert_eq!(describe(&r), "waiting for your answer");
+        r.children.push(child("k1", false));
+        r.children.push(child("k0", true));
+        assert_eq!(describe(&r), "waiting on 1 child thread");
+        r.children.push(child("k2", false));
+        assert_eq!(describe(&r), "waiting on 2 child threads");
+        r.pending_calls.push(call(
+            "s0",
+            "sleep_until_event_or_input",
+            PendingKind::Passive,
+            None,
+        ));
+        assert_eq!(describe(&r), "sleeping until an event or a message");
+        r.pending_calls.push(call(
+            "s1",
+            "sleep",
+            PendingKind::Passive,
+            Some("2026-05-01T21:09:00Z"),
+        ));
+        r.pending_calls.push(call(
+            "s2",
+            "sleep",
+            PendingKind::Passive,
+            Some("2026-05-01T21:07:08.6Z"),
+        ));
+        // The soonest timer, rounded to the second as the model is told it.
+        assert_eq!(describe(&r), "sleeping until 2026-05-01 21:07:09 UTC");
+        r.pending_calls
+            .push(call("c1", "lookup", PendingKind::Dispatched, None));
+        r.pending_calls
+            .push(call("c2", "fetch", PendingKind::Dispatched, None));
+        r.pending_calls
+            .push(call("c3", "lookup", PendingKind::Dispatched, None));
+        assert_eq!(describe(&r), "waiting on lookup, fetch");
+        r.suspended = Some(Suspension {
+            reason: "completions per hour".to_owned(),
+            since: Timestamp::UNIX_EPOCH,
+        });
+        assert_eq!(describe(&r), "paused: hourly limit reached");
+        r.migration = Some(Migration {
+            to: "aws".to_owned(),
+            since: Timestamp::UNIX_EPOCH,
+            state: MigrationState::Moving,
+        });
+        assert_eq!(describe(&r), "moving to aws");
+    }
+
+    #[test]
+    fn calls_the_conversation_moved_on_from_are_not_waited_on() {
+        let mut r = record();
+        let mut sleep = call(
+            "s1",
+            "sleep",
+            PendingKind::Passive,
+            Some("2026-05-01T21:07:08Z"),
+        );
+        sleep.moved_on = true;
+        let mut lookup = call("c1", "lookup", PendingKind::Dispatched, None);
+        lookup.moved_on = true;
+        r.pending_calls = vec![sleep, lookup];
+        assert_eq!(describe(&r), "idle");
+        r.pending_calls.push(call(
+            "s2",
+            "sleep",
+            PendingKind::Passive,
+            Some("2026-05-01T22:00:00Z"),
+        ));
+        assert_eq!(describe(&r), "sleeping until 2026-05-01 22:00:00 UTC");
+    }
+}
