@@ -251,6 +251,10 @@ pub enum OutputKind {
         /// The new text.
         text: String,
     },
+    /// The deltas streamed so far are withdrawn (live only, like them): the model's stream broke
+    /// off and it is asked again, so its text starts over. The deltas after this one add up to
+    /// the `assistant_text` that follows.
+    AssistantRestarted {},
     /// The model called a tool (or the runtime injected an event as a call).
     ToolCall {
         /// The call.
@@ -361,6 +365,7 @@ impl OutputKind {
             OutputKind::UserMessage { .. } => "user_message",
             OutputKind::AssistantText { .. } => "assistant_text",
             OutputKind::AssistantDelta { .. } => "assistant_delta",
+            OutputKind::AssistantRestarted {} => "assistant_restarted",
             OutputKind::ToolCall { .. } => "tool_call",
             OutputKind::ToolResult { .. } => "tool_result",
             OutputKind::ThreadSpawned { .. } => "thread_spawned",

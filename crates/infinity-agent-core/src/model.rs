@@ -7,8 +7,18 @@ use serde::{Deserialize, Serialize};
 use crate::history::HistoryView;
 use crate::ids::ThreadId;
 
-/// Receives text as a model writes it.
-pub type TextSink<'a> = dyn Fn(&str) + Send + Sync + 'a;
+/// Receives a completion's text as the model writes it.
+pub type TextSink<'a> = dyn Fn(Streamed<'_>) + Send + Sync + 'a;
+
+/// A piece of a completion as it streams, for display.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Streamed<'a> {
+    /// More of the text.
+    Text(&'a str),
+    /// The text streamed so far is withdrawn: the stream broke off and the model is asked
+    /// again, so the text starts over. What follows adds up to the completion's text.
+    Restarted,
+}
 
 /// A tool as the model sees it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -450,7 +450,7 @@ impl ModelProvider for ScriptedModel {
         };
         if let Some(text) = &completion.text {
             for piece in text.split_inclusive(' ') {
-                on_text(piece);
+                on_text(crate::model::Streamed::Text(piece));
                 if let Some(latency) = latency {
                     tokio::time::sleep(latency.output_time(piece)).await;
                 }
@@ -647,7 +647,10 @@ rules:
         let history = [entry(Item::user("hi"))];
         let started = tokio::time::Instant::now();
         let seen = std::sync::Mutex::new(Vec::new());
-        let sink = |piece: &str| {
+        let sink = |piece: crate::model::Streamed<'_>| {
+            let crate::model::Streamed::Text(piece) = piece else {
+                panic!("nothing broke, yet the stream restarted");
+            };
             seen.lock()
                 .unwrap()
                 .push((started.elapsed(), piece.to_owned()));

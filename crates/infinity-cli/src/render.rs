@@ -127,6 +127,15 @@ impl Renderer {
                 write_raw(&printable(text));
                 return;
             }
+            // What streamed is withdrawn: say so and end the line; the text starts over on a
+            // new one.
+            OutputKind::AssistantRestarted {} => {
+                if self.streaming.as_ref() == Some(who) {
+                    write_raw(" [broke off: asking the model again]");
+                    self.end_stream();
+                }
+                return;
+            }
             // Already shown as it streamed: end the line.
             OutputKind::AssistantText { .. } if self.streaming.as_ref() == Some(who) => {
                 self.end_stream();
@@ -138,6 +147,9 @@ impl Renderer {
             OutputKind::UserMessage { text } => format!("user: {text}"),
             OutputKind::AssistantText { text } | OutputKind::AssistantDelta { text } => {
                 format!("assistant: {text}")
+            }
+            OutputKind::AssistantRestarted {} => {
+                "assistant: [broke off: asking the model again]".to_owned()
             }
             OutputKind::ToolCall { name, args, .. } => format!("-> {name} {args}"),
             OutputKind::ToolResult {

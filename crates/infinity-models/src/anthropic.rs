@@ -18,7 +18,8 @@ use reqwest::header::CONTENT_TYPE;
 use serde_json::{json, Map, Value};
 
 use crate::catalog;
-use crate::transport::{read_sse, with_retries, Attempt, RetryPolicy};
+use crate::names::restore_tool_names;
+use crate::transport::{read_sse, with_retries, Attempt, LiveText, RetryPolicy};
 
 /// The API version header value.
 pub const API_VERSION: &str = "2023-06-01";
@@ -124,7 +125,7 @@ struct Assembly {
 }
 
 impl Assembly {
-    fn event(&mut self, data: &str, on_text: &TextSink<'_>) -> Result<(), Attempt> {
+    fn event(&mut self, data: &str, live: &LiveText<'_>) -> Result<(), Attempt> {
         let v: Value = serde_json::from_str(data)
             .map_err(|e| Attempt::Retry(format!("anthropic: malformed stream event: {e}"), None))?;
         match v["type"].as_str().unwrap_or("") {
@@ -150,7 +151,7 @@ impl Assembly {
                     }
                     _ => {
                         if let Some(t) = block["text"].as_str().filter(|t| !t.is_empty()) {
-                            on_text(t);
+                            live.text(t);
                             self.text.push_str(t);
                         }
                     }
@@ -161,7 +162,7 @@ impl Assembly {
                 match delta["type"].as_str() {
                     Some("text_delta") => {
                         let t = delta["text"].as_str().unwrap_or("");
-                        on_text(t);
+                        live.text(t);
                         self.text.push_str(t);
                     }
                     Some("input_json_delta") => {
@@ -180,8 +181,22 @@ impl Assembly {
                 if let Some(stop) = v["delta"]["stop_reason"].as_str() {
                     self.stop = Some(stop.to_owned());
                 }
-                if let Some(out) = v["usage"]["output_tokens"].as_u64() {
-                    self.usage.output_tokens = out;
+                // The usage here is cumulative, and may restate the input counts of
+                // `message_start` (which then held estimates): the last value of each counts.
+                let u = &v["usage"];
+                let counts = [
+                    ("input_tokens", &mut self.usage.input_tokens),
+                    ("cache_read_input_tokens", &mut self.usage.cache_read_tokens),
+                    (
+                        "cache_creation_input_tokens",
+                        &mut self.usage.cache_write_tokens,
+                    ),
+                    ("output_tokens", &mut self.usage.output_tokens),
+                ];
+                for (key, count) in counts {
+                    if let Some(n) = u[key].as_u64() {
+                        *count = n;
+                    }
                 }
             }
             "error" => {
@@ -265,6 +280,7 @@ impl AnthropicModel {
         on_text: &TextSink<'_>,
     ) -> Result<Completion, ModelError> {
         let body = bytes::Bytes::from(self.request_body(&request));
+        let live = LiveText::new(on_text);
         let url = format!("{}/v1/messages", self.config.base_url.trim_end_matches('/'));
         with_retries(
             "anthropic",
@@ -277,15 +293,20 @@ impl AnthropicModel {
                     .header(CONTENT_TYPE, "application/json")
                     .body(body.clone())
             },
-            |response| async move {
+            |response| async {
+                live.attempt();
                 let mut assembly = Assembly::default();
                 read_sse("anthropic", &self.config.retry, response, |data| {
-                    assembly.event(data, on_text)
+                    assembly.event(data, &live)
                 })
                 .await?;
                 assembly.finish()
             },
         )
         .await
+        .map(|mut completion| {
+            restore_tool_names(&request, &mut completion.tool_calls);
+            completion
+        })
     }
 }

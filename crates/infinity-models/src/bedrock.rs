@@ -22,7 +22,8 @@ use reqwest::header::{ACCEPT, CONTENT_TYPE};
 use reqwest::{RequestBuilder, Url};
 
 use crate::catalog;
-use crate::transport::{body_error, send_with_retries, Attempt, RetryPolicy};
+use crate::names::restore_tool_names;
+use crate::transport::{next_piece, send_with_retries, Attempt, RetryPolicy};
 use signing::CachedCredentials;
 
 /// What to do when a request cannot be signed or sent anywhere.
@@ -314,15 +315,20 @@ impl ModelProvider for BedrockModel {
             || self.attempt(url, region, &body, &authentication),
             response::failure,
             |reply| async move {
-                let body = reply
-                    .bytes()
-                    .await
-                    .map_err(|e| body_error("bedrock", &self.retry, &e))?;
+                let mut pieces = reply.bytes_stream();
+                let mut body = Vec::new();
+                while let Some(piece) = next_piece("bedrock", &self.retry, &mut pieces).await? {
+                    body.extend_from_slice(&piece);
+                }
                 // A reply cut short or garbled on the way may come whole next time.
                 response::completion(&body).map_err(|why| Attempt::Retry(why, None))
             },
         )
         .await
+        .map(|mut completion| {
+            restore_tool_names(&request, &mut completion.tool_calls);
+            completion
+        })
     }
 }
 

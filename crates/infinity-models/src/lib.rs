@@ -18,6 +18,7 @@ pub mod catalog;
 mod convert;
 pub mod fetch;
 mod json;
+mod names;
 pub mod openai;
 pub mod sse;
 pub mod stored;

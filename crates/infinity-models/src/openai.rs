@@ -12,7 +12,8 @@ use reqwest::header::CONTENT_TYPE;
 use serde_json::{json, Value};
 
 use crate::catalog;
-use crate::transport::{read_sse, with_retries, Attempt, RetryPolicy};
+use crate::names::restore_tool_names;
+use crate::transport::{read_sse, with_retries, Attempt, LiveText, RetryPolicy};
 
 /// Where and how to reach the API.
 #[derive(Debug, Clone)]
@@ -105,7 +106,7 @@ struct Assembly {
 }
 
 impl Assembly {
-    fn chunk(&mut self, data: &str, on_text: &TextSink<'_>) -> Result<(), Attempt> {
+    fn chunk(&mut self, data: &str, live: &LiveText<'_>) -> Result<(), Attempt> {
         if data.trim() == "[DONE]" {
             return Ok(());
         }
@@ -136,7 +137,7 @@ impl Assembly {
         for choice in v["choices"].as_array().into_iter().flatten() {
             let delta = &choice["delta"];
             if let Some(t) = delta["content"].as_str() {
-                on_text(t);
+                live.text(t);
                 self.text.push_str(t);
             }
             for call in delta["tool_calls"].as_array().into_iter().flatten() {
@@ -229,6 +230,7 @@ impl OpenAiModel {
         on_text: &TextSink<'_>,
     ) -> Result<Completion, ModelError> {
         let body = bytes::Bytes::from(self.request_body(&request));
+        let live = LiveText::new(on_text);
         let url = format!(
             "{}/chat/completions",
             self.config.base_url.trim_end_matches('/')
@@ -247,15 +249,20 @@ impl OpenAiModel {
                     None => builder,
                 }
             },
-            |response| async move {
+            |response| async {
+                live.attempt();
                 let mut assembly = Assembly::default();
                 read_sse("openai", &self.config.retry, response, |data| {
-                    assembly.chunk(data, on_text)
+                    assembly.chunk(data, &live)
                 })
                 .await?;
                 assembly.finish()
             },
         )
         .await
+        .map(|mut completion| {
+            restore_tool_names(&request, &mut completion.tool_calls);
+            completion
+        })
     }
 }

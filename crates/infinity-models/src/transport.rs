@@ -3,12 +3,14 @@
 //! Retries with exponential backoff and jitter on 429, 5xx (including Anthropic's 529
 //! `overloaded_error`) and connection errors, honouring `retry-after` (seconds or an HTTP date)
 //! and `retry-after-ms`; never on other 4xx. An adapter whose errors name their type (Bedrock)
-//! decides per error instead ([`send_with_retries`]). Every attempt has a timeout. Errors never
+//! decides per error instead ([`send_with_retries`]). Every attempt has three timeouts: for the
+//! response to begin (`first_byte`), for each silence in its body (`idle`) and for the whole of it
+//! (`timeout`); each is retried like a broken connection. Errors never
 //! contain request headers, so API keys and signatures stay out of logs and of the thread.
 
 use std::time::Duration;
 
-use infinity_agent_core::model::ModelError;
+use infinity_agent_core::model::{ModelError, Streamed, TextSink};
 use reqwest::header::HeaderMap;
 use reqwest::{RequestBuilder, Response, StatusCode};
 
@@ -23,6 +25,10 @@ pub struct RetryPolicy {
     pub max_backoff: Duration,
     /// The timeout of one attempt, streaming included.
     pub timeout: Duration,
+    /// How long an attempt may wait for the response to begin (its status and headers).
+    pub first_byte: Duration,
+    /// How long a response's body may go silent between two pieces (a stalled stream).
+    pub idle: Duration,
 }
 
 impl Default for RetryPolicy {
@@ -32,6 +38,8 @@ impl Default for RetryPolicy {
             initial_backoff: Duration::from_millis(500),
             max_backoff: Duration::from_secs(30),
             timeout: Duration::from_secs(300),
+            first_byte: Duration::from_secs(60),
+            idle: Duration::from_secs(60),
         }
     }
 }
@@ -129,8 +137,16 @@ where
     let mut backoff = policy.initial_backoff;
     let mut attempt = 0;
     loop {
-        let outcome = match build()?.timeout(policy.timeout).send().await {
-            Err(err) => {
+        let sent = tokio::time::timeout(policy.first_byte, build()?.timeout(policy.timeout).send());
+        let outcome = match sent.await {
+            Err(_) => Attempt::Retry(
+                format!(
+                    "{provider}: no response within {:?} (the first-byte timeout)",
+                    policy.first_byte
+                ),
+                None,
+            ),
+            Ok(Err(err)) => {
                 let why = if err.is_timeout() {
                     format!(
                         "{provider}: the request timed out after {:?}",
@@ -143,11 +159,11 @@ where
                 };
                 Attempt::Retry(why, None)
             }
-            Ok(response) if response.status().is_success() => match read(response).await {
+            Ok(Ok(response)) if response.status().is_success() => match read(response).await {
                 Ok(value) => return Ok(value),
                 Err(attempt) => attempt,
             },
-            Ok(response) => {
+            Ok(Ok(response)) => {
                 let status = response.status();
                 let wait = retry_after(&response);
                 // A copy: `text()` reads the charset from the headers.
@@ -219,11 +235,9 @@ pub async fn read_sse(
     response: Response,
     mut on_data: impl FnMut(&str) -> Result<(), Attempt>,
 ) -> Result<(), Attempt> {
-    use futures_util::StreamExt;
     let mut stream = response.bytes_stream();
     let mut parser = crate::sse::SseParser::new();
-    while let Some(chunk) = stream.next().await {
-        let chunk = chunk.map_err(|e| body_error(provider, policy, &e))?;
+    while let Some(chunk) = next_piece(provider, policy, &mut stream).await? {
         for event in parser.push(&chunk) {
             on_data(&event.data)?;
         }
@@ -232,6 +246,67 @@ pub async fn read_sse(
         on_data(&event.data)?;
     }
     Ok(())
+}
+
+/// The next piece of a response's body, `None` at its end; a retry when the body broke off or
+/// went silent for longer than the policy's `idle`.
+pub async fn next_piece<S>(
+    provider: &str,
+    policy: &RetryPolicy,
+    body: &mut S,
+) -> Result<Option<bytes::Bytes>, Attempt>
+where
+    S: futures_util::Stream<Item = reqwest::Result<bytes::Bytes>> + Unpin,
+{
+    use futures_util::StreamExt;
+    match tokio::time::timeout(policy.idle, body.next()).await {
+        Err(_) => Err(Attempt::Retry(
+            format!(
+                "{provider}: the stream stalled: nothing for {:?} (the idle timeout)",
+                policy.idle
+            ),
+            None,
+        )),
+        Ok(None) => Ok(None),
+        Ok(Some(piece)) => piece
+            .map(Some)
+            .map_err(|e| body_error(provider, policy, &e)),
+    }
+}
+
+/// What streams a completion's text to a sink across the attempts of one request: when an
+/// attempt that streamed text fails and another begins, the sink hears that the text so far is
+/// withdrawn ([`Streamed::Restarted`]).
+pub(crate) struct LiveText<'a> {
+    sink: &'a TextSink<'a>,
+    streamed: std::sync::atomic::AtomicBool,
+}
+
+impl<'a> LiveText<'a> {
+    /// Streams to `sink`.
+    pub(crate) fn new(sink: &'a TextSink<'a>) -> Self {
+        Self {
+            sink,
+            streamed: std::sync::atomic::AtomicBool::new(false),
+        }
+    }
+
+    /// An attempt begins: text an earlier one streamed is withdrawn.
+    pub(crate) fn attempt(&self) {
+        if self
+            .streamed
+            .swap(false, std::sync::atomic::Ordering::Relaxed)
+        {
+            (self.sink)(Streamed::Restarted);
+        }
+    }
+
+    /// More text.
+    pub(crate) fn text(&self, text: &str) {
+        self.streamed
+            .store(true, std::sync::atomic::Ordering::Relaxed);
+        (self.sink)(Streamed::Text(text));
+    }
 }
 
 /// The retry for an error while reading a response body (a stream that broke or stalled).

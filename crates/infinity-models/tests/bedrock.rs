@@ -1,4 +1,6 @@
-//! The Bedrock Converse adapter against a local HTTP server speaking Converse's JSON.
+//! The Bedrock Converse adapter against a local HTTP server speaking Converse's JSON, which
+//! judges every body it receives by botocore's definition of `Converse`
+//! ([`common::validate`]).
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // test code: a failed step should stop the test
 
@@ -25,6 +27,8 @@ use infinity_models::bedrock::{BedrockConfig, BedrockModel};
 use infinity_models::transport::RetryPolicy;
 use serde_json::{json, Value};
 
+use common::validate::{self, Provider, Refusals};
+
 const MODEL: &str = "anthropic.claude-sonnet-4-5-v1:0";
 
 /// A request the server received.
@@ -50,36 +54,65 @@ impl Received {
 /// A status, headers and a body to answer with.
 type Reply = (u16, Vec<(&'static str, &'static str)>, String);
 
-/// What the server received, and the replies it has left.
-type Shared = (Arc<Mutex<Vec<Received>>>, Arc<Mutex<VecDeque<Reply>>>);
+/// What the server received, the replies it has left, and the bodies Bedrock would refuse.
+type Shared = (
+    Arc<Mutex<Vec<Received>>>,
+    Arc<Mutex<VecDeque<Reply>>>,
+    Arc<Refusals>,
+);
 
-#[derive(Clone)]
+/// A server on 127.0.0.1; dropped, it fails the test if Bedrock would have refused a body.
 struct Server {
     url: String,
     received: Arc<Mutex<Vec<Received>>>,
+    refusals: Arc<Refusals>,
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        self.refusals.assert_none();
+    }
 }
 
 impl Server {
     /// A server answering with `replies` in turn, the last one over and over.
     async fn start(replies: Vec<Reply>) -> Self {
+        validate::start();
         let received = Arc::new(Mutex::new(Vec::new()));
         let replies = Arc::new(Mutex::new(VecDeque::from(replies)));
-        let state = (Arc::clone(&received), replies);
+        let refusals = Arc::new(Refusals::default());
+        let state = (Arc::clone(&received), replies, Arc::clone(&refusals));
         let app = Router::new()
             .route(
                 "/model/{id}/converse",
                 post(
-                    |State((received, replies)): State<Shared>,
+                    |State((received, replies, refusals)): State<Shared>,
                      Path(model): Path<String>,
                      uri: Uri,
                      headers: HeaderMap,
                      body: Bytes| async move {
+                        let judged = serde_json::from_slice(&body).unwrap_or(Value::Null);
+                        let refused = tokio::task::spawn_blocking(move || {
+                            refusals.judge(Provider::Bedrock, &judged)
+                        })
+                        .await
+                        .unwrap();
                         received.lock().unwrap().push(Received {
                             model,
                             uri,
                             headers,
                             body,
                         });
+                        if let Some(why) = refused {
+                            let refusal = error(400, "ValidationException", &why);
+                            let (status, headers, body) = refusal;
+                            let mut reply = HeaderMap::new();
+                            for (k, v) in headers {
+                                reply.insert(k, v.parse().unwrap());
+                            }
+                            return (StatusCode::from_u16(status).unwrap(), reply, body)
+                                .into_response();
+                        }
                         let (status, reply_headers, body) = {
                             let mut replies = replies.lock().unwrap();
                             if replies.len() > 1 {
@@ -100,7 +133,11 @@ impl Server {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let url = format!("http://{}", listener.local_addr().unwrap());
         tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
-        Self { url, received }
+        Self {
+            url,
+            received,
+            refusals,
+        }
     }
 
     fn received(&self) -> Vec<Received> {
@@ -146,6 +183,8 @@ fn config(endpoint: &str) -> BedrockConfig {
             initial_backoff: Duration::from_millis(1),
             max_backoff: Duration::from_millis(5),
             timeout: Duration::from_secs(5),
+            first_byte: Duration::from_secs(5),
+            idle: Duration::from_secs(5),
         },
     }
 }

@@ -20,7 +20,7 @@ use crate::effect::{LiveOutput, Notification, OutputEvent, OutputKind, ToolInvoc
 use crate::engine::{Slice, SliceError, SliceOutcome, SliceRequest, Step};
 use crate::ids::{IdSource, InputId, ThreadId};
 use crate::input::{Input, InputBody};
-use crate::model::{ModelError, ModelProvider};
+use crate::model::{ModelError, ModelProvider, Streamed};
 use crate::state::Conversation;
 use crate::store::{load_view_prefix, SliceState, StoreError, ThreadStore};
 use crate::tools::remote::{apply_deadlines, assemble, Discovered, DiscoveryError, ToolDiscovery};
@@ -543,7 +543,9 @@ async fn drive(
     }
 }
 
-/// Runs one completion; with live output, the model's text is shown as it streams.
+/// Runs one completion; with live output, the model's text is shown as it streams. A completion
+/// that fails after streaming some text withdraws it (`assistant_restarted`), so that what a
+/// later attempt streams adds up to its text alone.
 async fn complete(
     model: &dyn ModelProvider,
     request: crate::model::CompletionRequest<'_>,
@@ -554,14 +556,29 @@ async fn complete(
     let Some(live) = live else {
         return model.complete(request).await;
     };
-    let sink = |text: &str| {
+    let show = |kind| {
         live(OutputEvent {
             thread_id: thread_id.clone(),
             at: now,
-            kind: OutputKind::AssistantDelta {
-                text: text.to_owned(),
-            },
+            kind,
         })
     };
-    model.complete_streaming(request, &sink).await
+    let streamed = std::sync::atomic::AtomicBool::new(false);
+    let sink = |piece: Streamed<'_>| match piece {
+        Streamed::Text(text) => {
+            streamed.store(true, std::sync::atomic::Ordering::Relaxed);
+            show(OutputKind::AssistantDelta {
+                text: text.to_owned(),
+            });
+        }
+        Streamed::Restarted => {
+            streamed.store(false, std::sync::atomic::Ordering::Relaxed);
+            show(OutputKind::AssistantRestarted {});
+        }
+    };
+    let result = model.complete_streaming(request, &sink).await;
+    if result.is_err() && streamed.load(std::sync::atomic::Ordering::Relaxed) {
+        show(OutputKind::AssistantRestarted {});
+    }
+    result
 }

@@ -239,6 +239,7 @@ pub fn describe(event: &OutputEvent) -> String {
         OutputKind::UserMessage { text } => format!("user: {text}"),
         OutputKind::AssistantText { text } => format!("assistant: {text}"),
         OutputKind::AssistantDelta { text } => format!("delta: {text}"),
+        OutputKind::AssistantRestarted {} => "restarted".to_owned(),
         OutputKind::ToolCall { name, args, .. } => format!("call {name} {args}"),
         OutputKind::ToolResult {
             name,

@@ -6,8 +6,11 @@
 use infinity_agent_core::history::summary_text;
 use infinity_agent_core::model::CompletionRequest;
 
-use crate::convert::{message_text, offered_tools};
+use crate::convert::{
+    image_part, message_text, offered_tools, visible, ImagePart, CONVERSATION_START, NO_OUTPUT,
+};
 use crate::json::JsonBuf;
+use crate::names::wire_name;
 use crate::turns::{Block, Role, Turns};
 
 /// What the injected tool says to the model.
@@ -45,7 +48,7 @@ pub(super) fn body(settings: Settings<'_>, request: &CompletionRequest<'_>) -> V
         offered_tools(request, INJECTED_DESCRIPTION),
         |json, (name, description, schema)| {
             json.raw(r#"{"name":"#);
-            json.string(name);
+            json.string(&name);
             json.raw(r#","description":"#);
             json.string(description);
             json.raw(r#","input_schema":"#);
@@ -62,19 +65,45 @@ pub(super) fn body(settings: Settings<'_>, request: &CompletionRequest<'_>) -> V
 /// Writes the turns. The conversation so far is cached: a breakpoint ends its last block, so
 /// the next slice re-reads everything up to here from the cache.
 fn write_messages(json: &mut JsonBuf, turns: &Turns<'_>, images_supported: bool) {
-    let last_turn = turns.turn_count().saturating_sub(1);
-    json.array(turns.iter().enumerate(), |json, (t, (role, blocks))| {
-        json.raw(match role {
-            Role::User => r#"{"role":"user","content":"#,
-            Role::Assistant => r#"{"role":"assistant","content":"#,
-        });
-        let last_block = blocks.len().saturating_sub(1);
-        json.array(blocks.iter().enumerate(), |json, (i, block)| {
-            let breakpoint = t == last_turn && i == last_block;
-            write_block(json, block, images_supported, breakpoint);
-        });
+    json.raw("[");
+    // The API wants at least one message, and the first from the user.
+    let start = turns
+        .iter()
+        .next()
+        .is_none_or(|(role, _)| role == Role::Assistant);
+    if start {
+        json.raw(r#"{"role":"user","content":"#);
+        json.string(CONVERSATION_START);
         json.raw("}");
+    }
+    let last_turn = turns.turn_count().saturating_sub(1);
+    for (t, (role, blocks)) in turns.iter().enumerate() {
+        if start || t > 0 {
+            json.raw(",");
+        }
+        write_turn(json, role, blocks, images_supported, t == last_turn);
+    }
+    json.raw("]");
+}
+
+/// Writes a turn of `role`'s `blocks`; its last block ends with a cache breakpoint when
+/// `breakpoint`.
+fn write_turn(
+    json: &mut JsonBuf,
+    role: Role,
+    blocks: &[Block<'_>],
+    images_supported: bool,
+    breakpoint: bool,
+) {
+    json.raw(match role {
+        Role::User => r#"{"role":"user","content":"#,
+        Role::Assistant => r#"{"role":"assistant","content":"#,
     });
+    let last_block = blocks.len().saturating_sub(1);
+    json.array(blocks.iter().enumerate(), |json, (i, block)| {
+        write_block(json, block, images_supported, breakpoint && i == last_block);
+    });
+    json.raw("}");
 }
 
 /// Writes `block`, a cache breakpoint at its end when asked.
@@ -101,7 +130,7 @@ fn write_block(
             json.raw(r#"{"type":"tool_use","id":"#);
             json.string(call.id.as_str());
             json.raw(r#","name":"#);
-            json.string(&call.name);
+            json.string(&wire_name(&call.name));
             json.raw(r#","input":"#);
             if call.args.is_object() {
                 json.value(&call.args);
@@ -119,24 +148,34 @@ fn write_block(
             json.string(call_id.as_str());
             json.raw(r#","content":"#);
             if images.is_empty() {
-                json.string(text);
+                json.string(visible(text).unwrap_or(NO_OUTPUT));
             } else {
-                // The text, then each image: an image block, or for a model that reads no
-                // images the note that stands for it.
-                json.raw(r#"[{"type":"text","text":"#);
-                json.string(text);
-                json.raw("}");
-                for image in images {
-                    if images_supported {
-                        json.raw(r#",{"type":"image","source":{"type":"base64","media_type":"#);
-                        json.string(&image.media_type);
-                        json.raw(r#","data":"#);
-                        json.string(&image.data);
-                        json.raw("}}");
-                    } else {
-                        json.raw(r#",{"type":"text","text":"#);
-                        json.string(&image.placeholder());
-                        json.raw("}");
+                // The text unless it is blank (the API refuses a blank text block), then each
+                // image: an image block of a type the API takes, or the note that stands for it.
+                json.raw("[");
+                let text = visible(text);
+                if let Some(text) = text {
+                    json.raw(r#"{"type":"text","text":"#);
+                    json.string(text);
+                    json.raw("}");
+                }
+                for (i, image) in images.iter().enumerate() {
+                    if text.is_some() || i > 0 {
+                        json.raw(",");
+                    }
+                    match image_part(image, "Anthropic", images_supported) {
+                        ImagePart::Image(media_type) => {
+                            json.raw(r#"{"type":"image","source":{"type":"base64","media_type":"#);
+                            json.string(media_type);
+                            json.raw(r#","data":"#);
+                            json.string(&image.data);
+                            json.raw("}}");
+                        }
+                        ImagePart::Note(note) => {
+                            json.raw(r#"{"type":"text","text":"#);
+                            json.string(&note);
+                            json.raw("}");
+                        }
                     }
                 }
                 json.raw("]");

@@ -5,8 +5,9 @@
 use infinity_agent_core::history::summary_text;
 use infinity_agent_core::model::CompletionRequest;
 
-use crate::convert::{message_text, offered_tools};
+use crate::convert::{message_text, offered_tools, visible, CONVERSATION_START, NO_OUTPUT};
 use crate::json::JsonBuf;
+use crate::names::{wire_id, wire_name, MAX_BEDROCK_CALL_ID};
 use crate::turns::{Block, Role, Turns};
 
 /// What the injected tool says to the model.
@@ -29,7 +30,7 @@ pub(super) fn body(max_tokens: u32, request: &CompletionRequest<'_>) -> Vec<u8> 
         offered_tools(request, INJECTED_DESCRIPTION),
         |json, (name, description, schema)| {
             json.raw(r#"{"toolSpec":{"name":"#);
-            json.string(name);
+            json.string(&name);
             json.raw(r#","description":"#);
             json.string(description);
             json.raw(r#","inputSchema":{"json":"#);
@@ -37,16 +38,29 @@ pub(super) fn body(max_tokens: u32, request: &CompletionRequest<'_>) -> Vec<u8> 
             json.raw("}}}");
         },
     );
-    json.raw(r#"},"messages":"#);
-    json.array(turns.iter(), |json, (role, blocks)| {
+    json.raw(r#"},"messages":["#);
+    // Converse wants at least one message, and the first from the user.
+    let start = turns
+        .iter()
+        .next()
+        .is_none_or(|(role, _)| role == Role::Assistant);
+    if start {
+        json.raw(r#"{"role":"user","content":[{"text":"#);
+        json.string(CONVERSATION_START);
+        json.raw("}]}");
+    }
+    for (t, (role, blocks)) in turns.iter().enumerate() {
+        if start || t > 0 {
+            json.raw(",");
+        }
         json.raw(match role {
             Role::User => r#"{"role":"user","content":"#,
             Role::Assistant => r#"{"role":"assistant","content":"#,
         });
         json.array(blocks, write_block);
         json.raw("}");
-    });
-    json.raw("}");
+    }
+    json.raw("]}");
     json.into_bytes()
 }
 
@@ -67,9 +81,9 @@ fn write_block(json: &mut JsonBuf, block: &Block<'_>) {
         }
         Block::ToolUse(call) => {
             json.raw(r#"{"toolUse":{"toolUseId":"#);
-            json.string(call.id.as_str());
+            json.string(&wire_id(call.id.as_str(), MAX_BEDROCK_CALL_ID));
             json.raw(r#","name":"#);
-            json.string(&call.name);
+            json.string(&wire_name(&call.name));
             // Any JSON value: Converse's input is a document, not only an object.
             json.raw(r#","input":"#);
             json.value(&call.args);
@@ -82,13 +96,21 @@ fn write_block(json: &mut JsonBuf, block: &Block<'_>) {
             is_error,
         } => {
             json.raw(r#"{"toolResult":{"toolUseId":"#);
-            json.string(call_id.as_str());
-            json.raw(r#","content":[{"text":"#);
-            json.string(text);
-            json.raw("}");
-            // Images reach Bedrock models as a note for now (see docs/models.md).
-            for image in images {
-                json.raw(r#",{"text":"#);
+            json.string(&wire_id(call_id.as_str(), MAX_BEDROCK_CALL_ID));
+            // The text unless it is blank (Converse refuses a blank text block), then a note
+            // for each image: images reach Bedrock models as notes for now (docs/models.md).
+            json.raw(r#","content":["#);
+            let text = visible(text).or(images.is_empty().then_some(NO_OUTPUT));
+            if let Some(text) = text {
+                json.raw(r#"{"text":"#);
+                json.string(text);
+                json.raw("}");
+            }
+            for (i, image) in images.iter().enumerate() {
+                if text.is_some() || i > 0 {
+                    json.raw(",");
+                }
+                json.raw(r#"{"text":"#);
                 json.string(&image.placeholder());
                 json.raw("}");
             }

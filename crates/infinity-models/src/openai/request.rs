@@ -5,10 +5,12 @@
 use std::borrow::Cow;
 
 use infinity_agent_core::history::{summary_text, Item, ToolCall};
+use infinity_agent_core::ids::CallId;
 use infinity_agent_core::model::CompletionRequest;
 
-use crate::convert::{message_text, offered_tools};
+use crate::convert::{message_text, offered_tools, visible, NO_OUTPUT};
 use crate::json::JsonBuf;
+use crate::names::{wire_id, wire_name, MAX_OPENAI_CALL_ID};
 
 /// What the injected tool says to the model.
 const INJECTED_DESCRIPTION: &str =
@@ -32,15 +34,47 @@ pub(super) fn body(
     json.string(request.system);
     json.raw("}");
     let mut arguments = JsonBuf::default();
+    // The API wants an assistant message's tool calls answered by the messages right after it:
+    // a message that arrived while calls were open waits until the last of them is answered.
+    let mut open: Vec<&CallId> = Vec::new();
+    let mut held: Vec<&Item> = Vec::new();
     for entry in request.history.iter() {
-        write_message(&mut json, &entry.item, &mut arguments);
+        let item = &entry.item;
+        match item {
+            Item::Message { .. } | Item::Summary { .. } if !open.is_empty() => {
+                held.push(item);
+                continue;
+            }
+            Item::ToolResult { call_id, .. } => open.retain(|id| *id != call_id),
+            Item::Assistant { tool_calls, .. } => {
+                // Calls left without a result (none in a thread the engine kept) are answered,
+                // so that the request stays one the API takes.
+                for call_id in open.drain(..) {
+                    write_result(&mut json, call_id, NO_OUTPUT);
+                }
+                for held in held.drain(..) {
+                    write_message(&mut json, held, &mut arguments);
+                }
+                open.extend(tool_calls.iter().map(|call| &call.id));
+            }
+            _ => {}
+        }
+        write_message(&mut json, item, &mut arguments);
+        if open.is_empty() {
+            for held in held.drain(..) {
+                write_message(&mut json, held, &mut arguments);
+            }
+        }
+    }
+    for held in held {
+        write_message(&mut json, held, &mut arguments);
     }
     json.raw(r#"],"tools":"#);
     json.array(
         offered_tools(request, INJECTED_DESCRIPTION),
         |json, (name, description, parameters)| {
             json.raw(r#"{"type":"function","function":{"name":"#);
-            json.string(name);
+            json.string(&name);
             json.raw(r#","description":"#);
             json.string(description);
             json.raw(r#","parameters":"#);
@@ -85,22 +119,26 @@ fn write_message(json: &mut JsonBuf, item: &Item, arguments: &mut JsonBuf) {
             images,
             ..
         } => {
-            let mut content = if *is_error {
-                Cow::Owned(format!("[error] {text}"))
+            // Chat completions take no images in tool messages: the model reads a note for
+            // each, after the text unless it is blank.
+            let content = if images.is_empty() {
+                Cow::Borrowed(visible(text).unwrap_or(NO_OUTPUT))
             } else {
-                Cow::Borrowed(text.as_str())
+                let mut content = visible(text).unwrap_or_default().to_owned();
+                for image in images {
+                    if !content.is_empty() {
+                        content.push('\n');
+                    }
+                    content.push_str(&image.placeholder());
+                }
+                Cow::Owned(content)
             };
-            // Chat completions take no images in tool messages: the model reads a note.
-            for image in images {
-                let content = content.to_mut();
-                content.push('\n');
-                content.push_str(&image.placeholder());
-            }
-            json.raw(r#",{"role":"tool","tool_call_id":"#);
-            json.string(call_id.as_str());
-            json.raw(r#","content":"#);
-            json.string(&content);
-            json.raw("}");
+            let content = if *is_error {
+                Cow::Owned(format!("[error] {content}"))
+            } else {
+                content
+            };
+            write_result(json, call_id, &content);
         }
         Item::Summary { text, .. } => {
             json.raw(r#",{"role":"user","content":"#);
@@ -116,10 +154,19 @@ fn write_call(json: &mut JsonBuf, call: &ToolCall, arguments: &mut JsonBuf) {
     arguments.clear();
     arguments.value(&call.args);
     json.raw(r#"{"id":"#);
-    json.string(call.id.as_str());
+    json.string(&wire_id(call.id.as_str(), MAX_OPENAI_CALL_ID));
     json.raw(r#","type":"function","function":{"name":"#);
-    json.string(&call.name);
+    json.string(&wire_name(&call.name));
     json.raw(r#","arguments":"#);
     json.string(arguments.as_str());
     json.raw("}}");
+}
+
+/// Appends, after a comma, the tool message answering `call_id` with `content`.
+fn write_result(json: &mut JsonBuf, call_id: &CallId, content: &str) {
+    json.raw(r#",{"role":"tool","tool_call_id":"#);
+    json.string(&wire_id(call_id.as_str(), MAX_OPENAI_CALL_ID));
+    json.raw(r#","content":"#);
+    json.string(content);
+    json.raw("}");
 }

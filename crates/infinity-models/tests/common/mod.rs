@@ -2,6 +2,8 @@
 //! with one written out in `tests/bodies/`; shared by the tests that check the whole body each
 //! provider receives.
 
+pub mod validate;
+
 use infinity_agent_core::history::{Image, Item, MessageSource, ToolCall, INJECTED_TOOL};
 use infinity_agent_core::ids::{CallId, ThreadId};
 use serde_json::{json, Value};

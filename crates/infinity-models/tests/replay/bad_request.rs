@@ -61,3 +61,66 @@ async fn openai_400_is_terminal_without_retry() {
         Some(bearer.as_str())
     );
 }
+
+/// On the engine: a refused request ends the turn once, with the provider's message in the
+/// thread for people to read, and is not asked again on its own; a person's next message asks
+/// the model again with the whole history.
+#[tokio::test]
+async fn a_refused_request_stops_the_thread_with_the_message_until_a_person_goes_on() {
+    use infinity_agent_core::agent::AgentSpec;
+    use infinity_agent_core::history::Item;
+    use infinity_agent_core::ids::ThreadId;
+    use infinity_agent_core::runtime::AgentSystemBuilder;
+
+    let server = Server::start(vec![
+        Reply::error(400, ANTHROPIC_BAD_REQUEST_BODY),
+        Reply::sse(ANTHROPIC_TEXT),
+    ])
+    .await;
+    let model = std::sync::Arc::new(anthropic(&server, quick_retries(3)));
+    let system = AgentSystemBuilder::new()
+        .with_agent(AgentSpec::new("a", "You help.", model))
+        .with_tokio_sleep_tools()
+        .build()
+        .await
+        .unwrap();
+    let thread = ThreadId::new("main").unwrap();
+
+    system.send_user_message(&thread, "hi").await.unwrap();
+    system.wait_idle(None).await;
+
+    let notices: Vec<String> = system
+        .view(&thread)
+        .await
+        .unwrap()
+        .iter()
+        .filter_map(|entry| match &entry.item {
+            Item::Notice {
+                text,
+                is_error: true,
+            } => Some(text.clone()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(notices.len(), 1, "{notices:?}");
+    assert!(
+        notices[0].starts_with("Model error (anthropic:claude-sonnet-4-5)")
+            && notices[0].contains(ANTHROPIC_BAD_REQUEST_MESSAGE),
+        "{notices:?}"
+    );
+    assert_eq!(server.requests(), 1, "a refused request is not sent again");
+
+    system
+        .send_user_message(&thread, "try again")
+        .await
+        .unwrap();
+    system.wait_idle(None).await;
+
+    assert_eq!(server.requests(), 2);
+    let history = system.view(&thread).await.unwrap();
+    assert!(
+        matches!(&history.last().unwrap().item,
+            Item::Assistant { text: Some(text), .. } if text == crate::recordings::TEXT),
+        "{history:?}"
+    );
+}

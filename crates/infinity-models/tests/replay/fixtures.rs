@@ -29,6 +29,8 @@ pub fn quick_retries(max_retries: u32) -> RetryPolicy {
         initial_backoff: Duration::from_millis(10),
         max_backoff: Duration::from_millis(50),
         timeout: Duration::from_secs(5),
+        first_byte: Duration::from_secs(5),
+        idle: Duration::from_secs(5),
     }
 }
 
@@ -83,6 +85,12 @@ impl Conversation {
             tools: vec![weather_tool(), search_tool()],
             history,
         }
+    }
+
+    /// The same history, offering `tools` instead.
+    pub fn with_tools(mut self, tools: Vec<ToolSpec>) -> Self {
+        self.tools = tools;
+        self
     }
 
     /// One user message.

@@ -19,6 +19,8 @@ fn patient() -> RetryPolicy {
         initial_backoff: Duration::from_secs(30),
         max_backoff: Duration::from_secs(30),
         timeout: Duration::from_secs(5),
+        first_byte: Duration::from_secs(5),
+        idle: Duration::from_secs(5),
     }
 }
 

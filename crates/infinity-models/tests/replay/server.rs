@@ -1,5 +1,9 @@
 //! A local HTTP server that records every request and answers with scripted replies, in order.
 //! The last reply repeats once the script runs out, so one reply can answer every retry.
+//!
+//! Every body sent to a model endpoint is first judged by the provider's own definitions
+//! ([`crate::common::validate`]): one the provider would refuse is answered with the 400 it
+//! would send, and fails the test when the server is dropped.
 
 use std::collections::VecDeque;
 use std::convert::Infallible;
@@ -12,7 +16,9 @@ use axum::http::{HeaderMap, Uri};
 use axum::response::Response;
 use axum::Router;
 use futures_util::StreamExt;
-use serde_json::Value;
+use serde_json::{json, Value};
+
+use crate::common::validate::{self, Provider, Refusals};
 
 /// One scripted answer: a status, headers and a body written in pieces.
 #[derive(Debug, Clone)]
@@ -100,6 +106,7 @@ impl Received {
 struct Shared {
     script: Mutex<VecDeque<Reply>>,
     received: Mutex<Vec<Received>>,
+    refusals: Arc<Refusals>,
 }
 
 impl Shared {
@@ -125,9 +132,11 @@ impl Server {
     /// Starts a server that answers the n-th request with `script[n]` (the last one repeats).
     pub async fn start(script: Vec<Reply>) -> Self {
         assert!(!script.is_empty(), "a server needs at least one reply");
+        validate::start();
         let shared = Arc::new(Shared {
             script: Mutex::new(script.into()),
             received: Mutex::new(Vec::new()),
+            refusals: Arc::default(),
         });
         let app = Router::new()
             .fallback(answer)
@@ -149,18 +158,57 @@ impl Server {
     }
 }
 
+impl Drop for Server {
+    fn drop(&mut self) {
+        self.shared.refusals.assert_none();
+    }
+}
+
+/// The provider whose endpoint `path` is, if it is a model endpoint.
+fn provider_of(path: &str) -> Option<Provider> {
+    if path.ends_with("/v1/messages") {
+        Some(Provider::Anthropic)
+    } else if path.ends_with("/chat/completions") {
+        Some(Provider::OpenAi)
+    } else {
+        None
+    }
+}
+
+/// The 400 `provider` answers a body it refuses with, saying `why`.
+fn refusal(provider: Provider, why: &str) -> Reply {
+    let body = match provider {
+        Provider::OpenAi => json!({"error": {
+            "message": why, "type": "invalid_request_error", "param": null, "code": null
+        }}),
+        _ => json!({"type": "error", "error": {"type": "invalid_request_error", "message": why}}),
+    };
+    Reply::error(400, &body.to_string())
+}
+
 async fn answer(
     State(shared): State<Arc<Shared>>,
     uri: Uri,
     headers: HeaderMap,
     body: Bytes,
 ) -> Response {
+    let body = serde_json::from_slice(&body).unwrap_or(Value::Null);
+    let refused = match provider_of(uri.path()) {
+        Some(provider) => {
+            let (refusals, judged) = (Arc::clone(&shared.refusals), body.clone());
+            tokio::task::spawn_blocking(move || refusals.judge(provider, &judged))
+                .await
+                .unwrap()
+                .map(|why| refusal(provider, &why))
+        }
+        None => None,
+    };
     shared.received.lock().unwrap().push(Received {
         path: uri.path().to_owned(),
         headers,
-        body: serde_json::from_slice(&body).unwrap_or(Value::Null),
+        body,
     });
-    let reply = shared.next_reply();
+    let reply = refused.unwrap_or_else(|| shared.next_reply());
     tokio::time::sleep(reply.delay).await;
     let mut response = Response::builder().status(reply.status);
     for (name, value) in &reply.headers {

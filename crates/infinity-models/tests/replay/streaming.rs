@@ -2,7 +2,7 @@
 
 use std::sync::Mutex;
 
-use infinity_agent_core::model::ModelProvider;
+use infinity_agent_core::model::{ModelProvider, Streamed};
 
 use crate::fixtures::{anthropic, openai, quick_retries, Conversation};
 use crate::recordings::{ANTHROPIC_TEXT, OPENAI_TEXT, TEXT};
@@ -10,7 +10,10 @@ use crate::server::{Reply, Server};
 
 async fn streamed(model: &dyn ModelProvider) -> (Vec<String>, Option<String>) {
     let pieces = Mutex::new(Vec::new());
-    let sink = |t: &str| pieces.lock().unwrap().push(t.to_owned());
+    let sink = |piece: Streamed<'_>| match piece {
+        Streamed::Text(t) => pieces.lock().unwrap().push(t.to_owned()),
+        Streamed::Restarted => panic!("nothing broke, yet the stream restarted"),
+    };
     let conversation = Conversation::hello();
     let completion = model
         .complete_streaming(conversation.request(), &sink)

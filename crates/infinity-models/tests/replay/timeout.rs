@@ -23,6 +23,9 @@ fn impatient() -> RetryPolicy {
         initial_backoff: Duration::from_millis(10),
         max_backoff: Duration::from_millis(10),
         timeout: TIMEOUT,
+        // Longer than the stall: these tests are of the whole attempt's timeout.
+        first_byte: 2 * STALL,
+        idle: 2 * STALL,
     }
 }
 
@@ -92,4 +95,71 @@ async fn openai_times_out_when_the_stream_stalls() {
 
     assert_timed_out(err, started);
     assert_eq!(server.requests(), 2);
+}
+
+/// One retry; each attempt may take as long as the stall and more, but must begin within
+/// [`TIMEOUT`] and never go silent for longer.
+fn watchful() -> RetryPolicy {
+    RetryPolicy {
+        timeout: 4 * STALL,
+        first_byte: TIMEOUT,
+        idle: TIMEOUT,
+        ..impatient()
+    }
+}
+
+/// Two attempts, each abandoned after [`TIMEOUT`], and the error says which timeout it was.
+fn assert_abandoned(err: ModelError, started: Instant, which: &str) {
+    let elapsed = started.elapsed();
+    assert!(elapsed >= 2 * TIMEOUT && elapsed < STALL, "{elapsed:?}");
+    let ModelError::Retryable(why) = err else {
+        panic!("expected a retryable error, got {err:?}");
+    };
+    assert!(why.contains("2 attempts") && why.contains(which), "{why}");
+}
+
+#[tokio::test]
+async fn a_response_that_does_not_begin_is_abandoned_at_the_first_byte_timeout() {
+    for provider in ["anthropic", "openai"] {
+        let reply = if provider == "anthropic" {
+            ANTHROPIC_TEXT
+        } else {
+            OPENAI_TEXT
+        };
+        let server = Server::start(vec![Reply::sse(reply).after(STALL)]).await;
+        let started = Instant::now();
+
+        let err = if provider == "anthropic" {
+            complete(&anthropic(&server, watchful()), &Conversation::hello()).await
+        } else {
+            complete(&openai(&server, watchful()), &Conversation::hello()).await
+        }
+        .unwrap_err();
+
+        assert_abandoned(err, started, "first-byte timeout");
+        assert_eq!(server.requests(), 2, "{provider}");
+    }
+}
+
+#[tokio::test]
+async fn a_stream_that_goes_silent_is_abandoned_at_the_idle_timeout() {
+    for provider in ["anthropic", "openai"] {
+        let reply = if provider == "anthropic" {
+            ANTHROPIC_TEXT
+        } else {
+            OPENAI_TEXT
+        };
+        let server = Server::start(vec![stalling_stream(reply)]).await;
+        let started = Instant::now();
+
+        let err = if provider == "anthropic" {
+            complete(&anthropic(&server, watchful()), &Conversation::hello()).await
+        } else {
+            complete(&openai(&server, watchful()), &Conversation::hello()).await
+        }
+        .unwrap_err();
+
+        assert_abandoned(err, started, "idle timeout");
+        assert_eq!(server.requests(), 2, "{provider}");
+    }
 }
