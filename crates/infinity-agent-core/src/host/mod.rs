@@ -485,6 +485,11 @@ async fn drive(
             }
             _ => None,
         };
+        // Past the deadline, asking again is no use: the slice gives up at once.
+        let out_of_time = matches!(
+            (&step, time, host.budget),
+            (Step::Complete(_), None, Some(_))
+        );
         let result = match step {
             Step::Output(event) => {
                 if let Some(live) = host.live {
@@ -520,7 +525,9 @@ async fn drive(
             }
         };
         match result {
-            Err(ModelError::Retryable(why)) if attempt + 1 < host.model_retry.attempts => {
+            Err(ModelError::Retryable(why))
+                if attempt + 1 < host.model_retry.attempts && !out_of_time =>
+            {
                 let delay = host.model_retry.first_delay * 2u32.saturating_pow(attempt);
                 attempt += 1;
                 tracing::warn!(thread = %thread_id, %why, attempt, "model unavailable; asking again");
@@ -530,7 +537,11 @@ async fn drive(
             // hands itself on, and the next one asks the model again (from a fresh invocation
             // on Lambda; it fails there if the model is still away, and SQS retries later).
             Err(ModelError::Retryable(why)) if host.budget.is_some() && answered > 0 => {
-                tracing::warn!(thread = %thread_id, %why, "model unavailable after earlier completions; the slice commits them and hands itself on");
+                if out_of_time {
+                    tracing::info!(thread = %thread_id, completions = answered, "no time is left before the deadline; the slice commits its completions and hands itself on");
+                } else {
+                    tracing::warn!(thread = %thread_id, %why, "model unavailable after earlier completions; the slice commits them and hands itself on");
+                }
                 attempt = 0;
                 slice.hand_off();
             }

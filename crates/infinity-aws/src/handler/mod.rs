@@ -270,6 +270,26 @@ impl AgentHandler {
         self.handle_until(event, None).await
     }
 
+    /// Warns, once per instance, when an invocation's time cannot hold the commit reserve and
+    /// one whole completion: every slice then hands itself on after each completion, or its
+    /// first completion is cut short. The function's `Timeout` is too short for the model.
+    fn warn_if_short(&self, deadline: tokio::time::Instant) {
+        static WARNED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+        let left = deadline.saturating_duration_since(tokio::time::Instant::now());
+        let needed = COMMIT_RESERVE + self.completion_timeout;
+        if left < needed && !WARNED.swap(true, std::sync::atomic::Ordering::Relaxed) {
+            tracing::warn!(
+                left_secs = left.as_secs(),
+                needed_secs = needed.as_secs(),
+                "the invocation has less time than the commit reserve ({}s) and one completion \
+                 (INFINITY_COMPLETION_TIMEOUT_SECONDS, {}s): raise the agent function's Timeout \
+                 in template.yaml or lower the completion timeout (docs/aws.md)",
+                COMMIT_RESERVE.as_secs(),
+                self.completion_timeout.as_secs()
+            );
+        }
+    }
+
     /// Handles one SQS batch. Messages are grouped by thread (`MessageGroupId`) in order; each
     /// thread's messages run as one slice, threads run concurrently. A failing message and every
     /// later message of its thread are reported as batch item failures (FIFO semantics); other
@@ -281,6 +301,9 @@ impl AgentHandler {
         event: SqsEvent,
         deadline: Option<tokio::time::Instant>,
     ) -> SqsBatchResponse {
+        if let Some(deadline) = deadline {
+            self.warn_if_short(deadline);
+        }
         let mut groups: Vec<(String, Vec<Message>)> = Vec::new();
         // Each message's receipt handle and receive count, for a retry after a failure.
         let mut deliveries: HashMap<String, (String, u32)> = HashMap::new();
