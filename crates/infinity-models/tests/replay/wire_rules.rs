@@ -342,7 +342,9 @@ fn the_validator_refuses_what_the_providers_refuse() {
         ),
         (
             Provider::Anthropic,
-            broken(&anthropic, &|b| b["messages"][0]["content"][0]["text"] = json!(" ")),
+            broken(&anthropic, &|b| {
+                b["messages"][0]["content"][0]["text"] = json!(" ")
+            }),
             "messages[0].content[0].text",
         ),
         (
@@ -357,7 +359,9 @@ fn the_validator_refuses_what_the_providers_refuse() {
         ),
         (
             Provider::OpenAi,
-            broken(&openai, &|b| b["tools"][0]["function"]["name"] = json!("x".repeat(65))),
+            broken(&openai, &|b| {
+                b["tools"][0]["function"]["name"] = json!("x".repeat(65))
+            }),
             "tools[0].function.name",
         ),
         (
