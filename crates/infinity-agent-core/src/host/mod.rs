@@ -22,7 +22,7 @@ use crate::ids::{IdSource, InputId, ThreadId};
 use crate::input::{Input, InputBody};
 use crate::model::{ModelError, ModelProvider, Streamed};
 use crate::state::Conversation;
-use crate::store::{load_view_prefix, SliceState, StoreError, ThreadStore};
+use crate::store::{load_view_prefix, Entries, SliceState, StoreError, ThreadStore};
 use crate::tools::remote::{apply_deadlines, assemble, Discovered, DiscoveryError, ToolDiscovery};
 
 /// Why an input could not be handed to the queue or the timers.
@@ -394,7 +394,7 @@ pub async fn run_loaded_slice(
         },
         _ => None,
     };
-    let view = match &record {
+    let view: Entries = match &record {
         Some(_) => view,
         None => {
             let seed_parent = inputs.iter().find_map(|i| match &i.body {
@@ -402,8 +402,10 @@ pub async fn run_loaded_slice(
                 _ => None,
             });
             match seed_parent {
-                Some(p) => load_view_prefix(store, &p.thread_id, p.fork_at).await?,
-                None => Vec::new(),
+                Some(p) => load_view_prefix(store, &p.thread_id, p.fork_at)
+                    .await?
+                    .into(),
+                None => Entries::default(),
             }
         }
     };
@@ -439,6 +441,9 @@ pub async fn run_loaded_slice(
     let outcome = drive(host, Slice::start(request), thread_id, now)
         .instrument(span)
         .await?;
+    // The view goes before the commit: a store that shares its list with it then appends in
+    // place instead of on a copy.
+    drop(view);
     let effects = match &outcome.commit {
         Some(commit) => {
             store.commit(commit).await?;

@@ -227,7 +227,7 @@ fn load_thread(dir: &Path) -> Result<(ThreadData, OnDisk), StoreError> {
     };
     let data = ThreadData {
         record,
-        entries: entries.into_iter().map(Arc::new).collect(),
+        entries: Arc::new(entries.into_iter().map(Arc::new).collect()),
         processed,
         outbox,
     };
@@ -413,6 +413,18 @@ impl ThreadStore for FileStore {
             .lock_with(thread_id)?
             .threads
             .entries(thread_id, from, upto))
+    }
+
+    async fn load_entries_shared(
+        &self,
+        thread_id: &ThreadId,
+        from: u64,
+        upto: u64,
+    ) -> Result<super::Entries, StoreError> {
+        Ok(self
+            .lock_with(thread_id)?
+            .threads
+            .shared(thread_id, from, upto))
     }
 
     async fn processed(

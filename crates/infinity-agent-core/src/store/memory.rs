@@ -5,7 +5,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 use async_trait::async_trait;
 
-use super::{check_version, StoreError, ThreadStore};
+use super::{check_version, Entries, StoreError, ThreadStore};
 use crate::commit::Commit;
 use crate::effect::PendingEffect;
 use crate::history::HistoryEntry;
@@ -15,7 +15,8 @@ use crate::state::ThreadRecord;
 #[derive(Debug)]
 pub(crate) struct ThreadData {
     pub(crate) record: ThreadRecord,
-    pub(crate) entries: Vec<Arc<HistoryEntry>>,
+    /// Shared with the slices that read them ([`super::Entries`]).
+    pub(crate) entries: Arc<Vec<Arc<HistoryEntry>>>,
     pub(crate) processed: HashSet<InputId>,
     pub(crate) outbox: Vec<PendingEffect>,
 }
@@ -23,8 +24,7 @@ pub(crate) struct ThreadData {
 impl ThreadData {
     pub(crate) fn apply(&mut self, commit: &Commit) {
         self.record = commit.record.clone();
-        self.entries
-            .extend(commit.new_entries.iter().cloned().map(Arc::new));
+        Arc::make_mut(&mut self.entries).extend(commit.new_entries.iter().cloned().map(Arc::new));
         self.processed
             .extend(commit.processed_inputs.iter().cloned());
         self.outbox.extend(commit.effects.iter().cloned());
@@ -33,7 +33,7 @@ impl ThreadData {
     pub(crate) fn new(commit: &Commit) -> Self {
         let mut data = ThreadData {
             record: commit.record.clone(),
-            entries: Vec::new(),
+            entries: Arc::default(),
             processed: HashSet::new(),
             outbox: Vec::new(),
         };
@@ -79,6 +79,14 @@ impl Threads {
                 let first = usize::try_from(from).unwrap_or(usize::MAX).min(n);
                 d.entries[first..n].to_vec()
             })
+            .unwrap_or_default()
+    }
+
+    /// The thread's entries with `from <= seq < upto`, sharing the list.
+    pub(crate) fn shared(&self, thread_id: &ThreadId, from: u64, upto: u64) -> Entries {
+        self.by_id
+            .get(thread_id)
+            .map(|d| Entries::shared(&d.entries, from, upto))
             .unwrap_or_default()
     }
 
@@ -155,6 +163,15 @@ impl ThreadStore for MemoryStore {
         upto: u64,
     ) -> Result<Vec<Arc<HistoryEntry>>, StoreError> {
         Ok(self.lock().entries(thread_id, from, upto))
+    }
+
+    async fn load_entries_shared(
+        &self,
+        thread_id: &ThreadId,
+        from: u64,
+        upto: u64,
+    ) -> Result<Entries, StoreError> {
+        Ok(self.lock().shared(thread_id, from, upto))
     }
 
     async fn processed(

@@ -139,6 +139,21 @@ pub trait ThreadStore: Send + Sync + std::fmt::Debug {
         self.complete_effects(thread_id, effect_ids).await
     }
 
+    /// [`ThreadStore::load_entries_between`] as [`Entries`]: a store that keeps the thread's
+    /// entries in memory hands out a share of its list (no copy, however long the history);
+    /// by default a list of their own.
+    async fn load_entries_shared(
+        &self,
+        thread_id: &ThreadId,
+        from: u64,
+        upto: u64,
+    ) -> Result<Entries, StoreError> {
+        Ok(self
+            .load_entries_between(thread_id, from, upto)
+            .await?
+            .into())
+    }
+
     /// Everything a slice reads of its thread before it runs: the record, the entries of its
     /// view from [`ThreadRecord::view_start`] on, which of `input_ids` it has processed, and
     /// with `with_outbox` its outbox. By default piece by piece; a store may read it in fewer
@@ -152,11 +167,20 @@ pub trait ThreadStore: Send + Sync + std::fmt::Debug {
     ) -> Result<SliceState, StoreError> {
         let record = self.load_record(thread_id).await?;
         let (view, view_start) = match &record {
-            Some(record) => (
-                load_view_from(self, record, record.view_start()).await?,
-                record.view_start(),
-            ),
-            None => (Vec::new(), 0),
+            Some(record) => {
+                let from = record.view_start();
+                let inherited = record.parent.as_ref().map_or(0, |p| p.fork_at);
+                let view = if from >= inherited {
+                    // The window lies in the thread's own entries: read as the store can share
+                    // them, without a copy.
+                    self.load_entries_shared(thread_id, from - inherited, record.history_len)
+                        .await?
+                } else {
+                    load_view_from(self, record, from).await?.into()
+                };
+                (view, from)
+            }
+            None => (Entries::default(), 0),
         };
         let processed = self.processed(thread_id, input_ids).await?;
         let outbox = match with_outbox {
@@ -242,13 +266,64 @@ pub trait ThreadStore: Send + Sync + std::fmt::Debug {
     }
 }
 
+/// History entries as a store hands them out: a range of a list it may share with its own copy,
+/// so that reading a long history costs no copy of it. Reads as a slice of entries.
+///
+/// A store that shares its list appends to it with [`Arc::make_mut`]: while nobody holds a
+/// share, in place; while a share is held, on a copy (a slice drops its view before it commits,
+/// so a slice's own commit never copies).
+#[derive(Debug, Clone, Default)]
+pub struct Entries {
+    list: Arc<Vec<Arc<HistoryEntry>>>,
+    start: usize,
+    end: usize,
+}
+
+impl Entries {
+    /// Entries `from..upto` of `list` (cut to its length).
+    pub fn shared(list: &Arc<Vec<Arc<HistoryEntry>>>, from: u64, upto: u64) -> Self {
+        let end = usize::try_from(upto).unwrap_or(usize::MAX).min(list.len());
+        let start = usize::try_from(from).unwrap_or(usize::MAX).min(end);
+        Self {
+            list: Arc::clone(list),
+            start,
+            end,
+        }
+    }
+}
+
+impl From<Vec<Arc<HistoryEntry>>> for Entries {
+    fn from(list: Vec<Arc<HistoryEntry>>) -> Self {
+        let end = list.len();
+        Self {
+            list: Arc::new(list),
+            start: 0,
+            end,
+        }
+    }
+}
+
+impl FromIterator<Arc<HistoryEntry>> for Entries {
+    fn from_iter<I: IntoIterator<Item = Arc<HistoryEntry>>>(entries: I) -> Self {
+        Self::from(entries.into_iter().collect::<Vec<_>>())
+    }
+}
+
+impl std::ops::Deref for Entries {
+    type Target = [Arc<HistoryEntry>];
+
+    fn deref(&self) -> &Self::Target {
+        &self.list[self.start..self.end]
+    }
+}
+
 /// What [`ThreadStore::load_slice`] read.
 #[derive(Debug, Default)]
 pub struct SliceState {
     /// The record, if the thread exists.
     pub record: Option<ThreadRecord>,
     /// The entries of its view from `view_start` on.
-    pub view: Vec<Arc<HistoryEntry>>,
+    pub view: Entries,
     /// The index in the whole view of `view`'s first entry.
     pub view_start: u64,
     /// Which of the slice's inputs the thread has processed already.

@@ -258,7 +258,7 @@ impl DynamoThreadStore {
             let view = load_view_from(self, &record, view_start).await?;
             return Ok(SliceState {
                 record: Some(record),
-                view,
+                view: view.into(),
                 view_start,
                 processed,
                 outbox,
