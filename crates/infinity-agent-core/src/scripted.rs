@@ -11,6 +11,8 @@
 //!           id: toolu_1       # optional: the id a provider would give (the runtime mints its own)
 //!   - when: "think hard"
 //!     reply: {text: "Hmm.", delay_ms: 5000}  # optional: answer this slowly, like a busy model
+//!   - when: "flaky"
+//!     reply: {text: "A long answer.", break_after: 2}  # optional: see below
 //!   - reply: {text: "Done."}  # a rule with no `when` always matches
 //! latency:                    # optional: every reply without a delay_ms takes model-like time
 //!   first_token_ms: 800       # before the first piece of text
@@ -26,6 +28,11 @@
 //! becomes the stack as a JSON array, e.g. for `spawn_thread`'s `child_of`). `thread: root` or `thread: child` restricts a rule to root or child threads;
 //! `scope: all` makes a rule see every entry of the request, each rendered the same way (an
 //! assistant turn reads as its text), joined by newlines.
+//!
+//! **`break_after: N`** plays a stream that breaks: the first time the rule answers, its
+//! stream stops after N pieces (words) with a transient error, as a reset connection does; the
+//! runtime withdraws what was shown (`assistant_restarted`) and asks again, and the rule then
+//! answers whole. Without streaming the first answer fails the same way, before any text.
 
 use std::fmt;
 use std::path::{Path, PathBuf};
@@ -123,6 +130,9 @@ struct Reply {
     /// How long the completion takes, in milliseconds.
     #[serde(default)]
     delay_ms: u64,
+    /// The first answer's stream breaks off after this many pieces.
+    #[serde(default)]
+    break_after: Option<usize>,
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -146,6 +156,8 @@ struct Rule {
     thread: Option<ThreadFilter>,
     scope: Scope,
     reply: Reply,
+    /// Whether the rule's one broken stream (`break_after`) has been played.
+    broke: std::sync::atomic::AtomicBool,
 }
 
 /// Why a script could not be loaded.
@@ -291,6 +303,7 @@ impl ScriptedModel {
                     thread: r.thread,
                     scope: r.scope,
                     reply: r.reply,
+                    broke: Default::default(),
                 })
             })
             .collect::<Result<Vec<_>, ScriptError>>()?;
@@ -437,33 +450,50 @@ impl ModelProvider for ScriptedModel {
         request: CompletionRequest<'_>,
         on_text: &crate::model::TextSink<'_>,
     ) -> Result<Completion, ModelError> {
-        let (completion, pace) = self.answer(request)?;
+        let Answer {
+            completion,
+            pace,
+            breaks,
+        } = self.answer(request)?;
         let latency = match pace {
             Pace::Fixed(delay) => {
-                tokio::time::sleep(delay).await;
+                pause(delay).await;
                 None
             }
             Pace::Model(latency) => {
-                tokio::time::sleep(Duration::from_millis(latency.first_token_ms)).await;
+                pause(Duration::from_millis(latency.first_token_ms)).await;
                 Some(latency)
             }
         };
         if let Some(text) = &completion.text {
-            for piece in text.split_inclusive(' ') {
+            for (i, piece) in text.split_inclusive(' ').enumerate() {
+                if breaks == Some(i) {
+                    return Err(broke_off(&self.name));
+                }
                 on_text(crate::model::Streamed::Text(piece));
                 if let Some(latency) = latency {
-                    tokio::time::sleep(latency.output_time(piece)).await;
+                    pause(latency.output_time(piece)).await;
                 }
             }
         }
+        if breaks.is_some() {
+            return Err(broke_off(&self.name));
+        }
         if let Some(latency) = latency {
-            tokio::time::sleep(latency.output_time(&calls_text(&completion))).await;
+            pause(latency.output_time(&calls_text(&completion))).await;
         }
         Ok(completion)
     }
 
     async fn complete(&self, request: CompletionRequest<'_>) -> Result<Completion, ModelError> {
-        let (completion, pace) = self.answer(request)?;
+        let Answer {
+            completion,
+            pace,
+            breaks,
+        } = self.answer(request)?;
+        if breaks.is_some() {
+            return Err(broke_off(&self.name));
+        }
         let time = match pace {
             Pace::Fixed(delay) => delay,
             Pace::Model(latency) => {
@@ -473,8 +503,16 @@ impl ModelProvider for ScriptedModel {
                     + latency.output_time(&calls_text(&completion))
             }
         };
-        tokio::time::sleep(time).await;
+        pause(time).await;
         Ok(completion)
+    }
+}
+
+/// Waits `time`; no wait at all (and no timer) when it is zero, so a script without delays runs
+/// on a runtime without timers.
+async fn pause(time: Duration) {
+    if !time.is_zero() {
+        tokio::time::sleep(time).await;
     }
 }
 
@@ -487,9 +525,24 @@ fn calls_text(completion: &Completion) -> String {
         .collect()
 }
 
+/// A rule's reply to one request.
+struct Answer {
+    completion: Completion,
+    pace: Pace,
+    /// The stream breaks off after this many pieces.
+    breaks: Option<usize>,
+}
+
+/// The transient error of a `break_after` stream.
+fn broke_off(model: &str) -> ModelError {
+    ModelError::Retryable(format!(
+        "{model}: the stream broke off (the script's break_after)"
+    ))
+}
+
 impl ScriptedModel {
     /// The reply of the first rule that matches, and how long it takes (not waited here).
-    fn answer(&self, request: CompletionRequest<'_>) -> Result<(Completion, Pace), ModelError> {
+    fn answer(&self, request: CompletionRequest<'_>) -> Result<Answer, ModelError> {
         let newest = newest_text(request.history);
         let mut all: Option<String> = None;
         for rule in &self.rules {
@@ -548,7 +601,15 @@ impl ScriptedModel {
                     ..Usage::default()
                 },
             };
-            return Ok((completion, pace));
+            let breaks = rule
+                .reply
+                .break_after
+                .filter(|_| !rule.broke.swap(true, std::sync::atomic::Ordering::Relaxed));
+            return Ok(Answer {
+                completion,
+                pace,
+                breaks,
+            });
         }
         Err(ModelError::Terminal(format!(
             "{}: no rule matched the text {:?}",
@@ -619,6 +680,44 @@ mod tests {
                 history: HistoryView::from_slice(history),
             })
             .await
+    }
+
+    #[tokio::test]
+    async fn a_break_after_rule_breaks_its_first_stream_once() {
+        let model = ScriptedModel::parse(
+            "rules: [{reply: {text: 'one two three four', break_after: 2}}]",
+            Path::new("t.yaml"),
+        )
+        .unwrap();
+        let id = ThreadId::new("t").unwrap();
+        let history = [entry(Item::user("hi"))];
+        let stream = || async {
+            let seen = std::sync::Mutex::new(String::new());
+            let sink = |piece: crate::model::Streamed<'_>| {
+                if let crate::model::Streamed::Text(piece) = piece {
+                    seen.lock().unwrap().push_str(piece);
+                }
+            };
+            let request = CompletionRequest {
+                thread_id: &id,
+                is_root: true,
+                stack: std::slice::from_ref(&id),
+                system: "",
+                tools: &[],
+                history: HistoryView::from_slice(&history),
+            };
+            let result = model.complete_streaming(request, &sink).await;
+            (result, seen.into_inner().unwrap())
+        };
+        let (first, shown) = stream().await;
+        match first {
+            Err(ModelError::Retryable(why)) => assert!(why.contains("broke off"), "{why}"),
+            other => panic!("the first stream did not break: {other:?}"),
+        }
+        assert_eq!(shown, "one two ");
+        let (second, shown) = stream().await;
+        assert_eq!(second.unwrap().text.as_deref(), Some("one two three four"));
+        assert_eq!(shown, "one two three four");
     }
 
     #[tokio::test(start_paused = true)]

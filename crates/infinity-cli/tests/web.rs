@@ -79,7 +79,25 @@ rules:
     when: "^wrap up$"
     reply:
       tool_calls:
-        - {name: finish, args: {status: succeeded, result: {cake: lemon, colour: blue}}}
+        - name: finish
+          args:
+            status: succeeded
+            result:
+              cake: lemon
+              colour: blue
+              order: {customer_reference_number: ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789}
+  # The first stream breaks off after three words; the runtime asks again.
+  - thread: root
+    when: "(?m)^flaky$"
+    reply: {text: "A first try, then the whole answer.", break_after: 3}
+  # (After an interrupt, the text a rule sees starts with its notice.)
+  - thread: root
+    when: "(?m)^nap$"
+    reply:
+      tool_calls: [{name: sleep, args: {seconds: 3600}}]
+  - thread: root
+    when: "Sleep interrupted: new input arrived"
+    reply: {text: "Awake now."}
   - reply: {text: "ok"}
 "#;
 
@@ -408,6 +426,18 @@ async fn a_person_uses_the_web_app_in_a_real_browser() {
              && !document.getElementById('closed-note').hidden",
         )
         .await;
+    // What it inherited, the parent's call that spawned it included, is folded above a line.
+    assert_eq!(
+        browser
+            .eval(
+                "document.querySelector('#transcript > .inherited [data-tool=spawn_thread]') !== null \
+                 && document.querySelector('#transcript > [data-tool=spawn_thread]') === null \
+                 && document.querySelector('#transcript > .inherited + .divider')?.innerText",
+            )
+            .await,
+        "This thread starts here",
+        "the child's inherited entries, folded"
+    );
     browser.screenshot(&shots, "03-child").await;
     browser.click("#breadcrumb a", None).await;
     browser
@@ -488,7 +518,8 @@ async fn a_person_uses_the_web_app_in_a_real_browser() {
         )
         .await;
 
-    // `finish`: its result shows as data.
+    // `finish`: its result shows as data; a long value under a long key still gets the room
+    // of many characters (not a column one character wide).
     browser.click("#message", None).await;
     browser.type_text("wrap up").await;
     browser.press("Enter", false).await;
@@ -497,11 +528,127 @@ async fn a_person_uses_the_web_app_in_a_real_browser() {
             "the result panel, and the thread idle",
             "!document.getElementById('output-panel').hidden \
              && document.querySelector('#output .badge')?.innerText === 'succeeded' \
-             && [...document.querySelectorAll('#output dt')].map((d) => d.innerText).join() === 'cake,colour' \
+             && [...document.querySelectorAll('#output dt')].map((d) => d.innerText).join() \
+                === 'cake,colour,order,customer_reference_number' \
              && document.getElementById('thread-status').innerText === 'idle'",
         )
         .await;
+    let value_width = browser
+        .eval(
+            "[...document.querySelectorAll('#output dd')] \
+               .find((d) => d.innerText === 'ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789') \
+               .getBoundingClientRect().width",
+        )
+        .await;
+    assert!(
+        value_width.as_f64().unwrap() > 80.0,
+        "the long value's column is {value_width} px wide"
+    );
     browser.screenshot(&shots, "07-finished").await;
+
+    // An interrupt with nothing in flight says so, as the runtime's notice does.
+    browser.click("#interrupt", None).await;
+    browser
+        .wait_for(
+            "the toast saying the interrupt was sent (not that it is done)",
+            "document.getElementById('toast').innerText === 'Interrupt sent'",
+        )
+        .await;
+    browser
+        .wait_for(
+            "the notice that nothing was running",
+            "[...document.querySelectorAll('#transcript > .notice')] \
+               .some((n) => n.innerText.includes('Nothing to interrupt: the user interrupted while no call'))",
+        )
+        .await;
+    assert_eq!(
+        browser
+            .eval("document.getElementById('transcript').innerText.includes('Interrupted by the user.')")
+            .await,
+        false,
+        "an interrupt with nothing in flight shows as no interruption"
+    );
+
+    // A stream that breaks off: what it showed is withdrawn, and the new answer streams in its
+    // place, so the live text never shows the first try and the second one together.
+    browser
+        .eval(
+            "window.streamTexts = []; new MutationObserver(() => { \
+               const live = document.querySelector('.msg.streaming .text'); \
+               if (live) window.streamTexts.push(live.innerText); \
+             }).observe(document.body, {subtree: true, childList: true, characterData: true}); true",
+        )
+        .await;
+    browser.click("#message", None).await;
+    browser.type_text("flaky").await;
+    browser.press("Enter", false).await;
+    browser
+        .wait_for(
+            "the answer after the broken stream",
+            "[...document.querySelectorAll('.msg.assistant:not(.streaming)')]\
+               .some((m) => m.innerText.includes('A first try, then the whole answer.'))",
+        )
+        .await;
+    let texts = browser.eval("window.streamTexts").await;
+    let texts: Vec<&str> = texts
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(Value::as_str)
+        .collect();
+    assert!(
+        texts.iter().any(|t| t.trim() == "A first try,"),
+        "the broken stream was shown while it lasted: {texts:?}"
+    );
+    assert!(
+        texts.iter().all(|t| t.matches("A first").count() <= 1),
+        "the withdrawn text stayed in the live answer: {texts:?}"
+    );
+    assert_eq!(
+        browser
+            .eval(
+                "[...document.querySelectorAll('#transcript > .msg.assistant')] \
+                   .filter((m) => m.innerText.includes('A first try')).length \
+                 + document.querySelectorAll('.msg.streaming').length"
+            )
+            .await,
+        1,
+        "one answer, and nothing left streaming"
+    );
+
+    // A sleep: the status and the call say when it is due, alike, to the second in UTC.
+    browser.click("#message", None).await;
+    browser.type_text("nap").await;
+    browser.press("Enter", false).await;
+    browser
+        .wait_for(
+            "the thread sleeping, in the status and on the call",
+            "(() => { \
+               const status = document.getElementById('thread-status').innerText; \
+               const call = document.querySelector('#transcript > .sleep .call-state')?.innerText; \
+               return /^sleeping until \\d{4}-\\d\\d-\\d\\d \\d\\d:\\d\\d:\\d\\d UTC$/.test(status) \
+                 && call === status && status; \
+             })()",
+        )
+        .await;
+    // New input cuts the sleep short: the call shows as interrupted. The record keeps the sleep
+    // (its timer's result comes later, as an event), but nothing waits on it: the thread is
+    // idle. (The list shows the record as the server sends it; the header and the tree show
+    // the page's copy, which drops a call on its result.)
+    browser.click("#message", None).await;
+    browser.type_text("wake").await;
+    browser.press("Enter", false).await;
+    browser
+        .wait_for(
+            "the interrupted sleep, and the thread idle",
+            "document.querySelector('#transcript > .sleep .call-state')?.innerText === 'interrupted' \
+             && document.getElementById('transcript').innerText.includes('Awake now.') \
+             && document.getElementById('thread-status').innerText === 'idle' \
+             && document.querySelector('#tree .status').innerText === 'idle' \
+             && document.querySelector('#thread-list .status').innerText === 'idle'",
+        )
+        .await;
+    browser.screenshot(&shots, "10-interrupted").await;
 
     // The server restarts: the stream reconnects, the transcript is rebuilt, nothing doubles.
     let before = browser.eval(ENTRIES).await;

@@ -24,6 +24,7 @@ const EVENT_TYPES = [
   "user_message",
   "assistant_text",
   "assistant_delta",
+  "assistant_restarted",
   "tool_call",
   "tool_result",
   "thread_spawned",
@@ -468,7 +469,9 @@ async function interrupt() {
   const current = page.current;
   if (!current) return;
   const done = await attempt("Interrupting", () => api.interrupt(current.id, true));
-  if (done) toast("Interrupted");
+  // Accepted, not yet done: the transcript says what the interrupt met (or that nothing was
+  // in flight) when the thread has taken it.
+  if (done) toast("Interrupt sent");
 }
 
 // Closing cannot be undone: the first press asks, a second within a few seconds closes.

@@ -6,11 +6,23 @@
 // can compute: a message or text by its time and text (an event carries the same time as the
 // entry it comes from), a tool call or result by its call id.
 
-import { h, pretty, preview, timeElement } from "./dom.js";
-import { INJECTED_TOOL, SLEEP_TOOLS } from "./status.js";
+import { h, parseTime, pretty, preview, timeElement } from "./dom.js";
+import { INJECTED_TOOL, SLEEP_TOOLS, showTime } from "./status.js";
 import { renderWidget } from "./widget.js";
 
+// The runtime's texts (`crates/infinity-agent-core/src/history.rs`), word for word.
+
+/** The notice an interruption leaves. */
 const INTERRUPTED_NOTICE = "Interrupted by the user.";
+/** The notice an interruption leaves when nothing was in flight: shown as it is. */
+const INTERRUPTED_IDLE_NOTICE =
+  "Nothing to interrupt: the user interrupted while no call, question or child thread was in flight.";
+/** How the stand-in result of a sleep that new input cut short begins. */
+const SLEEP_INTERRUPTED_PREFIX = "Sleep interrupted:";
+/** How the stand-in result of a call still running at new input begins. */
+const STILL_RUNNING_PREFIX = "Still running:";
+/** The same, for a call whose tool waits for the user to authorize it. */
+const STILL_WAITING_PREFIX = "Still waiting:";
 
 export class Transcript {
   /**
@@ -40,11 +52,12 @@ export class Transcript {
 
   /**
    * Shows the history: `entries` as `GET /threads/{id}/history` returns them. For a child
-   * thread (`record.parent`), the entries it inherits from its parent are folded away.
+   * thread (`record.parent`), the entries it inherits from its parent are folded away, and a
+   * line says where its own begin.
    */
   showHistory(entries, record) {
     this.reset();
-    const inherited = record && record.parent ? Math.min(record.parent.fork_at, entries.length) : 0;
+    const inherited = inheritedCount(entries, record);
     if (inherited > 0) {
       const inner = h("ol", { class: "transcript inherited-entries" });
       for (const entry of entries.slice(0, inherited)) this.showEntry(entry, inner);
@@ -55,10 +68,11 @@ export class Transcript {
           h(
             "details",
             {},
-            h("summary", {}, `${inherited} entries inherited from the parent thread`),
+            h("summary", {}, `${inherited} entries inherited from the parent thread ${record.parent.thread_id}`),
             inner,
           ),
         ),
+        h("li", { class: "entry divider", role: "separator" }, "This thread starts here"),
       );
     }
     for (const entry of entries.slice(inherited)) this.showEntry(entry, this.list);
@@ -113,6 +127,9 @@ export class Transcript {
       case "assistant_delta":
         this.delta(event.text);
         return true;
+      case "assistant_restarted":
+        this.withdrawStreamed();
+        return true;
       case "assistant_text":
         this.assistantText(event.at, event.text, target);
         return true;
@@ -126,7 +143,8 @@ export class Transcript {
         this.notice(event.at, event.text, true, target);
         return true;
       case "interrupted":
-        this.notice(event.at, INTERRUPTED_NOTICE, false, target);
+        // The same text as the notice in the history, so that a reconnect shows it once.
+        this.notice(event.at, event.nothing_in_flight ? INTERRUPTED_IDLE_NOTICE : INTERRUPTED_NOTICE, false, target);
         return true;
       case "sleeping":
         if (event.until) this.markSleeping(event.call_id, event.until);
@@ -181,6 +199,16 @@ export class Transcript {
       );
     }
     this.streaming.append(text);
+  }
+
+  /**
+   * The stream broke off and the model is asked again: what it showed so far is not part of
+   * the answer, and the new answer streams in its place.
+   */
+  withdrawStreamed() {
+    const streamed = this.streaming && this.streaming.parentElement;
+    if (streamed) streamed.remove();
+    this.streaming = null;
   }
 
   assistantText(at, text, target) {
@@ -249,8 +277,9 @@ export class Transcript {
     // The model answers a result, except a succeeded `finish`, which ends its turn.
     const finished = result.name === "finish" && !result.is_error && call.args && call.args.status === "succeeded";
     this.needsAnswer = !finished;
-    call.state.className = `call-state ${result.is_error ? "error" : "done"}`;
-    call.state.textContent = result.is_error ? "error" : SLEEP_TOOLS.has(result.name) ? "woke up" : "done";
+    const label = resultLabel(result);
+    call.state.className = `call-state ${label.state}`;
+    call.state.textContent = label.text;
     if (result.name === INJECTED_TOOL) {
       const summary = call.element.querySelector(".args-preview");
       if (summary) summary.textContent = preview(result.text, 90);
@@ -291,7 +320,12 @@ export class Transcript {
     this.sleepDue.set(id, until);
     const call = this.calls.get(id);
     if (!call || !call.state.classList.contains("pending")) return;
-    call.state.replaceChildren("sleeping until ", timeElement(until) || until);
+    // To the second, in UTC, as the thread's status and the sleep's result say it.
+    const date = parseTime(until);
+    const due = date
+      ? h("time", { datetime: date.toISOString(), title: date.toString() }, showTime(until))
+      : until;
+    call.state.replaceChildren("sleeping until ", due);
   }
 
   notice(at, text, isError, target) {
@@ -318,6 +352,36 @@ export class Transcript {
     if (call) call.display.append(note);
     else this.list.append(h("li", { class: "entry notice" }, note));
   }
+}
+
+/**
+ * How many entries at the start of a child's history are its parent's (0 for a root): those it
+ * inherited at the fork and, when its own history starts with the copy of the parent's turn
+ * that spawned it, that copy too. The CLI counts the same way (`inherited_len`, `src/render.rs`).
+ */
+function inheritedCount(entries, record) {
+  const parent = record && record.parent;
+  if (!parent) return 0;
+  const fork = Math.min(parent.fork_at, entries.length);
+  const next = entries[fork] && entries[fork].item;
+  const copiesSpawn =
+    next && next.type === "assistant" && (next.tool_calls || []).some((call) => call.id === parent.call_id);
+  return fork + (copiesSpawn ? 1 : 0);
+}
+
+/**
+ * The word a call's state shows once it has a result, and its style: `error`, `interrupted` (a
+ * sleep that new input cut short), `still running` or `still waiting` (the conversation moved on
+ * from a call whose result comes later, as an event), `woke up` (a sleep that ended) or `done`.
+ */
+function resultLabel(result) {
+  const text = typeof result.text === "string" ? result.text : "";
+  if (result.is_error) return { state: "error", text: "error" };
+  if (text.startsWith(SLEEP_INTERRUPTED_PREFIX)) return { state: "interrupted", text: "interrupted" };
+  if (text.startsWith(STILL_RUNNING_PREFIX)) return { state: "still", text: "still running" };
+  if (text.startsWith(STILL_WAITING_PREFIX)) return { state: "still", text: "still waiting" };
+  if (SLEEP_TOOLS.has(result.name)) return { state: "done", text: "woke up" };
+  return { state: "done", text: "done" };
 }
 
 function describeInjected(args) {
