@@ -22,6 +22,7 @@ help:
 	@echo "make local-down  stop all of it"
 	@echo "make bench       core benchmarks (docs/benchmarks.md)"
 	@echo "make bench-peer  the same workload on LangGraph and on Infinity, side by side (own venv, not in make test)"
+	@echo "make bench-soak  200 conversations x 10 turns on LocalStack, a slow faulty model, infinity-local killed 10 times (SOAK_ARGS=--quick: minutes)"
 
 # Offline with the scripted model, unless a model key is set: then the same agent on a real model.
 demo:
@@ -119,3 +120,13 @@ bench-models:
 .PHONY: bench-peer
 bench-peer:
 	CARGO="$(CARGO)" bash benchmarks/langgraph/run.sh
+
+# The soak (docs/benchmarks.md, "Soak"): conversations through the local stack on LocalStack (its
+# own, on port 4599), the provider stand-in at real latencies and faults, infinity-local (release)
+# killed with kill -9 and restarted. SOAK_ARGS="--quick" for a run of a few minutes.
+SOAK_ARGS ?=
+.PHONY: bench-soak
+bench-soak:
+	$(CARGO) build -q --release -p infinity-aws --bin infinity-local
+	INFINITY_EMULATOR=localstack bash infra/local/install.sh
+	$(VENV)/python benchmarks/soak/soak.py --runner "$${CARGO_TARGET_DIR:-target}/release/infinity-local" $(SOAK_ARGS)
