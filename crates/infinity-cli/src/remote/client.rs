@@ -36,8 +36,17 @@ pub struct ConnectArgs {
     token: Option<String>,
 }
 
-/// The runs in flight, by id: their process groups, and whether they were told to stop.
-type Running = Arc<Mutex<HashMap<String, (u32, bool)>>>;
+/// The runs in flight, by id. A run is entered when its order arrives, before its process exists,
+/// so a kill that comes while the process is still being started is kept, not dropped.
+type Running = Arc<Mutex<HashMap<String, Run>>>;
+
+#[derive(Debug, Default)]
+struct Run {
+    /// The process group, once the command is started.
+    group: Option<u32>,
+    /// The server asked for this run to be stopped.
+    killed: bool,
+}
 
 struct Connection {
     http: reqwest::Client,
@@ -157,6 +166,9 @@ async fn poll(connection: &Arc<Connection>, id: &str, exec: bool, running: &Runn
                     description,
                     timeout_seconds,
                 } => {
+                    if exec {
+                        lock(running).insert(run_id.clone(), Run::default());
+                    }
                     let (connection, running, id) =
                         (Arc::clone(connection), Arc::clone(running), id.to_owned());
                     tokio::spawn(async move {
@@ -193,16 +205,12 @@ async fn poll(connection: &Arc<Connection>, id: &str, exec: bool, running: &Runn
                     });
                 }
                 Order::Kill { run_id } => {
-                    let group = running
-                        .lock()
-                        .unwrap_or_else(PoisonError::into_inner)
-                        .get_mut(&run_id)
-                        .map(|(group, killed)| {
-                            *killed = true;
-                            *group
-                        });
+                    let Some(group) = mark_killed(running, &run_id) else {
+                        continue;
+                    };
+                    eprintln!("run {run_id}: killed on request");
+                    // Not started yet: `run` sees the mark and kills the group it starts.
                     if let Some(group) = group {
-                        eprintln!("run {run_id}: killed on request");
                         kill_group(group).await;
                     }
                 }
@@ -248,15 +256,24 @@ async fn run(run_id: &str, command: &str, timeout_seconds: u64, running: &Runnin
         .spawn()
     {
         Ok(child) => child,
-        Err(e) => return failed(format!("the command could not be started: {e}")),
+        Err(e) => {
+            lock(running).remove(run_id);
+            return failed(format!("the command could not be started: {e}"));
+        }
     };
     let Some(group) = child.id() else {
+        lock(running).remove(run_id);
         return failed("the command ended before it could be watched".to_owned());
     };
-    running
-        .lock()
-        .unwrap_or_else(PoisonError::into_inner)
-        .insert(run_id.to_owned(), (group, false));
+    let killed_already = {
+        let mut running = lock(running);
+        let run = running.entry(run_id.to_owned()).or_default();
+        run.group = Some(group);
+        run.killed
+    };
+    if killed_already {
+        kill_group(group).await;
+    }
     let stdout = child.stdout.take().map(|s| tokio::spawn(keep_tail(s)));
     let stderr = child.stderr.take().map(|s| tokio::spawn(keep_tail(s)));
     let waited = tokio::time::timeout(Duration::from_secs(timeout_seconds), child.wait()).await;
@@ -264,10 +281,7 @@ async fn run(run_id: &str, command: &str, timeout_seconds: u64, running: &Runnin
         Ok(Ok(exit)) => ("exited", exit.code()),
         Ok(Err(e)) => {
             kill_group(group).await;
-            running
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner)
-                .remove(run_id);
+            lock(running).remove(run_id);
             return failed(format!("waiting for the command failed: {e}"));
         }
         Err(_) => {
@@ -278,11 +292,7 @@ async fn run(run_id: &str, command: &str, timeout_seconds: u64, running: &Runnin
     };
     // What is left of the group (a background job) must not hold the pipes open.
     kill_group(group).await;
-    let killed = running
-        .lock()
-        .unwrap_or_else(PoisonError::into_inner)
-        .remove(run_id)
-        .is_some_and(|(_, killed)| killed);
+    let killed = lock(running).remove(run_id).is_some_and(|run| run.killed);
     let text = |handle: Option<tokio::task::JoinHandle<Vec<u8>>>| async move {
         match handle {
             Some(h) => String::from_utf8_lossy(&h.await.unwrap_or_default()).into_owned(),
@@ -314,6 +324,19 @@ async fn keep_tail(mut stream: impl tokio::io::AsyncRead + Unpin) -> Vec<u8> {
     }
 }
 
+/// Marks a run as told to stop: `None` when no such run is in flight, else its process group
+/// when it has one yet.
+fn mark_killed(running: &Running, run_id: &str) -> Option<Option<u32>> {
+    lock(running).get_mut(run_id).map(|run| {
+        run.killed = true;
+        run.group
+    })
+}
+
+fn lock(running: &Running) -> std::sync::MutexGuard<'_, HashMap<String, Run>> {
+    running.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
 /// Kills a process group (the command and everything it started).
 async fn kill_group(group: u32) {
     let _ = tokio::process::Command::new("kill")
@@ -326,7 +349,26 @@ async fn kill_group(group: u32) {
 
 #[cfg(test)]
 mod tests {
-    use super::run_log;
+    use super::{lock, mark_killed, run, run_log, Run, Running};
+    use std::time::Duration;
+
+    #[tokio::test]
+    async fn a_kill_that_arrives_before_the_process_starts_still_ends_it() {
+        let running = Running::default();
+        // The order was received; its process is not started yet when the kill comes.
+        lock(&running).insert("run-1".to_owned(), Run::default());
+        assert_eq!(mark_killed(&running, "run-1"), Some(None));
+        let report = tokio::time::timeout(
+            Duration::from_secs(20),
+            run("run-1", "sleep 30; echo late", 60, &running),
+        )
+        .await
+        .expect("the command ran on though it was killed");
+        assert_eq!(report.status, "killed");
+        assert_eq!(report.stdout, "");
+        assert!(lock(&running).is_empty(), "the run stays listed after it ended");
+        assert_eq!(mark_killed(&running, "run-2"), None);
+    }
 
     #[test]
     fn the_log_shows_the_description_and_the_command_apart_with_controls_visible() {
