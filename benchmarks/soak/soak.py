@@ -157,6 +157,7 @@ def start_localstack(procs: Processes, run: Path, port: int) -> str:
         subprocess.run(["bash", str(REPO / "infra/local/install.sh")], check=True,
                        env={**os.environ, "INFINITY_EMULATOR": "localstack"})
     root = run / "localstack-root"
+    shutil.rmtree(root, ignore_errors=True)  # a run folder used again starts from a fresh copy
     shutil.copytree(LS_PREPARED / "root", root, symlinks=True)
     env = {**os.environ, "GATEWAY_LISTEN": f"127.0.0.1:{port}", "LOCALSTACK_HOST": f"127.0.0.1:{port}",
            "SERVICES": "sqs,dynamodb,scheduler,ssm,secretsmanager,sts,s3",

@@ -366,7 +366,10 @@ mod tests {
         .expect("the command ran on though it was killed");
         assert_eq!(report.status, "killed");
         assert_eq!(report.stdout, "");
-        assert!(lock(&running).is_empty(), "the run stays listed after it ended");
+        assert!(
+            lock(&running).is_empty(),
+            "the run stays listed after it ended"
+        );
         assert_eq!(mark_killed(&running, "run-2"), None);
     }
 
