@@ -121,7 +121,7 @@ bench-models:
 bench-peer:
 	CARGO="$(CARGO)" bash benchmarks/langgraph/run.sh
 
-# The soak (docs/benchmarks.md, "Soak"): conversations through the local stack on LocalStack (its
+# The soak (docs/benchmarks.md, "The soak"): conversations through the local stack on LocalStack (its
 # own, on port 4599), the provider stand-in at real latencies and faults, infinity-local (release)
 # killed with kill -9 and restarted. SOAK_ARGS="--quick" for a run of a few minutes.
 SOAK_ARGS ?=

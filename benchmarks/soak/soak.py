@@ -1,6 +1,6 @@
 """The soak: many conversations through the local stack on LocalStack, with a model that takes
 seconds, calls tools, rate-limits and drops connections, and a handler killed with `kill -9`
-now and then. docs/benchmarks.md ("Soak") says what it measures and how to read it.
+now and then. docs/benchmarks.md ("The soak") says what it measures and how to read it.
 
     make bench-soak                                   # 200 conversations x 10 turns, 10 kills
     .venv/bin/python benchmarks/soak/soak.py --quick  # 10 x 3, 2 kills: a few minutes
@@ -428,15 +428,17 @@ def audit_table(dynamodb, table: str, conversations: list[Conversation], dump: P
             start = page.get("LastEvaluatedKey")
             if not start:
                 break
-        record, entries, left = None, [], Counter()
+        record, entries, left, markers = None, [], Counter(), 0
         for item in items:
             sk = item["sk"]["S"]
             if sk == "R":
                 record = item
             elif sk.startswith("E#"):
                 entries.append(json.loads(item["body"]["S"]))
+            elif sk.startswith("P#"):
+                markers += 1  # a processed input's marker: the deduplication key, kept until its TTL
             else:
-                left[sk.split("#", 1)[0]] += 1
+                left[sk.split("#", 1)[0]] += 1  # an outbox item, something set aside, ...
         entries.sort(key=lambda e: e["seq"])
         history_len = json.loads(record["body"]["S"]).get("history_len") if record else 0
         entries = [e for e in entries if e["seq"] < (history_len or 0)]
@@ -461,7 +463,7 @@ def audit_table(dynamodb, table: str, conversations: list[Conversation], dump: P
         out[conv.thread_id] = {
             "version": int(record["v"]["N"]) if record and "v" in record else None,
             "entries": len(entries), "inputs": dict(inputs), "replies": dict(replies),
-            "completions": dict(completions), "left": dict(left),
+            "completions": dict(completions), "left": dict(left), "markers": markers,
         }
     dump_file.close()
     return out
@@ -699,7 +701,7 @@ def report(args, conversations, people, killer, meter, stand_in_stats, depths, d
     for c, t in answered:
         total = t.replied - t.sent
         # A sleeping turn also waits for its sleep: from the end of the completion that called
-        # it to the time it was due (see docs/benchmarks.md, "Soak", on when a sleep starts).
+        # it to the time it was due (see docs/benchmarks.md, "The soak", on when a sleep starts).
         slept = 0.0
         if t.sleep_until is not None and (c.number, t.number) in calling_ended:
             slept = max(0.0, t.sleep_until - calling_ended[(c.number, t.number)])
@@ -784,7 +786,8 @@ def report(args, conversations, people, killer, meter, stand_in_stats, depths, d
                     "history": history_doubles, "completions_rerun": rerun,
                     "completions_cut": cut},
         "history": {"inputs_missing": history_missing, "inputs_without_reply": history_no_reply,
-                    "items_left": dict(left)},
+                    "items_left": dict(left),
+                    "processed_markers": sum(a["markers"] for a in table.values())},
         "output": {"events_read": people.read, "copies_dropped": people.copies,
                    "error_events": {c.thread_id: c.errors for c in conversations if c.errors}},
         "dlq": depths, "dlq_bodies": dead,
@@ -844,6 +847,8 @@ def print_summary(r: dict) -> None:
         f"DLQ: input {r['dlq']['input_dlq']}, relay {r['dlq']['relay_dlq']}; left on queues: input "
         f"{r['dlq']['input']}, relay {r['dlq']['relay']}; kills {r['kills']['done']}",
         f"output events read {r['output']['events_read']}, copies dropped by id {r['output']['copies_dropped']}",
+        f"table: items left besides records and entries {r['history']['items_left'] or 'none'}, "
+        f"processed-input markers {r['history']['processed_markers']}",
         f"slices per conversation: mean {r['slices_per_conversation']['mean']:.1f} "
         f"(min {r['slices_per_conversation']['min']}, max {r['slices_per_conversation']['max']}); "
         f"hand-offs {r['handoffs']}, function timeouts {r['function_timeouts']}",

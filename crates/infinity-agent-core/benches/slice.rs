@@ -502,6 +502,17 @@ fn main() {
         peer_idle(n);
         return;
     }
+    // One part of `peer` alone, to profile it: `--peer-runtime=N` (in-memory store) or
+    // `--peer-runtime=N:file`.
+    let runtime_at =
+        std::env::args().find_map(|a| a.strip_prefix("--peer-runtime=").map(str::to_owned));
+    if let Some(spec) = runtime_at {
+        let (n, file) = spec
+            .split_once(':')
+            .map_or((spec.as_str(), false), |(n, s)| (n, s == "file"));
+        peer_runtime(n.parse().expect("--peer-runtime=N[:file]"), file);
+        return;
+    }
     let filter: Vec<String> = std::env::args()
         .skip(1)
         .filter(|a| !a.starts_with('-'))
