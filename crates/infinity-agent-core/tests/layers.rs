@@ -124,3 +124,63 @@ fn the_data_layer_knows_nothing_of_tools_or_the_engine() {
         }
     }
 }
+
+/// The crates' own dependencies on each other, as docs/architecture.md ("Crates") draws them:
+/// the protocol crate and the tool servers built on it never pull in the runtime.
+const CRATES: &[(&str, &[&str])] = &[
+    ("infinity-agent-core", &[]),
+    ("infinity-rap", &[]),
+    ("infinity-models", &["infinity-agent-core"]),
+    (
+        "infinity-rap-runtime",
+        &["infinity-agent-core", "infinity-rap"],
+    ),
+    ("infinity-mcp-bridge", &["infinity-rap"]),
+    (
+        "infinity-aws",
+        &[
+            "infinity-agent-core",
+            "infinity-models",
+            "infinity-rap",
+            "infinity-rap-runtime",
+        ],
+    ),
+];
+
+/// The `infinity-*` crates named in the `[dependencies]` table of a crate's manifest.
+fn crate_dependencies(manifest: &str) -> BTreeSet<String> {
+    let mut in_dependencies = false;
+    let mut found = BTreeSet::new();
+    for line in manifest.lines().map(str::trim) {
+        if line.starts_with('[') {
+            in_dependencies = line == "[dependencies]";
+        } else if in_dependencies && line.starts_with("infinity-") {
+            let name = line.split(['=', '.', ' ']).next().unwrap_or_default();
+            found.insert(name.to_owned());
+        }
+    }
+    found
+}
+
+#[test]
+fn no_crate_depends_on_one_it_should_not() {
+    let crates = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    for (name, allowed) in CRATES {
+        let manifest = std::fs::read_to_string(crates.join(name).join("Cargo.toml"))
+            .unwrap_or_else(|e| panic!("{name}/Cargo.toml: {e}"));
+        let extra: Vec<String> = crate_dependencies(&manifest)
+            .into_iter()
+            .filter(|d| !allowed.contains(&d.as_str()))
+            .collect();
+        assert!(extra.is_empty(), "{name} depends on {extra:?}");
+    }
+}
+
+#[test]
+fn the_manifest_reader_sees_dependencies_and_nothing_else() {
+    let manifest = "[package]\nname = \"infinity-x\"\n[dependencies]\ninfinity-agent-core.workspace = true\ninfinity-rap = { workspace = true }\nserde = \"1\"\n[dev-dependencies]\ninfinity-models.workspace = true\n";
+    assert_eq!(
+        crate_dependencies(manifest),
+        BTreeSet::from(["infinity-agent-core".to_owned(), "infinity-rap".to_owned()])
+    );
+}

@@ -18,9 +18,9 @@ use aws_lambda_events::event::lambda_function_urls::{
 };
 use base64::Engine;
 use infinity_agent_core::agent::Agent;
-use infinity_rap::client::{AuthError, Authorizer, Bearer, RapClient};
-use infinity_rap::receiver::{self, Signature};
 use infinity_rap::signing::CallbackSigner;
+use infinity_rap_runtime::client::{AuthError, Authorizer, Bearer, RapClient};
+use infinity_rap_runtime::receiver::{self, Signature};
 
 use crate::queue::SqsInputSender;
 
@@ -64,7 +64,7 @@ pub enum ToolServerSetupError {
     SigV4(&'static str),
     /// A server's auth settings are unusable.
     #[error(transparent)]
-    Config(#[from] infinity_rap::client::ClientConfigError),
+    Config(#[from] infinity_rap_runtime::client::ClientConfigError),
 }
 
 /// Why a question could not be answered.
@@ -78,7 +78,7 @@ pub enum AnswerError {
     NoThread(infinity_agent_core::ids::ThreadId),
     /// No such question, or the answer could not be delivered.
     #[error(transparent)]
-    Choice(#[from] infinity_rap::client::ChoiceError),
+    Choice(#[from] infinity_rap_runtime::client::ChoiceError),
     /// The input that closes the question could not be queued.
     #[error(transparent)]
     Send(#[from] infinity_agent_core::host::SendError),
@@ -253,8 +253,9 @@ pub async fn answer_choice(
         .load_record(thread)
         .await?
         .ok_or_else(|| AnswerError::NoThread(thread.clone()))?;
-    let choice = infinity_rap::client::find_choice(&record, Some(call))?.clone();
-    let (selected, input) = infinity_rap::client::answer_choice(thread, &choice, selected).await?;
+    let choice = infinity_rap_runtime::client::find_choice(&record, Some(call))?.clone();
+    let (selected, input) =
+        infinity_rap_runtime::client::answer_choice(thread, &choice, selected).await?;
     sender
         .send_to_input_queue(&input, thread, &input.id)
         .await?;

@@ -136,13 +136,14 @@ async fn server_tools(file: &infinity_agent_core::agent::AgentFile) -> Vec<(Stri
     else {
         return Vec::new();
     };
-    let client = match infinity_rap::client::RapClient::new(signer).with_configured(&servers) {
-        Ok(client) => client,
-        Err(err) => {
-            eprintln!("note: tool servers not checked: {err}");
-            return Vec::new();
-        }
-    };
+    let client =
+        match infinity_rap_runtime::client::RapClient::new(signer).with_configured(&servers) {
+            Ok(client) => client,
+            Err(err) => {
+                eprintln!("note: tool servers not checked: {err}");
+                return Vec::new();
+            }
+        };
     let mut tools = Vec::new();
     for found in client.discover(&servers).await {
         match found.result {

@@ -513,12 +513,14 @@ async fn choose(
         ));
     }
     let record = record_of(system.as_ref(), &id).await?;
-    let choice = infinity_rap::client::find_choice(&record, Some(&call))
+    let choice = infinity_rap_runtime::client::find_choice(&record, Some(&call))
         .map_err(|e| error(StatusCode::NOT_FOUND, e))?;
-    let (selected, input) = infinity_rap::client::answer_choice(&id, choice, body.selected)
+    let (selected, input) = infinity_rap_runtime::client::answer_choice(&id, choice, body.selected)
         .await
         .map_err(|e| match e {
-            infinity_rap::client::ChoiceError::Delivery(_) => error(StatusCode::BAD_GATEWAY, e),
+            infinity_rap_runtime::client::ChoiceError::Delivery(_) => {
+                error(StatusCode::BAD_GATEWAY, e)
+            }
             _ => error(StatusCode::BAD_REQUEST, e),
         })?;
     system.post(input).await.map_err(post_error)?;

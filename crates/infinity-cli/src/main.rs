@@ -343,7 +343,7 @@ async fn run(mut args: RunArgs) -> Result<u8> {
             if !answered.insert(choice.call_id.clone()) {
                 continue; // tried once; a failure was reported
             }
-            match infinity_rap::client::answer_choice(thread_id, choice, None).await {
+            match infinity_rap_runtime::client::answer_choice(thread_id, choice, None).await {
                 Ok((selected, input)) => {
                     answered_now = true;
                     eprintln!(
@@ -616,8 +616,9 @@ async fn chat_choose(system: &AgentSystem, thread: &ThreadId, command: &str) -> 
         .record(thread)
         .await?
         .with_context(|| format!("thread {thread} does not exist yet"))?;
-    let choice = infinity_rap::client::find_choice(&record, call)?;
-    let (selected, input) = infinity_rap::client::answer_choice(&record.id, choice, index).await?;
+    let choice = infinity_rap_runtime::client::find_choice(&record, call)?;
+    let (selected, input) =
+        infinity_rap_runtime::client::answer_choice(&record.id, choice, index).await?;
     system.accept(input).await?;
     eprintln!("answered {}: {}", choice.call_id, choice.choices[selected]);
     Ok(())

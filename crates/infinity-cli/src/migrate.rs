@@ -22,7 +22,7 @@ use infinity_aws::config::Clients;
 use infinity_aws::migrate::StackSide;
 use infinity_aws::queue::SqsInputSender;
 use infinity_aws::store::DynamoThreadStore;
-use infinity_rap::migrate::{
+use infinity_rap_runtime::migrate::{
     self, Destination, FinishRequest, Host, MoveError, Remote, Source, StartRequest,
 };
 use serde_json::json;

@@ -11,8 +11,8 @@ use infinity_agent_core::host::remotes::RemoteDispatcher;
 use infinity_agent_core::runtime::{AgentSystem, AgentSystemBuilder};
 use infinity_agent_core::tools::remote::{ToolServerConfig, ToolServerEntry};
 use infinity_mcp_bridge::McpSource;
-use infinity_rap::client::RapClient;
 use infinity_rap::signing::CallbackSigner;
+use infinity_rap_runtime::client::RapClient;
 use tokio::net::TcpListener;
 
 // The environment variable holding the callback secret (at least 32 bytes), as on AWS.
@@ -178,7 +178,8 @@ pub async fn prepare(
 impl Receiver {
     /// Serves callbacks (and forwarded inputs) into `system` until the process ends.
     pub fn serve(self, system: &AgentSystem) -> Links {
-        let app = infinity_rap::receiver::router(self.signer.clone(), Arc::new(system.clone()));
+        let app =
+            infinity_rap_runtime::receiver::router(self.signer.clone(), Arc::new(system.clone()));
         tokio::spawn(async move {
             if let Err(err) = axum::serve(self.listener, app).await {
                 tracing::error!(%err, "the callback receiver stopped");

@@ -9,14 +9,16 @@
 //!   puts them on the wire, and the parse functions that check the rules serde cannot
 //!   ([`wire::parse_callback`], [`wire::parse_manifest`], [`wire::parse`]).
 //!
-//! - [`client::RapClient`]: the runtime's side (discovery, invocations with retries,
-//!   notifications); it implements the core's `ToolDiscovery` and `ToolDispatcher`.
 //! - [`signing::CallbackSigner`]: callback URLs signed for one thread and call, with an expiry,
 //!   and the keys that sign the runtime's notifications to each tool server
 //!   ([`signing::NotificationKey`]).
-//! - [`receiver`]: the axum router (and the plain [`receiver::handle`] function a Lambda uses)
-//!   that checks callbacks and queues them as inputs.
+//! - [`retry`]: which failed requests are worth another attempt, and the backoff between them
+//!   (both sides follow it).
 //! - [`kit`] (feature `kit`, on by default): write RAP tool servers in Rust.
+//!
+//! The runtime's side (its client, the callback receiver, session migration) is the crate
+//! `infinity-rap-runtime`; this one does not depend on the runtime, so a tool server built with
+//! it compiles none of it.
 //!
 //! ```
 //! use infinity_rap::wire::{parse_callback, Callback};
@@ -38,9 +40,6 @@
 //! ```
 #![warn(missing_docs)]
 
-pub mod client;
-pub mod migrate;
-pub mod receiver;
 pub mod retry;
 pub mod signing;
 pub mod wire;

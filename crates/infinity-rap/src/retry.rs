@@ -40,7 +40,8 @@ pub fn is_retryable(status: StatusCode) -> bool {
 }
 
 /// What one attempt came to.
-pub(crate) enum Attempt<T, E> {
+#[derive(Debug)]
+pub enum Attempt<T, E> {
     /// It succeeded.
     Done(T),
     /// It failed for good: no retry.
@@ -52,7 +53,7 @@ pub(crate) enum Attempt<T, E> {
 /// Runs `attempt` until it is done or fails for good, waiting by `policy` between attempts; when
 /// the attempts run out, `exhausted(attempts made, last failure)` is the error. `what` names the
 /// request in logs.
-pub(crate) async fn with_backoff<T, E, F, Fut>(
+pub async fn with_backoff<T, E, F, Fut>(
     policy: &RetryPolicy,
     what: &str,
     mut attempt: F,

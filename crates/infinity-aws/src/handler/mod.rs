@@ -83,7 +83,7 @@ pub struct AgentHandler {
     library: Library,
     default_agent: String,
     /// Talks to the agent's tool servers, when it has any.
-    tool_servers: Option<Arc<infinity_rap::client::RapClient>>,
+    tool_servers: Option<Arc<infinity_rap_runtime::client::RapClient>>,
     /// `remote_exec` calls to the remotes, every other call to the tool servers.
     dispatcher: RemoteDispatcher,
     /// The longest one completion may take (`INFINITY_COMPLETION_TIMEOUT_SECONDS`).
@@ -244,7 +244,7 @@ impl AgentHandler {
     /// [`crate::tool_servers::rap_client_for`]).
     pub fn with_tool_servers(
         mut self,
-        client: Option<Arc<infinity_rap::client::RapClient>>,
+        client: Option<Arc<infinity_rap_runtime::client::RapClient>>,
     ) -> Self {
         // The meta catalog's apps are found through the same client.
         let discovery = client

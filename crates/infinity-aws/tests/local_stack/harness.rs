@@ -4,8 +4,8 @@
 //! handlers through [`LocalRunner`] until a condition holds.
 
 use infinity_aws::tool_servers::CallbackHandler;
-use infinity_rap::client::RapClient;
 use infinity_rap::signing::CallbackSigner;
+use infinity_rap_runtime::client::RapClient;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, OnceLock};

@@ -19,9 +19,9 @@ use infinity_agent_core::state::MigrationState;
 use infinity_agent_core::tools::remote::ToolServerConfig;
 use infinity_aws::migrate::StackSide;
 use infinity_aws::store::DynamoThreadStore;
-use infinity_rap::client::RapClient;
-use infinity_rap::migrate::{self, Host, StartRequest};
 use infinity_rap::signing::CallbackSigner;
+use infinity_rap_runtime::client::RapClient;
+use infinity_rap_runtime::migrate::{self, Host, StartRequest};
 use serde_json::{json, Value};
 
 use crate::harness::{line, stack_with, tid, Options, Stack, CALLBACK_SECRET};
@@ -135,7 +135,7 @@ impl Embedded {
             .build()
             .await
             .unwrap();
-        let app = infinity_rap::receiver::router(signer.clone(), Arc::new(system.clone()));
+        let app = infinity_rap_runtime::receiver::router(signer.clone(), Arc::new(system.clone()));
         tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
         Self {
             system: Arc::new(system),

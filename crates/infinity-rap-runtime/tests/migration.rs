@@ -22,9 +22,9 @@ use infinity_agent_core::runtime::{AgentSystem, AgentSystemBuilder, Front};
 use infinity_agent_core::scripted::ScriptedModel;
 use infinity_agent_core::state::MigrationState;
 use infinity_agent_core::tools::remote::ToolServerConfig;
-use infinity_rap::client::{RapClient, RetryPolicy};
-use infinity_rap::migrate::{self, Host, MoveError, StartRequest};
 use infinity_rap::signing::{CallbackSigner, NotificationKey, NOTIFICATION_SIGNATURE_HEADER};
+use infinity_rap_runtime::client::{RapClient, RetryPolicy};
+use infinity_rap_runtime::migrate::{self, Host, MoveError, StartRequest};
 use serde_json::{json, Value};
 use tokio::net::TcpListener;
 
@@ -149,7 +149,7 @@ async fn start_runtime(server: &Server, secret: &[u8]) -> Runtime {
         .build()
         .await
         .unwrap();
-    let app = infinity_rap::receiver::router(signer.clone(), Arc::new(system.clone()));
+    let app = infinity_rap_runtime::receiver::router(signer.clone(), Arc::new(system.clone()));
     tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
     Runtime {
         system: Arc::new(system),

@@ -20,8 +20,8 @@ use infinity_agent_core::ids::ThreadId;
 use infinity_agent_core::runtime::{AgentSystem, AgentSystemBuilder, Front};
 use infinity_agent_core::scripted::ScriptedModel;
 use infinity_agent_core::tools::remote::ToolServerConfig;
-use infinity_rap::client::{RapClient, RetryPolicy};
 use infinity_rap::signing::CallbackSigner;
+use infinity_rap_runtime::client::{RapClient, RetryPolicy};
 use serde_json::{json, Value};
 use tokio::net::TcpListener;
 use tokio::sync::mpsc::UnboundedReceiver;
@@ -191,7 +191,7 @@ async fn start_with_config(fake: &Fake, config: &str) -> Runtime {
         .build()
         .await
         .unwrap();
-    let app = infinity_rap::receiver::router(signer, Arc::new(system.clone()));
+    let app = infinity_rap_runtime::receiver::router(signer, Arc::new(system.clone()));
     tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
     let events = system.subscribe();
     Runtime {

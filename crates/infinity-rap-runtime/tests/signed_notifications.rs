@@ -2,7 +2,6 @@
 //! whose callbacks reach the runtime's receiver; the kit learns the thread's notification key
 //! from the callback URL, and from then on only a notification signed with that key, recently,
 //! cancels anything.
-#![cfg(feature = "kit")]
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // test code: a failed step should stop the test
 
 use std::sync::Arc;
@@ -15,11 +14,11 @@ use infinity_agent_core::host::ToolDispatcher;
 use infinity_agent_core::ids::{CallId, ThreadId};
 use infinity_agent_core::input::InputBody;
 use infinity_agent_core::testing::RecordingQueue;
-use infinity_rap::client::RapClient;
 use infinity_rap::kit::testing::{invocation, CallbackSink, LocalServer};
 use infinity_rap::kit::{tool_definition, Call, ToolServer};
-use infinity_rap::receiver::Signature;
 use infinity_rap::signing::{CallbackSigner, NotificationKey, NOTIFICATION_SIGNATURE_HEADER};
+use infinity_rap_runtime::client::RapClient;
+use infinity_rap_runtime::receiver::Signature;
 use serde_json::{json, Value};
 use tokio::net::TcpListener;
 use tokio::sync::mpsc;
@@ -47,7 +46,7 @@ impl World {
         let receiver_url = format!("http://{}", listener.local_addr().unwrap());
         let signer = CallbackSigner::new(SECRET.to_vec(), &receiver_url).unwrap();
         let queue = Arc::new(RecordingQueue::default());
-        let receiver = infinity_rap::receiver::router(signer.clone(), queue.clone());
+        let receiver = infinity_rap_runtime::receiver::router(signer.clone(), queue.clone());
         tokio::spawn(async move { axum::serve(listener, receiver).await.unwrap() });
 
         let (cancelled, cancellations) = mpsc::unbounded_channel();

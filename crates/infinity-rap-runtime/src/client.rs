@@ -1,5 +1,5 @@
 //! The runtime's side of RAP over HTTP: discovery of toolsets, invocations with retries, and
-//! the `/close_thread` and `/cancel_tool_call` notifications, signed (see [`crate::signing`]).
+//! the `/close_thread` and `/cancel_tool_call` notifications, signed (see [`infinity_rap::signing`]).
 //! [`RapClient`] implements the core's [`ToolDiscovery`] and [`ToolDispatcher`], so any host
 //! plugs it in.
 
@@ -18,11 +18,11 @@ use infinity_agent_core::tools::remote::{
 };
 use serde::Serialize;
 
-use crate::retry::{is_retryable, with_backoff, Attempt};
-use crate::signing::{
+use infinity_rap::retry::{is_retryable, with_backoff, Attempt};
+use infinity_rap::signing::{
     CallbackSigner, NotificationKey, NOTIFICATION_KEY_PARAM, NOTIFICATION_SIGNATURE_HEADER,
 };
-use crate::wire::{self, Invocation, Nullable};
+use infinity_rap::wire::{self, Invocation, Nullable};
 
 /// How long fetching a manifest may take: a new session waits for it.
 pub const DISCOVERY_TIMEOUT: Duration = Duration::from_secs(10);
@@ -74,7 +74,7 @@ impl Authorizer for Bearer {
     }
 }
 
-pub use crate::retry::RetryPolicy;
+pub use infinity_rap::retry::RetryPolicy;
 
 /// How invocations are retried unless configured otherwise: five attempts, 0.25 s doubling up
 /// to 8 s in between.
@@ -102,7 +102,7 @@ struct Server {
 ///
 /// use infinity_agent_core::runtime::AgentSystemBuilder;
 /// use infinity_agent_core::tools::remote::ToolServerConfig;
-/// use infinity_rap::client::RapClient;
+/// use infinity_rap_runtime::client::RapClient;
 /// use infinity_rap::signing::CallbackSigner;
 ///
 /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
@@ -400,7 +400,7 @@ impl RapClient {
     /// delivers it.
     ///
     /// The body is serialized once, and each server gets those exact bytes signed with its own
-    /// notification key for the thread (`X-Infinity-Signature`, see [`crate::signing`]).
+    /// notification key for the thread (`X-Infinity-Signature`, see [`infinity_rap::signing`]).
     async fn broadcast(
         &self,
         path: &'static str,

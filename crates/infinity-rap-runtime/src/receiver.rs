@@ -29,8 +29,8 @@ use infinity_agent_core::ids::{CallId, InputId, ThreadId};
 use infinity_agent_core::input::{Input, InputBody};
 use sha2::{Digest, Sha256};
 
-use crate::signing::CallbackSigner;
-use crate::wire::{self, Callback, ContentItem};
+use infinity_rap::signing::CallbackSigner;
+use infinity_rap::wire::{self, Callback, ContentItem};
 
 /// The largest callback body accepted (images arrive inline, base64).
 pub const MAX_CALLBACK_BYTES: usize = 8 * 1024 * 1024;

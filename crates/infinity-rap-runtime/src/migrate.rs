@@ -21,8 +21,8 @@ use infinity_agent_core::store::ThreadStore;
 use serde::{Deserialize, Serialize};
 
 use crate::client::RapClient;
-use crate::signing::CallbackSigner;
-use crate::wire::MigrateRequest;
+use infinity_rap::signing::CallbackSigner;
+use infinity_rap::wire::MigrateRequest;
 
 /// How long [`start`] waits for effects the session still has to perform here.
 pub const QUIET_WAIT: Duration = Duration::from_secs(30);

@@ -8,9 +8,9 @@
 
 use infinity_agent_core::input::{Input, InputBody};
 use infinity_agent_core::testing::{cases, mutated, noise, RecordingQueue};
-use infinity_rap::receiver::{handle, Signature};
 use infinity_rap::signing::CallbackSigner;
 use infinity_rap::wire;
+use infinity_rap_runtime::receiver::{handle, Signature};
 use proptest::prelude::*;
 
 const CALLBACKS: &[&str] = &[
@@ -31,7 +31,7 @@ const INVOCATIONS: &[&str] = &[
 ];
 
 /// Runs one body through the receiver with a valid signature for thread `t`, call `c`.
-fn receive(body: &[u8]) -> (infinity_rap::receiver::Reply, Vec<Input>) {
+fn receive(body: &[u8]) -> (infinity_rap_runtime::receiver::Reply, Vec<Input>) {
     let signer = CallbackSigner::new(vec![7u8; 32], "https://rt.example/cb").unwrap();
     let url = signer.url_for("t", "c", 1_000);
     let query = url.split_once('?').map(|(_, q)| q).unwrap_or_default();
