@@ -2,9 +2,8 @@
 //! entries as stored, and store folders whose files were damaged. None may panic or hang; bad
 //! input is an error value (and a broken thread is left out of its store, named).
 //!
-//! `PROPTEST_CASES=100000 cargo test -p infinity-agent-core --test fuzz` runs longer.
-
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // test code: a failed step should stop the test
+//! `PROPTEST_CASES=100000 cargo test -p infinity-agent-core --test integration fuzz::` runs
+//! longer.
 
 use std::path::Path;
 

@@ -2,8 +2,6 @@
 //! versions and conflicts, names in any case, files that cannot be read, and a property test of
 //! the index against a brute-force scan.
 
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // test code: a failed step should stop the test
-
 use std::collections::BTreeMap;
 use std::sync::Arc;
 

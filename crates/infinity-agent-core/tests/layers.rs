@@ -2,8 +2,6 @@
 //! so no two import each other. This reads the sources (comments and test modules left out) and
 //! checks it.
 
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // test code: a failed step should stop the test
-
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 
@@ -183,4 +181,75 @@ fn the_manifest_reader_sees_dependencies_and_nothing_else() {
         crate_dependencies(manifest),
         BTreeSet::from(["infinity-agent-core".to_owned(), "infinity-rap".to_owned()])
     );
+}
+
+/// The integration-test binaries cargo would make of a crate's `tests/` folder, and the modules
+/// the crate's `tests/main.rs` declares (empty without one).
+fn test_targets(tests: &Path) -> (Vec<String>, BTreeSet<String>) {
+    let mut targets = Vec::new();
+    for entry in std::fs::read_dir(tests).unwrap() {
+        let path = entry.unwrap().path();
+        let name = path.file_name().unwrap().to_str().unwrap().to_owned();
+        if path.is_dir() && (path.join("main.rs").exists() || path.join("mod.rs").exists()) {
+            targets.push(name);
+        } else if let Some(stem) = name.strip_suffix(".rs") {
+            targets.push(stem.to_owned());
+        }
+    }
+    targets.sort();
+    let declared = std::fs::read_to_string(tests.join("main.rs"))
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| l.trim().strip_prefix("mod ")?.strip_suffix(';'))
+        .map(str::to_owned)
+        .collect();
+    (targets, declared)
+}
+
+/// Each test binary links the crate graph again (#31): a crate has one, `tests/main.rs`, and
+/// every file beside it is one of its modules, so a new file is never left uncompiled.
+#[test]
+fn every_crate_has_one_test_binary_holding_all_its_test_files() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let mut checked = 0;
+    for group in ["crates", "examples"] {
+        for entry in std::fs::read_dir(root.join(group)).unwrap() {
+            let krate = entry.unwrap().path();
+            let tests = krate.join("tests");
+            if !tests.is_dir() {
+                continue;
+            }
+            checked += 1;
+            let (targets, declared) = test_targets(&tests);
+            if !targets.iter().any(|t| t == "main") {
+                // Autodiscovered: one file or one folder with a main.rs makes one binary.
+                assert!(targets.len() <= 1, "{}: {targets:?}", krate.display());
+                continue;
+            }
+            let manifest = std::fs::read_to_string(krate.join("Cargo.toml")).unwrap();
+            assert!(
+                manifest.contains("autotests = false"),
+                "{}: tests/main.rs without `autotests = false`",
+                krate.display()
+            );
+            let missing: Vec<&String> = targets
+                .iter()
+                .filter(|t| *t != "main" && !declared.contains(*t))
+                .collect();
+            assert!(
+                missing.is_empty(),
+                "{}/tests/main.rs does not declare {missing:?}: they would never be compiled",
+                krate.display()
+            );
+            assert!(
+                !tests
+                    .read_dir()
+                    .unwrap()
+                    .any(|e| e.unwrap().path().join("main.rs").exists()),
+                "{}: a tests/<folder>/main.rs beside tests/main.rs",
+                krate.display()
+            );
+        }
+    }
+    assert!(checked >= 8, "only {checked} crates with tests found");
 }

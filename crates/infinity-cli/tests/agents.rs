@@ -1,9 +1,7 @@
 //! `infinity agents save|list|show` on a store folder, the name rule on save, running a stored
 //! agent that delegates to a configured one, and `serve`'s `/agents` routes.
 
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // test code: a failed step should stop the test
-
-mod common;
+use crate::common;
 
 use std::path::Path;
 use std::process::Output;

@@ -3,10 +3,8 @@
 //! the thread and its answers showing under them, a new version at the same URL turned private,
 //! and a person commenting in a real browser.
 
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
-
-mod browser;
-mod common;
+use crate::browser;
+use crate::common;
 
 use std::path::Path;
 use std::time::Duration;

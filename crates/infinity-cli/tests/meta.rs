@@ -3,8 +3,6 @@
 //! `infinity run --store`, finds it with `search_tools` and calls it with `execute_tool`, and
 //! the server's answer comes back as the call's result.
 
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // test code: a failed step should stop the test
-
 use std::process::Command;
 
 use infinity_rap::kit::testing::LocalServer;

@@ -2,9 +2,7 @@
 //! child thread and a sleep moves, sleeps out at its new host, and a message posted at the old
 //! host still reaches it; what cannot move is refused with a reason.
 
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // test code: a failed step should stop the test
-
-mod common;
+use crate::common;
 
 use common::{free_port, get_json, until, Server};
 

@@ -5,10 +5,8 @@
 //! conversation kills its running command. (`stack_remote.rs` runs the same scenarios against
 //! a stack.) And `infinity remote check`, which says whether the rules let a command run.
 
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // test code: a failed step should stop the test
-
-mod common;
-mod remotes;
+use crate::common;
+use crate::remotes;
 
 use common::{free_port, until, Server};
 use remotes::{Api, AGENT, SCRIPT};

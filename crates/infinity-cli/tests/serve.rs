@@ -2,9 +2,7 @@
 //! stream that replays a thread's views and open questions on attach, and a tool server's
 //! `user_choice` question answered over HTTP, end to end with a hand-written tool server.
 
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // test code: a failed step should stop the test
-
-mod common;
+use crate::common;
 
 use common::{free_port, get_json, until, Server};
 

@@ -4,12 +4,10 @@
 //! function, started the way Lambda starts it (no arguments, the runtime API to poll) against a
 //! small stand-in of Lambda's runtime API.
 
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
-
-mod aws_stack;
-mod browser;
-mod common;
-mod lambda;
+use crate::aws_stack;
+use crate::browser;
+use crate::common;
+use crate::lambda;
 
 use aws_stack::{eventually, post_json, serve_aws, stack_with, Stack};
 use lambda::{ask, function_url, url_event, ApiFunction};

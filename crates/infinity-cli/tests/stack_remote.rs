@@ -6,12 +6,10 @@
 //!   `--exec`, and a remote that drops mid-run;
 //! - through `infinity serve --aws`: closing a conversation kills its running command.
 
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
-
-mod aws_stack;
-mod common;
-mod lambda;
-mod remotes;
+use crate::aws_stack;
+use crate::common;
+use crate::lambda;
+use crate::remotes;
 
 use std::sync::Arc;
 use std::time::Duration;

@@ -2,8 +2,6 @@
 //! the binary discovers them, invokes them, receives their signed callbacks on its own port,
 //! and waits for what the thread tree is owed.
 
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // test code: a failed step should stop the test
-
 use std::path::Path;
 use std::process::{Command, Output};
 

@@ -3,9 +3,7 @@
 //! `POST /threads/{id}/agent`, with the refusals that name what was wrong; and switching the
 //! model of a thread (`POST /threads/{id}/model`) to one the deployment lists, and only those.
 
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // test code: a failed step should stop the test
-
-mod common;
+use crate::common;
 
 use std::path::Path;
 

@@ -4,10 +4,8 @@
 //! whose button the agent answers, a tool server's question answered by a click, a reconnect
 //! and a reload that keep the transcript as it was, and no console error all along.
 
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // test code: a failed step should stop the test
-
-mod browser;
-mod common;
+use crate::browser;
+use crate::common;
 
 use std::path::Path;
 use std::process::{Command, Stdio};

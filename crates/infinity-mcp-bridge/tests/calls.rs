@@ -1,7 +1,6 @@
 //! Calls of bridged MCP tools over real HTTP, each answered by one `tool_result`.
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // test code: a failed step should stop the test
 
-mod support;
+use crate::support;
 
 use infinity_mcp_bridge::test_server::{FAILURE_TEXT, PICTURE_PNG, PICTURE_TEXT};
 use infinity_rap::wire::{ContentItem, ImageData};

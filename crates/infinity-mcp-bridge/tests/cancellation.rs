@@ -1,7 +1,6 @@
 //! A call the runtime cancels gets no callback.
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // test code: a failed step should stop the test
 
-mod support;
+use crate::support;
 
 use infinity_rap::kit::testing::invocation;
 use serde_json::json;

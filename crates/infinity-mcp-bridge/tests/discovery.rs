@@ -1,7 +1,6 @@
 //! The manifest of a bridged MCP server: its tools, named, described and typed as MCP says.
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // test code: a failed step should stop the test
 
-mod support;
+use crate::support;
 
 use infinity_mcp_bridge::Bridge;
 use infinity_rap::kit::testing::LocalServer;

@@ -1,7 +1,6 @@
 //! A bridge started inside a host process with `serve_in_background`, reached over HTTP.
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // test code: a failed step should stop the test
 
-mod support;
+use crate::support;
 
 use infinity_mcp_bridge::{serve_in_background, BridgeError, McpSource};
 use infinity_rap::kit::testing::{invocation, CallbackSink};

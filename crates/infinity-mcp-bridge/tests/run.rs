@@ -1,7 +1,6 @@
 //! `run`, the `infinity mcp-bridge` command, serving a stdio MCP server.
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // test code: a failed step should stop the test
 
-mod support;
+use crate::support;
 
 use std::time::Duration;
 

@@ -1,7 +1,6 @@
 //! The bridge over MCP's Streamable HTTP transport, to the tiny server served in-process.
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // test code: a failed step should stop the test
 
-mod support;
+use crate::support;
 
 use std::sync::Arc;
 

@@ -2,9 +2,7 @@
 //! judges every body it receives by botocore's definition of `Converse`
 //! ([`common::validate`]).
 
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // test code: a failed step should stop the test
-
-mod common;
+use crate::common;
 
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};

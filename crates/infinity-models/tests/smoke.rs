@@ -1,8 +1,6 @@
 //! One real completion per provider, to catch what a replay cannot (a changed API, a retired
 //! model id). Each test skips, without touching the network, when its provider's key is not set.
 
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // test code: a failed step should stop the test
-
 use std::sync::Arc;
 use std::time::Duration;
 

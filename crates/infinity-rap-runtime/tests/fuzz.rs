@@ -2,9 +2,8 @@
 //! a callback the receiver accepts queues exactly one input, for the thread its URL names; any
 //! other body gets a 4xx naming what is wrong.
 //!
-//! `PROPTEST_CASES=100000 cargo test -p infinity-rap --test fuzz` runs longer.
-
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // test code: a failed step should stop the test
+//! `PROPTEST_CASES=100000 cargo test -p infinity-rap-runtime --test integration fuzz::` runs
+//! longer.
 
 use infinity_agent_core::input::{Input, InputBody};
 use infinity_agent_core::testing::{cases, mutated, noise, RecordingQueue};

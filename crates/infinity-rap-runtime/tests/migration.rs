@@ -4,8 +4,6 @@
 //! go to the destination's server, and a move that cannot complete leaves the session running
 //! where it was.
 
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // test code: a failed step should stop the test
-
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::{Arc, Mutex};

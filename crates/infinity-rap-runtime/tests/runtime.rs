@@ -3,8 +3,6 @@
 //! altered, expired and replayed callbacks), and the oauth, user_choice and view_update
 //! callbacks.
 
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // test code: a failed step should stop the test
-
 use std::path::Path;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};

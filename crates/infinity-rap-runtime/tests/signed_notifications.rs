@@ -2,7 +2,6 @@
 //! whose callbacks reach the runtime's receiver; the kit learns the thread's notification key
 //! from the callback URL, and from then on only a notification signed with that key, recently,
 //! cancels anything.
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // test code: a failed step should stop the test
 
 use std::sync::Arc;
 use std::time::Duration;

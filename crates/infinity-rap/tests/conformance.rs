@@ -5,7 +5,6 @@
 //! fields, unknown callback types, a `tool_result` without a result, invalid manifests.
 //!
 //! The examples are copied from the spec pages named in each module (newest revision).
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // test code: a failed step should stop the test
 
 use infinity_rap::wire::{
     parse, parse_callback, parse_invocation, parse_manifest, Callback, CancelToolCall, CloseThread,
@@ -822,14 +821,14 @@ mod notifications {
 /// What the spec requires receivers to reject, and what they must tolerate.
 mod rejections {
     use super::*;
-    use crate::notifications::{CANCEL, CLOSE_THREAD};
-    use crate::oauth::OAUTH;
-    use crate::subscription_events::EVENT;
-    use crate::tool_invocation::INVOCATION;
-    use crate::tool_result::{MULTIMODAL, REQUEST};
-    use crate::toolsets::GITHUB_TOOLS;
-    use crate::user_choice::USER_CHOICE;
-    use crate::view_updates::VIEW_UPDATE;
+    use crate::conformance::notifications::{CANCEL, CLOSE_THREAD};
+    use crate::conformance::oauth::OAUTH;
+    use crate::conformance::subscription_events::EVENT;
+    use crate::conformance::tool_invocation::INVOCATION;
+    use crate::conformance::tool_result::{MULTIMODAL, REQUEST};
+    use crate::conformance::toolsets::GITHUB_TOOLS;
+    use crate::conformance::user_choice::USER_CHOICE;
+    use crate::conformance::view_updates::VIEW_UPDATE;
 
     #[test]
     fn unknown_fields_are_tolerated() {

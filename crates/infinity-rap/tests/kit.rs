@@ -1,7 +1,6 @@
 //! The tool server kit over real HTTP: a kit server and a callback sink, both on `127.0.0.1`,
 //! and the requests a runtime would send.
 #![cfg(feature = "kit")]
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // test code: a failed step should stop the test
 
 use std::sync::Arc;
 use std::time::Duration;

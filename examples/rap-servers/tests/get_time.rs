@@ -1,5 +1,4 @@
 //! `get_time` over real HTTP: the server in-process, a callback sink as the runtime.
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // test code: a failed step should stop the test
 
 use std::time::Duration;
 

@@ -2,7 +2,7 @@
 //! context, its result returned through the input queue; the depth and fan-out limits; closing
 //! the caller closes its delegations.
 
-use crate::harness::{assert_in_order, count, tid, Harness, Setup};
+use crate::behaviour::harness::{assert_in_order, count, tid, Harness, Setup};
 use infinity_agent_core::state::ThreadStatus;
 use infinity_agent_core::tools::internal::InternalTools;
 

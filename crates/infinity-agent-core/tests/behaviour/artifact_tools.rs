@@ -11,7 +11,7 @@ use infinity_agent_core::library::artifacts::{Artifacts, MemoryBlobs};
 use infinity_agent_core::library::Library;
 use infinity_agent_core::tools::internal::InternalTools;
 
-use crate::harness::{assert_in_order, Setup};
+use crate::behaviour::harness::{assert_in_order, Setup};
 
 const SCRIPT: &str = r#"
 rules:
@@ -55,7 +55,7 @@ async fn pages_are_published_commented_on_answered_and_refused_with_reasons() {
     h.say("t", "publish").await;
     let record = h
         .system
-        .record(&crate::harness::tid("t"))
+        .record(&crate::behaviour::harness::tid("t"))
         .await
         .unwrap()
         .unwrap();

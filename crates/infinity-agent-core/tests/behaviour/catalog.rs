@@ -17,7 +17,7 @@ use infinity_agent_core::tools::internal::delegation::SubAgent;
 use infinity_agent_core::tools::internal::InternalTools;
 use infinity_agent_core::tools::{SetTitle, Tool};
 
-use crate::harness::{assert_in_order, count, tid, Harness, Setup};
+use crate::behaviour::harness::{assert_in_order, count, tid, Harness, Setup};
 
 /// Builds stored agents the way hosts do: the file parsed, its scripted model read next to it.
 pub(crate) struct Builder;
@@ -302,7 +302,7 @@ async fn a_person_moves_a_thread_to_another_version_of_its_agent() {
     stored.save("helper", "", &reply("v1")).await;
     let mut setup = stored.setup(LEAD);
     setup.default_agent = Some("helper".to_owned());
-    setup.discovery = Some(Arc::new(crate::meta::Servers));
+    setup.discovery = Some(Arc::new(crate::behaviour::meta::Servers));
     let mut h = setup.start().await;
     h.say("t", "hello").await;
     // The newest version has a tool server; moving to it (by its bare name) brings its tools.

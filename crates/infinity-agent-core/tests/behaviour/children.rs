@@ -1,6 +1,6 @@
 //! spawn_thread, report_to_parent, close_thread, send_message_to_child.
 
-use crate::harness::{assert_in_order, count, start, tid};
+use crate::behaviour::harness::{assert_in_order, count, start, tid};
 use infinity_agent_core::state::ThreadStatus;
 
 const SCRIPT: &str = r#"
@@ -105,7 +105,7 @@ async fn child_history_is_the_parent_prefix_by_reference() {
     assert_eq!(record.history_len as usize, child_view.len() - fork);
     let own: Vec<String> = child_view[fork..]
         .iter()
-        .map(|e| crate::harness::item_line(&e.item))
+        .map(|e| crate::behaviour::harness::item_line(&e.item))
         .collect();
     assert!(
         own[0].starts_with("assistant: ") && own[0].contains("spawn_thread"),
@@ -285,7 +285,7 @@ async fn a_wide_fan_out_costs_each_child_only_its_own_call() {
         let view = h.system.view(&tid(child)).await.unwrap();
         let lines: Vec<String> = view
             .iter()
-            .map(|e| crate::harness::item_line(&e.item))
+            .map(|e| crate::behaviour::harness::item_line(&e.item))
             .collect();
         // message, its own spawning turn, its spawn result, its answer
         assert_eq!(lines.len(), 4, "{lines:#?}");

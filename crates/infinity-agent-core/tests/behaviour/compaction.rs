@@ -1,7 +1,7 @@
 //! Compaction: a thread that outgrows its model's context gets a summary; later completions see
 //! the summary and the recent entries; a child spawned earlier keeps what it inherited.
 
-use crate::harness::{start, tid};
+use crate::behaviour::harness::{start, tid};
 use infinity_agent_core::history::Item;
 
 const SCRIPT: &str = r#"

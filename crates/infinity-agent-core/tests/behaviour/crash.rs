@@ -5,7 +5,7 @@ use std::collections::HashMap;
 use std::path::Path;
 use std::sync::Arc;
 
-use crate::harness::{assert_in_order, start_time, tid, Setup};
+use crate::behaviour::harness::{assert_in_order, start_time, tid, Setup};
 use infinity_agent_core::agent::Agent;
 use infinity_agent_core::effect::Effect;
 use infinity_agent_core::host::{run_slice, HostContext, ModelRetry};
@@ -102,7 +102,11 @@ const FAST: &str = "rules:\n  - reply: {text: \"heard\"}\n";
 
 /// One life of a runtime on the store in `dir`: `act` runs on it, then the process "dies"
 /// (its tokio runtime is dropped with every task in the middle of what it was doing).
-fn life<F, T>(dir: &Path, script: &str, act: impl FnOnce(crate::harness::Harness) -> F) -> T
+fn life<F, T>(
+    dir: &Path,
+    script: &str,
+    act: impl FnOnce(crate::behaviour::harness::Harness) -> F,
+) -> T
 where
     F: std::future::Future<Output = T>,
 {
@@ -152,7 +156,7 @@ fn a_message_accepted_before_a_crash_is_processed_once_after_it() {
         assert!(h.system.record(&tid("new")).await.unwrap().is_none());
         kept
     });
-    let check = |mut h: crate::harness::Harness| async move {
+    let check = |mut h: crate::behaviour::harness::Harness| async move {
         h.settle().await;
         for (thread, message) in [("old", "again"), ("new", "keep me")] {
             let history = h.history(thread).await;

@@ -9,7 +9,7 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::harness::{item_line, start_time, tid, Setup};
+use crate::behaviour::harness::{item_line, start_time, tid, Setup};
 use infinity_agent_core::agent::{Agent, Limits};
 use infinity_agent_core::effect::Effect;
 use infinity_agent_core::host::{run_slice, HostContext, ModelRetry, SliceBudget};

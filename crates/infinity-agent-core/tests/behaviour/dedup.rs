@@ -1,6 +1,6 @@
 //! Redelivered inputs change nothing; inputs for unknown threads are dropped.
 
-use crate::harness::{start, tid};
+use crate::behaviour::harness::{start, tid};
 use infinity_agent_core::input::{Input, InputBody};
 
 const SCRIPT: &str = "rules:\n  - reply: {text: 'hi'}\n";

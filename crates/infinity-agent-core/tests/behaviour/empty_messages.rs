@@ -2,7 +2,7 @@
 //! naming the problem, and one that comes another way (a raw input on a queue) is dropped with
 //! an error on the thread.
 
-use crate::harness::{start, tid};
+use crate::behaviour::harness::{start, tid};
 use infinity_agent_core::input::InputBody;
 use infinity_agent_core::runtime::PostError;
 

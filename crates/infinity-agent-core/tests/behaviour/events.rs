@@ -1,6 +1,6 @@
 //! Subscriptions: bookkeeping, associative and threaded events, final events, cancellation.
 
-use crate::harness::{assert_in_order, start, tid, Harness};
+use crate::behaviour::harness::{assert_in_order, start, tid, Harness};
 use infinity_agent_core::effect::Notification;
 use infinity_agent_core::ids::CallId;
 use infinity_agent_core::input::InputBody;

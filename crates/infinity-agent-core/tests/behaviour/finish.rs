@@ -1,6 +1,6 @@
 //! The `finish` internal tool: output, output_schema, ending the turn, who is offered it.
 
-use crate::harness::{assert_in_order, count, tid, Setup};
+use crate::behaviour::harness::{assert_in_order, count, tid, Setup};
 use infinity_agent_core::state::FinishStatus;
 use infinity_agent_core::tools::internal::InternalTools;
 use serde_json::json;

@@ -8,7 +8,7 @@ use infinity_agent_core::knowledge::{KnowledgeStore, MemoryKnowledgeStore};
 use infinity_agent_core::library::Library;
 use infinity_agent_core::tools::internal::InternalTools;
 
-use crate::harness::{assert_in_order, Setup};
+use crate::behaviour::harness::{assert_in_order, Setup};
 
 const SCRIPT: &str = r#"
 rules:
@@ -36,7 +36,7 @@ rules:
   - reply: {text: "ok"}
 "#;
 
-async fn start(store: Arc<MemoryKnowledgeStore>) -> crate::harness::Harness {
+async fn start(store: Arc<MemoryKnowledgeStore>) -> crate::behaviour::harness::Harness {
     let mut setup = Setup::new(SCRIPT);
     setup.internal_tools = InternalTools::builder().knowledge(true).build();
     setup.library = Some(Library::new().with_knowledge(store as Arc<dyn KnowledgeStore>, None));

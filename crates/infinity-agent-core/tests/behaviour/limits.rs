@@ -2,7 +2,7 @@
 //! its parent for ever) is stopped by its hourly completions, visibly, and resumes when written
 //! to; a conversation that starts too many threads is refused more.
 
-use crate::harness::{assert_in_order, count, tid, Setup};
+use crate::behaviour::harness::{assert_in_order, count, tid, Setup};
 use infinity_agent_core::agent::Limits;
 
 const SCRIPT: &str = r#"
@@ -23,7 +23,7 @@ rules:
 "#;
 
 /// The script with ten completions per thread and hour.
-async fn ten_an_hour() -> crate::harness::Harness {
+async fn ten_an_hour() -> crate::behaviour::harness::Harness {
     let mut setup = Setup::new(SCRIPT);
     setup.limits = Limits {
         completions_per_hour: 10,

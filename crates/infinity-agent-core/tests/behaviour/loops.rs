@@ -1,6 +1,6 @@
 //! Hallucinated calls cost one extra completion; runaway loops are bounded.
 
-use crate::harness::{assert_in_order, count, start, Setup};
+use crate::behaviour::harness::{assert_in_order, count, start, Setup};
 use infinity_agent_core::agent::Limits;
 
 #[tokio::test(start_paused = true)]
@@ -36,7 +36,7 @@ rules:
     );
     let record = h
         .system
-        .record(&crate::harness::tid("main"))
+        .record(&crate::behaviour::harness::tid("main"))
         .await
         .unwrap()
         .unwrap();

@@ -1,6 +1,6 @@
 //! The `memory` internal tools: notes shared by a conversation's threads.
 
-use crate::harness::{assert_in_order, start, tid};
+use crate::behaviour::harness::{assert_in_order, start, tid};
 
 const SCRIPT: &str = r#"
 rules:

@@ -17,8 +17,8 @@ use infinity_agent_core::tools::internal::InternalTools;
 use infinity_agent_core::tools::remote::{Discovered, ToolDiscovery, ToolServerConfig};
 use serde_json::{json, Value};
 
-use crate::catalog::Stored;
-use crate::harness::{assert_in_order, count, tid, Harness};
+use crate::behaviour::catalog::Stored;
+use crate::behaviour::harness::{assert_in_order, count, tid, Harness};
 
 /// Two tool servers: a clock with two tools, and one whose toolset is called `researcher`.
 #[derive(Debug)]

@@ -2,7 +2,7 @@
 //! when every one of them has a result; a message arriving meanwhile is answered at once, the
 //! calls' results arriving later as events.
 
-use crate::harness::{assert_in_order, count, start, tid};
+use crate::behaviour::harness::{assert_in_order, count, start, tid};
 use infinity_agent_core::input::InputBody;
 
 const SCRIPT: &str = r#"
@@ -159,7 +159,7 @@ async fn a_call_without_a_dispatcher_gets_an_error_result() {
         .await
         .unwrap()
         .iter()
-        .map(|e| crate::harness::item_line(&e.item))
+        .map(|e| crate::behaviour::harness::item_line(&e.item))
         .collect();
     assert_in_order(&history, &["error lookup: Error: the call could not be delivered: no tool server is configured to run `lookup`", "assistant: recovered"]);
 }

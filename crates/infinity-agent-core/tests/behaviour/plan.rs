@@ -2,7 +2,7 @@
 
 use std::sync::Arc;
 
-use crate::harness::{assert_in_order, start, tid, Setup};
+use crate::behaviour::harness::{assert_in_order, start, tid, Setup};
 use infinity_agent_core::agent::AgentSpec;
 use infinity_agent_core::runtime::{AgentSystemBuilder, BuildError};
 use infinity_agent_core::scripted::ScriptedModel;

@@ -9,7 +9,7 @@ use infinity_agent_core::library::remotes::{HubError, RemoteDirectory, RemoteInf
 use infinity_agent_core::library::Library;
 use infinity_agent_core::tools::internal::{InternalTools, RemoteRule};
 
-use crate::harness::{assert_in_order, Setup};
+use crate::behaviour::harness::{assert_in_order, Setup};
 
 #[derive(Debug)]
 struct Two;

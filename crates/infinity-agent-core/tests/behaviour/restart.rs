@@ -2,7 +2,7 @@
 
 use std::sync::Arc;
 
-use crate::harness::{assert_in_order, start_time, tid, Setup};
+use crate::behaviour::harness::{assert_in_order, start_time, tid, Setup};
 use infinity_agent_core::runtime::WaitOutcome;
 use infinity_agent_core::state::ThreadStatus;
 use infinity_agent_core::store::FileStore;
@@ -100,7 +100,7 @@ async fn restart_mid_sleep_resumes_threads_children_and_timers() {
     let woke = child_view
         .iter()
         .rev()
-        .find(|e| crate::harness::item_line(&e.item).starts_with("result sleep"))
+        .find(|e| crate::behaviour::harness::item_line(&e.item).starts_with("result sleep"))
         .unwrap()
         .at;
     let due = start_time().checked_add(2.hours()).unwrap();

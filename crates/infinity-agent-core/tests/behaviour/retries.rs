@@ -13,7 +13,7 @@ use infinity_agent_core::model::{
 use infinity_agent_core::runtime::AgentSystemBuilder;
 use infinity_agent_core::scripted::ScriptedModel;
 
-use crate::harness::{count, describe, tid};
+use crate::behaviour::harness::{count, describe, tid};
 
 /// Unavailable for the first `failures` calls, then the script answers.
 #[derive(Debug)]

@@ -2,7 +2,7 @@
 //! a daylight-saving switch, each firing arming only the next; deleted by a person; gone with
 //! their thread.
 
-use crate::harness::{tid, Setup};
+use crate::behaviour::harness::{tid, Setup};
 use infinity_agent_core::input::InputBody;
 use infinity_agent_core::runtime::Front;
 

@@ -1,6 +1,6 @@
 //! The `skills` internal tool: names up front, content on request.
 
-use crate::harness::{assert_in_order, Setup};
+use crate::behaviour::harness::{assert_in_order, Setup};
 use infinity_agent_core::tools::internal::Skill;
 
 #[tokio::test(start_paused = true)]

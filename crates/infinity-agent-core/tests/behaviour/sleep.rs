@@ -1,6 +1,6 @@
 //! `sleep`, interrupted sleeps and `sleep_until_event_or_input`.
 
-use crate::harness::{assert_in_order, count, start};
+use crate::behaviour::harness::{assert_in_order, count, start};
 
 const SCRIPT: &str = r#"
 rules:
@@ -43,7 +43,7 @@ async fn sleep_wakes_after_its_time() {
     assert!(h.system.store().outbox().await.unwrap().is_empty());
     let record = h
         .system
-        .record(&crate::harness::tid("main"))
+        .record(&crate::behaviour::harness::tid("main"))
         .await
         .unwrap()
         .unwrap();
@@ -58,7 +58,7 @@ async fn sleep_wakes_after_its_time() {
 async fn input_interrupts_a_sleep_and_the_late_result_is_appended() {
     let mut h = start(SCRIPT.replace("seconds: $1", "seconds: 600").as_str()).await;
     h.system
-        .send_user_message(&crate::harness::tid("main"), "nap 600")
+        .send_user_message(&crate::behaviour::harness::tid("main"), "nap 600")
         .await
         .unwrap();
     // Ten minutes of sleep; after one minute the user writes again.
@@ -125,7 +125,7 @@ async fn sleep_until_event_or_input_wakes_on_input() {
     );
     let record = h
         .system
-        .record(&crate::harness::tid("main"))
+        .record(&crate::behaviour::harness::tid("main"))
         .await
         .unwrap()
         .unwrap();

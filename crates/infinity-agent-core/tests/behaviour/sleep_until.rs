@@ -1,6 +1,6 @@
 //! `sleep_until`: named zones, times in the past, DST changes.
 
-use crate::harness::{assert_in_order, start, tid};
+use crate::behaviour::harness::{assert_in_order, start, tid};
 use infinity_agent_core::history::Item;
 
 fn script(date: &str, time: &str, zone: &str) -> String {
@@ -19,7 +19,7 @@ rules:
 }
 
 /// The wall time at which the sleep's result was recorded.
-async fn woke_at(h: &crate::harness::Harness) -> jiff::Timestamp {
+async fn woke_at(h: &crate::behaviour::harness::Harness) -> jiff::Timestamp {
     let view = h.system.view(&tid("main")).await.unwrap();
     view.iter()
         .find(|e| matches!(&e.item, Item::ToolResult { name, .. } if name == "sleep_until"))

@@ -13,7 +13,7 @@ use infinity_agent_core::model::ToolSpec;
 use infinity_agent_core::tools::remote::{Discovered, ToolDiscovery, ToolServerConfig};
 use serde_json::json;
 
-use crate::harness::{assert_in_order, tid, Harness, Setup};
+use crate::behaviour::harness::{assert_in_order, tid, Harness, Setup};
 
 /// Answers discovery from a fixed list (the real client fetches manifests over HTTP).
 #[derive(Debug, Default)]

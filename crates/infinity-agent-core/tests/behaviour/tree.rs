@@ -6,7 +6,7 @@ use std::collections::{BTreeSet, HashMap};
 use std::path::Path;
 use std::sync::Arc;
 
-use crate::harness::{assert_in_order, start, tid, Setup};
+use crate::behaviour::harness::{assert_in_order, start, tid, Setup};
 use infinity_agent_core::agent::Agent;
 use infinity_agent_core::effect::Notification;
 use infinity_agent_core::host::{run_slice, HostContext, ModelRetry};
@@ -57,7 +57,7 @@ async fn tree(store: &dyn ThreadStore, root: &str) -> Vec<ThreadId> {
 
 /// Builds the three-level tree (each thread with a call in flight, the bottom one also a
 /// sleep) and returns its thread ids, root first.
-async fn family(h: &mut crate::harness::Harness) -> Vec<ThreadId> {
+async fn family(h: &mut crate::behaviour::harness::Harness) -> Vec<ThreadId> {
     h.system
         .send_user_message(&tid("top"), "family")
         .await
@@ -75,7 +75,7 @@ async fn family(h: &mut crate::harness::Harness) -> Vec<ThreadId> {
     ids
 }
 
-fn cancelled(h: &crate::harness::Harness) -> BTreeSet<String> {
+fn cancelled(h: &crate::behaviour::harness::Harness) -> BTreeSet<String> {
     h.dispatcher
         .notifications
         .lock()

@@ -13,7 +13,7 @@ use infinity_agent_core::runtime::Front;
 use infinity_agent_core::runtime::PostError;
 use infinity_agent_core::scripted::ScriptedModel;
 
-use crate::harness::{assert_in_order, tid, Setup};
+use crate::behaviour::harness::{assert_in_order, tid, Setup};
 
 /// Makes `script:NAME` models that answer "NAME here"; anything else is unknown.
 #[derive(Debug)]

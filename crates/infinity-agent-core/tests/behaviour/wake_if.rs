@@ -10,7 +10,7 @@ use infinity_agent_core::model::ToolSpec;
 use infinity_agent_core::tools::remote::{Discovered, ToolDiscovery, ToolServerConfig};
 use serde_json::json;
 
-use crate::harness::{assert_in_order, tid, Harness, Setup};
+use crate::behaviour::harness::{assert_in_order, tid, Harness, Setup};
 
 /// Offers `quotes`, whose own schema refuses unknown arguments.
 #[derive(Debug)]

@@ -1,6 +1,6 @@
 //! The `widget` internal tool: validated UI, shown to the user, actions back as input.
 
-use crate::harness::{assert_in_order, start};
+use crate::behaviour::harness::{assert_in_order, start};
 use infinity_agent_core::input::InputBody;
 
 const SCRIPT: &str = r#"

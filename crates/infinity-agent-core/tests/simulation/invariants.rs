@@ -9,7 +9,7 @@ use infinity_agent_core::input::InputBody;
 use infinity_agent_core::state::{PendingKind, ThreadRecord, ThreadStatus};
 use infinity_agent_core::store::{load_view, ThreadStore};
 
-use crate::world::{Answer, Net, SimStore};
+use crate::simulation::world::{Answer, Net, SimStore};
 
 /// Inputs in flight for each thread: queued, on a timer, or in an outbox.
 struct InFlight<'a> {

@@ -11,7 +11,7 @@ use infinity_agent_core::model::{
 };
 use serde_json::{json, Value};
 
-use crate::rng::Rng;
+use crate::simulation::rng::Rng;
 
 /// How often completions fail, in per mille.
 #[derive(Debug, Clone, Copy)]

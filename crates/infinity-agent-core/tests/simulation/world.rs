@@ -20,7 +20,7 @@ use infinity_agent_core::state::ThreadRecord;
 use infinity_agent_core::store::{MemoryStore, StoreError, ThreadStore};
 use jiff::Timestamp;
 
-use crate::rng::Rng;
+use crate::simulation::rng::Rng;
 
 /// How a tool server treats a call.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -3,12 +3,12 @@
 
 use infinity_agent_core::model::ModelError;
 
-use crate::fixtures::{anthropic, complete, openai, quick_retries, Conversation, API_KEY};
-use crate::recordings::{
+use crate::replay::fixtures::{anthropic, complete, openai, quick_retries, Conversation, API_KEY};
+use crate::replay::recordings::{
     ANTHROPIC_BAD_REQUEST_BODY, ANTHROPIC_BAD_REQUEST_MESSAGE, ANTHROPIC_TEXT,
     OPENAI_BAD_REQUEST_BODY, OPENAI_BAD_REQUEST_MESSAGE, OPENAI_TEXT,
 };
-use crate::server::{Reply, Server};
+use crate::replay::server::{Reply, Server};
 
 /// The message of a terminal error, checked to keep the key out in every rendering.
 fn terminal_message(err: ModelError) -> String {
@@ -120,7 +120,7 @@ async fn a_refused_request_stops_the_thread_with_the_message_until_a_person_goes
     let history = system.view(&thread).await.unwrap();
     assert!(
         matches!(&history.last().unwrap().item,
-            Item::Assistant { text: Some(text), .. } if text == crate::recordings::TEXT),
+            Item::Assistant { text: Some(text), .. } if text == crate::replay::recordings::TEXT),
         "{history:?}"
     );
 }

@@ -14,7 +14,7 @@ use infinity_models::openai::{OpenAiConfig, OpenAiModel};
 use infinity_models::transport::RetryPolicy;
 use serde_json::{json, Value};
 
-use crate::server::Server;
+use crate::replay::server::Server;
 
 /// The key the adapters send; it must never show up in an error.
 pub const API_KEY: &str = "sk-replay-test-7f3a9c2e51d04b68";

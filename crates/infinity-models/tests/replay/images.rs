@@ -5,7 +5,7 @@ use infinity_models::anthropic::{AnthropicConfig, AnthropicModel};
 use infinity_models::openai::{OpenAiConfig, OpenAiModel};
 use serde_json::{json, Value};
 
-use crate::fixtures::{assistant, call, quick_retries, Conversation};
+use crate::replay::fixtures::{assistant, call, quick_retries, Conversation};
 
 /// A request body read back as JSON.
 fn body(bytes: &[u8]) -> Value {

@@ -3,9 +3,11 @@
 
 use infinity_agent_core::model::ModelError;
 
-use crate::fixtures::{anthropic, complete, openai, quick_retries, Conversation};
-use crate::recordings::{ANTHROPIC_MALFORMED, ANTHROPIC_TEXT, OPENAI_MALFORMED, OPENAI_TEXT, TEXT};
-use crate::server::{Reply, Server};
+use crate::replay::fixtures::{anthropic, complete, openai, quick_retries, Conversation};
+use crate::replay::recordings::{
+    ANTHROPIC_MALFORMED, ANTHROPIC_TEXT, OPENAI_MALFORMED, OPENAI_TEXT, TEXT,
+};
+use crate::replay::server::{Reply, Server};
 
 fn retryable_message(err: ModelError) -> String {
     match err {

@@ -2,9 +2,9 @@
 
 use infinity_agent_core::model::StopReason;
 
-use crate::fixtures::{anthropic, complete, openai, quick_retries, Conversation};
-use crate::recordings::{ANTHROPIC_MAX_TOKENS, OPENAI_LENGTH};
-use crate::server::{Reply, Server};
+use crate::replay::fixtures::{anthropic, complete, openai, quick_retries, Conversation};
+use crate::replay::recordings::{ANTHROPIC_MAX_TOKENS, OPENAI_LENGTH};
+use crate::replay::server::{Reply, Server};
 
 #[tokio::test]
 async fn anthropic_max_tokens() {

@@ -3,11 +3,11 @@
 
 use infinity_agent_core::model::ModelError;
 
-use crate::fixtures::{anthropic, complete, quick_retries, Conversation};
-use crate::recordings::{
+use crate::replay::fixtures::{anthropic, complete, quick_retries, Conversation};
+use crate::replay::recordings::{
     ANTHROPIC_OVERLOADED_BODY, ANTHROPIC_OVERLOADED_EVENT, ANTHROPIC_TEXT, TEXT,
 };
-use crate::server::{Reply, Server};
+use crate::replay::server::{Reply, Server};
 
 #[tokio::test]
 async fn anthropic_529_overloaded_then_success() {

@@ -4,12 +4,12 @@
 use infinity_agent_core::history::{Item, INJECTED_TOOL};
 use serde_json::{json, Value};
 
-use crate::fixtures::{
+use crate::replay::fixtures::{
     anthropic, assistant, call, complete, openai, quick_retries, search_tool, tool_result,
     weather_tool, Conversation, API_KEY, SYSTEM,
 };
-use crate::recordings::{ANTHROPIC_TEXT, OPENAI_TEXT};
-use crate::server::{Received, Reply, Server};
+use crate::replay::recordings::{ANTHROPIC_TEXT, OPENAI_TEXT};
+use crate::replay::server::{Received, Reply, Server};
 
 /// A conversation with two tool calls, an error result, a notice the model must not see, and a
 /// message that arrived while the tools ran (the runtime appends it after their results).

@@ -5,12 +5,12 @@ use std::time::{Duration, Instant};
 
 use infinity_models::transport::RetryPolicy;
 
-use crate::fixtures::{anthropic, complete, openai, quick_retries, Conversation};
-use crate::recordings::{
+use crate::replay::fixtures::{anthropic, complete, openai, quick_retries, Conversation};
+use crate::replay::recordings::{
     ANTHROPIC_RATE_LIMIT_BODY, ANTHROPIC_SERVER_ERROR_BODY, ANTHROPIC_TEXT, OPENAI_RATE_LIMIT_BODY,
     OPENAI_SERVER_ERROR_BODY, OPENAI_TEXT, TEXT,
 };
-use crate::server::{Reply, Server};
+use crate::replay::server::{Reply, Server};
 
 /// Backoff so long that a test only finishes in time if `retry-after` replaced it.
 fn patient() -> RetryPolicy {

@@ -5,7 +5,7 @@ use std::path::Path;
 use infinity_agent_core::agent::AgentFile;
 use infinity_models::fetch::fetch_skills;
 
-use crate::server::{Reply, Server};
+use crate::replay::server::{Reply, Server};
 
 fn agent_with_skill(url: &str) -> AgentFile {
     let text = format!(

@@ -5,11 +5,11 @@ use std::time::Duration;
 
 use infinity_agent_core::model::Completion;
 
-use crate::fixtures::{anthropic, complete, openai, quick_retries, Conversation};
-use crate::recordings::{
+use crate::replay::fixtures::{anthropic, complete, openai, quick_retries, Conversation};
+use crate::replay::recordings::{
     ANTHROPIC_TEXT, ANTHROPIC_TOOL_CALLS, OPENAI_TEXT, OPENAI_TOOL_CALLS, TEXT,
 };
-use crate::server::{awkward_pieces, Reply, Server};
+use crate::replay::server::{awkward_pieces, Reply, Server};
 
 /// Between pieces, so that each reaches the client on its own.
 const PAUSE: Duration = Duration::from_millis(1);

@@ -23,7 +23,7 @@ use infinity_models::openai::{OpenAiConfig, OpenAiModel};
 use infinity_models::transport::RetryPolicy;
 use serde_json::{json, Value};
 
-use crate::fixtures::{assistant, call, quick_retries, tool_result, Conversation, API_KEY};
+use crate::replay::fixtures::{assistant, call, quick_retries, tool_result, Conversation, API_KEY};
 
 /// A running stand-in. It exits when its stdin closes, that is when this test binary ends.
 struct StandIn {

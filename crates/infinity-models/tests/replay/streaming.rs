@@ -4,9 +4,9 @@ use std::sync::Mutex;
 
 use infinity_agent_core::model::{ModelProvider, Streamed};
 
-use crate::fixtures::{anthropic, openai, quick_retries, Conversation};
-use crate::recordings::{ANTHROPIC_TEXT, OPENAI_TEXT, TEXT};
-use crate::server::{Reply, Server};
+use crate::replay::fixtures::{anthropic, openai, quick_retries, Conversation};
+use crate::replay::recordings::{ANTHROPIC_TEXT, OPENAI_TEXT, TEXT};
+use crate::replay::server::{Reply, Server};
 
 async fn streamed(model: &dyn ModelProvider) -> (Vec<String>, Option<String>) {
     let pieces = Mutex::new(Vec::new());

@@ -2,9 +2,9 @@
 
 use infinity_agent_core::model::StopReason;
 
-use crate::fixtures::{anthropic, complete, openai, quick_retries, usage, Conversation};
-use crate::recordings::{ANTHROPIC_TEXT, OPENAI_TEXT, TEXT};
-use crate::server::{Reply, Server};
+use crate::replay::fixtures::{anthropic, complete, openai, quick_retries, usage, Conversation};
+use crate::replay::recordings::{ANTHROPIC_TEXT, OPENAI_TEXT, TEXT};
+use crate::replay::server::{Reply, Server};
 
 #[tokio::test]
 async fn anthropic_text_reply() {

@@ -7,9 +7,9 @@ use std::time::{Duration, Instant};
 use infinity_agent_core::model::ModelError;
 use infinity_models::transport::RetryPolicy;
 
-use crate::fixtures::{anthropic, complete, openai, Conversation};
-use crate::recordings::{ANTHROPIC_TEXT, OPENAI_TEXT};
-use crate::server::{Reply, Server};
+use crate::replay::fixtures::{anthropic, complete, openai, Conversation};
+use crate::replay::recordings::{ANTHROPIC_TEXT, OPENAI_TEXT};
+use crate::replay::server::{Reply, Server};
 
 const TIMEOUT: Duration = Duration::from_millis(500);
 

@@ -3,11 +3,11 @@
 use infinity_agent_core::model::{ModelToolCall, StopReason};
 use serde_json::{json, Value};
 
-use crate::fixtures::{anthropic, complete, openai, quick_retries, usage, Conversation};
-use crate::recordings::{
+use crate::replay::fixtures::{anthropic, complete, openai, quick_retries, usage, Conversation};
+use crate::replay::recordings::{
     ANTHROPIC_TOOL_CALL, ANTHROPIC_TOOL_CALLS, OPENAI_TOOL_CALL, OPENAI_TOOL_CALLS,
 };
-use crate::server::{Reply, Server};
+use crate::replay::server::{Reply, Server};
 
 fn tool_call(id: &str, name: &str, args: Value) -> ModelToolCall {
     ModelToolCall {

@@ -6,9 +6,9 @@ use infinity_models::anthropic::{AnthropicConfig, AnthropicModel};
 use serde_json::Value;
 
 use crate::common::{assert_body, varied_history};
-use crate::fixtures::{complete, openai, quick_retries, Conversation, API_KEY};
-use crate::recordings::{ANTHROPIC_TEXT, OPENAI_TEXT};
-use crate::server::{Reply, Server};
+use crate::replay::fixtures::{complete, openai, quick_retries, Conversation, API_KEY};
+use crate::replay::recordings::{ANTHROPIC_TEXT, OPENAI_TEXT};
+use crate::replay::server::{Reply, Server};
 
 async fn sent_to_anthropic(model: &str, conversation: &Conversation) -> Value {
     let server = Server::start(vec![Reply::sse(ANTHROPIC_TEXT)]).await;

@@ -1,5 +1,5 @@
 //! What the providers refuse, and how the adapters keep clear of it: every body here is judged by
-//! the providers' own definitions on the way in ([`crate::server`]), and the tests check what
+//! the providers' own definitions on the way in ([`crate::replay::server`]), and the tests check what
 //! the adapters send in its place (a blank text, an image-only result, an image type the
 //! provider does not read, a tool name or call id longer than it takes) and what they read
 //! back (our tool names, cumulative usage).
@@ -12,11 +12,13 @@ use infinity_agent_core::model::ToolSpec;
 use serde_json::{json, Value};
 
 use crate::common::validate::{assert_valid, Provider};
-use crate::fixtures::{
+use crate::replay::fixtures::{
     anthropic, assistant, call, complete, openai, quick_retries, weather_tool, Conversation,
 };
-use crate::recordings::{ANTHROPIC_TEXT, ANTHROPIC_TOOL_CALL, OPENAI_TEXT, OPENAI_TOOL_CALL};
-use crate::server::{Reply, Server};
+use crate::replay::recordings::{
+    ANTHROPIC_TEXT, ANTHROPIC_TOOL_CALL, OPENAI_TEXT, OPENAI_TOOL_CALL,
+};
+use crate::replay::server::{Reply, Server};
 
 #[test]
 fn the_golden_bodies_pass_the_providers_definitions() {
@@ -73,7 +75,7 @@ async fn sent_to_anthropic(model: &str, conversation: &Conversation) -> Value {
             model,
             infinity_models::anthropic::AnthropicConfig {
                 base_url: server.url.clone(),
-                api_key: crate::fixtures::API_KEY.to_owned(),
+                api_key: crate::replay::fixtures::API_KEY.to_owned(),
                 retry: quick_retries(0),
             },
         );
@@ -221,7 +223,7 @@ async fn a_long_tool_name_is_sent_as_one_the_provider_takes_and_read_back_as_our
     let later = Conversation::new(vec![
         Item::user("Where are the warehouses?"),
         assistant(None, vec![call(id, &tool.name, json!({"city": "Paris"}))]),
-        crate::fixtures::tool_result(id, &tool.name, "Oslo and Lyon.", false),
+        crate::replay::fixtures::tool_result(id, &tool.name, "Oslo and Lyon.", false),
     ])
     .with_tools(vec![tool.clone()]);
     let body = sent_to_anthropic("claude-sonnet-4-5", &later).await;
@@ -242,7 +244,7 @@ async fn a_call_id_longer_than_openai_takes_is_cut_the_same_in_call_and_result()
             None,
             vec![call(&id, "get_weather", json!({"city": "Oslo"}))],
         ),
-        crate::fixtures::tool_result(&id, "get_weather", "4°C", false),
+        crate::replay::fixtures::tool_result(&id, "get_weather", "4°C", false),
     ]);
 
     let body = sent_to_openai(&conversation).await;
@@ -263,9 +265,9 @@ async fn a_message_between_a_call_and_its_results_follows_the_results_for_openai
                 call("call_rome", "get_weather", json!({"city": "Rome"})),
             ],
         ),
-        crate::fixtures::tool_result("call_oslo", "get_weather", "4°C", false),
+        crate::replay::fixtures::tool_result("call_oslo", "get_weather", "4°C", false),
         Item::user("And hurry."),
-        crate::fixtures::tool_result("call_rome", "get_weather", "18°C", false),
+        crate::replay::fixtures::tool_result("call_rome", "get_weather", "18°C", false),
     ]);
 
     let body = sent_to_openai(&conversation).await;

@@ -7,10 +7,8 @@
 //!
 //! `make test` runs [`DEFAULT_SEEDS`] seeds. More: `INFINITY_SIM_SEEDS=100000`; from another
 //! start: `INFINITY_SIM_FIRST_SEED=5000`. A failing seed prints itself and its trace; run it
-//! alone with `INFINITY_SIM_SEED=N cargo test -p infinity-agent-core --test simulation` (it
-//! replays exactly: same seed, same run).
-
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // test code: a failed step should stop the test
+//! alone with `INFINITY_SIM_SEED=N cargo test -p infinity-agent-core --test integration
+//! simulation::` (it replays exactly: same seed, same run).
 
 mod invariants;
 mod model;
@@ -698,7 +696,7 @@ fn every_seed_keeps_every_invariant() {
         let tail: Vec<String> = trace.iter().rev().take(40).rev().cloned().collect();
         panic!(
             "simulation seed {seed} failed: {why}\n\
-             replay it: INFINITY_SIM_SEED={seed} cargo test -p infinity-agent-core --test simulation\n\
+             replay it: INFINITY_SIM_SEED={seed} cargo test -p infinity-agent-core --test integration simulation::\n\
              the last steps:\n  {}",
             tail.join("\n  ")
         );

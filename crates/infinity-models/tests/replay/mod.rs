@@ -1,10 +1,6 @@
 //! The model adapters against a local HTTP server that replays hand-written provider responses
 //! (Anthropic's event stream, OpenAI's chunk stream) and records the requests it receives.
 
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // test code: a failed step should stop the test
-
-#[path = "../common/mod.rs"]
-mod common;
 mod fixtures;
 mod recordings;
 mod server;

@@ -1,8 +1,6 @@
 //! Behaviour tests of the core runtime on the embedded host, one file per behaviour. Time is
 //! tokio's paused clock: sleeps of hours pass at once and timestamps stay exact.
 
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // test code: a failed step should stop the test
-
 mod harness;
 
 mod agent_tool;
