@@ -134,7 +134,7 @@ pub struct ToolInvocation {
     pub args: serde_json::Value,
     /// For a tool server's tool: the server's base URL and its invocation endpoint.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub server: Option<RemoteTarget>,
+    pub server: Option<ServerTarget>,
     /// The key the thread's notifications to that server are signed with, when it is not the
     /// host's own (a thread moved here, see [`crate::state::ThreadRecord::notify_keys`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -143,7 +143,7 @@ pub struct ToolInvocation {
 
 /// Where a tool server's tool is invoked.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct RemoteTarget {
+pub struct ServerTarget {
     /// The server's base URL, as configured (its auth settings are looked up by it).
     pub base_url: String,
     /// The manifest's `endpoint`, where invocations are POSTed.

@@ -17,6 +17,8 @@ use aws_sdk_dynamodb::Client;
 use infinity_agent_core::catalog::{AgentCatalog, CatalogError, StoredAgent};
 use jiff::Timestamp;
 
+use crate::item::{s, Item};
+
 /// The largest stored version (its JSON: the file and its skill files). Two copies go into one
 /// transaction and each item stays under DynamoDB's 400 KB.
 pub const MAX_AGENT_BYTES: usize = 180_000;
@@ -35,10 +37,6 @@ fn unavailable<E: ProvideErrorMetadata + std::fmt::Debug>(
     err: aws_sdk_dynamodb::error::SdkError<E>,
 ) -> CatalogError {
     CatalogError::Unavailable(format!("{what}: {}", crate::store::sdk_detail(&err)))
-}
-
-fn s(value: impl Into<String>) -> AttributeValue {
-    AttributeValue::S(value.into())
 }
 
 fn version_sk(version: u32) -> String {
@@ -189,8 +187,6 @@ impl AgentCatalog for DynamoAgentCatalog {
             .collect())
     }
 }
-
-type Item = std::collections::HashMap<String, AttributeValue>;
 
 impl DynamoAgentCatalog {
     /// Every item of a partition.

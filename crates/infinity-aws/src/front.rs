@@ -139,6 +139,14 @@ impl Front for StackFront {
         &self.store
     }
 
+    fn subscribe(&self) -> Option<mpsc::UnboundedReceiver<OutputEvent>> {
+        StackFront::subscribe(self)
+    }
+
+    fn artifacts(&self) -> Option<&Artifacts> {
+        StackFront::artifacts(self)
+    }
+
     fn agent_catalog(&self) -> Option<&dyn AgentCatalog> {
         Some(&self.catalog)
     }

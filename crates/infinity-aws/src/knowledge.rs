@@ -6,29 +6,23 @@
 //! loading the registry is one query of the partition, page by page. Entries hold at most 64 KiB
 //! of content, well under an item's 400 KB.
 
-use std::collections::HashMap;
-
 use async_trait::async_trait;
 use aws_sdk_dynamodb::error::ProvideErrorMetadata;
 use aws_sdk_dynamodb::types::AttributeValue;
 use aws_sdk_dynamodb::Client;
 use infinity_agent_core::knowledge::{key_of, KnowledgeEntry, KnowledgeStore, KnowledgeStoreError};
 
+use crate::item::{s, Item};
+
 const PARTITION: &str = "K";
 /// How many times an unconditional write retries after another writer moved the version.
 const OVERWRITE_ATTEMPTS: u32 = 8;
-
-type Item = HashMap<String, AttributeValue>;
 
 /// The knowledge registry in a deployment's table.
 #[derive(Debug, Clone)]
 pub struct DynamoKnowledgeStore {
     client: Client,
     table: String,
-}
-
-fn s(value: impl Into<String>) -> AttributeValue {
-    AttributeValue::S(value.into())
 }
 
 fn unavailable<E: ProvideErrorMetadata + std::fmt::Debug>(

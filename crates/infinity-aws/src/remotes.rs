@@ -39,6 +39,7 @@ use jiff::Timestamp;
 use sha2::{Digest, Sha256};
 
 use crate::config::{AwsConfig, Clients};
+use crate::item::{flag, is_condition_failure, n, number, s, text, Item};
 use crate::queue::SqsInputSender;
 
 const REMOTES: &str = "R";
@@ -51,8 +52,6 @@ pub const SWEEP_EVERY: Duration = Duration::from_secs(10);
 /// How long a question waits for a person before the table forgets it.
 const APPROVAL_KEPT: Duration = Duration::from_secs(30 * 86_400);
 
-type Item = HashMap<String, AttributeValue>;
-
 /// A stack's remotes, in its table; results and questions go to its input queue.
 #[derive(Debug)]
 pub struct TableRemotes {
@@ -62,34 +61,6 @@ pub struct TableRemotes {
     /// The API's base URL, for the approval questions' `response_url` (`INFINITY_API_URL`).
     api_url: Option<String>,
     last_sweep: Mutex<Option<Instant>>,
-}
-
-fn s(value: impl Into<String>) -> AttributeValue {
-    AttributeValue::S(value.into())
-}
-
-fn n(value: impl ToString) -> AttributeValue {
-    AttributeValue::N(value.to_string())
-}
-
-fn text<'a>(item: &'a Item, key: &str) -> &'a str {
-    item.get(key)
-        .and_then(|v| v.as_s().ok())
-        .map_or("", String::as_str)
-}
-
-fn number(item: &Item, key: &str) -> i64 {
-    item.get(key)
-        .and_then(|v| v.as_n().ok())
-        .and_then(|v| v.parse().ok())
-        .unwrap_or_default()
-}
-
-fn flag(item: &Item, key: &str) -> bool {
-    item.get(key)
-        .and_then(|v| v.as_bool().ok())
-        .copied()
-        .unwrap_or_default()
 }
 
 fn now_ms() -> i64 {
@@ -110,14 +81,6 @@ fn unavailable<E: ProvideErrorMetadata + std::fmt::Debug>(
     err: &aws_sdk_dynamodb::error::SdkError<E>,
 ) -> HubError {
     HubError::Unavailable(format!("{what}: {}", crate::store::sdk_detail(err)))
-}
-
-fn is_condition_failure<E: ProvideErrorMetadata + std::fmt::Debug>(
-    err: &aws_sdk_dynamodb::error::SdkError<E>,
-) -> bool {
-    err.as_service_error()
-        .and_then(ProvideErrorMetadata::code)
-        .is_some_and(|code| code == "ConditionalCheckFailedException")
 }
 
 /// An id of `prefix` that only this call of this thread has.

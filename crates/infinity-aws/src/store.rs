@@ -115,20 +115,7 @@ pub(crate) async fn query_partition(
     }
 }
 
-/// What a DynamoDB request's error says: the service's code and message, or the SDK's own error
-/// (a connection, a timeout).
-pub(crate) fn sdk_detail<E: ProvideErrorMetadata + std::fmt::Debug>(
-    err: &aws_sdk_dynamodb::error::SdkError<E>,
-) -> String {
-    match err.as_service_error() {
-        Some(service) => format!(
-            "{}: {}",
-            service.code().unwrap_or("error"),
-            service.message().unwrap_or("")
-        ),
-        None => format!("{err}"),
-    }
-}
+pub(crate) use crate::item::sdk_detail;
 
 /// The record item a creating slice that writes entries ahead puts first (version 0, no body,
 /// its lock): the thread does not exist until the commit replaces it.

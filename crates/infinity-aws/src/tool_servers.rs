@@ -12,12 +12,13 @@ use std::sync::Arc;
 use std::time::SystemTime;
 
 use async_trait::async_trait;
-use aws_credential_types::provider::{ProvideCredentials, SharedCredentialsProvider};
+use aws_credential_types::provider::SharedCredentialsProvider;
 use aws_lambda_events::event::lambda_function_urls::{
     LambdaFunctionUrlRequest, LambdaFunctionUrlResponse,
 };
 use base64::Engine;
 use infinity_agent_core::agent::Agent;
+use infinity_models::sigv4::{sign_request, CachedCredentials};
 use infinity_rap::signing::CallbackSigner;
 use infinity_rap_runtime::client::{AuthError, Authorizer, Bearer, RapClient};
 use infinity_rap_runtime::receiver::{self, Signature};
@@ -108,16 +109,17 @@ pub async fn signer_from_env() -> Result<CallbackSigner, ToolServerSetupError> {
 /// Signs requests with AWS SigV4, for tool servers behind a Lambda Function URL with IAM auth.
 #[derive(Debug, Clone)]
 pub struct SigV4 {
-    credentials: SharedCredentialsProvider,
+    credentials: Arc<CachedCredentials>,
     region: String,
     service: String,
 }
 
 impl SigV4 {
-    /// A signer for `service` (`lambda` for Function URLs) in `region`.
+    /// A signer for `service` (`lambda` for Function URLs) in `region`; credentials are fetched
+    /// when first needed and kept until shortly before they expire.
     pub fn new(credentials: SharedCredentialsProvider, region: &str, service: &str) -> Self {
         Self {
-            credentials,
+            credentials: Arc::new(CachedCredentials::new(credentials)),
             region: region.to_owned(),
             service: service.to_owned(),
         }
@@ -144,50 +146,19 @@ impl SigV4 {
 #[async_trait]
 impl Authorizer for SigV4 {
     async fn authorize(&self, request: &mut reqwest::Request) -> Result<(), AuthError> {
-        use aws_sigv4::http_request::{sign, SignableBody, SignableRequest, SigningSettings};
         let credentials = self
             .credentials
-            .provide_credentials()
+            .get()
             .await
             .map_err(|e| AuthError(format!("no AWS credentials: {e}")))?;
-        let identity = credentials.into();
-        let params = aws_sigv4::sign::v4::SigningParams::builder()
-            .identity(&identity)
-            .region(&self.region)
-            .name(&self.service)
-            .time(SystemTime::now())
-            .settings(SigningSettings::default())
-            .build()
-            .map_err(|e| AuthError(format!("SigV4 parameters: {e}")))?
-            .into();
-        let body = request
-            .body()
-            .and_then(|b| b.as_bytes())
-            .unwrap_or_default()
-            .to_vec();
-        let headers: Vec<(String, String)> = request
-            .headers()
-            .iter()
-            .filter_map(|(k, v)| Some((k.as_str().to_owned(), v.to_str().ok()?.to_owned())))
-            .collect();
-        let signable = SignableRequest::new(
-            request.method().as_str(),
-            request.url().as_str(),
-            headers.iter().map(|(k, v)| (k.as_str(), v.as_str())),
-            SignableBody::Bytes(&body),
+        sign_request(
+            request,
+            &credentials,
+            &self.region,
+            &self.service,
+            SystemTime::now(),
         )
-        .map_err(|e| AuthError(format!("SigV4: {e}")))?;
-        let (instructions, _) = sign(signable, &params)
-            .map_err(|e| AuthError(format!("SigV4: {e}")))?
-            .into_parts();
-        for (name, value) in instructions.headers() {
-            let name = reqwest::header::HeaderName::from_bytes(name.as_bytes())
-                .map_err(|e| AuthError(format!("SigV4 header {name}: {e}")))?;
-            let value = reqwest::header::HeaderValue::from_str(value)
-                .map_err(|e| AuthError(format!("SigV4 header value: {e}")))?;
-            request.headers_mut().insert(name, value);
-        }
-        Ok(())
+        .map_err(|e| AuthError(format!("SigV4: {e}")))
     }
 }
 

@@ -12,7 +12,7 @@ use infinity_agent_core::catalog::{
     check_names, describe_sub_agents, AgentBuilder, AgentCatalog, AgentRef, FileCatalog,
     StoredAgent,
 };
-use infinity_agent_core::tools::remote::{ToolDiscovery, ToolServerEntry};
+use infinity_agent_core::tools::servers::{ToolDiscovery, ToolServerEntry};
 use infinity_agent_core::tools::{SetTitle, Tool};
 use infinity_aws::catalog::DynamoAgentCatalog;
 

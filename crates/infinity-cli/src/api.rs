@@ -1,6 +1,7 @@
 //! The HTTP API's routes over threads (see [`crate::serve`] for the table of them), written
-//! once for every host: the embedded runtime ([`AgentSystem`]) and a stack's table and queues
-//! (`infinity serve --aws`, [`infinity_aws::front::StackFront`]).
+//! once for every host over its [`Front`]: the embedded runtime
+//! ([`infinity_agent_core::runtime::AgentSystem`]) and a stack's table and queues (`infinity
+//! serve --aws`, [`infinity_aws::front::StackFront`]).
 
 use std::convert::Infallible;
 use std::sync::Arc;
@@ -14,43 +15,10 @@ use axum::routing::{get, post};
 use axum::{Json, Router};
 use infinity_agent_core::effect::{OutputEvent, OutputKind};
 use infinity_agent_core::ids::ThreadId;
-use infinity_agent_core::library::artifacts::Artifacts;
-use infinity_agent_core::runtime::{AgentSystem, Front, PostError};
+use infinity_agent_core::runtime::{Front, PostError};
 use infinity_agent_core::store::load_view;
 use serde::Deserialize;
 use serde_json::json;
-use tokio::sync::mpsc;
-
-/// A host the API serves: its [`Front`] for what people send, and its output events.
-pub trait Served: Front {
-    /// The host's output events from now on, every thread's; `None` when it cannot follow them
-    /// (then `GET /threads/{id}/events` sends what is open now and asks the client to reconnect
-    /// soon, which reloads the history).
-    fn subscribe(&self) -> Option<mpsc::UnboundedReceiver<OutputEvent>>;
-
-    /// Where the host keeps the pages agents publish (`None`: it keeps none).
-    fn artifacts(&self) -> Option<&Artifacts>;
-}
-
-impl Served for AgentSystem {
-    fn subscribe(&self) -> Option<mpsc::UnboundedReceiver<OutputEvent>> {
-        Some(AgentSystem::subscribe(self))
-    }
-
-    fn artifacts(&self) -> Option<&Artifacts> {
-        self.library()?.artifacts()
-    }
-}
-
-impl Served for infinity_aws::front::StackFront {
-    fn subscribe(&self) -> Option<mpsc::UnboundedReceiver<OutputEvent>> {
-        infinity_aws::front::StackFront::subscribe(self)
-    }
-
-    fn artifacts(&self) -> Option<&Artifacts> {
-        infinity_aws::front::StackFront::artifacts(self)
-    }
-}
 
 /// How soon a client of a host without live events reconnects to its event stream.
 const RECONNECT: Duration = Duration::from_secs(2);
@@ -92,7 +60,7 @@ pub fn routes(host: Shared) -> Router {
 }
 
 /// The host the routes serve.
-pub type Shared = Arc<dyn Served>;
+pub type Shared = Arc<dyn Front>;
 
 /// An error answer: a status and `{"error": message}`.
 pub(crate) struct ApiError(StatusCode, String);
@@ -113,7 +81,7 @@ fn thread_id(raw: &str) -> Result<ThreadId, ApiError> {
 
 /// The thread's record, or 404.
 async fn record_of(
-    system: &dyn Served,
+    system: &dyn Front,
     id: &ThreadId,
 ) -> Result<infinity_agent_core::state::ThreadRecord, ApiError> {
     system

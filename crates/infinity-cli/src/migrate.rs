@@ -19,10 +19,10 @@ use infinity_agent_core::ids::ThreadId;
 use infinity_agent_core::migration::{Bundle, MigrationError};
 use infinity_agent_core::runtime::AgentSystem;
 use infinity_aws::config::Clients;
-use infinity_aws::migrate::StackSide;
+use infinity_aws::migration::StackSide;
 use infinity_aws::queue::SqsInputSender;
 use infinity_aws::store::DynamoThreadStore;
-use infinity_rap_runtime::migrate::{
+use infinity_rap_runtime::migration::{
     self, Destination, FinishRequest, Host, MoveError, Remote, Source, StartRequest,
 };
 use serde_json::json;
@@ -109,7 +109,7 @@ pub async fn run(args: MigrateArgs) -> Result<u8> {
         _ => &remote_to,
     };
     if args.finish {
-        migrate::finish_move(source, destination, &root).await?;
+        migration::finish_move(source, destination, &root).await?;
         eprintln!(
             "the move of {root} to {to} is finished; {} forwards what reaches it",
             args.from
@@ -120,7 +120,7 @@ pub async fn run(args: MigrateArgs) -> Result<u8> {
         to: to.clone(),
         servers,
     };
-    let moved = migrate::move_session(source, destination, &root, &request).await?;
+    let moved = migration::move_session(source, destination, &root, &request).await?;
     eprintln!(
         "moved the session {root} ({} thread(s)) from {} to {to}; what still reaches {} for it \
          is forwarded",
@@ -162,13 +162,13 @@ async fn stack_from_env(endpoint: Option<&str>) -> Result<StackSide> {
 const DEDUP_TTL: Duration = Duration::from_secs(86_400);
 
 /// What `serve`'s migration routes share.
-struct Served {
+struct MigrationRoutes {
     system: Arc<AgentSystem>,
     links: Links,
     runs_agent: Box<dyn Fn(&str) -> bool + Send + Sync>,
 }
 
-impl Served {
+impl MigrationRoutes {
     fn host(&self) -> Host<'_> {
         Host {
             store: self.system.store().as_ref(),
@@ -190,7 +190,7 @@ const MAX_BUNDLE_BYTES: usize = 1 << 30;
 /// forwarding URLs).
 pub fn routes(system: Arc<AgentSystem>, links: Links) -> Router {
     let agents = Arc::clone(&system);
-    let served = Arc::new(Served {
+    let served = Arc::new(MigrationRoutes {
         system,
         links,
         runs_agent: Box::new(move |name| agents.has_agent(name)),
@@ -238,36 +238,36 @@ fn root(raw: &str) -> Result<ThreadId, Refusal> {
 type Answer = Result<Response, Refusal>;
 
 async fn start(
-    State(served): State<Arc<Served>>,
+    State(served): State<Arc<MigrationRoutes>>,
     Path(id): Path<String>,
     Json(request): Json<StartRequest>,
 ) -> Answer {
-    let bundle = migrate::start(served.host(), &root(&id)?, &request).await?;
+    let bundle = migration::start(served.host(), &root(&id)?, &request).await?;
     Ok(Json(bundle).into_response())
 }
 
 async fn finish(
-    State(served): State<Arc<Served>>,
+    State(served): State<Arc<MigrationRoutes>>,
     Path(id): Path<String>,
     Json(request): Json<FinishRequest>,
 ) -> Answer {
     let id = root(&id)?;
-    migrate::finish(served.host(), &id, &request.forward).await?;
+    migration::finish(served.host(), &id, &request.forward).await?;
     Ok(Json(json!({"finished": id})).into_response())
 }
 
-async fn abort(State(served): State<Arc<Served>>, Path(id): Path<String>) -> Answer {
+async fn abort(State(served): State<Arc<MigrationRoutes>>, Path(id): Path<String>) -> Answer {
     let id = root(&id)?;
-    migrate::abort(served.host(), &id).await?;
+    migration::abort(served.host(), &id).await?;
     Ok(Json(json!({"aborted": id})).into_response())
 }
 
-async fn forwarding(State(served): State<Arc<Served>>, Path(id): Path<String>) -> Answer {
-    let forward = migrate::forward_urls(served.host(), &root(&id)?).await?;
+async fn forwarding(State(served): State<Arc<MigrationRoutes>>, Path(id): Path<String>) -> Answer {
+    let forward = migration::forward_urls(served.host(), &root(&id)?).await?;
     Ok(Json(FinishRequest { forward }).into_response())
 }
 
-async fn import(State(served): State<Arc<Served>>, Json(bundle): Json<Bundle>) -> Answer {
-    let imported = migrate::import(served.host(), &bundle).await?;
+async fn import(State(served): State<Arc<MigrationRoutes>>, Json(bundle): Json<Bundle>) -> Answer {
+    let imported = migration::import(served.host(), &bundle).await?;
     Ok(Json(imported).into_response())
 }

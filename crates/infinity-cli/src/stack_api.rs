@@ -5,7 +5,7 @@
 //!   Lambda without arguments, behind a Function URL, every request checked against the token in
 //!   the `INFINITY_API_TOKEN_PARAMETER` SSM parameter. A Lambda answers each request whole, so
 //!   there the event stream sends what is open and asks the page to reconnect (see
-//!   [`crate::api::Served::subscribe`]).
+//!   [`Front::subscribe`](infinity_agent_core::runtime::Front::subscribe)).
 //!
 //! Both serve the routes of the stack's remote machines too ([`crate::remote::mount`] over
 //! [`TableRemotes`]); the API function also takes EventBridge's scheduled event, on which it

@@ -81,7 +81,7 @@ pub(crate) async fn build_system_full(
     let has_mcp = file.tool_servers.iter().any(|entry| {
         matches!(
             entry,
-            infinity_agent_core::tools::remote::ToolServerEntry::Mcp { .. }
+            infinity_agent_core::tools::servers::ToolServerEntry::Mcp { .. }
         )
     });
     tool_servers::start_mcp_bridges(&mut file).await?;

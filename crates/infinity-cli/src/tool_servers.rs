@@ -9,7 +9,7 @@ use anyhow::{Context, Result};
 use infinity_agent_core::agent::AgentFile;
 use infinity_agent_core::host::remotes::RemoteDispatcher;
 use infinity_agent_core::runtime::{AgentSystem, AgentSystemBuilder};
-use infinity_agent_core::tools::remote::{ToolServerConfig, ToolServerEntry};
+use infinity_agent_core::tools::servers::{ToolServerConfig, ToolServerEntry};
 use infinity_mcp_bridge::McpSource;
 use infinity_rap::signing::CallbackSigner;
 use infinity_rap_runtime::client::RapClient;

@@ -38,7 +38,7 @@ use infinity_agent_core::tools::ToolRegistry;
 use infinity_models::anthropic::{AnthropicConfig, AnthropicModel};
 use infinity_models::bedrock::{BedrockConfig, BedrockModel};
 use infinity_models::openai::{OpenAiConfig, OpenAiModel};
-use infinity_models::transport::RetryPolicy;
+use infinity_models::transport::RequestPolicy;
 use jiff::Timestamp;
 use serde_json::{json, Value};
 use tokio::runtime::Runtime;
@@ -112,7 +112,7 @@ fn anthropic() -> AnthropicModel {
         AnthropicConfig {
             base_url: "http://unused".into(),
             api_key: "k".into(),
-            retry: RetryPolicy::default(),
+            request: RequestPolicy::default(),
         },
     )
 }
@@ -123,7 +123,7 @@ fn openai() -> OpenAiModel {
         OpenAiConfig {
             base_url: "http://unused".into(),
             api_key: None,
-            retry: RetryPolicy::default(),
+            request: RequestPolicy::default(),
         },
     )
 }
@@ -139,7 +139,7 @@ fn bedrock() -> BedrockModel {
                 "AKID", "SECRET", None, None, "bench",
             ))),
             bearer_token: None,
-            retry: RetryPolicy::default(),
+            request: RequestPolicy::default(),
         },
     )
 }
@@ -452,7 +452,7 @@ async fn cache_share() {
         AnthropicConfig {
             base_url: url,
             api_key: "k".into(),
-            retry: RetryPolicy::default(),
+            request: RequestPolicy::default(),
         },
     );
     let tools: Vec<ToolSpec> = ToolRegistry::with_builtins().specs().to_vec();

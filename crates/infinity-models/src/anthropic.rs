@@ -17,9 +17,9 @@ use infinity_agent_core::model::{
 use reqwest::header::CONTENT_TYPE;
 use serde_json::{json, Map, Value};
 
-use crate::catalog;
+use crate::model_info;
 use crate::names::restore_tool_names;
-use crate::transport::{read_sse, with_retries, Attempt, LiveText, RetryPolicy};
+use crate::transport::{read_sse, with_retries, Attempt, LiveText, RequestPolicy};
 
 /// The API version header value.
 pub const API_VERSION: &str = "2023-06-01";
@@ -32,7 +32,7 @@ pub struct AnthropicConfig {
     /// The key (`ANTHROPIC_API_KEY`); never logged.
     pub api_key: String,
     /// Retries and timeouts.
-    pub retry: RetryPolicy,
+    pub request: RequestPolicy,
 }
 
 impl AnthropicConfig {
@@ -44,7 +44,7 @@ impl AnthropicConfig {
                 .filter(|u| !u.trim().is_empty())
                 .unwrap_or_else(|| "https://api.anthropic.com".to_owned()),
             api_key: api_key.to_owned(),
-            retry: RetryPolicy::default(),
+            request: RequestPolicy::default(),
         }
     }
 
@@ -62,7 +62,7 @@ impl AnthropicConfig {
                 .filter(|u| !u.trim().is_empty())
                 .unwrap_or_else(|| "https://api.anthropic.com".to_owned()),
             api_key,
-            retry: RetryPolicy::default(),
+            request: RequestPolicy::default(),
         })
     }
 }
@@ -90,7 +90,7 @@ impl std::fmt::Debug for AnthropicModel {
 impl AnthropicModel {
     /// A model by id (e.g. `claude-sonnet-4-5`).
     pub fn new(model: &str, config: AnthropicConfig) -> Self {
-        let info = catalog::lookup("anthropic", model);
+        let info = model_info::lookup("anthropic", model);
         Self {
             name: format!("anthropic:{model}"),
             model: model.to_owned(),
@@ -284,7 +284,7 @@ impl AnthropicModel {
         let url = format!("{}/v1/messages", self.config.base_url.trim_end_matches('/'));
         with_retries(
             "anthropic",
-            &self.config.retry,
+            &self.config.request,
             || {
                 self.http
                     .post(&url)
@@ -296,7 +296,7 @@ impl AnthropicModel {
             |response| async {
                 live.attempt();
                 let mut assembly = Assembly::default();
-                read_sse("anthropic", &self.config.retry, response, |data| {
+                read_sse("anthropic", &self.config.request, response, |data| {
                     assembly.event(data, &live)
                 })
                 .await?;

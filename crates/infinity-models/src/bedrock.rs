@@ -8,7 +8,6 @@
 
 mod request;
 mod response;
-mod signing;
 
 use std::time::SystemTime;
 
@@ -21,10 +20,13 @@ use infinity_agent_core::model::{Completion, CompletionRequest, ModelError, Mode
 use reqwest::header::{ACCEPT, CONTENT_TYPE};
 use reqwest::{RequestBuilder, Url};
 
-use crate::catalog;
+use crate::model_info;
 use crate::names::restore_tool_names;
-use crate::transport::{next_piece, send_with_retries, Attempt, RetryPolicy};
-use signing::CachedCredentials;
+use crate::sigv4::{signature_headers, CachedCredentials, Signable};
+use crate::transport::{next_piece, send_with_retries, Attempt, RequestPolicy};
+
+/// The name Bedrock's requests are signed for.
+const SIGNING_NAME: &str = "bedrock";
 
 /// What to do when a request cannot be signed or sent anywhere.
 const CHECK_THE_ENVIRONMENT: &str = "check the AWS credentials and region: AWS_PROFILE or \
@@ -46,7 +48,7 @@ pub struct BedrockConfig {
     /// logged.
     pub bearer_token: Option<String>,
     /// Retries and timeouts.
-    pub retry: RetryPolicy,
+    pub request: RequestPolicy,
 }
 
 impl std::fmt::Debug for BedrockConfig {
@@ -56,7 +58,7 @@ impl std::fmt::Debug for BedrockConfig {
             .field("endpoint_url", &self.endpoint_url)
             .field("credentials", &self.credentials.is_some())
             .field("bearer_token", &self.bearer_token.is_some())
-            .field("retry", &self.retry)
+            .field("request", &self.request)
             .finish()
     }
 }
@@ -89,7 +91,7 @@ impl BedrockConfig {
             credentials: shared.credentials_provider(),
             bearer_token: service_setting("bedrock", "AWS_BEARER_TOKEN", "")
                 .filter(|t| !t.trim().is_empty()),
-            retry: RetryPolicy::default(),
+            request: RequestPolicy::default(),
         }
     }
 }
@@ -103,7 +105,7 @@ pub struct BedrockModel {
     /// The model's Converse URL and the region it is signed for, or why there is none.
     target: Result<(Url, String), String>,
     auth: Auth,
-    retry: RetryPolicy,
+    request: RequestPolicy,
     http: reqwest::Client,
 }
 
@@ -128,7 +130,7 @@ impl BedrockModel {
     pub fn new(model: &str, config: BedrockConfig) -> Self {
         // Bedrock ids embed the vendor's model name: `anthropic.claude-sonnet-4-5-...`.
         let vendor_model = model.rsplit('.').next().unwrap_or(model);
-        let info = catalog::lookup("anthropic", vendor_model);
+        let info = model_info::lookup("anthropic", vendor_model);
         let auth = match (config.bearer_token, config.credentials) {
             (Some(token), _) => Auth::Bearer(token),
             (None, Some(provider)) => Auth::Signed(CachedCredentials::new(provider)),
@@ -141,7 +143,7 @@ impl BedrockModel {
             context_window: info.context_window,
             target: converse_url(config.region, config.endpoint_url.as_deref(), model),
             auth,
-            retry: config.retry,
+            request: config.request,
             http: reqwest::Client::new(),
         }
     }
@@ -216,10 +218,26 @@ impl BedrockModel {
         match authentication {
             Authentication::Bearer(token) => Ok(request.bearer_auth(token)),
             Authentication::Signed(credentials) => {
-                signing::sign_request(request, credentials, region, url, body, SystemTime::now())
-                    .map_err(|why| {
-                        ModelError::Terminal(format!("bedrock: cannot sign the request: {why}"))
-                    })
+                // Signed: the method, the url (its host) and the body, as the SDKs sign them.
+                let signable = Signable {
+                    method: "POST",
+                    url: url.as_str(),
+                    headers: &[],
+                    body,
+                };
+                let signed = signature_headers(
+                    credentials,
+                    region,
+                    SIGNING_NAME,
+                    signable,
+                    SystemTime::now(),
+                )
+                .map_err(|why| {
+                    ModelError::Terminal(format!("bedrock: cannot sign the request: {why}"))
+                })?;
+                Ok(signed.into_iter().fold(request, |request, (name, value)| {
+                    request.header(name, value)
+                }))
             }
         }
     }
@@ -311,13 +329,13 @@ impl ModelProvider for BedrockModel {
         let authentication = self.authentication().await?;
         send_with_retries(
             "bedrock",
-            &self.retry,
+            &self.request,
             || self.attempt(url, region, &body, &authentication),
             response::failure,
             |reply| async move {
                 let mut pieces = reply.bytes_stream();
                 let mut body = Vec::new();
-                while let Some(piece) = next_piece("bedrock", &self.retry, &mut pieces).await? {
+                while let Some(piece) = next_piece("bedrock", &self.request, &mut pieces).await? {
                     body.extend_from_slice(&piece);
                 }
                 // A reply cut short or garbled on the way may come whole next time.

@@ -7,7 +7,9 @@ use std::time::Duration;
 
 use infinity_agent_core::agent::AgentFile;
 
-use crate::transport::{with_retries, Attempt, RetryPolicy};
+use infinity_retry::RetryPolicy;
+
+use crate::transport::{with_retries, Attempt, RequestPolicy, MODEL_REQUEST_RETRY};
 
 /// A document that could not be fetched; the message names the url.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -30,10 +32,13 @@ pub const MAX_FETCH_BYTES: usize = 1024 * 1024;
 /// Fetches `url` as text (GET). Errors name the url: a 4xx at once, 5xx and connection errors
 /// after retries, a body over [`MAX_FETCH_BYTES`].
 pub async fn fetch_text(client: &reqwest::Client, url: &str) -> Result<String, FetchError> {
-    let policy = RetryPolicy {
-        max_retries: 3,
+    let policy = RequestPolicy {
+        retry: RetryPolicy {
+            attempts: 4,
+            ..MODEL_REQUEST_RETRY
+        },
         timeout: Duration::from_secs(30),
-        ..RetryPolicy::default()
+        ..RequestPolicy::default()
     };
     let label = format!("GET {url}");
     with_retries(

@@ -7,6 +7,8 @@
 //! - [`bedrock::BedrockModel`]: Bedrock Converse, signed with SigV4 (the function's role on
 //!   Lambda).
 //! - [`resolve_model`]: `PROVIDER:MODEL` to a provider, keys and base URLs from the environment.
+//! - [`sigv4`]: signing requests for AWS (Bedrock here, IAM-authenticated tool servers on the
+//!   AWS host), with credentials kept until shortly before they expire.
 //! - [`fetch::fetch_skills`]: the text of skills an agent file loads from a url.
 //! - [`load_agent`]: an agent file to an [`AgentSpec`] (model resolved, skills fetched), the
 //!   one loader the CLI and the Lambda handler share.
@@ -14,12 +16,13 @@
 
 pub mod anthropic;
 pub mod bedrock;
-pub mod catalog;
 mod convert;
 pub mod fetch;
 mod json;
+pub mod model_info;
 mod names;
 pub mod openai;
+pub mod sigv4;
 pub mod sse;
 pub mod stored;
 pub mod transport;

@@ -11,9 +11,9 @@ use infinity_agent_core::model::{
 use reqwest::header::CONTENT_TYPE;
 use serde_json::{json, Value};
 
-use crate::catalog;
+use crate::model_info;
 use crate::names::restore_tool_names;
-use crate::transport::{read_sse, with_retries, Attempt, LiveText, RetryPolicy};
+use crate::transport::{read_sse, with_retries, Attempt, LiveText, RequestPolicy};
 
 /// Where and how to reach the API.
 #[derive(Debug, Clone)]
@@ -23,7 +23,7 @@ pub struct OpenAiConfig {
     /// The key (`OPENAI_API_KEY`); optional for local servers; never logged.
     pub api_key: Option<String>,
     /// Retries and timeouts.
-    pub retry: RetryPolicy,
+    pub request: RequestPolicy,
 }
 
 impl OpenAiConfig {
@@ -32,7 +32,7 @@ impl OpenAiConfig {
         Self {
             base_url: "https://api.openai.com/v1".to_owned(),
             api_key: None,
-            retry: RetryPolicy::default(),
+            request: RequestPolicy::default(),
         }
     }
 
@@ -53,7 +53,7 @@ impl OpenAiConfig {
         Ok(Self {
             base_url: base_url.unwrap_or_else(|| "https://api.openai.com/v1".to_owned()),
             api_key,
-            retry: RetryPolicy::default(),
+            request: RequestPolicy::default(),
         })
     }
 }
@@ -83,8 +83,8 @@ impl OpenAiModel {
         Self {
             name: format!("openai:{model}"),
             model: model.to_owned(),
-            max_tokens: catalog::lookup("openai", model).max_output_tokens,
-            context_window: catalog::lookup("openai", model).context_window,
+            max_tokens: model_info::lookup("openai", model).max_output_tokens,
+            context_window: model_info::lookup("openai", model).context_window,
             config,
             http: reqwest::Client::new(),
         }
@@ -237,7 +237,7 @@ impl OpenAiModel {
         );
         with_retries(
             "openai",
-            &self.config.retry,
+            &self.config.request,
             || {
                 let builder = self
                     .http
@@ -252,7 +252,7 @@ impl OpenAiModel {
             |response| async {
                 live.attempt();
                 let mut assembly = Assembly::default();
-                read_sse("openai", &self.config.retry, response, |data| {
+                read_sse("openai", &self.config.request, response, |data| {
                     assembly.chunk(data, &live)
                 })
                 .await?;

@@ -11,18 +11,17 @@
 use std::time::Duration;
 
 use infinity_agent_core::model::{ModelError, Streamed, TextSink};
+use infinity_retry::{model_status_is_transient, retry_after, Attempt as Next, RetryPolicy};
 use reqwest::header::HeaderMap;
 use reqwest::{RequestBuilder, Response, StatusCode};
 
-/// How requests are retried and timed out.
+/// How a model request is retried ([`RequestPolicy::retry`], with the status rule
+/// [`model_status_is_transient`]) and how long each attempt may take.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct RetryPolicy {
-    /// Attempts after the first.
-    pub max_retries: u32,
-    /// The first backoff; doubled each retry, with jitter.
-    pub initial_backoff: Duration,
-    /// The longest wait between attempts (also caps `retry-after`).
-    pub max_backoff: Duration,
+pub struct RequestPolicy {
+    /// Attempts, and the waits between them (jittered; a `retry-after` is honoured up to its
+    /// `max_delay`).
+    pub retry: RetryPolicy,
     /// The timeout of one attempt, streaming included.
     pub timeout: Duration,
     /// How long an attempt may wait for the response to begin (its status and headers).
@@ -31,58 +30,19 @@ pub struct RetryPolicy {
     pub idle: Duration,
 }
 
-impl Default for RetryPolicy {
+/// Five attempts, waiting 0.5 s doubling up to 30 s between them, with jitter.
+pub const MODEL_REQUEST_RETRY: RetryPolicy =
+    RetryPolicy::new(5, Duration::from_millis(500), Duration::from_secs(30)).jittered();
+
+impl Default for RequestPolicy {
     fn default() -> Self {
         Self {
-            max_retries: 4,
-            initial_backoff: Duration::from_millis(500),
-            max_backoff: Duration::from_secs(30),
+            retry: MODEL_REQUEST_RETRY,
             timeout: Duration::from_secs(300),
             first_byte: Duration::from_secs(60),
             idle: Duration::from_secs(60),
         }
     }
-}
-
-/// True for statuses worth retrying.
-pub fn retryable_status(status: StatusCode) -> bool {
-    status == StatusCode::TOO_MANY_REQUESTS || status.is_server_error() || status.as_u16() == 529
-}
-
-/// The wait a response asks for, from `retry-after-ms` or `retry-after`.
-pub fn retry_after(response: &Response) -> Option<Duration> {
-    let headers = response.headers();
-    if let Some(ms) = headers
-        .get("retry-after-ms")
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.trim().parse::<f64>().ok())
-    {
-        return Some(Duration::from_secs_f64(ms.max(0.0) / 1000.0));
-    }
-    let value = headers.get("retry-after")?.to_str().ok()?.trim();
-    if let Ok(secs) = value.parse::<f64>() {
-        return Some(Duration::from_secs_f64(secs.max(0.0)));
-    }
-    // An HTTP date, e.g. "Wed, 21 Oct 2015 07:28:00 GMT".
-    let when = jiff::fmt::rfc2822::parse(value).ok()?.timestamp();
-    let ahead = when.duration_since(jiff::Timestamp::now());
-    Duration::try_from(ahead).ok()
-}
-
-fn jitter(backoff: Duration) -> Duration {
-    // Up to a quarter either way; the clock's nanoseconds are random enough to spread retries.
-    let nanos = u64::from(
-        std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map(|d| d.subsec_nanos())
-            .unwrap_or(0),
-    );
-    let quarter = backoff.as_millis() as u64 / 4;
-    if quarter == 0 {
-        return backoff;
-    }
-    let offset = nanos % (2 * quarter);
-    Duration::from_millis(backoff.as_millis() as u64 - quarter + offset)
 }
 
 /// What a failed attempt means.
@@ -99,7 +59,7 @@ pub enum Attempt {
 /// stream). `provider` names the provider in errors.
 pub async fn with_retries<T, B, R, F>(
     provider: &str,
-    policy: &RetryPolicy,
+    policy: &RequestPolicy,
     build: B,
     read: R,
 ) -> Result<T, ModelError>
@@ -123,7 +83,7 @@ where
 /// status (an error type in a header): `failed` decides what each one means.
 pub async fn send_with_retries<T, B, E, R, F>(
     provider: &str,
-    policy: &RetryPolicy,
+    policy: &RequestPolicy,
     build: B,
     failed: E,
     read: R,
@@ -134,11 +94,10 @@ where
     R: Fn(Response) -> F,
     F: std::future::Future<Output = Result<T, Attempt>>,
 {
-    let mut backoff = policy.initial_backoff;
-    let mut attempt = 0;
-    loop {
-        let sent = tokio::time::timeout(policy.first_byte, build()?.timeout(policy.timeout).send());
-        let outcome = match sent.await {
+    let one_attempt = || async {
+        let request = build().map_err(Attempt::Fail)?;
+        let sent = tokio::time::timeout(policy.first_byte, request.timeout(policy.timeout).send());
+        let failure = match sent.await {
             Err(_) => Attempt::Retry(
                 format!(
                     "{provider}: no response within {:?} (the first-byte timeout)",
@@ -159,13 +118,12 @@ where
                 };
                 Attempt::Retry(why, None)
             }
-            Ok(Ok(response)) if response.status().is_success() => match read(response).await {
-                Ok(value) => return Ok(value),
-                Err(attempt) => attempt,
-            },
+            Ok(Ok(response)) if response.status().is_success() => {
+                return read(response).await;
+            }
             Ok(Ok(response)) => {
                 let status = response.status();
-                let wait = retry_after(&response);
+                let wait = retry_after(response.headers());
                 // A copy: `text()` reads the charset from the headers.
                 let headers = response.headers().clone();
                 let body = response.text().await.unwrap_or_default();
@@ -177,25 +135,21 @@ where
                 })
             }
         };
-        match outcome {
-            Attempt::Fail(err) => return Err(err),
-            Attempt::Retry(why, wait) => {
-                if attempt >= policy.max_retries {
-                    return Err(ModelError::Retryable(format!(
-                        "{why} (gave up after {} attempts)",
-                        attempt + 1
-                    )));
-                }
-                attempt += 1;
-                let pause = wait
-                    .unwrap_or_else(|| jitter(backoff))
-                    .min(policy.max_backoff);
-                tracing::warn!(%why, attempt, ?pause, "model request failed; retrying");
-                tokio::time::sleep(pause).await;
-                backoff = (backoff * 2).min(policy.max_backoff);
+        Err(failure)
+    };
+    infinity_retry::with_backoff(
+        &policy.retry,
+        provider,
+        || async {
+            match one_attempt().await {
+                Ok(value) => Next::Done(value),
+                Err(Attempt::Fail(err)) => Next::Final(err),
+                Err(Attempt::Retry(why, wait)) => Next::Again(why, wait),
             }
-        }
-    }
+        },
+        |made, why| ModelError::Retryable(format!("{why} (gave up after {made} attempts)")),
+    )
+    .await
 }
 
 /// A response that is not a success, read to its end.
@@ -207,7 +161,7 @@ pub struct ErrorResponse {
     pub headers: HeaderMap,
     /// The body as text (empty when it could not be read).
     pub body: String,
-    /// The wait it asks for ([`retry_after`]).
+    /// The wait it asks for ([`infinity_retry::retry_after`]).
     pub retry_after: Option<Duration>,
 }
 
@@ -220,7 +174,7 @@ impl ErrorResponse {
             self.status,
             error_message(&self.body)
         );
-        if retryable_status(self.status) {
+        if model_status_is_transient(self.status) {
             Attempt::Retry(why, self.retry_after)
         } else {
             Attempt::Fail(ModelError::Terminal(why))
@@ -231,7 +185,7 @@ impl ErrorResponse {
 /// Reads a Server-Sent Events response to its end, handing each event's data to `on_data`.
 pub async fn read_sse(
     provider: &str,
-    policy: &RetryPolicy,
+    policy: &RequestPolicy,
     response: Response,
     mut on_data: impl FnMut(&str) -> Result<(), Attempt>,
 ) -> Result<(), Attempt> {
@@ -252,7 +206,7 @@ pub async fn read_sse(
 /// went silent for longer than the policy's `idle`.
 pub async fn next_piece<S>(
     provider: &str,
-    policy: &RetryPolicy,
+    policy: &RequestPolicy,
     body: &mut S,
 ) -> Result<Option<bytes::Bytes>, Attempt>
 where
@@ -310,7 +264,7 @@ impl<'a> LiveText<'a> {
 }
 
 /// The retry for an error while reading a response body (a stream that broke or stalled).
-pub fn body_error(provider: &str, policy: &RetryPolicy, err: &reqwest::Error) -> Attempt {
+pub fn body_error(provider: &str, policy: &RequestPolicy, err: &reqwest::Error) -> Attempt {
     let why = if err.is_timeout() {
         format!(
             "{provider}: the request timed out after {:?} (the stream stalled)",
@@ -354,16 +308,6 @@ mod tests {
     use super::*;
 
     #[test]
-    fn retryable_statuses() {
-        for s in [429u16, 500, 502, 503, 504, 529] {
-            assert!(retryable_status(StatusCode::from_u16(s).unwrap()), "{s}");
-        }
-        for s in [400u16, 401, 403, 404, 413, 422] {
-            assert!(!retryable_status(StatusCode::from_u16(s).unwrap()), "{s}");
-        }
-    }
-
-    #[test]
     fn error_bodies_read_well() {
         assert_eq!(
             error_message(
@@ -372,16 +316,5 @@ mod tests {
             "overloaded_error: Overloaded"
         );
         assert_eq!(error_message("plain failure\n"), "plain failure");
-    }
-
-    #[test]
-    fn jitter_stays_within_a_quarter() {
-        for _ in 0..100 {
-            let j = jitter(Duration::from_millis(1000));
-            assert!(
-                j >= Duration::from_millis(750) && j <= Duration::from_millis(1250),
-                "{j:?}"
-            );
-        }
     }
 }

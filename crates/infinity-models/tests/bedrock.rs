@@ -22,7 +22,8 @@ use infinity_agent_core::model::{
     CompletionRequest, ModelError, ModelProvider, StopReason, ToolSpec,
 };
 use infinity_models::bedrock::{BedrockConfig, BedrockModel};
-use infinity_models::transport::RetryPolicy;
+use infinity_models::transport::RequestPolicy;
+use infinity_retry::RetryPolicy;
 use serde_json::{json, Value};
 
 use common::validate::{self, Provider, Refusals};
@@ -176,10 +177,9 @@ fn config(endpoint: &str) -> BedrockConfig {
         endpoint_url: Some(endpoint.into()),
         credentials: Some(SharedCredentialsProvider::new(static_credentials())),
         bearer_token: None,
-        retry: RetryPolicy {
-            max_retries: 2,
-            initial_backoff: Duration::from_millis(1),
-            max_backoff: Duration::from_millis(5),
+        request: RequestPolicy {
+            retry: RetryPolicy::new(3, Duration::from_millis(1), Duration::from_millis(5))
+                .jittered(),
             timeout: Duration::from_secs(5),
             first_byte: Duration::from_secs(5),
             idle: Duration::from_secs(5),

@@ -9,7 +9,7 @@ use infinity_agent_core::ids::ThreadId;
 use infinity_agent_core::model::{CompletionRequest, ModelProvider};
 use infinity_models::anthropic::{AnthropicConfig, AnthropicModel};
 use infinity_models::openai::{OpenAiConfig, OpenAiModel};
-use infinity_models::transport::RetryPolicy;
+use infinity_models::transport::RequestPolicy;
 
 /// The value of `name`, unless unset or blank.
 fn env(name: &str) -> Option<String> {
@@ -17,10 +17,10 @@ fn env(name: &str) -> Option<String> {
 }
 
 /// A patient policy, but not the default's five minutes per attempt.
-fn retry() -> RetryPolicy {
-    RetryPolicy {
+fn retry() -> RequestPolicy {
+    RequestPolicy {
         timeout: Duration::from_secs(60),
-        ..RetryPolicy::default()
+        ..RequestPolicy::default()
     }
 }
 
@@ -56,7 +56,7 @@ async fn anthropic_replies() {
     let model_id = env("INFINITY_SMOKE_ANTHROPIC_MODEL")
         .unwrap_or_else(|| "claude-3-5-haiku-latest".to_owned());
     let config = AnthropicConfig {
-        retry: retry(),
+        request: retry(),
         ..AnthropicConfig::from_env().unwrap()
     };
 
@@ -73,7 +73,7 @@ async fn openai_replies() {
     }
     let model_id = env("INFINITY_SMOKE_OPENAI_MODEL").unwrap_or_else(|| "gpt-4.1-mini".to_owned());
     let config = OpenAiConfig {
-        retry: retry(),
+        request: retry(),
         ..OpenAiConfig::from_env().unwrap()
     };
 

@@ -13,12 +13,12 @@ use infinity_agent_core::effect::{Notification, ToolInvocation};
 use infinity_agent_core::host::{DispatchError, ToolDispatcher};
 use infinity_agent_core::input::Input;
 use infinity_agent_core::model::ToolSpec;
-use infinity_agent_core::tools::remote::{
+use infinity_agent_core::tools::servers::{
     Discovered, DiscoveryError, ToolDiscovery, ToolServerConfig,
 };
+use infinity_retry::{rap_status_is_transient, with_backoff, Attempt};
 use serde::Serialize;
 
-use infinity_rap::retry::{is_retryable, with_backoff, Attempt};
 use infinity_rap::signing::{
     CallbackSigner, NotificationKey, NOTIFICATION_KEY_PARAM, NOTIFICATION_SIGNATURE_HEADER,
 };
@@ -74,15 +74,12 @@ impl Authorizer for Bearer {
     }
 }
 
-pub use infinity_rap::retry::RetryPolicy;
+pub use infinity_retry::RetryPolicy;
 
 /// How invocations are retried unless configured otherwise: five attempts, 0.25 s doubling up
 /// to 8 s in between.
-pub const INVOCATION_RETRY: RetryPolicy = RetryPolicy {
-    max_attempts: 5,
-    first_delay: Duration::from_millis(250),
-    max_delay: Duration::from_secs(8),
-};
+pub const INVOCATION_RETRY: RetryPolicy =
+    RetryPolicy::new(5, Duration::from_millis(250), Duration::from_secs(8));
 
 /// How long one invocation request may take unless configured otherwise.
 pub const INVOCATION_TIMEOUT: Duration = Duration::from_secs(30);
@@ -101,7 +98,7 @@ struct Server {
 /// use std::sync::Arc;
 ///
 /// use infinity_agent_core::runtime::AgentSystemBuilder;
-/// use infinity_agent_core::tools::remote::ToolServerConfig;
+/// use infinity_agent_core::tools::servers::ToolServerConfig;
 /// use infinity_rap_runtime::client::RapClient;
 /// use infinity_rap::signing::CallbackSigner;
 ///
@@ -300,8 +297,8 @@ impl RapClient {
                     .await
                 {
                     Ok(r) if r.status().is_success() => Attempt::Done(()),
-                    Ok(r) if is_retryable(r.status()) => {
-                        Attempt::Again(format!("{shown} answered HTTP {}", r.status()))
+                    Ok(r) if rap_status_is_transient(r.status()) => {
+                        Attempt::Again(format!("{shown} answered HTTP {}", r.status()), None)
                     }
                     Ok(r) => {
                         let status = r.status();
@@ -314,7 +311,7 @@ impl RapClient {
                             .collect();
                         Attempt::Final(format!("{shown} refused the {what}: HTTP {status}: {text}"))
                     }
-                    Err(why) => Attempt::Again(format!("{shown}: {why}")),
+                    Err(why) => Attempt::Again(format!("{shown}: {why}"), None),
                 }
             },
             |attempts, why| format!("{why} (gave up after {attempts} attempts)"),

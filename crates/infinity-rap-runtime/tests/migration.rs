@@ -19,10 +19,10 @@ use infinity_agent_core::ids::ThreadId;
 use infinity_agent_core::runtime::{AgentSystem, AgentSystemBuilder, Front};
 use infinity_agent_core::scripted::ScriptedModel;
 use infinity_agent_core::state::MigrationState;
-use infinity_agent_core::tools::remote::ToolServerConfig;
+use infinity_agent_core::tools::servers::ToolServerConfig;
 use infinity_rap::signing::{CallbackSigner, NotificationKey, NOTIFICATION_SIGNATURE_HEADER};
 use infinity_rap_runtime::client::{RapClient, RetryPolicy};
-use infinity_rap_runtime::migrate::{self, Host, MoveError, StartRequest};
+use infinity_rap_runtime::migration::{self, Host, MoveError, StartRequest};
 use serde_json::{json, Value};
 use tokio::net::TcpListener;
 
@@ -133,11 +133,11 @@ async fn start_runtime(server: &Server, secret: &[u8]) -> Runtime {
         RapClient::new(signer.clone())
             .with_configured(&[config])
             .unwrap()
-            .with_retry(RetryPolicy {
-                max_attempts: 3,
-                first_delay: Duration::from_millis(20),
-                max_delay: Duration::from_millis(100),
-            }),
+            .with_retry(RetryPolicy::new(
+                3,
+                Duration::from_millis(20),
+                Duration::from_millis(100),
+            )),
     );
     let system = AgentSystemBuilder::new()
         .with_agent(agent)
@@ -281,7 +281,7 @@ async fn a_live_session_moves_with_its_call_in_flight_and_its_sleep() {
         to: there.receiver.clone(),
         servers: BTreeMap::from([(here_tools.base(), there_tools.base())]),
     };
-    let moved = migrate::move_session(&here.host(), &there.host(), &main(), &request)
+    let moved = migration::move_session(&here.host(), &there.host(), &main(), &request)
         .await
         .unwrap();
     assert_eq!(moved.threads, 1);
@@ -469,7 +469,7 @@ async fn a_move_that_cannot_complete_leaves_the_session_running_where_it_was() {
         to: there.receiver.clone(),
         servers: BTreeMap::new(),
     };
-    let err = migrate::move_session(&here.host(), &there.host(), &main(), &request)
+    let err = migration::move_session(&here.host(), &there.host(), &main(), &request)
         .await
         .unwrap_err();
     assert!(matches!(err, MoveError::UnmappedServer { .. }), "{err}");
@@ -484,7 +484,7 @@ async fn a_move_that_cannot_complete_leaves_the_session_running_where_it_was() {
         to: there.receiver.clone(),
         servers: BTreeMap::from([(tools.base(), tools.base())]),
     };
-    let err = migrate::move_session(&here.host(), &there.host(), &main(), &request)
+    let err = migration::move_session(&here.host(), &there.host(), &main(), &request)
         .await
         .unwrap_err();
     assert_eq!(
@@ -520,8 +520,8 @@ async fn a_move_whose_last_step_did_not_reach_the_source_is_finished_later() {
         servers: BTreeMap::from([(tools.base(), tools.base())]),
     };
     // Start and import, as `move_session` does; the finish never reaches the source.
-    let bundle = migrate::start(source, &main(), &request).await.unwrap();
-    migrate::import(destination, &bundle).await.unwrap();
+    let bundle = migration::start(source, &main(), &request).await.unwrap();
+    migration::import(destination, &bundle).await.unwrap();
     // Meanwhile a message reaches the old host: held, not lost.
     here.system
         .send_user_message(&main(), "are you moving?")
@@ -531,10 +531,10 @@ async fn a_move_whose_last_step_did_not_reach_the_source_is_finished_later() {
     let held = here.system.record(&main()).await.unwrap().unwrap();
     assert_eq!(held.held.len(), 1);
     // The source cannot be asked for forwarding URLs of a session it does not run.
-    let err = migrate::forward_urls(source, &main()).await.unwrap_err();
+    let err = migration::forward_urls(source, &main()).await.unwrap_err();
     assert!(err.to_string().contains("does not run here"), "{err}");
 
-    migrate::finish_move(&source, &destination, &main())
+    migration::finish_move(&source, &destination, &main())
         .await
         .unwrap();
     let tombstone = here.system.record(&main()).await.unwrap().unwrap();

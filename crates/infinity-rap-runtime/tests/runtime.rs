@@ -17,7 +17,7 @@ use infinity_agent_core::effect::{OutputEvent, OutputKind};
 use infinity_agent_core::ids::ThreadId;
 use infinity_agent_core::runtime::{AgentSystem, AgentSystemBuilder, Front};
 use infinity_agent_core::scripted::ScriptedModel;
-use infinity_agent_core::tools::remote::ToolServerConfig;
+use infinity_agent_core::tools::servers::ToolServerConfig;
 use infinity_rap::signing::CallbackSigner;
 use infinity_rap_runtime::client::{RapClient, RetryPolicy};
 use serde_json::{json, Value};
@@ -174,11 +174,11 @@ async fn start_with_config(fake: &Fake, config: &str) -> Runtime {
         RapClient::new(signer.clone())
             .with_configured(&[server])
             .unwrap()
-            .with_retry(RetryPolicy {
-                max_attempts: 4,
-                first_delay: Duration::from_millis(20),
-                max_delay: Duration::from_millis(100),
-            })
+            .with_retry(RetryPolicy::new(
+                4,
+                Duration::from_millis(20),
+                Duration::from_millis(100),
+            ))
             .with_timeout(Duration::from_secs(5)),
     );
     let system = AgentSystemBuilder::new()

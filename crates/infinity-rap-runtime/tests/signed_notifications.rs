@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use axum::extract::Query;
 use axum::http::{StatusCode, Uri};
-use infinity_agent_core::effect::{Notification, RemoteTarget, ToolInvocation};
+use infinity_agent_core::effect::{Notification, ServerTarget, ToolInvocation};
 use infinity_agent_core::host::ToolDispatcher;
 use infinity_agent_core::ids::{CallId, ThreadId};
 use infinity_agent_core::input::InputBody;
@@ -82,7 +82,7 @@ impl World {
             call_id: CallId::new(call).unwrap(),
             tool: "wait".to_owned(),
             args: json!({}),
-            server: Some(RemoteTarget {
+            server: Some(ServerTarget {
                 base_url: self.kit.base_url().to_owned(),
                 endpoint: format!("{}/invoke", self.kit.base_url()),
             }),

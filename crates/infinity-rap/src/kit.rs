@@ -74,7 +74,15 @@ use std::sync::Arc;
 
 use serde_json::Value;
 
-pub use crate::retry::RetryPolicy;
+pub use infinity_retry::RetryPolicy;
+
+/// How a server's callbacks are retried unless [`ToolServer::retry_policy`] says otherwise: six
+/// attempts, waiting 0.2, 0.4, 0.8, 1.6 and 3.2 s in between (6.2 s in all).
+pub const CALLBACK_RETRY: RetryPolicy = RetryPolicy::new(
+    6,
+    std::time::Duration::from_millis(200),
+    std::time::Duration::from_secs(5),
+);
 pub use call::{Call, CallbackError};
 
 use crate::wire::{Manifest, ToolDefinition, WireError};
@@ -156,7 +164,7 @@ impl ToolServer {
             name: name.into(),
             description: description.into(),
             tools: Vec::new(),
-            retry: RetryPolicy::default(),
+            retry: CALLBACK_RETRY,
             http_client: None,
         }
     }
@@ -179,7 +187,7 @@ impl ToolServer {
         self
     }
 
-    /// Replaces the default [`RetryPolicy`] of callback delivery.
+    /// Replaces [`CALLBACK_RETRY`], the retry policy of callback delivery.
     pub fn retry_policy(mut self, retry: RetryPolicy) -> Self {
         self.retry = retry;
         self

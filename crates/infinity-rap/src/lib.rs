@@ -12,8 +12,8 @@
 //! - [`signing::CallbackSigner`]: callback URLs signed for one thread and call, with an expiry,
 //!   and the keys that sign the runtime's notifications to each tool server
 //!   ([`signing::NotificationKey`]).
-//! - [`retry`]: which failed requests are worth another attempt, and the backoff between them
-//!   (both sides follow it).
+//! - Which failed requests are worth another attempt, and the backoff between them, both sides
+//!   take from the crate `infinity-retry` (`rap_status_is_transient`: 5xx, never a 4xx).
 //! - [`kit`] (feature `kit`, on by default): write RAP tool servers in Rust.
 //!
 //! The runtime's side (its client, the callback receiver, session migration) is the crate
@@ -40,7 +40,6 @@
 //! ```
 #![warn(missing_docs)]
 
-pub mod retry;
 pub mod signing;
 pub mod wire;
 

@@ -47,7 +47,7 @@ pub struct AgentFile {
     /// Tool servers: RAP base URLs, `{url, auth}`, or MCP servers (`{mcp: ...}`) the host
     /// bridges. Their tools are discovered when a session starts.
     #[serde(default)]
-    pub tool_servers: Vec<crate::tools::remote::ToolServerEntry>,
+    pub tool_servers: Vec<crate::tools::servers::ToolServerEntry>,
     /// Stored agents offered as tools that delegate to them (see [`crate::catalog`]).
     #[serde(default)]
     pub agents: Vec<String>,
@@ -300,8 +300,8 @@ impl AgentFile {
     /// start MCP bridges replaces those entries with the bridges' URLs first.
     pub fn rap_servers(
         &self,
-    ) -> Result<Vec<crate::tools::remote::ToolServerConfig>, AgentFileError> {
-        use crate::tools::remote::ToolServerEntry;
+    ) -> Result<Vec<crate::tools::servers::ToolServerConfig>, AgentFileError> {
+        use crate::tools::servers::ToolServerEntry;
         self.tool_servers
             .iter()
             .map(|entry| match entry {

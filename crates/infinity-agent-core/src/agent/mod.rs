@@ -14,7 +14,7 @@ use crate::model::ModelProvider;
 use crate::state::Toolset;
 use crate::tools::internal::delegation::{AgentTool, SubAgent};
 use crate::tools::internal::{InternalTools, Skill, ToolSettings};
-use crate::tools::remote::{session_registry, ToolServerConfig};
+use crate::tools::servers::{session_registry, ToolServerConfig};
 use crate::tools::{RegistryError, Tool, ToolRegistry};
 
 mod file;

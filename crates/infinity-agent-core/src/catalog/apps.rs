@@ -1,4 +1,4 @@
-//! [`StoredCatalog`]: the meta catalog of a deployment, read from its agent catalog: the stored
+//! [`StoredDirectory`]: the meta catalog of a deployment, read from its agent catalog: the stored
 //! agents (newest versions), their skills, and the tool servers they name, each an app.
 //!
 //! An app is in the catalog because a stored agent uses its server: to offer one to every
@@ -11,17 +11,19 @@ use std::sync::Arc;
 use async_trait::async_trait;
 
 use super::AgentCatalog;
-use crate::library::catalog::{App, CatalogAgent, CatalogContents, CatalogSkill, CatalogSource};
-use crate::tools::remote::{ToolDiscovery, ToolServerConfig, ToolServerEntry};
+use crate::library::directory::{
+    App, DirectoryAgent, DirectoryContents, DirectorySkill, DirectorySource,
+};
+use crate::tools::servers::{ToolDiscovery, ToolServerConfig, ToolServerEntry};
 
 /// The catalog of a deployment's stored agents and their tool servers.
 #[derive(Debug)]
-pub struct StoredCatalog {
+pub struct StoredDirectory {
     catalog: Arc<dyn AgentCatalog>,
     discovery: Option<Arc<dyn ToolDiscovery>>,
 }
 
-impl StoredCatalog {
+impl StoredDirectory {
     /// Reads `catalog`; asks `discovery` for the tool servers' manifests (without it there are
     /// no apps).
     pub fn new(catalog: Arc<dyn AgentCatalog>, discovery: Option<Arc<dyn ToolDiscovery>>) -> Self {
@@ -30,23 +32,23 @@ impl StoredCatalog {
 }
 
 #[async_trait]
-impl CatalogSource for StoredCatalog {
-    async fn load(&self) -> Result<CatalogContents, String> {
+impl DirectorySource for StoredDirectory {
+    async fn load(&self) -> Result<DirectoryContents, String> {
         let mut stored = self.catalog.list().await.map_err(|e| e.to_string())?;
         stored.sort_by(|a, b| a.name.cmp(&b.name));
-        let mut contents = CatalogContents::default();
+        let mut contents = DirectoryContents::default();
         let mut servers: Vec<ToolServerConfig> = Vec::new();
         for agent in stored {
             let file = match agent.agent_file() {
                 Ok(file) => file,
                 Err(err) => {
-                    tracing::warn!(agent = %agent.reference(), %err, "a stored agent left out of the catalog");
+                    tracing::warn!(agent = %agent.reference(), %err, "a stored agent left out of the meta directory");
                     continue;
                 }
             };
             for skill in &file.skills {
                 if let Some(content) = &skill.content {
-                    contents.skills.push(CatalogSkill {
+                    contents.skills.push(DirectorySkill {
                         agent: agent.name.clone(),
                         name: skill.name.clone(),
                         description: skill.description.clone(),
@@ -61,7 +63,7 @@ impl CatalogSource for StoredCatalog {
                     }
                 }
             }
-            contents.agents.push(CatalogAgent {
+            contents.agents.push(DirectoryAgent {
                 name: agent.name,
                 version: agent.version,
                 description: file.description.unwrap_or_default(),
@@ -84,7 +86,7 @@ impl CatalogSource for StoredCatalog {
                 }
                 Ok(_) => {}
                 Err(why) => {
-                    tracing::warn!(server = %found.server, %why, "a tool server left out of the catalog")
+                    tracing::warn!(server = %found.server, %why, "a tool server left out of the meta directory")
                 }
             }
         }

@@ -26,7 +26,7 @@ use async_trait::async_trait;
 use jiff::Timestamp;
 use serde::{Deserialize, Serialize};
 
-pub use apps::StoredCatalog;
+pub use apps::StoredDirectory;
 pub use file::FileCatalog;
 pub use lookup::{AgentBuilder, CatalogAgents};
 pub use rules::{check_names, NameClash};

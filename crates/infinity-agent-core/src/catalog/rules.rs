@@ -4,7 +4,7 @@
 //!
 //! A version saved before the rule caught something (a tool server added a tool, a category's
 //! default changed) still runs: the clashing tool is left out with a warning and the rest stay
-//! (see [`crate::tools::remote::assemble`] and [`crate::agent::Agent::from_spec`]).
+//! (see [`crate::tools::servers::assemble`] and [`crate::agent::Agent::from_spec`]).
 
 use std::fmt;
 

@@ -231,7 +231,7 @@ impl Draft<'_> {
                 .toolset
                 .as_ref()
                 .and_then(|t| t.get(&pending.tool))
-                .and_then(|tool| crate::tools::remote::wake_if_of(tool, &pending.args))
+                .and_then(|tool| crate::tools::servers::wake_if_of(tool, &pending.args))
                 .map(str::to_owned);
             self.record.subscriptions.push(Subscription {
                 call_id: pending.call_id.clone(),

@@ -23,7 +23,7 @@ use crate::input::{Input, InputBody};
 use crate::model::{ModelError, ModelProvider, Streamed};
 use crate::state::Conversation;
 use crate::store::{load_view_prefix, Entries, SliceState, StoreError, ThreadStore};
-use crate::tools::remote::{apply_deadlines, assemble, Discovered, DiscoveryError, ToolDiscovery};
+use crate::tools::servers::{apply_deadlines, assemble, Discovered, DiscoveryError, ToolDiscovery};
 
 /// Why an input could not be handed to the queue or the timers.
 #[derive(Debug, Clone, thiserror::Error)]
@@ -107,24 +107,13 @@ impl SliceFailure {
     }
 }
 
-/// How often the host asks the model again when it is temporarily unavailable, within one slice
-/// (the slice is not rerun, so nothing it showed is shown twice).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct ModelRetry {
-    /// Attempts in all (1: no retry).
-    pub attempts: u32,
-    /// The wait before the second attempt; each later wait doubles.
-    pub first_delay: Duration,
-}
+pub use infinity_retry::RetryPolicy;
 
-impl Default for ModelRetry {
-    fn default() -> Self {
-        Self {
-            attempts: 4,
-            first_delay: Duration::from_millis(400),
-        }
-    }
-}
+/// How often the embedded host asks the model again when it is temporarily unavailable, within
+/// one slice (the slice is not rerun, so nothing it showed is shown twice): four attempts,
+/// waiting 0.4, 0.8 and 1.6 s in between.
+pub const MODEL_RETRY: RetryPolicy =
+    RetryPolicy::new(4, Duration::from_millis(400), Duration::from_secs(10));
 
 /// The time a host gives a slice (a Lambda invocation's: its deadline), and the time one
 /// completion may take. Before each completion after the slice's first, the host checks that
@@ -176,7 +165,7 @@ pub struct HostContext<'a> {
     /// output events are `output` effects, performed after the commit).
     pub live: Option<&'a LiveOutput<'a>>,
     /// Retries of a temporarily unavailable model.
-    pub model_retry: ModelRetry,
+    pub model_retry: RetryPolicy,
     /// The time the slice has (`None`: as long as it takes, each completion with no timeout of
     /// the host's; the model adapters keep their own).
     pub budget: Option<SliceBudget>,
@@ -338,8 +327,8 @@ pub async fn run_loaded_slice(
             }
         }
         if meta {
-            if let Err(err) = library.prepare_catalog().await {
-                tracing::warn!(thread = %thread_id, %err, "the meta catalog could not be loaded");
+            if let Err(err) = library.prepare_directory().await {
+                tracing::warn!(thread = %thread_id, %err, "the meta directory could not be loaded");
             }
         }
         if has(crate::tools::internal::REMOTE_EXEC) || has(crate::tools::internal::REMOTE_LIST) {
@@ -531,10 +520,10 @@ async fn drive(
         };
         match result {
             Err(ModelError::Retryable(why))
-                if attempt + 1 < host.model_retry.attempts && !out_of_time =>
+                if host.model_retry.allows_another(attempt + 1) && !out_of_time =>
             {
-                let delay = host.model_retry.first_delay * 2u32.saturating_pow(attempt);
                 attempt += 1;
+                let delay = host.model_retry.delay(attempt, None);
                 tracing::warn!(thread = %thread_id, %why, attempt, "model unavailable; asking again");
                 tokio::time::sleep(delay).await;
             }

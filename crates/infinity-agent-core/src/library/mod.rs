@@ -1,6 +1,6 @@
 //! [`Library`]: what a host holds for tools that reach beyond a conversation: the deployment's
-//! knowledge (the `knowledge` category) and the catalog of apps, agents and skills the `meta`
-//! category searches ([`catalog`]), the machines people connect (the `remote` category), the
+//! knowledge (the `knowledge` category) and the directory of apps, agents and skills the `meta`
+//! category searches ([`directory`]), the machines people connect (the `remote` category), the
 //! models people switch threads to, and the pages agents publish ([`artifacts`]).
 //!
 //! Tools run inside a slice and cannot wait, so they read an in-memory copy the host keeps
@@ -10,7 +10,7 @@
 //! they are done, so a crash loses none and the thread never waits on the store.
 
 pub mod artifacts;
-pub mod catalog;
+pub mod directory;
 mod models;
 pub mod remotes;
 
@@ -19,19 +19,19 @@ use std::time::{Duration, Instant};
 
 pub use crate::effect::LibraryOp;
 use crate::knowledge::{Knowledge, KnowledgeStore, KnowledgeStoreError};
-use catalog::{Catalog, CatalogSource};
+use directory::{Directory, DirectorySource};
 pub use models::{AllowedModels, ModelSource, ALLOWED_MODELS_VAR};
 use remotes::{RemoteDirectory, RemoteInfo};
 
-/// How stale a host's copy of the meta catalog may get: agents saved and servers changed
+/// How stale a host's copy of the meta directory may get: agents saved and servers changed
 /// meanwhile show from the next reload on.
-pub const CATALOG_REFRESH: Duration = Duration::from_secs(60);
+pub const DIRECTORY_REFRESH: Duration = Duration::from_secs(60);
 
 /// The host's library. Cheap to share (`Arc`).
 #[derive(Debug, Default)]
 pub struct Library {
     knowledge: Option<Shelf>,
-    catalog: Option<CatalogShelf>,
+    directory: Option<DirectoryShelf>,
     remotes: Option<RemoteShelf>,
     models: Option<models::ModelShelf>,
     artifacts: Option<artifacts::Artifacts>,
@@ -46,9 +46,9 @@ struct RemoteShelf {
 }
 
 #[derive(Debug)]
-struct CatalogShelf {
-    source: Arc<dyn CatalogSource>,
-    copy: RwLock<Option<Arc<Catalog>>>,
+struct DirectoryShelf {
+    source: Arc<dyn DirectorySource>,
+    copy: RwLock<Option<Arc<Directory>>>,
     loaded_at: Mutex<Option<Instant>>,
     refresh: Duration,
 }
@@ -119,10 +119,10 @@ impl Library {
         Ok(())
     }
 
-    /// Keeps the catalog `source` finds for the `meta` category, read again when older than
+    /// Keeps the directory `source` finds for the `meta` category, read again when older than
     /// `refresh` (agents are saved and servers change while a host runs).
-    pub fn with_catalog(mut self, source: Arc<dyn CatalogSource>, refresh: Duration) -> Self {
-        self.catalog = Some(CatalogShelf {
+    pub fn with_directory(mut self, source: Arc<dyn DirectorySource>, refresh: Duration) -> Self {
+        self.directory = Some(DirectoryShelf {
             source,
             copy: RwLock::new(None),
             loaded_at: Mutex::new(None),
@@ -131,10 +131,10 @@ impl Library {
         self
     }
 
-    /// Loads the catalog if it was never loaded or is stale. A failure leaves the old copy (or
+    /// Loads the directory if it was never loaded or is stale. A failure leaves the old copy (or
     /// none) and is returned for the host to log.
-    pub async fn prepare_catalog(&self) -> Result<(), String> {
-        let Some(shelf) = &self.catalog else {
+    pub async fn prepare_directory(&self) -> Result<(), String> {
+        let Some(shelf) = &self.directory else {
             return Ok(());
         };
         if fresh(&shelf.loaded_at, Some(shelf.refresh)) {
@@ -147,13 +147,13 @@ impl Library {
             .unwrap_or_else(PoisonError::into_inner) = Some(Instant::now());
         let contents = shelf.source.load().await?;
         *shelf.copy.write().unwrap_or_else(PoisonError::into_inner) =
-            Some(Arc::new(Catalog::new(contents)));
+            Some(Arc::new(Directory::new(contents)));
         Ok(())
     }
 
-    /// The catalog as this host holds it now (`None`: it keeps none, or could not load it yet).
-    pub fn catalog(&self) -> Option<Arc<Catalog>> {
-        let shelf = self.catalog.as_ref()?;
+    /// The directory as this host holds it now (`None`: it keeps none, or could not load it yet).
+    pub fn directory(&self) -> Option<Arc<Directory>> {
+        let shelf = self.directory.as_ref()?;
         shelf
             .copy
             .read()

@@ -12,13 +12,13 @@ use tokio::sync::Notify;
 use super::timers::{Deliver, TokioTimers};
 use super::{AgentSystem, Clock, Inner};
 use crate::agent::{Agent, AgentLookup, AgentSpec};
-use crate::catalog::{AgentBuilder, AgentCatalog, CatalogAgents, StoredCatalog};
+use crate::catalog::{AgentBuilder, AgentCatalog, CatalogAgents, StoredDirectory};
 use crate::effect::PendingEffect;
 use crate::host::{perform_effects, SliceBudget, Timers, ToolDispatcher};
 use crate::ids::ThreadId;
-use crate::library::{Library, CATALOG_REFRESH};
+use crate::library::{Library, DIRECTORY_REFRESH};
 use crate::store::{MemoryStore, StoreError, ThreadStore};
-use crate::tools::remote::ToolDiscovery;
+use crate::tools::servers::ToolDiscovery;
 use crate::tools::{RegistryError, Tool};
 
 /// Why an [`AgentSystem`] could not be built.
@@ -194,12 +194,12 @@ impl AgentSystemBuilder {
             .as_ref()
             .map(|(catalog, _)| Arc::clone(catalog));
         let library = match &stored {
-            Some(catalog) => Some(self.library.unwrap_or_default().with_catalog(
-                Arc::new(StoredCatalog::new(
+            Some(catalog) => Some(self.library.unwrap_or_default().with_directory(
+                Arc::new(StoredDirectory::new(
                     Arc::clone(catalog),
                     self.discovery.clone(),
                 )),
-                CATALOG_REFRESH,
+                DIRECTORY_REFRESH,
             )),
             None => self.library,
         }

@@ -55,6 +55,7 @@ use std::collections::HashMap;
 use std::fmt;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
+use std::time::Duration;
 
 use async_trait::async_trait;
 use jiff::Timestamp;
@@ -71,14 +72,14 @@ use crate::effect::{OutputEvent, OutputKind, PendingEffect};
 use crate::history::HistoryEntry;
 use crate::host::{
     perform_effects, run_slice, EffectPerformer, EffectRef, Handoff, HostContext, InputSender,
-    ModelRetry, OutputError, SendError, SliceBudget, SliceFailure, Timers, ToolDispatcher,
+    OutputError, RetryPolicy, SendError, SliceBudget, SliceFailure, Timers, ToolDispatcher,
 };
 use crate::ids::{EffectId, InputId, RandomIds, ThreadId};
 use crate::input::Input;
 use crate::library::Library;
 use crate::state::ThreadRecord;
 use crate::store::{load_view, StoreError, ThreadStore};
-use crate::tools::remote::ToolDiscovery;
+use crate::tools::servers::ToolDiscovery;
 
 /// Why a message was not sent.
 #[derive(Debug, thiserror::Error)]
@@ -221,7 +222,7 @@ impl AgentSystem {
                     _ => {}
                 }
             }
-            let far = tokio::time::Instant::now() + std::time::Duration::from_secs(86_400 * 365);
+            let far = tokio::time::Instant::now() + Duration::from_secs(86_400 * 365);
             tokio::select! {
                 _ = &mut notified => {}
                 _ = tokio::time::sleep_until(deadline.unwrap_or(far)) => return WaitOutcome::TimedOut,
@@ -332,8 +333,10 @@ struct Inner {
     activity: Notify,
 }
 
-/// How often a slice is tried when the store or the model asks for a retry.
-const MAX_ATTEMPTS: u32 = 5;
+/// How often a slice is tried when the store asks for a retry (a conflict, an outage): five
+/// attempts, waiting 0.4, 0.8, 1.6 and 3.2 s in between.
+const SLICE_RETRY: RetryPolicy =
+    RetryPolicy::new(5, Duration::from_millis(400), Duration::from_secs(10));
 
 /// The embedded runtime as an input queue, for code outside it that delivers inputs (the RAP
 /// callback receiver): each input is made durable before the call returns
@@ -433,8 +436,10 @@ impl Inner {
                 Ok(()) => return,
                 // The model was already asked again within the slice; a store conflict or
                 // outage is worth running the slice again.
-                Err(SliceFailure::Store(err)) if err.is_retryable() && attempt < MAX_ATTEMPTS => {
-                    let backoff = std::time::Duration::from_millis(200 << attempt);
+                Err(SliceFailure::Store(err))
+                    if err.is_retryable() && SLICE_RETRY.allows_another(attempt) =>
+                {
+                    let backoff = SLICE_RETRY.delay(attempt, None);
                     tracing::warn!(thread = %thread_id, %err, attempt, "slice failed; retrying");
                     tokio::time::sleep(backoff).await;
                 }
@@ -472,7 +477,7 @@ impl Inner {
             discovery: self.discovery.as_deref(),
             effects: self.as_ref(),
             live: Some(&live),
-            model_retry: ModelRetry::default(),
+            model_retry: crate::host::MODEL_RETRY,
             budget: self.budget,
             library: self.library.as_deref(),
         };

@@ -8,8 +8,10 @@ use async_trait::async_trait;
 
 use super::{AgentSystem, PostError};
 use crate::catalog::AgentCatalog;
+use crate::effect::OutputEvent;
 use crate::ids::{InputId, ThreadId};
 use crate::input::{Input, InputBody};
+use crate::library::artifacts::Artifacts;
 use crate::library::AllowedModels;
 use crate::state::{ThreadRecord, ThreadStatus};
 use crate::store::ThreadStore;
@@ -21,6 +23,18 @@ use crate::store::ThreadStore;
 pub trait Front: Send + Sync {
     /// Where the threads' records are.
     fn threads(&self) -> &dyn ThreadStore;
+
+    /// The host's output events from now on, every thread's; `None` when it cannot follow them
+    /// (then the HTTP API's `GET /threads/{id}/events` sends what is open now and asks the
+    /// client to reconnect soon, which reloads the history).
+    fn subscribe(&self) -> Option<tokio::sync::mpsc::UnboundedReceiver<OutputEvent>> {
+        None
+    }
+
+    /// Where the host keeps the pages agents publish (`None`: it keeps none).
+    fn artifacts(&self) -> Option<&Artifacts> {
+        None
+    }
 
     /// The stored agents, when the host keeps them (`NAME` then means the newest version).
     fn agent_catalog(&self) -> Option<&dyn AgentCatalog>;
@@ -264,6 +278,14 @@ pub trait Front: Send + Sync {
 impl Front for AgentSystem {
     fn threads(&self) -> &dyn ThreadStore {
         self.inner.store.as_ref()
+    }
+
+    fn subscribe(&self) -> Option<tokio::sync::mpsc::UnboundedReceiver<OutputEvent>> {
+        Some(AgentSystem::subscribe(self))
+    }
+
+    fn artifacts(&self) -> Option<&Artifacts> {
+        self.library()?.artifacts()
     }
 
     fn agent_catalog(&self) -> Option<&dyn AgentCatalog> {

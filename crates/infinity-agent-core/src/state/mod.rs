@@ -29,7 +29,7 @@ pub use migration::{Migration, MigrationState};
 pub use output::{FinishStatus, ThreadOutput};
 pub use plan::{Plan, PlanStep, StepStatus};
 pub use schedule::Schedule;
-pub use toolset::{Deadline, RemoteTool, Toolset};
+pub use toolset::{Deadline, SessionTool, Toolset};
 
 /// The current schema version of [`ThreadRecord`]. Bumped on an incompatible change, with a
 /// migration in [`ThreadRecord`]'s loader.

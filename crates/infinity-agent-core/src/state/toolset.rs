@@ -6,7 +6,7 @@ use crate::model::ToolSpec;
 
 /// A tool a session got from a tool server.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct RemoteTool {
+pub struct SessionTool {
     /// The server's base URL, as configured.
     pub server: String,
     /// Where its invocations go (the manifest's `endpoint`).
@@ -88,7 +88,7 @@ impl From<Deadline> for String {
 pub struct Toolset {
     /// The tools loaded.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub tools: Vec<RemoteTool>,
+    pub tools: Vec<SessionTool>,
     /// What was not loaded, and why (shown to the user when the session starts).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub problems: Vec<String>,
@@ -96,7 +96,7 @@ pub struct Toolset {
 
 impl Toolset {
     /// The tool with this name.
-    pub fn get(&self, name: &str) -> Option<&RemoteTool> {
+    pub fn get(&self, name: &str) -> Option<&SessionTool> {
         self.tools.iter().find(|t| t.spec.name == name)
     }
 }

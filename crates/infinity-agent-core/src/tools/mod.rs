@@ -8,13 +8,13 @@
 //! - passive: a sleep. It returns [`ToolOutcome::Passive`]; nothing waits for it, new input wakes
 //!   the thread at once, and the sleep's own result is appended when it arrives.
 //!
-//! Tools of tool servers are registry tools like the others ([`remote::ServerTool`]): the
+//! Tools of tool servers are registry tools like the others ([`servers::ServerTool`]): the
 //! registry checks their arguments and they dispatch.
 
 pub(crate) mod builtin;
 pub mod internal;
 mod registry;
-pub mod remote;
+pub mod servers;
 mod set_title;
 pub mod wake_if;
 

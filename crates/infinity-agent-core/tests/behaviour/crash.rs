@@ -8,7 +8,7 @@ use std::sync::Arc;
 use crate::behaviour::harness::{assert_in_order, start_time, tid, Setup};
 use infinity_agent_core::agent::Agent;
 use infinity_agent_core::effect::Effect;
-use infinity_agent_core::host::{run_slice, HostContext, ModelRetry};
+use infinity_agent_core::host::{run_slice, HostContext, MODEL_RETRY};
 use infinity_agent_core::ids::SeededIds;
 use infinity_agent_core::input::Input;
 use infinity_agent_core::scripted::ScriptedModel;
@@ -48,7 +48,7 @@ async fn effects_committed_but_not_performed_are_performed_on_restart() {
         discovery: None,
         effects: &DeadHost,
         live: None,
-        model_retry: ModelRetry::default(),
+        model_retry: MODEL_RETRY,
         budget: None,
         library: None,
     };

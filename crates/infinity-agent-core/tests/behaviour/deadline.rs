@@ -12,7 +12,7 @@ use std::time::Duration;
 use crate::behaviour::harness::{item_line, start_time, tid, Setup};
 use infinity_agent_core::agent::{Agent, Limits};
 use infinity_agent_core::effect::Effect;
-use infinity_agent_core::host::{run_slice, HostContext, ModelRetry, SliceBudget};
+use infinity_agent_core::host::{run_slice, HostContext, SliceBudget, MODEL_RETRY};
 use infinity_agent_core::ids::SeededIds;
 use infinity_agent_core::input::{Input, InputBody};
 use infinity_agent_core::scripted::ScriptedModel;
@@ -64,7 +64,7 @@ async fn invocation(
         discovery: None,
         effects: &DeadHost,
         live: None,
-        model_retry: ModelRetry::default(),
+        model_retry: MODEL_RETRY,
         budget: Some(SliceBudget {
             deadline: tokio::time::Instant::now() + Duration::from_secs_f64(seconds),
             completion: Duration::from_millis(1500),

@@ -61,8 +61,8 @@ pub struct Setup {
     pub store: Option<Arc<dyn ThreadStore>>,
     pub limits: Limits,
     pub clock_start: Timestamp,
-    pub tool_servers: Vec<infinity_agent_core::tools::remote::ToolServerConfig>,
-    pub discovery: Option<Arc<dyn infinity_agent_core::tools::remote::ToolDiscovery>>,
+    pub tool_servers: Vec<infinity_agent_core::tools::servers::ToolServerConfig>,
+    pub discovery: Option<Arc<dyn infinity_agent_core::tools::servers::ToolDiscovery>>,
     /// Stored agents, and how they are built.
     pub catalog: Option<(
         Arc<dyn infinity_agent_core::catalog::AgentCatalog>,

@@ -14,7 +14,7 @@ use infinity_agent_core::knowledge::{
 use infinity_agent_core::library::Library;
 use infinity_agent_core::model::ToolSpec;
 use infinity_agent_core::tools::internal::InternalTools;
-use infinity_agent_core::tools::remote::{Discovered, ToolDiscovery, ToolServerConfig};
+use infinity_agent_core::tools::servers::{Discovered, ToolDiscovery, ToolServerConfig};
 use serde_json::{json, Value};
 
 use crate::behaviour::catalog::Stored;
@@ -187,7 +187,7 @@ async fn search_ranks_every_kind_with_a_cap_and_shows_a_server_once() {
     h.say("main", "find-agent harbour").await;
     assert_in_order(
         &h.lines("main"),
-        &["Nothing in the catalog matches `harbour` among its agent items"],
+        &["Nothing in the directory matches `harbour` among its agent items"],
     );
     h.say("main", "find-flow tides").await;
     assert_in_order(
@@ -243,7 +243,7 @@ async fn list_tools_gives_functions_delegation_arguments_and_texts() {
         missing["tools"][0]["error"]
             .as_str()
             .unwrap()
-            .contains("nothing named `nowhere` in the catalog"),
+            .contains("nothing named `nowhere` in the directory"),
         "{missing}"
     );
 }

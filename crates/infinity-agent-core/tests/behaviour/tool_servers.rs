@@ -7,10 +7,10 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use infinity_agent_core::effect::RemoteTarget;
+use infinity_agent_core::effect::ServerTarget;
 use infinity_agent_core::input::InputBody;
 use infinity_agent_core::model::ToolSpec;
-use infinity_agent_core::tools::remote::{Discovered, ToolDiscovery, ToolServerConfig};
+use infinity_agent_core::tools::servers::{Discovered, ToolDiscovery, ToolServerConfig};
 use serde_json::json;
 
 use crate::behaviour::harness::{assert_in_order, tid, Harness, Setup};
@@ -31,7 +31,7 @@ impl ToolDiscovery for FixedDiscovery {
                 server: s.url.clone(),
                 about: None,
                 result: if s.url.contains("broken") {
-                    Err(infinity_agent_core::tools::remote::DiscoveryError::Failed(
+                    Err(infinity_agent_core::tools::servers::DiscoveryError::Failed(
                         "HTTP 500 from the manifest".to_owned(),
                     ))
                 } else {
@@ -109,7 +109,7 @@ async fn a_session_discovers_once_and_dispatches_to_the_server() {
     assert_eq!(invocations[0].args, json!({"timezone": "Europe/Paris"}));
     assert_eq!(
         invocations[0].server,
-        Some(RemoteTarget {
+        Some(ServerTarget {
             base_url: "http://clock.test".to_owned(),
             endpoint: "http://clock.test/invoke".to_owned(),
         })

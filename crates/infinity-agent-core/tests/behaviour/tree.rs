@@ -9,7 +9,7 @@ use std::sync::Arc;
 use crate::behaviour::harness::{assert_in_order, start, tid, Setup};
 use infinity_agent_core::agent::Agent;
 use infinity_agent_core::effect::Notification;
-use infinity_agent_core::host::{run_slice, HostContext, ModelRetry};
+use infinity_agent_core::host::{run_slice, HostContext, MODEL_RETRY};
 use infinity_agent_core::ids::{SeededIds, ThreadId};
 use infinity_agent_core::input::{Input, InputBody};
 use infinity_agent_core::runtime::Front;
@@ -212,7 +212,7 @@ async fn a_cascade_cut_short_by_a_crash_finishes_after_the_restart() {
         discovery: None,
         effects: &DeadHost,
         live: None,
-        model_retry: ModelRetry::default(),
+        model_retry: MODEL_RETRY,
         budget: None,
         library: None,
     };

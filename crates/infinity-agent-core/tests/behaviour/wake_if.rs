@@ -7,7 +7,7 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use infinity_agent_core::input::InputBody;
 use infinity_agent_core::model::ToolSpec;
-use infinity_agent_core::tools::remote::{Discovered, ToolDiscovery, ToolServerConfig};
+use infinity_agent_core::tools::servers::{Discovered, ToolDiscovery, ToolServerConfig};
 use serde_json::json;
 
 use crate::behaviour::harness::{assert_in_order, tid, Harness, Setup};

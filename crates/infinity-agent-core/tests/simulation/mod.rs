@@ -21,7 +21,7 @@ use std::time::Duration;
 
 use infinity_agent_core::agent::{Agent, AgentSpec, Limits};
 use infinity_agent_core::effect::{Effect, PendingEffect};
-use infinity_agent_core::host::{perform_effects, run_slice, HostContext, ModelRetry};
+use infinity_agent_core::host::{perform_effects, run_slice, HostContext, RetryPolicy};
 use infinity_agent_core::ids::{InputId, SeededIds, ThreadId};
 use infinity_agent_core::input::{Input, InputBody};
 use infinity_agent_core::store::{MemoryStore, ThreadStore};
@@ -163,10 +163,7 @@ impl Sim {
             effects: &self.net,
             live: None,
             budget: None,
-            model_retry: ModelRetry {
-                attempts: 3,
-                first_delay: Duration::from_millis(100),
-            },
+            model_retry: RetryPolicy::new(3, Duration::from_millis(100), Duration::from_secs(1)),
             library: None,
         };
         let (now, seed) = {

@@ -8,12 +8,12 @@ use std::time::Duration;
 use async_trait::async_trait;
 use aws_lambda_events::event::sqs::{SqsBatchResponse, SqsEvent, SqsMessage};
 use infinity_agent_core::agent::{Agent, AgentLookup};
-use infinity_agent_core::catalog::{AgentCatalog, CatalogAgents, StoredCatalog};
+use infinity_agent_core::catalog::{AgentCatalog, CatalogAgents, StoredDirectory};
 use infinity_agent_core::effect::{OutputEvent, OutputKind};
 use infinity_agent_core::engine::SliceError;
 use infinity_agent_core::host::{
     perform_effects, run_loaded_slice, EffectPerformer, EffectRef, Handoff, HostContext,
-    InputSender, ModelRetry, OutputError, PerformError, SendError, SliceBudget, SliceFailure,
+    InputSender, OutputError, PerformError, RetryPolicy, SendError, SliceBudget, SliceFailure,
     Timers, ToolDispatcher,
 };
 use infinity_agent_core::ids::{EffectId, InputId, RandomIds, ThreadId};
@@ -39,7 +39,7 @@ mod slices;
 pub use relay::RelayHandler;
 
 use infinity_agent_core::host::remotes::RemoteDispatcher;
-use infinity_agent_core::library::{Library, CATALOG_REFRESH};
+use infinity_agent_core::library::{Library, DIRECTORY_REFRESH};
 use setup::StoredAgentBuilder;
 pub use setup::{
     agent_from_env, agent_from_env_with, allowed_models_from_env, build_agent, build_agent_with,
@@ -118,10 +118,8 @@ pub const KNOWLEDGE_REFRESH: Duration = Duration::from_secs(60);
 
 /// Model retries within one slice on Lambda: one quick retry, then SQS delivers the input
 /// again after the visibility timeout.
-const LAMBDA_MODEL_RETRY: ModelRetry = ModelRetry {
-    attempts: 2,
-    first_delay: Duration::from_millis(500),
-};
+const LAMBDA_MODEL_RETRY: RetryPolicy =
+    RetryPolicy::new(2, Duration::from_millis(500), Duration::from_millis(500));
 
 /// The time a slice keeps back before its invocation's deadline for the commit, its effects
 /// and the batch's cleanup (a few DynamoDB and SQS requests, well under a second when they
@@ -192,9 +190,9 @@ impl AgentHandler {
                 )),
                 Some(KNOWLEDGE_REFRESH),
             )
-            .with_catalog(
-                Arc::new(StoredCatalog::new(Arc::clone(&catalog), None)),
-                CATALOG_REFRESH,
+            .with_directory(
+                Arc::new(StoredDirectory::new(Arc::clone(&catalog), None)),
+                DIRECTORY_REFRESH,
             )
             .with_models(
                 Arc::new(setup::DeploymentModels::default()),
@@ -249,10 +247,10 @@ impl AgentHandler {
         // The meta catalog's apps are found through the same client.
         let discovery = client
             .clone()
-            .map(|c| c as Arc<dyn infinity_agent_core::tools::remote::ToolDiscovery>);
-        let catalog = StoredCatalog::new(Arc::clone(self.agents.catalog()), discovery);
-        self.library =
-            std::mem::take(&mut self.library).with_catalog(Arc::new(catalog), CATALOG_REFRESH);
+            .map(|c| c as Arc<dyn infinity_agent_core::tools::servers::ToolDiscovery>);
+        let directory = StoredDirectory::new(Arc::clone(self.agents.catalog()), discovery);
+        self.library = std::mem::take(&mut self.library)
+            .with_directory(Arc::new(directory), DIRECTORY_REFRESH);
         self.dispatcher.rest = client.clone().map(|c| c as Arc<dyn ToolDispatcher>);
         self.tool_servers = client;
         self

@@ -276,7 +276,7 @@ impl AgentHandler {
             discovery: self
                 .tool_servers
                 .as_deref()
-                .map(|c| c as &dyn infinity_agent_core::tools::remote::ToolDiscovery),
+                .map(|c| c as &dyn infinity_agent_core::tools::servers::ToolDiscovery),
             effects: self,
             live: None,
             model_retry: LAMBDA_MODEL_RETRY,

@@ -4,7 +4,7 @@
 use std::time::Duration;
 
 use aws_lambda_events::event::sqs::{SqsEvent, SqsMessage};
-use infinity_agent_core::host::{run_slice, HostContext, ModelRetry};
+use infinity_agent_core::host::{run_slice, HostContext, MODEL_RETRY};
 use infinity_agent_core::ids::RandomIds;
 use infinity_agent_core::input::Input;
 use infinity_agent_core::store::ThreadStore;
@@ -74,7 +74,7 @@ async fn a_slice_killed_after_its_commit_loses_nothing() {
         discovery: None,
         effects: &DeadHost,
         live: None,
-        model_retry: ModelRetry::default(),
+        model_retry: MODEL_RETRY,
         budget: None,
         library: None,
     };

@@ -16,12 +16,12 @@ use infinity_agent_core::agent::AgentSpec;
 use infinity_agent_core::runtime::{AgentSystem, AgentSystemBuilder};
 use infinity_agent_core::scripted::ScriptedModel;
 use infinity_agent_core::state::MigrationState;
-use infinity_agent_core::tools::remote::ToolServerConfig;
-use infinity_aws::migrate::StackSide;
+use infinity_agent_core::tools::servers::ToolServerConfig;
+use infinity_aws::migration::StackSide;
 use infinity_aws::store::DynamoThreadStore;
 use infinity_rap::signing::CallbackSigner;
 use infinity_rap_runtime::client::RapClient;
-use infinity_rap_runtime::migrate::{self, Host, StartRequest};
+use infinity_rap_runtime::migration::{self, Host, StartRequest};
 use serde_json::{json, Value};
 
 use crate::harness::{line, stack_with, tid, Options, Stack, CALLBACK_SECRET};
@@ -215,7 +215,7 @@ async fn a_session_moves_from_the_embedded_runtime_to_the_stack_and_back() {
         to: "aws".into(),
         servers: BTreeMap::from([(laptop_tools.base(), cloud_tools.base())]),
     };
-    migrate::move_session(&laptop.host(), &cloud.host(), &tid("trip"), &to_cloud)
+    migration::move_session(&laptop.host(), &cloud.host(), &tid("trip"), &to_cloud)
         .await
         .unwrap();
     assert_eq!(
@@ -273,7 +273,7 @@ async fn a_session_moves_from_the_embedded_runtime_to_the_stack_and_back() {
         to: "laptop".into(),
         servers: BTreeMap::from([(cloud_tools.base(), laptop_tools.base())]),
     };
-    migrate::move_session(&cloud.host(), &laptop.host(), &tid("trip"), &to_laptop)
+    migration::move_session(&cloud.host(), &laptop.host(), &tid("trip"), &to_laptop)
         .await
         .unwrap();
     assert_eq!(

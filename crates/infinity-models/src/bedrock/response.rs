@@ -4,7 +4,9 @@ use infinity_agent_core::model::{Completion, ModelError, ModelToolCall, StopReas
 use serde::Deserialize;
 use serde_json::Value;
 
-use crate::transport::{retryable_status, Attempt, ErrorResponse};
+use infinity_retry::model_status_is_transient;
+
+use crate::transport::{Attempt, ErrorResponse};
 
 /// A Converse response, as far as we read it; what else it holds (metrics, trace) is skipped.
 #[derive(Deserialize)]
@@ -131,7 +133,7 @@ pub(super) fn failure(response: ErrorResponse) -> Attempt {
         ),
     };
     if error_type.is_some_and(|t| RETRYABLE_ERRORS.contains(&t))
-        || retryable_status(response.status)
+        || model_status_is_transient(response.status)
     {
         Attempt::Retry(why, response.retry_after)
     } else {

@@ -11,7 +11,8 @@ use infinity_agent_core::model::{
 };
 use infinity_models::anthropic::{AnthropicConfig, AnthropicModel};
 use infinity_models::openai::{OpenAiConfig, OpenAiModel};
-use infinity_models::transport::RetryPolicy;
+use infinity_models::transport::RequestPolicy;
+use infinity_retry::RetryPolicy;
 use serde_json::{json, Value};
 
 use crate::replay::server::Server;
@@ -23,11 +24,14 @@ pub const API_KEY: &str = "sk-replay-test-7f3a9c2e51d04b68";
 pub const SYSTEM: &str = "You are a helpful weather assistant.";
 
 /// Up to `max_retries` retries, 10 ms apart, 5 s per attempt.
-pub fn quick_retries(max_retries: u32) -> RetryPolicy {
-    RetryPolicy {
-        max_retries,
-        initial_backoff: Duration::from_millis(10),
-        max_backoff: Duration::from_millis(50),
+pub fn quick_retries(max_retries: u32) -> RequestPolicy {
+    RequestPolicy {
+        retry: RetryPolicy::new(
+            max_retries + 1,
+            Duration::from_millis(10),
+            Duration::from_millis(50),
+        )
+        .jittered(),
         timeout: Duration::from_secs(5),
         first_byte: Duration::from_secs(5),
         idle: Duration::from_secs(5),
@@ -35,21 +39,21 @@ pub fn quick_retries(max_retries: u32) -> RetryPolicy {
 }
 
 /// `claude-sonnet-4-5` on the test server.
-pub fn anthropic(server: &Server, retry: RetryPolicy) -> AnthropicModel {
+pub fn anthropic(server: &Server, retry: RequestPolicy) -> AnthropicModel {
     let config = AnthropicConfig {
         base_url: server.url.clone(),
         api_key: API_KEY.to_owned(),
-        retry,
+        request: retry,
     };
     AnthropicModel::new("claude-sonnet-4-5", config)
 }
 
 /// `gpt-4.1-mini` on the test server (its base URL includes `/v1`, as OpenAI's does).
-pub fn openai(server: &Server, retry: RetryPolicy) -> OpenAiModel {
+pub fn openai(server: &Server, retry: RequestPolicy) -> OpenAiModel {
     let config = OpenAiConfig {
         base_url: format!("{}/v1", server.url),
         api_key: Some(API_KEY.to_owned()),
-        retry,
+        request: retry,
     };
     OpenAiModel::new("gpt-4.1-mini", config)
 }

@@ -41,7 +41,7 @@ fn anthropic_sends_image_blocks_to_models_that_read_images() {
         AnthropicConfig {
             base_url: server_url,
             api_key: "k".into(),
-            retry: quick_retries(0),
+            request: quick_retries(0),
         },
     );
     let conversation = with_image();
@@ -65,7 +65,7 @@ fn models_without_image_support_get_a_placeholder() {
         AnthropicConfig {
             base_url: "http://unused".into(),
             api_key: "k".into(),
-            retry: quick_retries(0),
+            request: quick_retries(0),
         },
     );
     let conversation = with_image();
@@ -88,7 +88,7 @@ fn openai_tool_messages_carry_a_note_for_each_image() {
         OpenAiConfig {
             base_url: "http://unused/v1".into(),
             api_key: None,
-            retry: quick_retries(0),
+            request: quick_retries(0),
         },
     );
     let conversation = with_image();

@@ -1,4 +1,4 @@
-//! An event that is not JSON fails the attempt: it is retried, and after `max_retries + 1`
+//! An event that is not JSON fails the attempt: it is retried, and after `retry.attempts`
 //! broken streams the error is retryable.
 
 use infinity_agent_core::model::ModelError;

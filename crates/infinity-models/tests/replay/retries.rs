@@ -3,7 +3,8 @@
 
 use std::time::{Duration, Instant};
 
-use infinity_models::transport::RetryPolicy;
+use infinity_models::transport::RequestPolicy;
+use infinity_retry::RetryPolicy;
 
 use crate::replay::fixtures::{anthropic, complete, openai, quick_retries, Conversation};
 use crate::replay::recordings::{
@@ -13,11 +14,9 @@ use crate::replay::recordings::{
 use crate::replay::server::{Reply, Server};
 
 /// Backoff so long that a test only finishes in time if `retry-after` replaced it.
-fn patient() -> RetryPolicy {
-    RetryPolicy {
-        max_retries: 2,
-        initial_backoff: Duration::from_secs(30),
-        max_backoff: Duration::from_secs(30),
+fn patient() -> RequestPolicy {
+    RequestPolicy {
+        retry: RetryPolicy::new(3, Duration::from_secs(30), Duration::from_secs(30)).jittered(),
         timeout: Duration::from_secs(5),
         first_byte: Duration::from_secs(5),
         idle: Duration::from_secs(5),
@@ -71,10 +70,14 @@ async fn openai_429_waits_as_long_as_retry_after_ms_asks() {
         Reply::sse(OPENAI_TEXT),
     ])
     .await;
-    // Its own backoff is 10 ms; `max_backoff`, which also caps `retry-after`, allows 300 ms.
-    let policy = RetryPolicy {
-        max_backoff: Duration::from_secs(2),
-        ..quick_retries(2)
+    // Its own backoff is 10 ms; `max_delay`, which also caps `retry-after`, allows 300 ms.
+    let quick = quick_retries(2);
+    let policy = RequestPolicy {
+        retry: RetryPolicy {
+            max_delay: Duration::from_secs(2),
+            ..quick.retry
+        },
+        ..quick
     };
     let model = openai(&server, policy);
     let started = Instant::now();
@@ -91,7 +94,7 @@ async fn openai_429_waits_as_long_as_retry_after_ms_asks() {
 }
 
 #[tokio::test]
-async fn anthropic_retry_after_is_capped_by_max_backoff() {
+async fn anthropic_retry_after_is_capped_by_max_delay() {
     let server = Server::start(vec![
         Reply::error(429, ANTHROPIC_RATE_LIMIT_BODY).header("retry-after", "600"),
         Reply::sse(ANTHROPIC_TEXT),

@@ -20,7 +20,8 @@ use infinity_agent_core::model::{
 use infinity_models::anthropic::{AnthropicConfig, AnthropicModel};
 use infinity_models::bedrock::{BedrockConfig, BedrockModel};
 use infinity_models::openai::{OpenAiConfig, OpenAiModel};
-use infinity_models::transport::RetryPolicy;
+use infinity_models::transport::RequestPolicy;
+use infinity_retry::RetryPolicy;
 use serde_json::{json, Value};
 
 use crate::replay::fixtures::{assistant, call, quick_retries, tool_result, Conversation, API_KEY};
@@ -127,7 +128,7 @@ fn outcomes(pairs: &[(&str, u64)]) -> BTreeMap<String, u64> {
 const PROVIDERS: [&str; 3] = ["anthropic", "openai", "bedrock"];
 
 /// The adapter for `provider` pointed at the stand-in.
-fn model(provider: &str, retry: RetryPolicy) -> Box<dyn ModelProvider> {
+fn model(provider: &str, retry: RequestPolicy) -> Box<dyn ModelProvider> {
     let url = stand_in().url.clone();
     match provider {
         "anthropic" => Box::new(AnthropicModel::new(
@@ -135,7 +136,7 @@ fn model(provider: &str, retry: RetryPolicy) -> Box<dyn ModelProvider> {
             AnthropicConfig {
                 base_url: url,
                 api_key: API_KEY.to_owned(),
-                retry,
+                request: retry,
             },
         )),
         "openai" => Box::new(OpenAiModel::new(
@@ -143,7 +144,7 @@ fn model(provider: &str, retry: RetryPolicy) -> Box<dyn ModelProvider> {
             OpenAiConfig {
                 base_url: format!("{url}/v1"),
                 api_key: Some(API_KEY.to_owned()),
-                retry,
+                request: retry,
             },
         )),
         _ => Box::new(BedrockModel::new(
@@ -159,7 +160,7 @@ fn model(provider: &str, retry: RetryPolicy) -> Box<dyn ModelProvider> {
                     "stand-in",
                 ))),
                 bearer_token: None,
-                retry,
+                request: retry,
             },
         )),
     }
@@ -349,10 +350,8 @@ async fn a_tool_call_in_many_pieces_and_the_turn_after_it() {
 async fn a_429_is_waited_out_as_retry_after_asks() {
     // Backoff so long (capped at 10 s) that a retry after about a second can only be
     // `retry-after: 1` honoured. Bedrock sends no retry-after: its retry follows the backoff.
-    let patient = RetryPolicy {
-        max_retries: 2,
-        initial_backoff: Duration::from_secs(30),
-        max_backoff: Duration::from_secs(10),
+    let patient = RequestPolicy {
+        retry: RetryPolicy::new(3, Duration::from_secs(30), Duration::from_secs(10)).jittered(),
         timeout: Duration::from_secs(5),
         first_byte: Duration::from_secs(5),
         idle: Duration::from_secs(5),
@@ -472,7 +471,7 @@ async fn a_stream_reset_midway_is_retried() {
 async fn a_stall_past_the_timeout_is_abandoned_and_retried() {
     // A reply takes ~50 ms; the first attempt goes silent for 3 s halfway. Each attempt may
     // take 1 s.
-    let policy = RetryPolicy {
+    let policy = RequestPolicy {
         timeout: Duration::from_secs(1),
         ..quick_retries(1)
     };
@@ -521,7 +520,7 @@ async fn a_missing_key_is_refused_as_the_provider_would_and_not_retried() {
         OpenAiConfig {
             base_url: format!("{url}/v1"),
             api_key: None,
-            retry: quick_retries(2),
+            request: quick_retries(2),
         },
     );
     let anthropic = AnthropicModel::new(
@@ -529,7 +528,7 @@ async fn a_missing_key_is_refused_as_the_provider_would_and_not_retried() {
         AnthropicConfig {
             base_url: url,
             api_key: String::new(),
-            retry: quick_retries(2),
+            request: quick_retries(2),
         },
     );
     let conversation = asking("Hello.", "id=no-key");

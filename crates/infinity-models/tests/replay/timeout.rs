@@ -1,11 +1,12 @@
 //! An attempt that outlasts the policy's timeout is abandoned and retried; after
-//! `max_retries + 1` attempts the error is retryable and says it timed out. The timeout covers
+//! `retry.attempts` attempts the error is retryable and says it timed out. The timeout covers
 //! the whole attempt: waiting for the response and reading the stream.
 
 use std::time::{Duration, Instant};
 
 use infinity_agent_core::model::ModelError;
-use infinity_models::transport::RetryPolicy;
+use infinity_models::transport::RequestPolicy;
+use infinity_retry::RetryPolicy;
 
 use crate::replay::fixtures::{anthropic, complete, openai, Conversation};
 use crate::replay::recordings::{ANTHROPIC_TEXT, OPENAI_TEXT};
@@ -17,11 +18,9 @@ const TIMEOUT: Duration = Duration::from_millis(500);
 const STALL: Duration = Duration::from_secs(3);
 
 /// One retry, 500 ms per attempt.
-fn impatient() -> RetryPolicy {
-    RetryPolicy {
-        max_retries: 1,
-        initial_backoff: Duration::from_millis(10),
-        max_backoff: Duration::from_millis(10),
+fn impatient() -> RequestPolicy {
+    RequestPolicy {
+        retry: RetryPolicy::new(2, Duration::from_millis(10), Duration::from_millis(10)).jittered(),
         timeout: TIMEOUT,
         // Longer than the stall: these tests are of the whole attempt's timeout.
         first_byte: 2 * STALL,
@@ -99,8 +98,8 @@ async fn openai_times_out_when_the_stream_stalls() {
 
 /// One retry; each attempt may take as long as the stall and more, but must begin within
 /// [`TIMEOUT`] and never go silent for longer.
-fn watchful() -> RetryPolicy {
-    RetryPolicy {
+fn watchful() -> RequestPolicy {
+    RequestPolicy {
         timeout: 4 * STALL,
         first_byte: TIMEOUT,
         idle: TIMEOUT,

@@ -17,7 +17,7 @@ async fn sent_to_anthropic(model: &str, conversation: &Conversation) -> Value {
         AnthropicConfig {
             base_url: server.url.clone(),
             api_key: API_KEY.to_owned(),
-            retry: quick_retries(0),
+            request: quick_retries(0),
         },
     );
     complete(&model, conversation).await.unwrap();

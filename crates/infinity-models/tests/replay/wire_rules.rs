@@ -76,7 +76,7 @@ async fn sent_to_anthropic(model: &str, conversation: &Conversation) -> Value {
             infinity_models::anthropic::AnthropicConfig {
                 base_url: server.url.clone(),
                 api_key: crate::replay::fixtures::API_KEY.to_owned(),
-                retry: quick_retries(0),
+                request: quick_retries(0),
             },
         );
     }

@@ -549,7 +549,7 @@ fn error_text(text: String) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::kit::RetryPolicy;
+    use crate::kit::CALLBACK_RETRY;
     use crate::wire::Nullable;
 
     fn link() -> CallLink {
@@ -563,7 +563,7 @@ mod tests {
             thread_ancestors: Nullable::Absent,
             user_id: Nullable::Absent,
         };
-        let delivery = Delivery::new(reqwest::Client::new(), RetryPolicy::default());
+        let delivery = Delivery::new(reqwest::Client::new(), CALLBACK_RETRY);
         let questions = Questions::new("http://127.0.0.1:9");
         CallLink::new(invocation, Arc::new(delivery), Arc::new(questions))
     }

@@ -3,8 +3,8 @@
 use std::time::Duration;
 
 use super::CallbackError;
-use crate::retry::{is_retryable, with_backoff, Attempt, RetryPolicy};
 use crate::wire::Callback;
+use infinity_retry::{rap_status_is_transient, with_backoff, Attempt, RetryPolicy};
 
 /// How long one callback POST may take before it counts as a failed attempt (default client).
 pub(crate) const ATTEMPT_TIMEOUT: Duration = Duration::from_secs(30);
@@ -38,8 +38,8 @@ impl Delivery {
             move || async move {
                 match client.post(url).json(callback).send().await {
                     Ok(response) if response.status().is_success() => Attempt::Done(()),
-                    Ok(response) if is_retryable(response.status()) => {
-                        Attempt::Again(format!("the runtime answered {}", response.status()))
+                    Ok(response) if rap_status_is_transient(response.status()) => {
+                        Attempt::Again(format!("the runtime answered {}", response.status()), None)
                     }
                     Ok(response) => {
                         let status = response.status();
@@ -57,7 +57,7 @@ impl Delivery {
                     Err(error) if error.is_builder() => Attempt::Final(CallbackError::Unsendable {
                         reason: error.to_string(),
                     }),
-                    Err(error) => Attempt::Again(error.to_string()),
+                    Err(error) => Attempt::Again(error.to_string(), None),
                 }
             },
             |attempts, last_error| CallbackError::Unreachable {

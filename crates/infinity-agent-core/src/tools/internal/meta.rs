@@ -1,9 +1,9 @@
 //! The `meta` category (opt-in): `search_tools`, `list_tools` and `execute_tool` over the host's
-//! catalog ([`crate::library::catalog`]): apps (tool servers), stored agents, skills and
+//! directory ([`crate::library::directory`]): apps (tool servers), stored agents, skills and
 //! knowledge, used without being listed among the agent's tools.
 //!
 //! `execute_tool` resolves a name among the tools the thread is offered first (so a name the
-//! agent has always means its own tool), then in the catalog: of the kind given, or else of each
+//! agent has always means its own tool), then in the directory: of the kind given, or else of each
 //! kind in turn (app, agent, skill, knowledge), the first that has the name winning. That order
 //! is the hazard of leaving `kind` out: a name two kinds share runs the earlier kind's item.
 //! An app's function runs as a call to its tool server (dispatched: the thread waits for its
@@ -13,15 +13,15 @@
 use serde_json::{json, Value};
 
 use super::delegation::{delegate, delegation_schema};
-use crate::effect::RemoteTarget;
+use crate::effect::ServerTarget;
 use crate::knowledge::Knowledge;
-use crate::library::catalog::{Catalog, Item, Kind, Miss};
+use crate::library::directory::{Directory, Item, Kind, Miss};
 use crate::library::Library;
 use crate::model::ToolSpec;
 use crate::tools::registry::{argument_problems, CallRejection};
 use crate::tools::{Tool, ToolContext, ToolOutcome};
 
-/// The name of the search tool (hosts load the catalog for agents that have it).
+/// The name of the search tool (hosts load the directory for agents that have it).
 pub const SEARCH_TOOLS: &str = "search_tools";
 const LIST_TOOLS: &str = "list_tools";
 const EXECUTE_TOOL: &str = "execute_tool";
@@ -48,14 +48,14 @@ fn kind_of(args: &Value) -> Result<Option<Kind>, ToolOutcome> {
     }
 }
 
-/// The host's catalog (an empty one when it keeps none).
-fn catalog_of(library: Option<&Library>) -> std::sync::Arc<Catalog> {
-    library.and_then(Library::catalog).unwrap_or_default()
+/// The host's directory (an empty one when it keeps none).
+fn directory_of(library: Option<&Library>) -> std::sync::Arc<Directory> {
+    library.and_then(Library::directory).unwrap_or_default()
 }
 
 /// The item `name` names: of `kind`, or of the first kind that has it.
 fn resolve<'a>(
-    catalog: &'a Catalog,
+    directory: &'a Directory,
     knowledge: Option<&'a Knowledge>,
     kind: Option<Kind>,
     name: &str,
@@ -66,7 +66,7 @@ fn resolve<'a>(
     };
     let mut problem = None;
     for k in &kinds {
-        match catalog.find(*k, name, knowledge) {
+        match directory.find(*k, name, knowledge) {
             Ok(item) => return Ok(item),
             Err(Miss::Problem(why)) => {
                 problem.get_or_insert(why);
@@ -77,7 +77,7 @@ fn resolve<'a>(
     Err(problem.unwrap_or_else(|| {
         let tried: Vec<&str> = kinds.iter().map(|k| k.as_str()).collect();
         format!(
-            "nothing named `{name}` in the catalog (kinds looked in: {}); search_tools finds \
+            "nothing named `{name}` in the directory (kinds looked in: {}); search_tools finds \
              names",
             tried.join(", ")
         )
@@ -91,7 +91,7 @@ impl SearchTools {
     fn spec_with(&self, counts: Option<(usize, usize, usize, usize)>) -> ToolSpec {
         let holds = match counts {
             Some((apps, agents, skills, knowledge)) => format!(
-                " The catalog holds {apps} app{}, {agents} agent{}, {skills} skill{} and \
+                " The directory holds {apps} app{}, {agents} agent{}, {skills} skill{} and \
                  {knowledge} knowledge entr{}.",
                 plural(apps),
                 plural(agents),
@@ -103,7 +103,7 @@ impl SearchTools {
         ToolSpec::new(
             SEARCH_TOOLS,
             &format!(
-                "Search the catalog of things you can use without having them as tools: apps \
+                "Search the directory of things you can use without having them as tools: apps \
                  (tool servers' tools), agents you can delegate to, skills and knowledge. \
                  Returns the best matches per kind, each with its name (namespace/name), source \
                  (its kind) and description; list_tools gives their arguments and \
@@ -143,16 +143,16 @@ impl Tool for SearchTools {
     }
 
     fn spec_in(&self, library: &Library) -> ToolSpec {
-        let catalog = library.catalog().unwrap_or_default();
+        let directory = library.directory().unwrap_or_default();
         let knowledge = library.knowledge();
         let (skills, entries) = knowledge.as_deref().map_or((0, 0), |k| {
             let skills = k.list(Some(crate::knowledge::EntryType::Skill)).len();
             (skills, k.len() - skills)
         });
         self.spec_with(Some((
-            catalog.apps().len(),
-            catalog.agents().len(),
-            catalog.skills().len() + skills,
+            directory.apps().len(),
+            directory.agents().len(),
+            directory.skills().len() + skills,
             entries,
         )))
     }
@@ -168,9 +168,9 @@ impl Tool for SearchTools {
             .min(MAX_PER_KIND);
         let query = args["query"].as_str().unwrap_or_default();
         let library = ctx.library;
-        let catalog = catalog_of(library);
+        let directory = directory_of(library);
         let knowledge = library.and_then(Library::knowledge);
-        let found = catalog.search(
+        let found = directory.search(
             query,
             kind,
             usize::try_from(per_kind).unwrap_or(5),
@@ -178,7 +178,7 @@ impl Tool for SearchTools {
         );
         if found.is_empty() {
             return ToolOutcome::ok(format!(
-                "Nothing in the catalog matches `{query}`{}.",
+                "Nothing in the directory matches `{query}`{}.",
                 kind.map(|k| format!(" among its {k} items"))
                     .unwrap_or_default()
             ));
@@ -194,7 +194,7 @@ impl Tool for ListTools {
     fn spec(&self) -> ToolSpec {
         ToolSpec::new(
             LIST_TOOLS,
-            "Describe catalog items (or your own tools) by name before using them: for an app \
+            "Describe directory items (or your own tools) by name before using them: for an app \
              each of its functions with its input schema (the default function under the \
              app's name, the others as name:function), for an agent the arguments a \
              delegation takes, for a skill or knowledge entry its text.",
@@ -218,7 +218,7 @@ impl Tool for ListTools {
             Err(err) => return err,
         };
         let library = ctx.library;
-        let catalog = catalog_of(library);
+        let directory = directory_of(library);
         let knowledge = library.and_then(Library::knowledge);
         let offered = ctx.offered.specs_for(&*ctx.record, None);
         let mut tools = Vec::new();
@@ -230,7 +230,7 @@ impl Tool for ListTools {
                                   "input_schema": own.input_schema}));
                 continue;
             }
-            match resolve(&catalog, knowledge.as_deref(), kind, name) {
+            match resolve(&directory, knowledge.as_deref(), kind, name) {
                 Ok(item) => tools.extend(describe(&item, name)),
                 Err(why) => tools.push(json!({"name": name, "error": why})),
             }
@@ -283,7 +283,7 @@ impl Tool for ExecuteTool {
     fn spec(&self) -> ToolSpec {
         ToolSpec::new(
             EXECUTE_TOOL,
-            "Run something by name: one of your own tools, or a catalog item (an app's \
+            "Run something by name: one of your own tools, or a directory item (an app's \
              function runs on its server and its result comes back like any tool's; an agent \
              gets the task in `arguments` (task, context, images) and its result comes back; \
              a skill or knowledge entry is loaded). Without `kind` your own tools are tried \
@@ -326,9 +326,9 @@ impl Tool for ExecuteTool {
             Err(rejection) => return ToolOutcome::error(rejection.message(name, &[])),
         }
         let library = ctx.library;
-        let catalog = catalog_of(library);
+        let directory = directory_of(library);
         let knowledge = library.and_then(Library::knowledge);
-        let item = match resolve(&catalog, knowledge.as_deref(), kind, name) {
+        let item = match resolve(&directory, knowledge.as_deref(), kind, name) {
             Ok(item) => item,
             Err(why) => return ToolOutcome::error(format!("Error: {why}.")),
         };
@@ -341,13 +341,13 @@ impl Tool for ExecuteTool {
                         app.function_reference(function)
                     ));
                 }
-                let target = RemoteTarget {
+                let target = ServerTarget {
                     base_url: app.server.clone(),
                     endpoint: app.endpoint.clone(),
                 };
                 let function = spec.name.clone();
                 drop(knowledge);
-                crate::tools::remote::dispatch(ctx, target, &function, arguments);
+                crate::tools::servers::dispatch(ctx, target, &function, arguments);
                 ToolOutcome::Dispatched
             }
             Item::Agent(agent) => {
@@ -390,8 +390,8 @@ mod tests {
 
     use super::*;
     use crate::ids::ThreadId;
-    use crate::library::catalog::{App, CatalogAgent, CatalogContents, CatalogSource};
-    use crate::library::CATALOG_REFRESH;
+    use crate::library::directory::{App, DirectoryAgent, DirectoryContents, DirectorySource};
+    use crate::library::DIRECTORY_REFRESH;
     use crate::state::ThreadRecord;
     use crate::tools::internal::InternalTools;
     use crate::tools::{OfferedTools, ToolRegistry};
@@ -400,8 +400,8 @@ mod tests {
     struct Fixed;
 
     #[async_trait]
-    impl CatalogSource for Fixed {
-        async fn load(&self) -> Result<CatalogContents, String> {
+    impl DirectorySource for Fixed {
+        async fn load(&self) -> Result<DirectoryContents, String> {
             let app = |url: &str| {
                 let tool = ToolSpec::new("t", "A tool.", json!({"type": "object"}));
                 App::new(
@@ -412,9 +412,9 @@ mod tests {
                     vec![tool],
                 )
             };
-            Ok(CatalogContents {
+            Ok(DirectoryContents {
                 apps: vec![app("http://a.test"), app("http://b.test")],
-                agents: vec![CatalogAgent {
+                agents: vec![DirectoryAgent {
                     name: "scout".to_owned(),
                     version: 3,
                     description: String::new(),
@@ -425,8 +425,8 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn the_model_is_told_how_many_apps_the_catalog_holds() {
-        let library = Library::new().with_catalog(Arc::new(Fixed), CATALOG_REFRESH);
+    async fn the_model_is_told_how_many_apps_the_directory_holds() {
+        let library = Library::new().with_directory(Arc::new(Fixed), DIRECTORY_REFRESH);
         let registry = ToolRegistry::for_agent(
             &InternalTools::builder().meta(true).build(),
             &Default::default(),
@@ -449,15 +449,15 @@ mod tests {
                 .unwrap()
         };
         // Before the host loaded it, and without a library, the count is not claimed.
-        assert!(!described(Some(&library)).contains("The catalog holds 2"));
-        library.prepare_catalog().await.unwrap();
+        assert!(!described(Some(&library)).contains("The directory holds 2"));
+        library.prepare_directory().await.unwrap();
         assert!(
             described(Some(&library))
-                .contains("The catalog holds 2 apps, 1 agent, 0 skills and 0 knowledge entries."),
+                .contains("The directory holds 2 apps, 1 agent, 0 skills and 0 knowledge entries."),
             "{}",
             described(Some(&library))
         );
-        assert!(!described(None).contains("The catalog holds"));
+        assert!(!described(None).contains("The directory holds"));
         // The meta tools come next to the agent's own, which stay.
         let names: Vec<String> = offered
             .specs_for(&record, Some(&library))
@@ -478,7 +478,7 @@ mod tests {
     #[test]
     fn references_name_one_item_or_say_why_not() {
         let spec = |n: &str| ToolSpec::new(n, "d", json!({"type": "object"}));
-        let catalog = Catalog::new(CatalogContents {
+        let directory = Directory::new(DirectoryContents {
             apps: vec![
                 App::new(
                     "http://127.0.0.1:4100/x",
@@ -499,25 +499,28 @@ mod tests {
             skills: Vec::new(),
         });
         // Two servers on one host with one toolset name are told apart.
-        let refs: Vec<String> = catalog.apps().iter().map(App::reference).collect();
+        let refs: Vec<String> = directory.apps().iter().map(App::reference).collect();
         assert_eq!(refs, ["127.0.0.1:4100/clock", "127.0.0.1:4100/clock-2"]);
-        let found = catalog
+        let found = directory
             .find(Kind::App, "127.0.0.1:4100/clock:zones", None)
             .unwrap();
         assert_eq!(found.reference(), "127.0.0.1:4100/clock:zones");
-        let found = catalog
+        let found = directory
             .find(Kind::App, "127.0.0.1:4100/clock", None)
             .unwrap();
         assert!(matches!(found, Item::App { function: 0, .. }));
         assert!(matches!(
-            catalog.find(Kind::App, "127.0.0.1:4100/clock:moon", None),
+            directory.find(Kind::App, "127.0.0.1:4100/clock:moon", None),
             Err(Miss::Problem(why)) if why.contains("has no function `moon`; its functions are now, zones")
         ));
         assert!(matches!(
-            catalog.find(Kind::App, "clock-2", None),
+            directory.find(Kind::App, "clock-2", None),
             Ok(Item::App { .. })
         ));
-        assert_eq!(catalog.find(Kind::App, "sundial", None), Err(Miss::Missing));
+        assert_eq!(
+            directory.find(Kind::App, "sundial", None),
+            Err(Miss::Missing)
+        );
         let err = "flow".parse::<Kind>().unwrap_err();
         assert!(
             err.contains("the kinds are app, agent, skill, knowledge"),

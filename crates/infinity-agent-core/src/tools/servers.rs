@@ -18,12 +18,12 @@ use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
 
 use super::{Tool, ToolContext, ToolOutcome, ToolRegistry, BUILTIN_TOOL_NAMES};
-use crate::effect::{Effect, RemoteTarget, ToolInvocation};
+use crate::effect::{Effect, ServerTarget, ToolInvocation};
 use crate::history::INJECTED_TOOL;
 use crate::ids::InputId;
 use crate::input::{Input, InputBody};
 use crate::model::ToolSpec;
-use crate::state::{Deadline, RemoteTool, Toolset};
+use crate::state::{Deadline, SessionTool, Toolset};
 
 /// How requests to a tool server are authenticated.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -305,7 +305,7 @@ pub fn assemble(agent_tools: &ToolRegistry, discovered: Vec<Discovered>) -> Tool
                         problems.push(why);
                     }
                 }
-                None => tools.push(RemoteTool {
+                None => tools.push(SessionTool {
                     server: d.server.clone(),
                     endpoint: endpoint.clone(),
                     spec,
@@ -320,7 +320,7 @@ pub fn assemble(agent_tools: &ToolRegistry, discovered: Vec<Discovered>) -> Tool
 /// A tool server's tool, as a registry tool: a call dispatches to its server.
 #[derive(Debug, Clone)]
 pub struct ServerTool {
-    tool: RemoteTool,
+    tool: SessionTool,
 }
 
 /// The argument a tool server's tool gets from the runtime for calls that subscribe: the
@@ -329,7 +329,7 @@ pub struct ServerTool {
 pub const WAKE_IF_ARG: &str = "wake_if";
 
 /// True when the runtime, not the server, owns `wake_if` for this tool.
-pub fn runtime_owns_wake_if(tool: &RemoteTool) -> bool {
+pub fn runtime_owns_wake_if(tool: &SessionTool) -> bool {
     tool.spec
         .input_schema
         .get("properties")
@@ -338,7 +338,7 @@ pub fn runtime_owns_wake_if(tool: &RemoteTool) -> bool {
 }
 
 /// The `wake_if` expression of a call of `tool` with `args`, when the runtime owns it.
-pub fn wake_if_of<'a>(tool: &RemoteTool, args: &'a serde_json::Value) -> Option<&'a str> {
+pub fn wake_if_of<'a>(tool: &SessionTool, args: &'a serde_json::Value) -> Option<&'a str> {
     if !runtime_owns_wake_if(tool) {
         return None;
     }
@@ -386,7 +386,7 @@ impl Tool for ServerTool {
         }
         dispatch(
             ctx,
-            RemoteTarget {
+            ServerTarget {
                 base_url: self.tool.server.clone(),
                 endpoint: self.tool.endpoint.clone(),
             },
@@ -419,7 +419,7 @@ impl Tool for ServerTool {
 /// checked): performed after the commit; the result arrives as a `tool_result` input.
 pub(crate) fn dispatch(
     ctx: &mut ToolContext<'_>,
-    target: RemoteTarget,
+    target: ServerTarget,
     tool: &str,
     args: serde_json::Value,
 ) {

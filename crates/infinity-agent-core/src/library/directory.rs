@@ -9,7 +9,7 @@
 //! `AGENT/SKILL`; a knowledge entry `knowledge/NAME`. A bare name (no namespace) finds the one
 //! item of its kind with that name, and is an error naming the candidates when there are more.
 //!
-//! The host builds a [`Catalog`] from its [`CatalogSource`] (see [`super::Library`]); the
+//! The host builds a [`Directory`] from its [`DirectorySource`] (see [`super::Library`]); the
 //! knowledge part is the library's knowledge copy, searched through its own index.
 
 use std::fmt;
@@ -181,7 +181,7 @@ fn slug(text: &str) -> String {
 
 /// A stored agent in the catalog.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct CatalogAgent {
+pub struct DirectoryAgent {
     /// Its name.
     pub name: String,
     /// Its newest version.
@@ -192,7 +192,7 @@ pub struct CatalogAgent {
 
 /// A skill of a stored agent.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct CatalogSkill {
+pub struct DirectorySkill {
     /// The agent whose file lists it.
     pub agent: String,
     /// Its name.
@@ -203,24 +203,24 @@ pub struct CatalogSkill {
     pub content: String,
 }
 
-/// What a [`CatalogSource`] found.
+/// What a [`DirectorySource`] found.
 #[derive(Debug, Clone, Default, PartialEq)]
-pub struct CatalogContents {
+pub struct DirectoryContents {
     /// The apps.
     pub apps: Vec<App>,
     /// The stored agents, newest versions.
-    pub agents: Vec<CatalogAgent>,
+    pub agents: Vec<DirectoryAgent>,
     /// Their skills.
-    pub skills: Vec<CatalogSkill>,
+    pub skills: Vec<DirectorySkill>,
 }
 
 /// Where a host's catalog comes from (hosts implement it over their agent catalog and tool
-/// servers; see `infinity_agent_core::catalog::StoredCatalog`).
+/// servers; see `infinity_agent_core::catalog::StoredDirectory`).
 #[async_trait]
-pub trait CatalogSource: Send + Sync + fmt::Debug {
+pub trait DirectorySource: Send + Sync + fmt::Debug {
     /// Everything the catalog holds now. An app whose server cannot be reached is left out
     /// (and logged); an error is for a source that cannot be read at all.
-    async fn load(&self) -> Result<CatalogContents, String>;
+    async fn load(&self) -> Result<DirectoryContents, String>;
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -231,14 +231,14 @@ struct Slot {
 
 /// The catalog as a host holds it: its items and a full-text index over them.
 #[derive(Debug, Clone)]
-pub struct Catalog {
-    contents: CatalogContents,
+pub struct Directory {
+    contents: DirectoryContents,
     index: TextIndex<Slot, 3>,
 }
 
-impl Default for Catalog {
+impl Default for Directory {
     fn default() -> Self {
-        Self::new(CatalogContents::default())
+        Self::new(DirectoryContents::default())
     }
 }
 
@@ -267,9 +267,9 @@ pub enum Item<'a> {
         function: usize,
     },
     /// A stored agent.
-    Agent(&'a CatalogAgent),
+    Agent(&'a DirectoryAgent),
     /// A stored agent's skill.
-    Skill(&'a CatalogSkill),
+    Skill(&'a DirectorySkill),
     /// A knowledge entry (of type skill when found as a skill).
     Entry(&'a KnowledgeEntry),
 }
@@ -306,10 +306,10 @@ pub enum Miss {
     Problem(String),
 }
 
-impl Catalog {
+impl Directory {
     /// A catalog of `contents`. Two apps that would share a reference (one host, two servers
     /// with one toolset name) are told apart by a suffix (`-2`, `-3`, ...).
-    pub fn new(mut contents: CatalogContents) -> Self {
+    pub fn new(mut contents: DirectoryContents) -> Self {
         let mut seen = std::collections::HashSet::new();
         for app in &mut contents.apps {
             let base = app.name.clone();
@@ -366,12 +366,12 @@ impl Catalog {
     }
 
     /// The stored agents.
-    pub fn agents(&self) -> &[CatalogAgent] {
+    pub fn agents(&self) -> &[DirectoryAgent] {
         &self.contents.agents
     }
 
     /// The stored agents' skills.
-    pub fn skills(&self) -> &[CatalogSkill] {
+    pub fn skills(&self) -> &[DirectorySkill] {
         &self.contents.skills
     }
 
@@ -475,7 +475,7 @@ impl Catalog {
                     Some((agent, name)) => (Some(agent), name),
                     None => (None, reference),
                 };
-                let skills: Vec<&CatalogSkill> = self
+                let skills: Vec<&DirectorySkill> = self
                     .contents
                     .skills
                     .iter()

@@ -1,5 +1,5 @@
 //! An AWS stack's side of moving a live session to or from another host (see
-//! [`infinity_rap_runtime::migrate`]): the table holds the session, and what a step commits (forwarded
+//! [`infinity_rap_runtime::migration`]): the table holds the session, and what a step commits (forwarded
 //! inputs, timers armed again) is performed by the stack itself, before the thread's next slice,
 //! which a nudge on the input queue starts.
 
@@ -10,7 +10,7 @@ use infinity_agent_core::ids::ThreadId;
 use infinity_agent_core::input::{Input, InputBody};
 use infinity_rap::signing::CallbackSigner;
 use infinity_rap_runtime::client::RapClient;
-use infinity_rap_runtime::migrate::{Host, Performer};
+use infinity_rap_runtime::migration::{Host, Performer};
 
 use crate::queue::SqsInputSender;
 use crate::store::DynamoThreadStore;

@@ -1,4 +1,5 @@
-//! SigV4 for Converse requests, and the credentials it signs with.
+//! SigV4, the one way the runtime signs requests for AWS: Bedrock's Converse requests (here) and
+//! calls to tool servers behind a Lambda Function URL with IAM auth (`infinity-aws`).
 //!
 //! A signature covers the time (and is valid for minutes), so each attempt is signed when it is
 //! sent; the credentials are fetched once and kept until shortly before they expire, as the AWS
@@ -11,24 +12,22 @@ use aws_credential_types::provider::{ProvideCredentials, SharedCredentialsProvid
 use aws_credential_types::Credentials;
 use aws_sigv4::http_request::{sign, SignableBody, SignableRequest, SigningSettings};
 use aws_sigv4::sign::v4::SigningParams;
-use reqwest::RequestBuilder;
-
-/// The name Bedrock's requests are signed for.
-const SIGNING_NAME: &str = "bedrock";
+use reqwest::header::{HeaderName, HeaderValue};
 
 /// How long before they expire credentials are fetched anew: longer than an attempt and its
 /// retries normally take, so a request does not outlive the credentials it was signed with.
 const REFRESH_BEFORE_EXPIRY: Duration = Duration::from_secs(5 * 60);
 
-/// Credentials from a provider, kept until [`REFRESH_BEFORE_EXPIRY`] before they expire.
+/// Credentials from a provider, kept until five minutes before they expire.
 #[derive(Debug)]
-pub(super) struct CachedCredentials {
+pub struct CachedCredentials {
     provider: SharedCredentialsProvider,
     current: tokio::sync::Mutex<Option<Credentials>>,
 }
 
 impl CachedCredentials {
-    pub(super) fn new(provider: SharedCredentialsProvider) -> Self {
+    /// Credentials from `provider`, fetched when first needed.
+    pub fn new(provider: SharedCredentialsProvider) -> Self {
         Self {
             provider,
             current: tokio::sync::Mutex::new(None),
@@ -36,7 +35,7 @@ impl CachedCredentials {
     }
 
     /// Credentials valid for a while yet. Callers at the same time wait for one fetch.
-    pub(super) async fn get(&self) -> Result<Credentials, CredentialsError> {
+    pub async fn get(&self) -> Result<Credentials, CredentialsError> {
         let mut current = self.current.lock().await;
         let now = SystemTime::now();
         if let Some(credentials) = current.as_ref().filter(|c| !expires_soon(c, now)) {
@@ -54,32 +53,31 @@ fn expires_soon(credentials: &Credentials, now: SystemTime) -> bool {
         .is_some_and(|expiry| expiry <= now + REFRESH_BEFORE_EXPIRY)
 }
 
-/// `request`, a POST of `body` to `url`, with the SigV4 headers for `region` at `time`:
-/// `x-amz-date`, `authorization` and, for temporary credentials, `x-amz-security-token`. The
-/// body's SHA-256 is part of the signature.
-pub(super) fn sign_request(
-    request: RequestBuilder,
+/// The headers that sign a request for `service` in `region` at `time`: `x-amz-date`,
+/// `authorization` and, for temporary credentials, `x-amz-security-token`. The signature covers
+/// the method, the url, the `headers` given and the body's SHA-256.
+pub fn signature_headers<'a>(
     credentials: &Credentials,
     region: &str,
-    url: &reqwest::Url,
-    body: &[u8],
+    service: &str,
+    request: Signable<'a>,
     time: SystemTime,
-) -> Result<RequestBuilder, String> {
+) -> Result<Vec<(String, String)>, String> {
     let identity = credentials.clone().into();
     let params = SigningParams::builder()
         .identity(&identity)
         .region(region)
-        .name(SIGNING_NAME)
+        .name(service)
         .time(time)
         .settings(SigningSettings::default())
         .build()
         .map_err(|e| e.to_string())?
         .into();
     let signable = SignableRequest::new(
-        "POST",
-        url.as_str(),
-        std::iter::empty(),
-        SignableBody::Bytes(body),
+        request.method,
+        request.url,
+        request.headers.iter().map(|(k, v)| (*k, *v)),
+        SignableBody::Bytes(request.body),
     )
     .map_err(|e| e.to_string())?;
     let (instructions, _signature) = sign(signable, &params)
@@ -87,9 +85,60 @@ pub(super) fn sign_request(
         .into_parts();
     Ok(instructions
         .headers()
-        .fold(request, |request, (name, value)| {
-            request.header(name, value)
-        }))
+        .map(|(name, value)| (name.to_owned(), value.to_owned()))
+        .collect())
+}
+
+/// What a signature covers.
+#[derive(Debug, Clone, Copy)]
+pub struct Signable<'a> {
+    /// `GET`, `POST`, ...
+    pub method: &'a str,
+    /// The whole url, query included.
+    pub url: &'a str,
+    /// The headers to sign besides `host` (taken from the url).
+    pub headers: &'a [(&'a str, &'a str)],
+    /// The body.
+    pub body: &'a [u8],
+}
+
+/// `request` with its signature headers added: its method, url, headers and body signed for
+/// `service` in `region` at `time` ([`signature_headers`]).
+pub fn sign_request(
+    request: &mut reqwest::Request,
+    credentials: &Credentials,
+    region: &str,
+    service: &str,
+    time: SystemTime,
+) -> Result<(), String> {
+    let body = request
+        .body()
+        .map(|b| b.as_bytes().ok_or("a streamed body cannot be signed"))
+        .transpose()?
+        .unwrap_or_default()
+        .to_vec();
+    let headers: Vec<(String, String)> = request
+        .headers()
+        .iter()
+        .filter_map(|(k, v)| Some((k.as_str().to_owned(), v.to_str().ok()?.to_owned())))
+        .collect();
+    let borrowed: Vec<(&str, &str)> = headers
+        .iter()
+        .map(|(k, v)| (k.as_str(), v.as_str()))
+        .collect();
+    let signable = Signable {
+        method: request.method().as_str(),
+        url: request.url().as_str(),
+        headers: &borrowed,
+        body: &body,
+    };
+    let signed = signature_headers(credentials, region, service, signable, time)?;
+    for (name, value) in signed {
+        let name = HeaderName::from_bytes(name.as_bytes()).map_err(|e| format!("{name}: {e}"))?;
+        let value = HeaderValue::from_str(&value).map_err(|e| format!("{name}: {e}"))?;
+        request.headers_mut().insert(name, value);
+    }
+    Ok(())
 }
 
 #[cfg(test)]
@@ -150,11 +199,13 @@ mod tests {
         .unwrap();
         let time = SystemTime::UNIX_EPOCH + Duration::from_secs(1_767_225_600); // 2026-01-01
         let signed = |time| {
-            let request = reqwest::Client::new().post(url.clone());
-            sign_request(request, &credentials, "eu-west-1", &url, b"{}", time)
-                .unwrap()
+            let mut request = reqwest::Client::new()
+                .post(url.clone())
+                .body("{}")
                 .build()
-                .unwrap()
+                .unwrap();
+            sign_request(&mut request, &credentials, "eu-west-1", "bedrock", time).unwrap();
+            request
         };
         let request = signed(time);
         let header = |name| request.headers()[name].to_str().unwrap().to_owned();
