@@ -30,11 +30,12 @@ fn layer_of(module: &str) -> Option<usize> {
     LAYERS.iter().position(|l| l.contains(&module))
 }
 
-/// The `crate::X` modules each top-level module's code refers to.
-fn imports() -> BTreeMap<String, BTreeSet<String>> {
-    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+/// The `crate::X` modules each top-level module's code refers to (comments and test modules
+/// left out), for the crate whose sources are in `src`: `known` tells a module from an item of
+/// the crate's root.
+fn imports_in(src: &Path, known: impl Fn(&str) -> bool) -> BTreeMap<String, BTreeSet<String>> {
     let mut found: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
-    let mut stack = vec![src.clone()];
+    let mut stack = vec![src.to_path_buf()];
     while let Some(dir) = stack.pop() {
         for entry in std::fs::read_dir(&dir).unwrap() {
             let path = entry.unwrap().path();
@@ -50,12 +51,13 @@ fn imports() -> BTreeMap<String, BTreeSet<String>> {
             if path.extension().and_then(|e| e.to_str()) != Some("rs") || name == "tests.rs" {
                 continue;
             }
-            let relative = path.strip_prefix(&src).unwrap();
+            let relative = path.strip_prefix(src).unwrap();
             let first = relative.components().next().unwrap();
             let module = first.as_os_str().to_str().unwrap().trim_end_matches(".rs");
-            if module == "lib" {
+            if module == "lib" || module == "main" || module == "bin" {
                 continue;
             }
+            found.entry(module.to_owned()).or_default();
             let text = std::fs::read_to_string(&path).unwrap();
             let code = text.split("#[cfg(test)]").next().unwrap_or_default();
             for line in code.lines().filter(|l| !l.trim_start().starts_with("//")) {
@@ -65,7 +67,7 @@ fn imports() -> BTreeMap<String, BTreeSet<String>> {
                         .chars()
                         .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
                         .collect();
-                    if name != module && layer_of(&name).is_some() {
+                    if name != module && known(&name) {
                         found.entry(module.to_owned()).or_default().insert(name);
                     }
                 }
@@ -73,6 +75,93 @@ fn imports() -> BTreeMap<String, BTreeSet<String>> {
         }
     }
     found
+}
+
+/// The core's imports.
+fn imports() -> BTreeMap<String, BTreeSet<String>> {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    imports_in(&src, |name| layer_of(name).is_some())
+}
+
+/// The imports that go up a layer, as `from -> to`, in the crate at `crates/NAME` with
+/// `layers` (bottom first); a module in no layer is one too (`module -> ?`).
+fn upward_imports(name: &str, layers: &[&[&str]]) -> Vec<String> {
+    let layer = |m: &str| layers.iter().position(|l| l.contains(&m));
+    let src = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("..")
+        .join(name)
+        .join("src");
+    let modules: BTreeSet<String> = imports_in(&src, |_| true).into_keys().collect();
+    let imports = imports_in(&src, |m| modules.contains(m));
+    let mut wrong = Vec::new();
+    for (module, uses) in &imports {
+        let Some(own) = layer(module) else {
+            wrong.push(format!("{module} -> ? (in no layer)"));
+            continue;
+        };
+        for used in uses {
+            if layer(used).is_some_and(|l| l > own) {
+                wrong.push(format!("{module} -> {used}"));
+            }
+        }
+    }
+    wrong
+}
+
+/// The other crates' top-level modules, bottom first: as in the core, a module imports only
+/// the layers below its own and its own, so no two import each other.
+const CRATE_LAYERS: &[(&str, &[&[&str]])] = &[
+    (
+        "infinity-aws",
+        &[
+            &["item", "wire", "artifacts"],
+            &["store"],
+            &["config", "catalog", "knowledge"],
+            &["queue"],
+            &["remotes", "migration"],
+            &["handler"],
+            &["tool_servers", "front", "local"],
+            &["lambda"],
+        ],
+    ),
+    (
+        "infinity-models",
+        &[
+            &["json", "names", "sse", "model_info", "sigv4", "turns"],
+            &["convert", "transport"],
+            &["fetch", "anthropic", "openai", "bedrock"],
+            &["stored"],
+        ],
+    ),
+    ("infinity-rap", &[&["wire", "signing"], &["kit"]]),
+    (
+        "infinity-rap-runtime",
+        &[&["client", "receiver"], &["migration"]],
+    ),
+    (
+        "infinity-mcp-bridge",
+        &[
+            &["error", "results", "source", "tools", "test_server"],
+            &["bridge"],
+            &["cli"],
+        ],
+    ),
+];
+
+#[test]
+fn the_other_crates_modules_are_layered_too() {
+    for (name, layers) in CRATE_LAYERS {
+        let wrong = upward_imports(name, layers);
+        assert!(
+            wrong.is_empty(),
+            "{name}: imports that go up a layer or modules in none: {wrong:?}"
+        );
+    }
+    // The check sees a wrong import: with `queue` put below `store`, the queue's use of the
+    // store goes up.
+    let turned: Vec<&[&str]> = vec![&["queue"], &["store"]];
+    let wrong = upward_imports("infinity-aws", &turned);
+    assert!(wrong.contains(&"queue -> store".to_owned()), "{wrong:?}");
 }
 
 #[test]
