@@ -1,0 +1,7 @@
+//! The commands whose whole body is their own: one file each (the others are modules of their
+//! own subject: `agents`, `aws`, `migrate`, `people`, `serve`, ...).
+
+pub(crate) mod chat;
+pub(crate) mod run;
+pub(crate) mod threads;
+pub(crate) mod tools;

@@ -1,0 +1,300 @@
+//! `infinity run`: one message to an agent, then run until its threads are idle or closed, or
+//! the timeout ends it.
+
+use std::time::Duration;
+
+use anyhow::Result;
+use clap::Args;
+use infinity_agent_core::effect::OutputKind;
+use infinity_agent_core::ids::ThreadId;
+use infinity_agent_core::runtime::{AgentSystem, Front, WaitOutcome};
+use infinity_agent_core::state::{FinishStatus, ThreadStatus};
+
+use crate::render::Renderer;
+use crate::{build_system_with_receiver, AgentArgs, StoreAccess, USAGE_ERROR};
+
+#[derive(Debug, Args)]
+pub(crate) struct RunArgs {
+    #[command(flatten)]
+    agent: AgentArgs,
+    /// The thread to send to (default: a new thread).
+    #[arg(long)]
+    thread: Option<String>,
+    /// Print one JSON object per line instead of a transcript.
+    #[arg(long)]
+    json: bool,
+    /// Give up after this many seconds. A slice that would still be asking the model then
+    /// commits what it has before, and the thread goes on at the next start (with --store).
+    #[arg(long, default_value_t = 300)]
+    timeout: u64,
+    /// With tool servers: once nothing is running or owed, keep taking their callbacks (a view
+    /// update after a result) for this many seconds before exiting.
+    #[arg(long, default_value_t = 2.0)]
+    grace: f64,
+    /// Before the message, move the thread (--thread, one that exists) to the version of its
+    /// agent that --agent names: NAME (the newest stored one) or NAME@VERSION.
+    #[arg(long, requires = "thread")]
+    move_to_agent: bool,
+    /// The message.
+    message: String,
+}
+
+pub(crate) async fn run(mut args: RunArgs) -> Result<u8> {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(args.timeout);
+    args.agent.deadline = Some(deadline);
+    let (system, links) = build_system_with_receiver(&args.agent, StoreAccess::Wait).await?;
+    // The grace is for tool servers' late callbacks; a receiver kept only for forwarded inputs
+    // (every run with --store has one) waits for nothing.
+    let receives = links.as_ref().is_some_and(|l| l.tool_servers);
+    if !(0.0..=600.0).contains(&args.grace) {
+        eprintln!("error: --grace must be between 0 and 600 seconds");
+        return Ok(USAGE_ERROR);
+    }
+    let thread = match &args.thread {
+        Some(t) => ThreadId::new(t.as_str())?,
+        None => ThreadId::generate(),
+    };
+    let mut events = system.subscribe();
+    let mut renderer = Renderer::new(args.json);
+    let mut output = None;
+    let mut show = |renderer: &mut Renderer, event: &infinity_agent_core::effect::OutputEvent| {
+        if let OutputKind::Finished { status, result } = &event.kind {
+            if event.thread_id == thread {
+                output = Some((*status, result.clone(), event.at));
+            }
+        }
+        renderer.show(event);
+    };
+    if args.move_to_agent {
+        let target = args.agent.agent.to_string_lossy();
+        system.use_agent(&thread, &target).await?;
+    }
+    let usage_before = store_usage(&system).await;
+    system
+        .post_user_message(&thread, args.message.clone())
+        .await?;
+    let mut graced = !receives;
+    let mut answered = std::collections::HashSet::new();
+    // Idle is not done while the thread tree is owed tool results or subscription events:
+    // those arrive through the callback receiver, so keep waiting for them until the deadline.
+    let (outcome, owed) = loop {
+        let wait = system.wait_idle(Some(deadline));
+        tokio::pin!(wait);
+        let outcome = loop {
+            tokio::select! {
+                outcome = &mut wait => break outcome,
+                Some(event) = events.recv() => show(&mut renderer, &event),
+            }
+        };
+        let WaitOutcome::Idle { next_timer: None } = outcome else {
+            break (outcome, Owed::default());
+        };
+        let owed = owed(&system, &thread).await;
+        // Nobody can answer a tool's question under `run`: it gets its default now, so the
+        // call can go on.
+        let mut answered_now = false;
+        for (thread_id, choice) in &owed.questions {
+            if !answered.insert(choice.call_id.clone()) {
+                continue; // tried once; a failure was reported
+            }
+            match infinity_rap_runtime::client::answer_choice(thread_id, choice, None).await {
+                Ok((selected, input)) => {
+                    answered_now = true;
+                    eprintln!(
+                        "note: answered the question of call {} with its default, {selected}) {} \
+                         (nobody can answer under `infinity run`; use `infinity chat` to choose)",
+                        choice.call_id, choice.choices[selected]
+                    );
+                    if let Err(err) = system.accept(input).await {
+                        eprintln!(
+                            "warning: the answer to call {} was not kept: {err}",
+                            choice.call_id
+                        );
+                    }
+                }
+                Err(err) => eprintln!(
+                    "warning: the question of call {} could not be answered: {err}",
+                    choice.call_id
+                ),
+            }
+        }
+        if answered_now {
+            continue;
+        }
+        let now = tokio::time::Instant::now();
+        if owed.is_empty() && !graced && now < deadline {
+            // A tool server may still send a callback that belongs to what it just finished.
+            graced = true;
+            let until = deadline.min(now + Duration::from_secs_f64(args.grace));
+            loop {
+                tokio::select! {
+                    Some(event) = events.recv() => show(&mut renderer, &event),
+                    _ = tokio::time::sleep_until(until) => break,
+                }
+            }
+            continue;
+        }
+        if owed.is_empty() || now >= deadline {
+            break (outcome, owed);
+        }
+        tokio::select! {
+            Some(event) = events.recv() => show(&mut renderer, &event),
+            _ = tokio::time::sleep(Duration::from_millis(500)) => {}
+            _ = tokio::time::sleep_until(deadline) => {}
+        }
+    };
+    while let Ok(event) = events.try_recv() {
+        show(&mut renderer, &event);
+    }
+    print_usage(&system, &usage_before).await;
+    // The thread's `finish` output comes last, and decides the exit status.
+    if let Some((status, result, output_at)) = &output {
+        if args.json {
+            crate::out!(
+                "{}",
+                serde_json::json!({"type": "output", "thread_id": thread, "at": output_at, "status": status, "result": result})
+            );
+        } else {
+            crate::out!("output: {}", serde_json::to_string_pretty(result)?);
+        }
+    }
+    match outcome {
+        WaitOutcome::TimedOut => {
+            eprintln!(
+                "error: timed out after {}s with work still running or due; the threads are {}",
+                args.timeout,
+                if args.agent.store.is_some() {
+                    "saved in the store"
+                } else {
+                    "lost (no --store)"
+                }
+            );
+            Ok(2)
+        }
+        WaitOutcome::Idle { .. } if !owed.calls.is_empty() => {
+            eprintln!(
+                "error: timed out after {}s waiting for tool results: {}",
+                args.timeout,
+                owed.calls.join("; ")
+            );
+            Ok(2)
+        }
+        WaitOutcome::Idle { next_timer } => {
+            if !owed.subscriptions.is_empty() {
+                eprintln!(
+                    "note: stopping after {}s with subscriptions still active: {}",
+                    args.timeout,
+                    owed.subscriptions.join("; ")
+                );
+            }
+            if let Some(due) = next_timer {
+                eprintln!(
+                    "note: a thread sleeps until {due}, after the {}s timeout; stopping here",
+                    args.timeout
+                );
+            }
+            if renderer.errors() > 0 {
+                eprintln!("error: the run recorded {} error(s)", renderer.errors());
+                return Ok(1);
+            }
+            Ok(match output.map(|(status, _, _)| status) {
+                Some(FinishStatus::Failed) => 1,
+                Some(FinishStatus::Cancelled) => 3,
+                Some(FinishStatus::Succeeded) | None => 0,
+            })
+        }
+    }
+}
+
+/// What a thread tree is still owed by tool servers.
+#[derive(Debug, Default)]
+struct Owed {
+    /// Dispatched calls without their result, as `call ID (tool) in thread T`.
+    calls: Vec<String>,
+    /// Active subscriptions, the same way.
+    subscriptions: Vec<String>,
+    /// Tools' questions nobody has answered yet.
+    questions: Vec<(ThreadId, infinity_agent_core::state::OpenChoice)>,
+}
+
+impl Owed {
+    fn is_empty(&self) -> bool {
+        self.calls.is_empty() && self.subscriptions.is_empty()
+    }
+}
+
+/// Walks the open threads from `root` down (children, not closed ones) and collects what they
+/// still wait for.
+async fn owed(system: &AgentSystem, root: &ThreadId) -> Owed {
+    let mut owed = Owed::default();
+    let mut queue = vec![root.clone()];
+    while let Some(id) = queue.pop() {
+        let Ok(Some(record)) = system.record(&id).await else {
+            continue;
+        };
+        if record.status == ThreadStatus::Closed {
+            continue;
+        }
+        for call in &record.pending_calls {
+            if call.kind == infinity_agent_core::state::PendingKind::Dispatched {
+                owed.calls.push(format!(
+                    "call {} ({}) in thread {id}",
+                    call.call_id, call.tool
+                ));
+            }
+        }
+        owed.questions.extend(
+            record
+                .open_choices
+                .iter()
+                .map(|c| (record.id.clone(), c.clone())),
+        );
+        for sub in &record.subscriptions {
+            owed.subscriptions.push(format!(
+                "call {} ({}) in thread {id}",
+                sub.call_id, sub.tool
+            ));
+        }
+        queue.extend(
+            record
+                .children
+                .iter()
+                .filter(|c| !c.closed)
+                .map(|c| c.thread_id.clone()),
+        );
+    }
+    owed
+}
+
+/// The usage recorded on every thread of the store.
+async fn store_usage(system: &AgentSystem) -> infinity_agent_core::model::Usage {
+    let mut total = infinity_agent_core::model::Usage::default();
+    let Ok(ids) = system.store().thread_ids().await else {
+        return total;
+    };
+    for id in ids {
+        if let Ok(Some(record)) = system.record(&id).await {
+            total.add(&record.usage);
+        }
+    }
+    total
+}
+
+/// What this run used (the store's usage now, less what it had recorded before), on stderr.
+async fn print_usage(system: &AgentSystem, before: &infinity_agent_core::model::Usage) {
+    let now = store_usage(system).await;
+    let completions = now.completions.saturating_sub(before.completions);
+    let input = now.input_tokens.saturating_sub(before.input_tokens);
+    let read = now
+        .cache_read_tokens
+        .saturating_sub(before.cache_read_tokens);
+    let written = now
+        .cache_write_tokens
+        .saturating_sub(before.cache_write_tokens);
+    let output = now.output_tokens.saturating_sub(before.output_tokens);
+    eprintln!(
+        "usage: {completions} completions, {} input tokens ({read} read from cache, {written} \
+         written to cache), {output} output tokens (this run)",
+        input + read + written,
+    );
+}
