@@ -207,14 +207,13 @@ fn escape(text: &str) -> String {
 /// `text` as a URL query value (every byte but unreserved ones percent-encoded), also safe in
 /// an HTML attribute.
 fn query_value(text: &str) -> String {
-    text.bytes()
-        .map(|b| match b {
-            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'.' | b'_' | b'~' => {
-                char::from(b).to_string()
-            }
-            _ => format!("%{b:02X}"),
-        })
-        .collect()
+    /// Every byte but the unreserved ones (RFC 3986): letters, digits, `-`, `.`, `_`, `~`.
+    const RESERVED: &percent_encoding::AsciiSet = &percent_encoding::NON_ALPHANUMERIC
+        .remove(b'-')
+        .remove(b'.')
+        .remove(b'_')
+        .remove(b'~');
+    percent_encoding::utf8_percent_encode(text, RESERVED).to_string()
 }
 
 /// A response with the headers every route here sends: its type, its policy (the strictest one

@@ -136,11 +136,7 @@ pub(crate) async fn guard(
                 .and_then(|v| v.to_str().ok())
                 .map(str::to_owned)
         };
-        let query = request.uri().query().and_then(|q| {
-            q.split('&')
-                .find_map(|kv| kv.strip_prefix("access_token="))
-                .map(str::to_owned)
-        });
+        let query = request.uri().query().and_then(query_token);
         (
             header(axum::http::header::HOST).unwrap_or_default(),
             header(axum::http::header::ORIGIN),
@@ -181,9 +177,17 @@ pub(crate) async fn guard(
     next.run(request).await
 }
 
+/// The `access_token` a query string carries, decoded (the web app encodes it with
+/// `encodeURIComponent`, so a token with `+`, `/` or `=` arrives as `%2B`, `%2F`, `%3D`).
+fn query_token(query: &str) -> Option<String> {
+    form_urlencoded::parse(query.as_bytes())
+        .find(|(name, _)| name == "access_token")
+        .map(|(_, value)| value.into_owned())
+}
+
 /// Compares without stopping at the first difference, so timing tells nothing of the token.
 pub(crate) fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
-    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+    subtle::ConstantTimeEq::ct_eq(a, b).into()
 }
 
 /// Binds the address `args` give.
@@ -287,4 +291,31 @@ pub fn router(host: crate::api::Shared, access: Guard, moves: Router) -> Router 
         ))
         .merge(crate::web::routes(access))
         .merge(pages)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_query_token_is_decoded_as_the_web_app_encoded_it() {
+        assert_eq!(
+            query_token("x=1&access_token=a%2Bb%2Fc%3D&y=2").as_deref(),
+            Some("a+b/c=")
+        );
+        assert_eq!(query_token("access_token=plain").as_deref(), Some("plain"));
+        assert_eq!(query_token("token=other"), None);
+        assert_eq!(query_token(""), None);
+    }
+
+    #[test]
+    fn tokens_compare_whole() {
+        assert!(constant_time_eq(b"s3cret", b"s3cret"));
+        assert!(!constant_time_eq(b"s3cret", b"s3cres"));
+        assert!(
+            !constant_time_eq(b"s3cret", b"s3cre"),
+            "a prefix is not the token"
+        );
+        assert!(!constant_time_eq(b"", b"s3cret"));
+    }
 }
