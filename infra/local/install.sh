@@ -11,7 +11,9 @@ set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 repo="$(cd "$here/../.." && pwd)"
-venv="$repo/.venv"
+# Where .venv really is: `.ci/run` links it to a venv kept outside the clone, and the scripts pip
+# writes name the python they were installed with, which must outlive this clone.
+venv="$(realpath -m "$repo/.venv")"
 requirements="$repo/infra/requirements.txt"
 stamp="$venv/.infinity-requirements.sha256"
 
@@ -34,6 +36,14 @@ venv_ok() {
         && -x "$venv/bin/sam" && -f "$stamp" && "$(cat "$stamp")" == "$wanted" ]] \
         && "$venv/bin/python" -c 'import boto3, yaml, flask' 2>/dev/null
 }
+# A venv made elsewhere (a moved folder) has scripts that start a python which is gone.
+venv_moved() {
+    [[ -f "$venv/bin/cfn-lint" && "$(head -n 1 "$venv/bin/cfn-lint")" != "#!$venv/bin/python" ]]
+}
+if venv_moved; then
+    echo "venv: made for another folder; making it again ($venv)"
+    rm -rf "$venv"
+fi
 if venv_ok; then
     echo "venv: up to date ($venv)"
 else
