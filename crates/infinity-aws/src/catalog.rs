@@ -36,7 +36,7 @@ fn unavailable<E: ProvideErrorMetadata + std::fmt::Debug>(
     what: &str,
     err: aws_sdk_dynamodb::error::SdkError<E>,
 ) -> CatalogError {
-    CatalogError::Unavailable(format!("{what}: {}", crate::store::sdk_detail(&err)))
+    CatalogError::Unavailable(format!("{what}: {}", crate::item::sdk_detail(&err)))
 }
 
 fn version_sk(version: u32) -> String {

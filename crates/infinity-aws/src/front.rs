@@ -63,11 +63,6 @@ impl StackFront {
         }
     }
 
-    /// Where the stack keeps published pages, when it does.
-    pub fn artifacts(&self) -> Option<&Artifacts> {
-        self.artifacts.as_ref()
-    }
-
     /// Follows the stack's output queue from now on: each event is handed to every subscriber
     /// (once: copies with the same `id` are dropped), then deleted from the queue. An output queue has one reader: run one follower per stack
     /// (other readers, `infinity tail` included, take events away from it).
@@ -120,17 +115,6 @@ impl StackFront {
             }
         });
     }
-
-    /// Every thread's output events from now on, while [`StackFront::follow_output`] runs.
-    pub fn subscribe(&self) -> Option<mpsc::UnboundedReceiver<OutputEvent>> {
-        let subscribers = self.subscribers.as_ref()?;
-        let (tx, rx) = mpsc::unbounded_channel();
-        subscribers
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .push(tx);
-        Some(rx)
-    }
 }
 
 #[async_trait]
@@ -139,12 +123,20 @@ impl Front for StackFront {
         &self.store
     }
 
+    /// Every thread's output events from now on, while [`StackFront::follow_output`] runs.
     fn subscribe(&self) -> Option<mpsc::UnboundedReceiver<OutputEvent>> {
-        StackFront::subscribe(self)
+        let subscribers = self.subscribers.as_ref()?;
+        let (tx, rx) = mpsc::unbounded_channel();
+        subscribers
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .push(tx);
+        Some(rx)
     }
 
+    /// Where the stack keeps published pages, when it does.
     fn artifacts(&self) -> Option<&Artifacts> {
-        StackFront::artifacts(self)
+        self.artifacts.as_ref()
     }
 
     fn agent_catalog(&self) -> Option<&dyn AgentCatalog> {

@@ -29,7 +29,7 @@ fn unavailable<E: ProvideErrorMetadata + std::fmt::Debug>(
     what: &str,
     err: &aws_sdk_dynamodb::error::SdkError<E>,
 ) -> KnowledgeStoreError {
-    KnowledgeStoreError::Unavailable(format!("{what}: {}", crate::store::sdk_detail(err)))
+    KnowledgeStoreError::Unavailable(format!("{what}: {}", crate::item::sdk_detail(err)))
 }
 
 fn entry_of(item: &Item) -> Result<KnowledgeEntry, KnowledgeStoreError> {

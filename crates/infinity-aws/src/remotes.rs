@@ -80,7 +80,7 @@ fn unavailable<E: ProvideErrorMetadata + std::fmt::Debug>(
     what: &str,
     err: &aws_sdk_dynamodb::error::SdkError<E>,
 ) -> HubError {
-    HubError::Unavailable(format!("{what}: {}", crate::store::sdk_detail(err)))
+    HubError::Unavailable(format!("{what}: {}", crate::item::sdk_detail(err)))
 }
 
 /// An id of `prefix` that only this call of this thread has.

@@ -115,7 +115,7 @@ pub(crate) async fn query_partition(
     }
 }
 
-pub(crate) use crate::item::sdk_detail;
+use crate::item::sdk_detail;
 
 /// The record item a creating slice that writes entries ahead puts first (version 0, no body,
 /// its lock): the thread does not exist until the commit replaces it.

@@ -56,11 +56,11 @@ fn expires_soon(credentials: &Credentials, now: SystemTime) -> bool {
 /// The headers that sign a request for `service` in `region` at `time`: `x-amz-date`,
 /// `authorization` and, for temporary credentials, `x-amz-security-token`. The signature covers
 /// the method, the url, the `headers` given and the body's SHA-256.
-pub fn signature_headers<'a>(
+pub fn signature_headers(
     credentials: &Credentials,
     region: &str,
     service: &str,
-    request: Signable<'a>,
+    request: Signable<'_>,
     time: SystemTime,
 ) -> Result<Vec<(String, String)>, String> {
     let identity = credentials.clone().into();
@@ -111,28 +111,25 @@ pub fn sign_request(
     service: &str,
     time: SystemTime,
 ) -> Result<(), String> {
-    let body = request
-        .body()
-        .map(|b| b.as_bytes().ok_or("a streamed body cannot be signed"))
-        .transpose()?
-        .unwrap_or_default()
-        .to_vec();
-    let headers: Vec<(String, String)> = request
-        .headers()
-        .iter()
-        .filter_map(|(k, v)| Some((k.as_str().to_owned(), v.to_str().ok()?.to_owned())))
-        .collect();
-    let borrowed: Vec<(&str, &str)> = headers
-        .iter()
-        .map(|(k, v)| (k.as_str(), v.as_str()))
-        .collect();
-    let signable = Signable {
-        method: request.method().as_str(),
-        url: request.url().as_str(),
-        headers: &borrowed,
-        body: &body,
+    // Signed while the request is only read; the headers are added after.
+    let signed = {
+        let body = match request.body() {
+            Some(body) => body.as_bytes().ok_or("a streamed body cannot be signed")?,
+            None => &[],
+        };
+        let headers: Vec<(&str, &str)> = request
+            .headers()
+            .iter()
+            .filter_map(|(k, v)| Some((k.as_str(), v.to_str().ok()?)))
+            .collect();
+        let signable = Signable {
+            method: request.method().as_str(),
+            url: request.url().as_str(),
+            headers: &headers,
+            body,
+        };
+        signature_headers(credentials, region, service, signable, time)?
     };
-    let signed = signature_headers(credentials, region, service, signable, time)?;
     for (name, value) in signed {
         let name = HeaderName::from_bytes(name.as_bytes()).map_err(|e| format!("{name}: {e}"))?;
         let value = HeaderValue::from_str(&value).map_err(|e| format!("{name}: {e}"))?;
