@@ -60,15 +60,29 @@ fn imports_in(src: &Path, known: impl Fn(&str) -> bool) -> BTreeMap<String, BTre
             found.entry(module.to_owned()).or_default();
             let text = std::fs::read_to_string(&path).unwrap();
             let code = text.split("#[cfg(test)]").next().unwrap_or_default();
-            for line in code.lines().filter(|l| !l.trim_start().starts_with("//")) {
-                for (i, _) in line.match_indices("crate::") {
-                    let rest = &line[i + "crate::".len()..];
-                    let name: String = rest
+            let code: String = code
+                .lines()
+                .filter(|l| !l.trim_start().starts_with("//"))
+                .collect::<Vec<_>>()
+                .join("\n");
+            for (i, _) in code.match_indices("crate::") {
+                let rest = &code[i + "crate::".len()..];
+                // `crate::x::...`, or each name of a group, `crate::{x, y::z}`.
+                let group = rest
+                    .strip_prefix('{')
+                    .and_then(|g| g.split_once('}'))
+                    .map_or(rest, |(inside, _)| inside);
+                for part in group.split(',') {
+                    let name: String = part
+                        .trim_start()
                         .chars()
                         .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
                         .collect();
                     if name != module && known(&name) {
                         found.entry(module.to_owned()).or_default().insert(name);
+                    }
+                    if !rest.starts_with('{') {
+                        break;
                     }
                 }
             }
@@ -146,6 +160,27 @@ const CRATE_LAYERS: &[(&str, &[&[&str]])] = &[
             &["cli"],
         ],
     ),
+    (
+        "infinity-server",
+        &[
+            &["api"],
+            &["guard"],
+            &["artifacts", "web", "remotes", "migration"],
+            &["stack"],
+        ],
+    ),
+    (
+        "infinity-cli",
+        &[
+            &["display"],
+            &["render"],
+            &["status", "aws"],
+            &["place", "people"],
+            &["agents", "knowledge", "tool_servers", "migrate", "remote"],
+            &["system"],
+            &["commands"],
+        ],
+    ),
 ];
 
 #[test]
@@ -162,6 +197,12 @@ fn the_other_crates_modules_are_layered_too() {
     let turned: Vec<&[&str]> = vec![&["queue"], &["store"]];
     let wrong = upward_imports("infinity-aws", &turned);
     assert!(wrong.contains(&"queue -> store".to_owned()), "{wrong:?}");
+    // It reads grouped imports too: the CLI's `use crate::{agents, knowledge, ...}`.
+    let turned: Vec<&[&str]> = vec![&["system"], &["agents", "knowledge", "tool_servers"]];
+    let wrong = upward_imports("infinity-cli", &turned);
+    for used in ["agents", "knowledge", "tool_servers"] {
+        assert!(wrong.contains(&format!("system -> {used}")), "{wrong:?}");
+    }
 }
 
 #[test]
@@ -237,6 +278,15 @@ const CRATES: &[(&str, &[&str])] = &[
         ],
     ),
     (
+        "infinity-server",
+        &[
+            "infinity-agent-core",
+            "infinity-aws",
+            "infinity-rap",
+            "infinity-rap-runtime",
+        ],
+    ),
+    (
         "infinity-cli",
         &[
             "infinity-agent-core",
@@ -245,6 +295,7 @@ const CRATES: &[(&str, &[&str])] = &[
             "infinity-models",
             "infinity-rap",
             "infinity-rap-runtime",
+            "infinity-server",
         ],
     ),
 ];

@@ -1,8 +1,6 @@
 //! `infinity`: run and chat with agents on the embedded runtime.
 
 mod agents;
-mod api;
-mod artifacts;
 mod aws;
 mod commands;
 mod display;
@@ -12,12 +10,9 @@ mod people;
 mod place;
 mod remote;
 mod render;
-mod serve;
-mod stack_api;
 mod status;
 mod system;
 mod tool_servers;
-mod web;
 
 use std::path::PathBuf;
 
@@ -39,7 +34,7 @@ enum Command {
     /// Talk to an agent interactively.
     Chat(commands::chat::ChatArgs),
     /// Serve the embedded runtime over HTTP (messages, records, event streams, answers).
-    Serve(serve::ServeArgs),
+    Serve(commands::serve::ServeArgs),
     /// Show the threads of a store.
     Threads(commands::threads::ThreadsArgs),
     /// Send a user message to a thread on an AWS (or local) stack.
@@ -170,12 +165,12 @@ fn main() -> std::process::ExitCode {
         )
         .init();
     // Lambda starts the binary without arguments: it is then the stack's API function.
-    if std::env::args_os().len() == 1 && stack_api::in_lambda() {
+    if std::env::args_os().len() == 1 && infinity_server::stack::in_lambda() {
         return match tokio::runtime::Runtime::new()
             .map_err(anyhow::Error::from)
-            .and_then(|rt| rt.block_on(stack_api::lambda()))
+            .and_then(|rt| rt.block_on(infinity_server::stack::lambda()))
         {
-            Ok(_) => std::process::ExitCode::SUCCESS,
+            Ok(()) => std::process::ExitCode::SUCCESS,
             Err(err) => {
                 eprintln!("error: {err:#}");
                 std::process::ExitCode::FAILURE
@@ -206,7 +201,7 @@ fn main() -> std::process::ExitCode {
             Command::Run(args) => commands::run::run(args).await,
             Command::Chat(args) => commands::chat::chat(args).await,
             Command::Threads(args) => commands::threads::threads(args).await,
-            Command::Serve(args) => serve::serve(args).await,
+            Command::Serve(args) => commands::serve::serve(args).await,
             Command::Send(args) => aws::send(args).await,
             Command::Thread(ThreadCommand::Show(args)) => aws::show(args).await,
             Command::Thread(ThreadCommand::Outbox(args)) => aws::outbox(args).await,

@@ -1,33 +1,20 @@
 //! `infinity migrate`: moves a live session between hosts (an `infinity serve` and an AWS
-//! stack, either way, or two `serve`s), and the routes through which `serve` takes part.
+//! stack, either way, or two `serve`s); `serve`'s side of it is `infinity_server::migration`.
 //!
 //! A host is named `aws` (the stack the `INFINITY_*` variables describe, reached with this
 //! process's AWS credentials) or by the URL of an `infinity serve`.
 
 use std::collections::BTreeMap;
-use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{anyhow, bail, Context, Result};
-use axum::extract::{DefaultBodyLimit, Path, State};
-use axum::http::StatusCode;
-use axum::response::{IntoResponse, Response};
-use axum::routing::post;
-use axum::{Json, Router};
 use clap::Args;
 use infinity_agent_core::ids::ThreadId;
-use infinity_agent_core::migration::{Bundle, MigrationError};
-use infinity_agent_core::runtime::AgentSystem;
 use infinity_aws::config::Clients;
 use infinity_aws::migration::StackSide;
 use infinity_aws::queue::SqsInputSender;
 use infinity_aws::store::DynamoThreadStore;
-use infinity_rap_runtime::migration::{
-    self, Destination, FinishRequest, Host, MoveError, Remote, Source, StartRequest,
-};
-use serde_json::json;
-
-use crate::tool_servers::Links;
+use infinity_rap_runtime::migration::{self, Destination, Remote, Source, StartRequest};
 
 #[derive(Debug, Args)]
 pub struct MigrateArgs {
@@ -78,7 +65,7 @@ pub async fn run(args: MigrateArgs) -> Result<u8> {
     }
     let token = |flag: &Option<String>| {
         flag.clone().or_else(|| {
-            std::env::var(crate::serve::TOKEN_VAR)
+            std::env::var(infinity_server::TOKEN_VAR)
                 .ok()
                 .filter(|t| !t.is_empty())
         })
@@ -160,114 +147,3 @@ async fn stack_from_env(endpoint: Option<&str>) -> Result<StackSide> {
 
 /// How long the stack keeps processed-input markers (as the CLI's other commands assume).
 const DEDUP_TTL: Duration = Duration::from_secs(86_400);
-
-/// What `serve`'s migration routes share.
-struct MigrationRoutes {
-    system: Arc<AgentSystem>,
-    links: Links,
-    runs_agent: Box<dyn Fn(&str) -> bool + Send + Sync>,
-}
-
-impl MigrationRoutes {
-    fn host(&self) -> Host<'_> {
-        Host {
-            store: self.system.store().as_ref(),
-            performer: self.system.as_ref(),
-            signer: &self.links.signer,
-            client: &self.links.client,
-            runs_agent: &*self.runs_agent,
-        }
-    }
-}
-
-/// The largest session `serve` imports in one request.
-const MAX_BUNDLE_BYTES: usize = 1 << 30;
-
-/// `serve`'s side of a move: `POST /threads/{id}/migration` (a [`StartRequest`]; answers the
-/// session as a bundle), `POST /threads/{id}/migration/finish` (a [`FinishRequest`]), `POST
-/// /threads/{id}/migration/abort`, `POST /threads/{id}/migration/forwarding` (the forwarding
-/// URLs of a session that runs here), and `POST /migration/import` (a bundle; answers the
-/// forwarding URLs).
-pub fn routes(system: Arc<AgentSystem>, links: Links) -> Router {
-    let agents = Arc::clone(&system);
-    let served = Arc::new(MigrationRoutes {
-        system,
-        links,
-        runs_agent: Box::new(move |name| agents.has_agent(name)),
-    });
-    Router::new()
-        .route("/threads/{id}/migration", post(start))
-        .route("/threads/{id}/migration/finish", post(finish))
-        .route("/threads/{id}/migration/abort", post(abort))
-        .route("/threads/{id}/migration/forwarding", post(forwarding))
-        .route(
-            "/migration/import",
-            post(import).layer(DefaultBodyLimit::max(MAX_BUNDLE_BYTES)),
-        )
-        .with_state(served)
-}
-
-/// An error answer: a status and `{"error": message}`.
-struct Refusal(StatusCode, String);
-
-impl IntoResponse for Refusal {
-    fn into_response(self) -> Response {
-        (self.0, Json(json!({"error": self.1}))).into_response()
-    }
-}
-
-impl From<MoveError> for Refusal {
-    fn from(err: MoveError) -> Self {
-        let status = match &err {
-            MoveError::Migration(MigrationError::UnknownThread(_)) => StatusCode::NOT_FOUND,
-            MoveError::Migration(MigrationError::Store(_)) => StatusCode::SERVICE_UNAVAILABLE,
-            MoveError::Migration(MigrationError::BadBundle(_)) => StatusCode::BAD_REQUEST,
-            MoveError::Migration(_) | MoveError::Busy { .. } | MoveError::UnmappedServer { .. } => {
-                StatusCode::CONFLICT
-            }
-            _ => StatusCode::BAD_GATEWAY,
-        };
-        Refusal(status, err.to_string())
-    }
-}
-
-fn root(raw: &str) -> Result<ThreadId, Refusal> {
-    ThreadId::new(raw).map_err(|e| Refusal(StatusCode::BAD_REQUEST, e.to_string()))
-}
-
-type Answer = Result<Response, Refusal>;
-
-async fn start(
-    State(served): State<Arc<MigrationRoutes>>,
-    Path(id): Path<String>,
-    Json(request): Json<StartRequest>,
-) -> Answer {
-    let bundle = migration::start(served.host(), &root(&id)?, &request).await?;
-    Ok(Json(bundle).into_response())
-}
-
-async fn finish(
-    State(served): State<Arc<MigrationRoutes>>,
-    Path(id): Path<String>,
-    Json(request): Json<FinishRequest>,
-) -> Answer {
-    let id = root(&id)?;
-    migration::finish(served.host(), &id, &request.forward).await?;
-    Ok(Json(json!({"finished": id})).into_response())
-}
-
-async fn abort(State(served): State<Arc<MigrationRoutes>>, Path(id): Path<String>) -> Answer {
-    let id = root(&id)?;
-    migration::abort(served.host(), &id).await?;
-    Ok(Json(json!({"aborted": id})).into_response())
-}
-
-async fn forwarding(State(served): State<Arc<MigrationRoutes>>, Path(id): Path<String>) -> Answer {
-    let forward = migration::forward_urls(served.host(), &root(&id)?).await?;
-    Ok(Json(FinishRequest { forward }).into_response())
-}
-
-async fn import(State(served): State<Arc<MigrationRoutes>>, Json(bundle): Json<Bundle>) -> Answer {
-    let imported = migration::import(served.host(), &bundle).await?;
-    Ok(Json(imported).into_response())
-}

@@ -52,7 +52,7 @@ pub(crate) async fn build_system_with_receiver(
 pub(crate) async fn build_system_full(
     args: &AgentArgs,
     access: StoreAccess,
-    remotes: Option<Arc<crate::remote::MemoryRemotes>>,
+    remotes: Option<Arc<infinity_server::remotes::MemoryRemotes>>,
     pages: Option<&str>,
 ) -> Result<(AgentSystem, Option<tool_servers::Links>)> {
     // With a store, its stored agents run too, and --agent may name one of them.

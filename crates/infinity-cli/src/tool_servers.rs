@@ -117,7 +117,7 @@ pub async fn prepare(
     options: &CallbackOptions,
     builder: AgentSystemBuilder,
     always: bool,
-    remotes: Option<Arc<crate::remote::MemoryRemotes>>,
+    remotes: Option<Arc<infinity_server::remotes::MemoryRemotes>>,
 ) -> Result<(AgentSystemBuilder, Option<Receiver>)> {
     if file.tool_servers.is_empty() && !always {
         let builder = match remotes {

@@ -88,7 +88,7 @@ pub async fn connect(args: ConnectArgs) -> Result<u8> {
         token: args
             .token
             .clone()
-            .or_else(|| std::env::var(crate::serve::TOKEN_VAR).ok()),
+            .or_else(|| std::env::var(infinity_server::TOKEN_VAR).ok()),
     });
     let running: Running = Arc::default();
     let mut said_waiting = false;

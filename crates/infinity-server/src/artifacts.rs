@@ -30,8 +30,7 @@
 //! what whoever holds the link can fetch anyway. Nothing else here (the content, the frame page,
 //! comments, the API) sends CORS headers, and none allows credentials.
 
-use std::sync::Arc;
-
+use askama::Template;
 use axum::extract::{Path, Query, State};
 use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
@@ -47,7 +46,7 @@ use serde::Deserialize;
 use serde_json::json;
 
 use crate::api::{ApiError, Shared};
-use crate::serve::Guard;
+use crate::Guard;
 
 /// The key of the pages that need none (not private, or a server without a token).
 const OPEN: &str = "open";
@@ -60,20 +59,14 @@ struct Pages {
 
 /// The routes, on `host`'s artifacts, behind `guard`'s Host and Origin checks (the token is
 /// checked here, for private pages only).
-pub fn routes(host: Shared, guard: Guard) -> Router {
+pub fn routes(host: Shared, guard: &Guard) -> Router {
     let pages = Pages {
         host,
         token: guard.token.clone(),
     };
-    let checks = |any_origin| {
-        axum::middleware::from_fn_with_state(
-            Arc::new(Guard {
-                token: None,
-                any_origin,
-                ..guard.clone()
-            }),
-            crate::serve::guard,
-        )
+    let checks = |any_origin| Guard {
+        any_origin,
+        ..guard.without_token()
     };
     // What a page loads itself comes from its sandboxed origin (`null`).
     let content = Router::new()
@@ -141,7 +134,7 @@ impl Pages {
         [bearer, query.access_token.as_deref()]
             .into_iter()
             .flatten()
-            .any(|given| crate::serve::constant_time_eq(given.as_bytes(), token.as_bytes()))
+            .any(|given| crate::guard::constant_time_eq(given.as_bytes(), token.as_bytes()))
     }
 
     /// The key a page's frame loads its content and files with.
@@ -178,7 +171,7 @@ impl Pages {
             .await
             .map_err(store_error)?
             .ok_or_else(missing)?;
-        if !crate::serve::constant_time_eq(key.as_bytes(), self.key(&meta).as_bytes()) {
+        if !crate::guard::constant_time_eq(key.as_bytes(), self.key(&meta).as_bytes()) {
             return Err(missing());
         }
         let version = version
@@ -194,14 +187,6 @@ impl Pages {
 struct Access {
     access_token: Option<String>,
     v: Option<u32>,
-}
-
-fn escape(text: &str) -> String {
-    text.replace('&', "&amp;")
-        .replace('<', "&lt;")
-        .replace('>', "&gt;")
-        .replace('"', "&quot;")
-        .replace('\'', "&#39;")
 }
 
 /// `text` as a URL query value (every byte but unreserved ones percent-encoded), also safe in
@@ -253,31 +238,61 @@ fn own_page(html: String) -> Response {
     )
 }
 
-const HEAD: &str = r#"<!doctype html><html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1"><link rel="icon" href="data:,"><link rel="stylesheet" href="/app/artifact.css">"#;
+/// The list of public pages.
+#[derive(Template)]
+#[template(path = "pages/index.html")]
+struct IndexPage<'a> {
+    pages: Vec<&'a ArtifactMeta>,
+}
+
+/// A page in its frame, with its comments and the form to leave one.
+#[derive(Template)]
+#[template(path = "pages/frame.html")]
+struct FramePage<'a> {
+    id: &'a str,
+    title: &'a str,
+    visibility: &'a str,
+    /// The version shown, and the newest (links to every version when there are several).
+    version: u32,
+    newest: u32,
+    /// A private page opened with `?access_token=` keeps it in its version links (a request
+    /// with the token in a header is not a browser's: its links need none), percent-encoded.
+    access_token: Option<String>,
+    key: String,
+    comments: &'a [Comment],
+    author_max: usize,
+    text_max: usize,
+}
+
+/// A Markdown page as an HTML document: `body` is what the Markdown renderer made (raw HTML in
+/// the text already turned into text).
+#[derive(Template)]
+#[template(path = "pages/markdown.html")]
+struct MarkdownPage<'a> {
+    title: &'a str,
+    body: &'a str,
+}
+
+/// `page` rendered, or a 500 naming the template (a template that fails on its own fields is a
+/// bug here, not the request's).
+fn rendered(page: &impl Template) -> Result<String, ApiError> {
+    page.render().map_err(|e| {
+        error(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            format!("rendering a page: {e}"),
+        )
+    })
+}
 
 async fn index(State(pages): State<Pages>) -> Result<Response, ApiError> {
     let all = pages.artifacts()?.all().await.map_err(store_error)?;
-    let rows: String = all
-        .iter()
-        .filter(|m| m.visibility == Visibility::Public)
-        .map(|m| {
-            format!(
-                r#"<li><a href="/a/{}">{}</a> <span class="meta">version {}, {}</span></li>"#,
-                m.id,
-                escape(&m.title),
-                m.version,
-                m.updated_at.strftime("%Y-%m-%d %H:%M UTC")
-            )
-        })
-        .collect();
-    let list = if rows.is_empty() {
-        r#"<p class="empty">No public pages yet.</p>"#.to_owned()
-    } else {
-        format!("<ul class=\"pages\">{rows}</ul>")
+    let page = IndexPage {
+        pages: all
+            .iter()
+            .filter(|m| m.visibility == Visibility::Public)
+            .collect(),
     };
-    Ok(own_page(format!(
-        "{HEAD}<title>Pages</title></head><body><main class=\"index\"><h1>Pages</h1>{list}</main></body></html>"
-    )))
+    Ok(own_page(rendered(&page)?))
 }
 
 async fn frame(
@@ -296,58 +311,22 @@ async fn frame(
         .comments(&id)
         .await
         .map_err(store_error)?;
-    let list: String = comments
-        .iter()
-        .map(|c| {
-            let answers: String = c
-                .answers
-                .iter()
-                .map(|a| format!(r#"<li class="answer"><p>{}</p></li>"#, escape(&a.text)))
-                .collect();
-            format!(
-                r#"<li class="comment" id="{}"><p class="who">{} <span class="meta">on version {}, {}</span></p><p>{}</p><ul class="answers">{answers}</ul></li>"#,
-                escape(&c.id),
-                escape(&c.author),
-                c.version,
-                c.at.strftime("%Y-%m-%d %H:%M UTC"),
-                escape(&c.text)
-            )
-        })
-        .collect();
-    // A private page opened with `?access_token=` keeps it in its version links (a request
-    // with the token in a header is not a browser's: its links need none).
-    let access = match (&access.access_token, meta.visibility) {
-        (Some(token), Visibility::Private) => format!("&amp;access_token={}", query_value(token)),
-        _ => String::new(),
+    let page = FramePage {
+        id: &id,
+        title: &meta.title,
+        visibility: meta.visibility.as_str(),
+        version,
+        newest: meta.version,
+        access_token: match (&access.access_token, meta.visibility) {
+            (Some(token), Visibility::Private) => Some(query_value(token)),
+            _ => None,
+        },
+        key: pages.key(&meta),
+        comments: &comments,
+        author_max: limits::AUTHOR_CHARS,
+        text_max: limits::COMMENT_CHARS,
     };
-    let versions = if meta.version > 1 {
-        let links: Vec<String> = (1..=meta.version)
-            .rev()
-            .map(|v| {
-                if v == version {
-                    format!("<strong>v{v}</strong>")
-                } else {
-                    format!(r#"<a href="/a/{id}?v={v}{access}" class="version">v{v}</a>"#)
-                }
-            })
-            .collect();
-        format!(r#" <span class="versions">{}</span>"#, links.join(" "))
-    } else {
-        String::new()
-    };
-    let key = pages.key(&meta);
-    Ok(own_page(format!(
-        r#"{HEAD}<title>{title}</title><script type="module" src="/app/artifact.js"></script></head><body>
-<header><h1>{title}</h1><p class="meta">{visibility} page, version {version}{versions}</p></header>
-<iframe id="page" title="{title}" sandbox="allow-scripts" src="/a/{id}/{key}/v{version}/page"></iframe>
-<section id="comments" data-page="{id}" data-version="{version}"><h2>Comments</h2><ul class="comments">{list}</ul>
-<form id="comment-form"><input id="author" maxlength="{author_max}" placeholder="Your name (optional)" aria-label="Your name"><textarea id="text" maxlength="{text_max}" required placeholder="Leave a comment: the agent reads it and may answer here" aria-label="Comment"></textarea><button type="submit">Comment</button><p id="status" role="status"></p></form></section>
-</body></html>"#,
-        title = escape(&meta.title),
-        visibility = meta.visibility.as_str(),
-        author_max = limits::AUTHOR_CHARS,
-        text_max = limits::COMMENT_CHARS,
-    )))
+    Ok(own_page(rendered(&page)?))
 }
 
 /// How a request loads a page's content, from the `Sec-Fetch-Dest` the browser sends.
@@ -466,7 +445,7 @@ async fn content(
         })?;
     let html = match meta.format {
         Format::Html => text,
-        Format::Markdown => markdown(&meta.title, &text),
+        Format::Markdown => markdown(&meta.title, &text)?,
     };
     let files = format!("{}/a/{id}/{key}/v{version}/files/", origin(&headers));
     let policy = content_policy(&meta, &files, load == Load::Frame);
@@ -483,7 +462,7 @@ fn by_dest(mut response: Response) -> Response {
 }
 
 /// A Markdown page as an HTML document; raw HTML in it is shown as text.
-fn markdown(title: &str, text: &str) -> String {
+fn markdown(title: &str, text: &str) -> Result<String, ApiError> {
     use pulldown_cmark::{Event, Options, Parser};
     let parser = Parser::new_ext(text, Options::ENABLE_TABLES | Options::ENABLE_STRIKETHROUGH).map(
         |event| match event {
@@ -493,19 +472,8 @@ fn markdown(title: &str, text: &str) -> String {
     );
     let mut body = String::new();
     pulldown_cmark::html::push_html(&mut body, parser);
-    format!(
-        "<!doctype html><html lang=\"en\"><head><meta charset=\"utf-8\"><meta name=\"viewport\" \
-         content=\"width=device-width, initial-scale=1\"><title>{}</title><style>{MARKDOWN_STYLE}</style>\
-         </head><body>{body}</body></html>",
-        escape(title)
-    )
+    rendered(&MarkdownPage { title, body: &body })
 }
-
-const MARKDOWN_STYLE: &str =
-    "body{font:16px/1.6 system-ui,sans-serif;max-width:46rem;margin:1.5rem auto;\
-padding:0 1rem;color:#1f2328}pre,code{font-family:ui-monospace,monospace;background:#f6f8fa}\
-pre{padding:.8rem;overflow:auto}table{border-collapse:collapse}td,th{border:1px solid #d0d7de;\
-padding:.3rem .6rem}img{max-width:100%}";
 
 async fn file(
     State(pages): State<Pages>,

@@ -1,4 +1,4 @@
-//! The HTTP API's routes over threads (see [`crate::serve`] for the table of them), written
+//! The HTTP API's routes over threads (see [the crate docs](crate) for the table of them), written
 //! once for every host over its [`Front`]: the embedded runtime
 //! ([`infinity_agent_core::runtime::AgentSystem`]) and a stack's table and queues (`infinity
 //! serve --aws`, [`infinity_aws::front::StackFront`]).

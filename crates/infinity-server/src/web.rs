@@ -1,7 +1,7 @@
 //! The web app `infinity serve` serves at `/`: a page that lists conversations, shows one with
 //! its live event stream, and answers what the agent asks (see `docs/web.md`).
 //!
-//! The app is plain ES modules and one stylesheet under `crates/infinity-cli/web/`, compiled into
+//! The app is plain ES modules and one stylesheet under `crates/infinity-server/web/`, compiled into
 //! the binary: no build step, nothing fetched from elsewhere at run time. Every answer carries a
 //! Content-Security-Policy that allows this server's own scripts, styles and API only (images
 //! also from `data:` URLs, which tool results carry inline), so no inline script runs.
@@ -13,15 +13,13 @@
 //! with. The page reads the token from its own URL (`/?access_token=T`) and sends it with every
 //! API request instead.
 
-use std::sync::Arc;
-
 use axum::extract::Path;
 use axum::http::{header, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use axum::Router;
 
-use crate::serve::Guard;
+use crate::Guard;
 
 /// What the page may load: this server only; images also inline (`data:`), as tool results
 /// carry them.
@@ -100,21 +98,14 @@ const ASSETS: &[Asset] = &[
 
 /// The page at `/` and its files at `/app/{name}`, behind `guard` without its token (see the
 /// module doc).
-pub fn routes(guard: Guard) -> Router {
-    let public = Guard {
-        token: None,
-        ..guard
-    };
+pub fn routes(guard: &Guard) -> Router {
     Router::new()
         .route(
             "/",
             get(|| async { page("text/html; charset=utf-8", INDEX) }),
         )
         .route("/app/{name}", get(asset))
-        .layer(axum::middleware::from_fn_with_state(
-            Arc::new(public),
-            crate::serve::guard,
-        ))
+        .layer(guard.without_token())
 }
 
 async fn asset(Path(name): Path<String>) -> Response {

@@ -71,3 +71,65 @@ fn a_policy_that_cannot_be_a_header_falls_back_to_the_strictest() {
     headers.insert("host", HeaderValue::from_static("evil;script-src *"));
     assert_eq!(origin(&headers), "http://localhost");
 }
+
+#[test]
+fn pages_escape_what_agents_and_people_wrote() {
+    let hostile = r#"<script>alert(1)</script>" onload="x" '&"#;
+    let comment = Comment {
+        id: "cm-000000000001".into(),
+        author: hostile.into(),
+        text: format!("text {hostile}"),
+        version: 1,
+        at: jiff::Timestamp::UNIX_EPOCH,
+        answers: vec![infinity_agent_core::artifact::Answer {
+            id: "a1".into(),
+            text: format!("answer {hostile}"),
+            at: jiff::Timestamp::UNIX_EPOCH,
+        }],
+    };
+    let frame = FramePage {
+        id: "art-0123456789abcdef0123",
+        title: hostile,
+        visibility: "private",
+        version: 2,
+        newest: 3,
+        access_token: Some(query_value("t&k\"<")),
+        key: "k".into(),
+        comments: std::slice::from_ref(&comment),
+        author_max: 80,
+        text_max: 4000,
+    }
+    .render()
+    .unwrap();
+    let Ok(markdown) = markdown(hostile, "# Hi\n\n<img src=x onerror=alert(1)>") else {
+        panic!("the Markdown page did not render")
+    };
+    let index = IndexPage {
+        pages: vec![&ArtifactMeta {
+            title: hostile.into(),
+            ..meta(false)
+        }],
+    }
+    .render()
+    .unwrap();
+    for html in [&frame, &markdown, &index] {
+        assert!(!html.contains("<script>alert"), "{html}");
+        assert!(!html.contains(r#"" onload"#), "{html}");
+        assert!(
+            html.contains("&#60;script&#62;alert(1)&#60;/script&#62;"),
+            "{html}"
+        );
+    }
+    // Every version but the shown one is a link carrying the private page's token, encoded.
+    assert!(frame.contains("<strong>v2</strong>"), "{frame}");
+    assert!(
+        frame.contains(r#"href="/a/art-0123456789abcdef0123?v=3&amp;access_token=t%26k%22%3C""#),
+        "{frame}"
+    );
+    assert!(frame.contains("answer &#60;script&#62;"), "{frame}");
+    assert!(
+        markdown.contains("<h1>Hi</h1>") && markdown.contains("&lt;img src=x"),
+        "{markdown}"
+    );
+    assert!(index.contains("version 1, 1970-01-01 00:00 UTC"), "{index}");
+}

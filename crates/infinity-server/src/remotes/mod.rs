@@ -1,0 +1,159 @@
+//! The `remote` category's server side: the HTTP routes machines people connect with
+//! `infinity remote connect` use, over any [`RemoteHub`] (the embedded runtime's in memory,
+//! [`hub`]; a stack's in its table, from `infinity serve --aws` and the API function).
+//!
+//! | Route | What |
+//! |---|---|
+//! | `POST /remotes` | `{"name", "exec"}`: a remote connects; `{"id"}` |
+//! | `GET /remotes` | the remotes (id, name, online, exec, last_seen) |
+//! | `GET /remotes/{id}/orders?wait=SECS` | a long poll for the remote's orders (`run`, `kill`); 404 once the hub forgot it |
+//! | `POST /remotes/{id}/runs/{run}` | `{"status", "exit_code", "stdout", "stderr"}`: a run ended |
+//! | `DELETE /remotes/{id}` | the remote goes away |
+//! | `POST /remotes/approvals/{token}` | a person's answer to an approval question (`{"id", "selected"}`, sent by the surface that asked: the token in the URL is the credential) |
+
+pub mod hub;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::extract::{Path, Query, State};
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use axum::{Json, Router};
+use infinity_agent_core::library::remotes::{HubError, RemoteHub, Report, MAX_WAIT};
+use serde::Deserialize;
+use serde_json::json;
+
+pub use hub::MemoryRemotes;
+
+type Hub = Arc<dyn RemoteHub>;
+
+fn problem(status: StatusCode, message: impl std::fmt::Display) -> Response {
+    (status, Json(json!({"error": message.to_string()}))).into_response()
+}
+
+fn hub_problem(err: HubError) -> Response {
+    match err {
+        HubError::NotFound(why) => problem(StatusCode::NOT_FOUND, why),
+        err @ HubError::Unavailable(_) => problem(StatusCode::SERVICE_UNAVAILABLE, err),
+    }
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Connect {
+    name: String,
+    #[serde(default)]
+    exec: bool,
+}
+
+#[derive(Debug, Deserialize)]
+struct Wait {
+    #[serde(default)]
+    wait: Option<u64>,
+}
+
+#[derive(Debug, Deserialize)]
+struct Answer {
+    selected: usize,
+}
+
+/// `app` with the routes remotes use, behind `access`, and the approval route outside it (the
+/// token in its URL is the credential, as for any `user_choice` question's `response_url`).
+pub fn mount(app: Router, hub: Hub, access: &crate::Guard) -> Router {
+    let (guarded, open) = routes(hub);
+    let guarded = guarded.layer(access.clone());
+    app.merge(guarded).merge(open)
+}
+
+/// The routes remotes use, and the approval route.
+fn routes(hub: Hub) -> (Router, Router) {
+    let guarded = Router::new()
+        .route("/remotes", post(connect).get(list))
+        .route("/remotes/{id}/orders", get(orders))
+        .route("/remotes/{id}", axum::routing::delete(disconnect))
+        .route("/remotes/{id}/runs/{run}", post(report))
+        .with_state(Arc::clone(&hub));
+    let open = Router::new()
+        .route("/remotes/approvals/{token}", post(approve))
+        .with_state(hub);
+    (guarded, open)
+}
+
+async fn connect(
+    State(hub): State<Hub>,
+    body: Result<Json<Connect>, axum::extract::rejection::JsonRejection>,
+) -> Response {
+    let Json(body) = match body {
+        Ok(body) => body,
+        Err(e) => return problem(e.status(), e.body_text()),
+    };
+    let name = body.name.trim();
+    if name.is_empty() || name.len() > 100 {
+        return problem(
+            StatusCode::BAD_REQUEST,
+            "`name` must have 1 to 100 characters",
+        );
+    }
+    match hub.connect(name, body.exec).await {
+        Ok(id) => (StatusCode::CREATED, Json(json!({"id": id}))).into_response(),
+        Err(err) => hub_problem(err),
+    }
+}
+
+async fn list(State(hub): State<Hub>) -> Response {
+    match hub.remotes().await {
+        Ok(remotes) => Json(json!({"remotes": remotes})).into_response(),
+        Err(err) => hub_problem(err),
+    }
+}
+
+async fn orders(
+    State(hub): State<Hub>,
+    Path(id): Path<String>,
+    Query(wait): Query<Wait>,
+) -> Response {
+    let wait = Duration::from_secs(wait.wait.unwrap_or(20)).min(MAX_WAIT);
+    match hub.poll(&id, wait).await {
+        Ok(orders) => Json(json!({"orders": orders})).into_response(),
+        Err(err) => hub_problem(err),
+    }
+}
+
+async fn disconnect(State(hub): State<Hub>, Path(id): Path<String>) -> Response {
+    match hub.disconnect(&id).await {
+        Ok(()) => StatusCode::NO_CONTENT.into_response(),
+        Err(err) => hub_problem(err),
+    }
+}
+
+async fn report(
+    State(hub): State<Hub>,
+    Path((id, run)): Path<(String, String)>,
+    body: Result<Json<Report>, axum::extract::rejection::JsonRejection>,
+) -> Response {
+    let Json(body) = match body {
+        Ok(body) => body,
+        Err(e) => return problem(e.status(), e.body_text()),
+    };
+    match hub.report(&id, &run, body).await {
+        Ok(()) => StatusCode::NO_CONTENT.into_response(),
+        Err(err) => hub_problem(err),
+    }
+}
+
+async fn approve(
+    State(hub): State<Hub>,
+    Path(token): Path<String>,
+    body: Result<Json<Answer>, axum::extract::rejection::JsonRejection>,
+) -> Response {
+    let Json(body) = match body {
+        Ok(body) => body,
+        Err(e) => return problem(e.status(), e.body_text()),
+    };
+    match hub.approve(&token, body.selected).await {
+        Ok(()) => StatusCode::NO_CONTENT.into_response(),
+        Err(err) => hub_problem(err),
+    }
+}
