@@ -416,3 +416,201 @@ fn every_crate_has_one_test_binary_holding_all_its_test_files() {
     }
     assert!(checked >= 8, "only {checked} crates with tests found");
 }
+
+/// The parts of `tools/` (a file or folder two levels deep at most: `registry`, `builtin/threads`,
+/// `internal/meta`, ...) with the parts each refers to (comments and test modules left out). A
+/// part's use of an enclosing module (`tools`, `internal`: where the shared types are declared)
+/// is not counted.
+fn tools_graph() -> BTreeMap<String, BTreeSet<String>> {
+    let tools = Path::new(env!("CARGO_MANIFEST_DIR")).join("src/tools");
+    let mut files = Vec::new();
+    let mut stack = vec![tools.clone()];
+    while let Some(dir) = stack.pop() {
+        for entry in std::fs::read_dir(&dir).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                stack.push(path);
+            } else if path.extension().and_then(|e| e.to_str()) == Some("rs")
+                && path.file_name().and_then(|n| n.to_str()) != Some("tests.rs")
+            {
+                files.push(path);
+            }
+        }
+    }
+    // `internal/meta.rs` -> `internal/meta`, `internal/mod.rs` -> `internal`, `internal/remote/x.rs`
+    // -> `internal/remote`; the top `mod.rs` is `""`.
+    let part = |path: &Path| -> String {
+        let relative = path.strip_prefix(&tools).unwrap().with_extension("");
+        let names: Vec<&str> = relative
+            .components()
+            .map(|c| c.as_os_str().to_str().unwrap())
+            .filter(|n| *n != "mod")
+            .take(2)
+            .collect();
+        names.join("/")
+    };
+    let parts: BTreeSet<String> = files.iter().map(|f| part(f)).collect();
+    let resolve = |names: &[&str]| -> Option<String> {
+        let two = names.iter().take(2).copied().collect::<Vec<_>>().join("/");
+        if parts.contains(&two) {
+            return Some(two);
+        }
+        parts.contains(names[0]).then(|| names[0].to_owned())
+    };
+    let mut graph: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    for file in &files {
+        let from = part(file);
+        let is_mod = file.file_name().and_then(|n| n.to_str()) == Some("mod.rs");
+        // The module `super::` names from this file.
+        let own: Vec<&str> = if from.is_empty() {
+            Vec::new()
+        } else {
+            from.split('/').collect()
+        };
+        let parent: Vec<&str> = if is_mod {
+            own[..own.len().saturating_sub(1)].to_vec()
+        } else {
+            match (own.len(), file.parent() == Some(tools.as_path())) {
+                (_, true) => Vec::new(),
+                (2, false)
+                    if file.parent().and_then(|p| p.file_name()) == Some(own[1].as_ref()) =>
+                {
+                    own.clone()
+                }
+                _ => own[..own.len() - 1].to_vec(),
+            }
+        };
+        let text = std::fs::read_to_string(file).unwrap();
+        let code = text.split("#[cfg(test)]").next().unwrap_or_default();
+        let code: String = code
+            .lines()
+            .filter(|l| !l.trim_start().starts_with("//"))
+            .collect::<Vec<_>>()
+            .join("\n");
+        let mut refer = |path: Vec<&str>| {
+            if path.is_empty() {
+                return;
+            }
+            if let Some(to) = resolve(&path) {
+                let enclosing = from == to || from.starts_with(&format!("{to}/")) || to.is_empty();
+                if !enclosing {
+                    graph.entry(from.clone()).or_default().insert(to);
+                }
+            }
+        };
+        let words = |rest: &str| -> Vec<Vec<String>> {
+            // `a::b::...`, or each of a group `{a::b, c}`.
+            let group = rest
+                .strip_prefix('{')
+                .and_then(|g| g.split_once('}'))
+                .map(|(inside, _)| inside.split(',').map(str::trim).collect::<Vec<_>>())
+                .unwrap_or_else(|| vec![rest]);
+            group
+                .iter()
+                .map(|item| {
+                    item.split("::")
+                        .map(|w| {
+                            w.chars()
+                                .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
+                                .collect::<String>()
+                        })
+                        .take_while(|w| !w.is_empty())
+                        .take(2)
+                        .collect()
+                })
+                .collect()
+        };
+        for (i, _) in code.match_indices("crate::tools::") {
+            for path in words(&code[i + "crate::tools::".len()..]) {
+                refer(path.iter().map(String::as_str).collect());
+            }
+        }
+        for (i, _) in code.match_indices("super::") {
+            if i >= 2 && &code[i - 2..i] == "::" {
+                continue;
+            }
+            for path in words(&code[i + "super::".len()..]) {
+                let mut full = parent.clone();
+                full.extend(path.iter().map(String::as_str));
+                refer(full);
+            }
+        }
+        // A `mod.rs` names its children bare: `meta::SEARCH_TOOLS`.
+        if is_mod {
+            for child in parts.iter().filter(|p| {
+                p.strip_prefix(&format!("{from}/"))
+                    .or(if from.is_empty() {
+                        Some(p.as_str())
+                    } else {
+                        None
+                    })
+                    .is_some_and(|rest| !rest.contains('/') && !rest.is_empty())
+            }) {
+                let name = child.rsplit('/').next().unwrap_or_default();
+                let bare = code.match_indices(&format!("{name}::")).any(|(i, _)| {
+                    let before = code[..i].chars().next_back().unwrap_or(' ');
+                    !(before.is_ascii_alphanumeric() || before == '_' || before == ':')
+                });
+                if bare {
+                    graph.entry(from.clone()).or_default().insert(child.clone());
+                }
+            }
+        }
+    }
+    graph
+}
+
+/// A circle in `graph` (as `a -> b -> a`), if there is one.
+fn circle(graph: &BTreeMap<String, BTreeSet<String>>) -> Option<String> {
+    fn visit(
+        node: &str,
+        graph: &BTreeMap<String, BTreeSet<String>>,
+        path: &mut Vec<String>,
+        done: &mut BTreeSet<String>,
+    ) -> Option<String> {
+        if let Some(start) = path.iter().position(|p| p == node) {
+            let mut shown = path[start..].to_vec();
+            shown.push(node.to_owned());
+            return Some(shown.join(" -> "));
+        }
+        if done.contains(node) {
+            return None;
+        }
+        path.push(node.to_owned());
+        for next in graph.get(node).into_iter().flatten() {
+            if let Some(found) = visit(next, graph, path, done) {
+                return Some(found);
+            }
+        }
+        path.pop();
+        done.insert(node.to_owned());
+        None
+    }
+    let mut done = BTreeSet::new();
+    graph
+        .keys()
+        .find_map(|node| visit(node, graph, &mut Vec::new(), &mut done))
+}
+
+/// The parts of `tools/` import each other in one direction only (#31): the registry and the
+/// categories never need each other both ways.
+#[test]
+fn the_parts_of_tools_form_no_circle() {
+    let graph = tools_graph();
+    assert!(
+        graph.contains_key("internal") && graph.contains_key("builtin/threads"),
+        "{graph:?}"
+    );
+    assert_eq!(circle(&graph), None, "{graph:#?}");
+    // The check sees one: a registry that used `builtin/threads` while it uses the registry.
+    let mut turned = graph.clone();
+    turned
+        .entry("registry".to_owned())
+        .or_default()
+        .insert("internal/meta".to_owned());
+    turned
+        .entry("internal/meta".to_owned())
+        .or_default()
+        .insert("registry".to_owned());
+    assert!(circle(&turned).is_some());
+}

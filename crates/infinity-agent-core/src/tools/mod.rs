@@ -11,6 +11,7 @@
 //! Tools of tool servers are registry tools like the others ([`servers::ServerTool`]): the
 //! registry checks their arguments and they dispatch.
 
+mod arguments;
 pub(crate) mod builtin;
 pub mod internal;
 mod registry;
@@ -22,18 +23,26 @@ use std::fmt;
 
 use jiff::Timestamp;
 
+pub(crate) use arguments::schema_problems;
 pub use builtin::schedule::create as create_schedule;
 pub use builtin::{builtin_tools, BUILTIN_TOOL_NAMES};
-pub(crate) use registry::schema_problems;
 pub use registry::{OfferedTools, RegistryError, ToolRegistry};
 pub use set_title::SetTitle;
 
-use crate::effect::{Effect, OutputKind};
+use crate::effect::{Effect, OutputKind, ServerTarget, ToolInvocation};
 use crate::history::{HistoryView, ToolCall};
 use crate::ids::{IdSource, InputId};
 use crate::input::{Input, InputBody};
 use crate::model::ToolSpec;
 use crate::state::{Conversation, ThreadRecord};
+
+/// The error result of a call that would start a thread past the conversation's hourly limit
+/// (`thread_spawn`, `agent`).
+pub(crate) fn threads_exhausted() -> String {
+    "Error: this conversation has started as many threads this hour as its agent allows \
+     (limits.conversation_threads_per_hour). Do the work in this thread, or wait."
+        .to_owned()
+}
 
 /// `text` cut to at most `max` characters, marked with `…` when cut.
 pub fn clip(text: &str, max: usize) -> String {
@@ -126,6 +135,26 @@ impl ToolContext<'_> {
     /// Asks the host to do something after the commit.
     pub fn emit(&mut self, effect: Effect) {
         self.effects.push(effect);
+    }
+
+    /// Dispatches this call to the tool `tool` of the server `target`, with `args` (already
+    /// checked): performed after the commit; the result arrives as a `tool_result` input.
+    pub(crate) fn dispatch(&mut self, target: ServerTarget, tool: &str, args: serde_json::Value) {
+        let notify_key = self
+            .record
+            .notify_keys
+            .get(target.base_url.trim_end_matches('/'))
+            .cloned();
+        let invocation = ToolInvocation {
+            thread_id: self.record.id.clone(),
+            stack: self.record.stack.clone(),
+            call_id: self.call.id.clone(),
+            tool: tool.to_owned(),
+            args,
+            server: Some(target),
+            notify_key,
+        };
+        self.emit(Effect::Dispatch { invocation });
     }
 
     /// Shows an event to the user.

@@ -18,7 +18,7 @@ use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
 
 use super::{Tool, ToolContext, ToolOutcome, ToolRegistry, BUILTIN_TOOL_NAMES};
-use crate::effect::{Effect, ServerTarget, ToolInvocation};
+use crate::effect::{Effect, ServerTarget};
 use crate::history::INJECTED_TOOL;
 use crate::ids::InputId;
 use crate::input::{Input, InputBody};
@@ -384,8 +384,7 @@ impl Tool for ServerTool {
                 }
             }
         }
-        dispatch(
-            ctx,
+        ctx.dispatch(
             ServerTarget {
                 base_url: self.tool.server.clone(),
                 endpoint: self.tool.endpoint.clone(),
@@ -413,31 +412,6 @@ impl Tool for ServerTool {
         }
         ToolOutcome::Dispatched
     }
-}
-
-/// Dispatches the current call to the tool `tool` of the server `target`, with `args` (already
-/// checked): performed after the commit; the result arrives as a `tool_result` input.
-pub(crate) fn dispatch(
-    ctx: &mut ToolContext<'_>,
-    target: ServerTarget,
-    tool: &str,
-    args: serde_json::Value,
-) {
-    let notify_key = ctx
-        .record
-        .notify_keys
-        .get(target.base_url.trim_end_matches('/'))
-        .cloned();
-    let invocation = ToolInvocation {
-        thread_id: ctx.record.id.clone(),
-        stack: ctx.record.stack.clone(),
-        call_id: ctx.call.id.clone(),
-        tool: tool.to_owned(),
-        args,
-        server: Some(target),
-        notify_key,
-    };
-    ctx.emit(Effect::Dispatch { invocation });
 }
 
 /// The registry of a session's tools, their argument schemas compiled. [`assemble`] already

@@ -64,13 +64,6 @@ fn own_turn(view: HistoryView<'_>, call: &CallId) -> Option<(usize, Item)> {
     ))
 }
 
-/// The error result of a call that would start a thread past the conversation's hourly limit.
-pub(crate) fn threads_exhausted() -> String {
-    "Error: this conversation has started as many threads this hour as its agent allows \
-     (limits.conversation_threads_per_hour). Do the work in this thread, or wait."
-        .to_owned()
-}
-
 /// What a new child thread is spawned from.
 pub(crate) struct ChildOrigin<'a> {
     pub call_id: &'a CallId,
@@ -194,7 +187,7 @@ impl Tool for SpawnThread {
             ));
         }
         if ctx.threads_left == 0 {
-            return ToolOutcome::error(threads_exhausted());
+            return ToolOutcome::error(crate::tools::threads_exhausted());
         }
         let instructions = str_arg(args, "instructions").to_owned();
         let call = ctx.call.clone();

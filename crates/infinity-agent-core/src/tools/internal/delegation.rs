@@ -159,7 +159,7 @@ pub(crate) fn delegate(agent: &str, args: &Value, ctx: &mut ToolContext<'_>) -> 
         ));
     }
     if ctx.threads_left == 0 {
-        return ToolOutcome::error(crate::tools::builtin::threads::threads_exhausted());
+        return ToolOutcome::error(crate::tools::threads_exhausted());
     }
     let running = &ctx.conversation.delegations;
     if running.len() >= MAX_RUNNING {

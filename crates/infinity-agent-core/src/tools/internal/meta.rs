@@ -18,7 +18,7 @@ use crate::knowledge::Knowledge;
 use crate::library::directory::{Directory, Item, Kind, Miss};
 use crate::library::Library;
 use crate::model::ToolSpec;
-use crate::tools::registry::{argument_problems, CallRejection};
+use crate::tools::arguments::{argument_problems, CallRejection};
 use crate::tools::{Tool, ToolContext, ToolOutcome};
 
 /// The name of the search tool (hosts load the directory for agents that have it).
@@ -347,7 +347,7 @@ impl Tool for ExecuteTool {
                 };
                 let function = spec.name.clone();
                 drop(knowledge);
-                crate::tools::servers::dispatch(ctx, target, &function, arguments);
+                ctx.dispatch(target, &function, arguments);
                 ToolOutcome::Dispatched
             }
             Item::Agent(agent) => {

@@ -323,7 +323,10 @@ pub const TABLE: &[InternalToolDef] = &[
     InternalToolDef {
         name: "skill_get",
         category: Category::Skills,
-        make: |flags, settings| Arc::new(skills::SkillGet::new(flags, settings)),
+        make: |flags, settings| {
+            let guidance = flags.enabled(Category::Artifact).then(artifact::guidance);
+            Arc::new(skills::SkillGet::new(settings, guidance))
+        },
     },
     InternalToolDef {
         name: "agent",

@@ -25,14 +25,14 @@ pub(super) struct SkillGet {
 }
 
 impl SkillGet {
-    /// The agent's skills, and the guidance of the opt-in categories it has (`artifact`).
-    pub(super) fn new(flags: &super::InternalTools, settings: &ToolSettings) -> Self {
+    /// The agent's skills, and `guidance` of an opt-in category the agent has (`artifact`'s),
+    /// unless a skill of the agent's has its name.
+    pub(super) fn new(settings: &ToolSettings, guidance: Option<Skill>) -> Self {
         let mut skills = settings.skills.clone();
-        let guidance = super::artifact::guidance();
-        if flags.enabled(super::Category::Artifact)
-            && !skills.iter().any(|s| s.name == guidance.name)
-        {
-            skills.push(guidance);
+        if let Some(guidance) = guidance {
+            if !skills.iter().any(|s| s.name == guidance.name) {
+                skills.push(guidance);
+            }
         }
         Self { skills }
     }
