@@ -227,7 +227,11 @@ fn load_thread(dir: &Path) -> Result<(ThreadData, OnDisk), StoreError> {
     };
     let data = ThreadData {
         record,
-        entries: Arc::new(entries.into_iter().map(Arc::new).collect()),
+        entries: Arc::new({
+            let mut list = Vec::new();
+            super::memory::append(&mut list, entries.into_iter().map(Arc::new));
+            list
+        }),
         processed,
         outbox,
     };
