@@ -32,6 +32,31 @@ impl Effect {
         }
     }
 
+    /// A write of `category`'s shelf: `op` as that shelf reads it.
+    pub fn library(category: &str, op: &impl Serialize) -> Self {
+        Effect::Library {
+            category: category.to_owned(),
+            // Our own plain types: serializing them cannot fail.
+            op: serde_json::to_value(op).unwrap_or_default(),
+        }
+    }
+
+    /// The category of a [`Effect::Library`] write (`None` for other effects). A write kept in
+    /// an outbox from before categories were named in it says which by its operation.
+    pub fn library_category(&self) -> Option<&str> {
+        let Effect::Library { category, op } = self else {
+            return None;
+        };
+        if !category.is_empty() {
+            return Some(category);
+        }
+        Some(match op.get("op").and_then(serde_json::Value::as_str) {
+            Some("save_knowledge") => "knowledge",
+            Some("publish_artifact" | "answer_comment") => "artifact",
+            _ => "",
+        })
+    }
+
     /// An output event for `thread_id` at `at`.
     pub fn output(thread_id: &ThreadId, at: Timestamp, kind: OutputKind) -> Self {
         Effect::Output {
@@ -75,10 +100,15 @@ pub enum Effect {
         /// The event.
         event: OutputEvent,
     },
-    /// Write to the host's library (see [`crate::library`]): knowledge an agent saved.
+    /// A write of one category's shelf in the host's library (see [`crate::library`]): the
+    /// category, and the write as that category's tool put it (its shelf reads it).
     Library {
+        /// The category (`knowledge`, `artifact`, ...). Outboxes written before categories
+        /// were named here have none; [`Effect::library_category`] finds it from `op`.
+        #[serde(default, skip_serializing_if = "String::is_empty")]
+        category: String,
         /// The write.
-        op: LibraryOp,
+        op: serde_json::Value,
     },
     /// Hand an input to the host its thread moved to (see [`crate::state::Migration`]).
     Forward {
@@ -86,36 +116,6 @@ pub enum Effect {
         url: String,
         /// The input, as it arrived here.
         input: Input,
-    },
-}
-
-/// A write to the library, as an effect.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(tag = "op", rename_all = "snake_case")]
-pub enum LibraryOp {
-    /// Creates or replaces a knowledge entry (by its name, in any case).
-    SaveKnowledge {
-        /// The entry.
-        entry: crate::knowledge::KnowledgeEntry,
-    },
-    /// Publishes a version of a page (the `artifact` category): its files, content and meta.
-    PublishArtifact {
-        /// The page as of this version.
-        meta: crate::artifact::ArtifactMeta,
-        /// The version's content.
-        content: String,
-        /// The version's files, by name.
-        #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
-        files: std::collections::BTreeMap<String, String>,
-    },
-    /// Stores the thread's answer to a comment on one of its pages.
-    AnswerComment {
-        /// The page.
-        artifact_id: String,
-        /// The comment.
-        comment_id: String,
-        /// The answer.
-        answer: crate::artifact::Answer,
     },
 }
 

@@ -403,22 +403,47 @@ fn describe_effect(effect: &infinity_agent_core::effect::PendingEffect) -> Strin
             let host = url.split("/rap/").next().unwrap_or(url);
             format!("{} forwarded to {host}", input.body.kind())
         }
-        Effect::Library {
-            op: infinity_agent_core::effect::LibraryOp::SaveKnowledge { entry },
-        } => format!("saving knowledge `{}`", entry.name),
-        Effect::Library {
-            op: infinity_agent_core::effect::LibraryOp::PublishArtifact { meta, .. },
-        } => format!("publishing page {} version {}", meta.id, meta.version),
-        Effect::Library {
-            op:
-                infinity_agent_core::effect::LibraryOp::AnswerComment {
-                    artifact_id,
-                    comment_id,
-                    ..
-                },
-        } => format!("answering comment {comment_id} on page {artifact_id}"),
+        library @ Effect::Library { op, .. } => {
+            describe_library_write(library.library_category().unwrap_or_default(), op)
+        }
     };
     format!("{} {} ({what})", effect.id, effect.effect.kind())
+}
+
+/// A write of a category's shelf, said in the category's words where this CLI knows them.
+fn describe_library_write(category: &str, op: &serde_json::Value) -> String {
+    use infinity_agent_core::library::artifacts::ArtifactOp;
+    use infinity_agent_core::library::knowledge::KnowledgeOp;
+    let known = match category {
+        "knowledge" => match serde_json::from_value(op.clone()) {
+            Ok(KnowledgeOp::SaveKnowledge { entry }) => {
+                Some(format!("saving knowledge `{}`", entry.name))
+            }
+            Err(_) => None,
+        },
+        "artifact" => match serde_json::from_value(op.clone()) {
+            Ok(ArtifactOp::PublishArtifact { meta, .. }) => Some(format!(
+                "publishing page {} version {}",
+                meta.id, meta.version
+            )),
+            Ok(ArtifactOp::AnswerComment {
+                artifact_id,
+                comment_id,
+                ..
+            }) => Some(format!(
+                "answering comment {comment_id} on page {artifact_id}"
+            )),
+            Err(_) => None,
+        },
+        _ => None,
+    };
+    known.unwrap_or_else(|| {
+        let what = op
+            .get("op")
+            .and_then(serde_json::Value::as_str)
+            .unwrap_or("?");
+        format!("a write of the {category} category ({what})")
+    })
 }
 
 pub async fn outbox(args: OutboxArgs) -> Result<u8> {
@@ -604,5 +629,36 @@ pub async fn tail(args: TailArgs) -> Result<u8> {
             continue;
         }
         idle = Duration::ZERO;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn library_writes_are_described_by_their_category() {
+        let old_outbox: infinity_agent_core::effect::Effect = serde_json::from_value(json!({
+            "effect": "library",
+            "op": {"op": "answer_comment", "artifact_id": "art-1", "comment_id": "cm-2",
+                   "answer": {"id": "a1", "text": "thanks", "at": "2026-12-01T00:00:00Z"}}
+        }))
+        .unwrap();
+        let infinity_agent_core::effect::Effect::Library { op, .. } = &old_outbox else {
+            panic!("{old_outbox:?}")
+        };
+        assert_eq!(
+            describe_library_write(old_outbox.library_category().unwrap_or_default(), op),
+            "answering comment cm-2 on page art-1"
+        );
+        assert_eq!(
+            describe_library_write("notes", &json!({"op": "add_note", "text": "x"})),
+            "a write of the notes category (add_note)"
+        );
+        assert_eq!(
+            describe_library_write("knowledge", &json!({"op": "forget"})),
+            "a write of the knowledge category (forget)"
+        );
     }
 }

@@ -130,7 +130,7 @@ pub trait EffectPerformer: Send + Sync {
         }
     }
 
-    /// The host's library (knowledge), when it keeps one.
+    /// The host's library (the categories' shelves), when it keeps one.
     fn library(&self) -> Option<&crate::library::Library> {
         None
     }
@@ -261,21 +261,24 @@ pub async fn perform_effects(
                     .await
                     .map(|()| Handoff::Delivered)
                     .map_err(Into::into),
-                Effect::Library { op } => match performer.library() {
-                    Some(library) => match library.perform(op).await {
-                        Ok(()) => Ok(Handoff::Delivered),
-                        // Retrying cannot fix an entry that breaks a limit (the tool checked it):
-                        // it is logged and dropped rather than retried for ever.
-                        Err(err) if !err.is_retryable() => {
-                            tracing::error!(thread = %thread_id, %err, "a library write was refused; dropped");
-                            Ok(Handoff::Delivered)
-                        }
-                        Err(err) => Err(EffectFailure::Library(err.to_string())),
-                    },
-                    None => Err(EffectFailure::Library(
-                        "this host keeps no library (knowledge)".to_owned(),
-                    )),
-                },
+                effect @ Effect::Library { op, .. } => {
+                    let category = effect.library_category().unwrap_or_default();
+                    match performer.library() {
+                        Some(library) => match library.perform(category, op).await {
+                            Ok(()) => Ok(Handoff::Delivered),
+                            // Retrying cannot fix a write that breaks a limit (the tool
+                            // checked it): it is logged and dropped rather than retried for ever.
+                            Err(err) if !err.is_retryable() => {
+                                tracing::error!(thread = %thread_id, category, %err, "a library write was refused; dropped");
+                                Ok(Handoff::Delivered)
+                            }
+                            Err(err) => Err(EffectFailure::Library(err.to_string())),
+                        },
+                        None => Err(EffectFailure::Library(format!(
+                            "this host keeps no library (a write of the {category} category)"
+                        ))),
+                    }
+                }
             };
             results.push((id, result));
         }

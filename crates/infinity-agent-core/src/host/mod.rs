@@ -313,28 +313,12 @@ pub async fn run_loaded_slice(
         Some(r) if r.is_root() && moved_to.is_some() => moved_to,
         _ => starts_session,
     };
-    if let (Some(library), Some(name)) = (host.library, agent_name) {
-        let has = |tool: &str| {
-            host.agents
-                .agent(name)
-                .is_some_and(|agent| agent.tools.get(tool).is_some())
-        };
-        let meta = has(crate::tools::internal::SEARCH_TOOLS);
+    if let (Some(library), Some(agent)) =
+        (host.library, agent_name.and_then(|n| host.agents.agent(n)))
+    {
         // Tools work on the copies the host has (or say there are none); the slice goes on.
-        if meta || has(crate::tools::internal::KNOWLEDGE_SEARCH) {
-            if let Err(err) = library.prepare().await {
-                tracing::warn!(thread = %thread_id, %err, "the knowledge could not be loaded");
-            }
-        }
-        if meta {
-            if let Err(err) = library.prepare_directory().await {
-                tracing::warn!(thread = %thread_id, %err, "the meta directory could not be loaded");
-            }
-        }
-        if has(crate::tools::internal::REMOTE_EXEC) || has(crate::tools::internal::REMOTE_LIST) {
-            if let Err(err) = library.prepare_remotes().await {
-                tracing::warn!(thread = %thread_id, %err, "the remotes could not be listed");
-            }
+        for (category, why) in library.prepare_for(|c| agent.tools.has_category(c)).await {
+            tracing::warn!(thread = %thread_id, category, %why, "a category's shelf could not be loaded");
         }
     }
     // The model a person switched the thread to (or is switching it to) is made ready too.

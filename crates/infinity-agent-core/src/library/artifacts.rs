@@ -28,6 +28,34 @@ pub use crate::artifact::{
     Visibility,
 };
 
+/// The category's name, which its effects carry.
+pub const CATEGORY: &str = "artifact";
+
+/// A write of the `artifact` category.
+#[derive(Debug, Clone, PartialEq, serde::Deserialize, Serialize)]
+#[serde(tag = "op", rename_all = "snake_case")]
+pub enum ArtifactOp {
+    /// Publishes a version of a page: its files, content and meta.
+    PublishArtifact {
+        /// The page as of this version.
+        meta: ArtifactMeta,
+        /// The version's content.
+        content: String,
+        /// The version's files, by name.
+        #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+        files: BTreeMap<String, String>,
+    },
+    /// Stores the thread's answer to a comment on one of its pages.
+    AnswerComment {
+        /// The page.
+        artifact_id: String,
+        /// The comment.
+        comment_id: String,
+        /// The answer.
+        answer: Answer,
+    },
+}
+
 /// Why the artifact store could not do something.
 #[derive(Debug, Clone, thiserror::Error)]
 pub enum ArtifactError {
@@ -66,6 +94,39 @@ fn decode<T: serde::de::DeserializeOwned>(key: &str, bytes: &[u8]) -> Result<T, 
 fn encode<T: Serialize>(value: &T) -> Vec<u8> {
     // Our own plain types: serializing them cannot fail.
     serde_json::to_vec(value).unwrap_or_default()
+}
+
+#[async_trait]
+impl super::Shelf for Artifacts {
+    fn category(&self) -> &'static str {
+        CATEGORY
+    }
+
+    async fn perform(&self, op: &serde_json::Value) -> Result<(), super::ShelfError> {
+        use super::ShelfError;
+        let op: ArtifactOp = serde_json::from_value(op.clone())
+            .map_err(|e| ShelfError::Refused(format!("not an artifact write: {e}")))?;
+        let done = match op {
+            ArtifactOp::PublishArtifact {
+                meta,
+                content,
+                files,
+            } => self.publish(&meta, &content, &files).await,
+            ArtifactOp::AnswerComment {
+                artifact_id,
+                comment_id,
+                answer,
+            } => self.answer(&artifact_id, &comment_id, &answer).await,
+        };
+        done.map_err(|e| match e {
+            ArtifactError::Unavailable(why) => ShelfError::Unavailable(why),
+            ArtifactError::Refused(why) => ShelfError::Refused(why),
+        })
+    }
+
+    fn as_any(&self) -> &dyn std::any::Any {
+        self
+    }
 }
 
 impl Artifacts {

@@ -12,10 +12,15 @@
 //! The host builds a [`Directory`] from its [`DirectorySource`] (see [`super::Library`]); the
 //! knowledge part is the library's knowledge copy, searched through its own index.
 
+use std::any::Any;
 use std::fmt;
+use std::sync::{Arc, Mutex, PoisonError, RwLock};
+use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
 use serde::Serialize;
+
+use super::{fresh, Shelf};
 
 use crate::knowledge::{EntryType, Knowledge, KnowledgeEntry};
 use crate::model::ToolSpec;
@@ -562,4 +567,60 @@ fn strip_knowledge(reference: &str) -> &str {
     reference
         .strip_prefix(&format!("{KNOWLEDGE_NAMESPACE}/"))
         .unwrap_or(reference)
+}
+
+/// The `meta` category's shelf: the directory its tools search, read again from its source when
+/// older than its refresh interval.
+#[derive(Debug)]
+pub struct DirectoryShelf {
+    source: Arc<dyn DirectorySource>,
+    copy: RwLock<Option<Arc<Directory>>>,
+    loaded_at: Mutex<Option<Instant>>,
+    refresh: Duration,
+}
+
+impl DirectoryShelf {
+    /// The directory `source` finds, read again when older than `refresh`.
+    pub fn new(source: Arc<dyn DirectorySource>, refresh: Duration) -> Self {
+        Self {
+            source,
+            copy: RwLock::new(None),
+            loaded_at: Mutex::new(None),
+            refresh,
+        }
+    }
+
+    /// The directory as loaded last (`None`: not yet).
+    pub fn copy(&self) -> Option<Arc<Directory>> {
+        self.copy
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+}
+
+#[async_trait]
+impl Shelf for DirectoryShelf {
+    fn category(&self) -> &'static str {
+        "meta"
+    }
+
+    async fn prepare(&self) -> Result<(), String> {
+        if fresh(&self.loaded_at, Some(self.refresh)) {
+            return Ok(());
+        }
+        // Stamped first: a source that fails is not asked again by every slice until `refresh`.
+        *self
+            .loaded_at
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner) = Some(Instant::now());
+        let contents = self.source.load().await?;
+        *self.copy.write().unwrap_or_else(PoisonError::into_inner) =
+            Some(Arc::new(Directory::new(contents)));
+        Ok(())
+    }
+
+    fn as_any(&self) -> &dyn Any {
+        self
+    }
 }

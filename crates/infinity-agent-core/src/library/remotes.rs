@@ -5,9 +5,12 @@
 //! hands it the `remote_exec` calls), and the results the calling thread is sent.
 //!
 //! The thread reads remotes from a copy the host loads before a slice that may need them
-//! ([`crate::library::Library::prepare_remotes`]); tools cannot wait.
+//! ([`RemoteShelf`], listed again before every slice of an agent with the category on); tools
+//! cannot wait.
 
+use std::any::Any;
 use std::fmt;
+use std::sync::{Arc, PoisonError, RwLock};
 use std::time::Duration;
 
 use async_trait::async_trait;
@@ -363,5 +366,48 @@ mod tests {
             "remote disconnected before the command finished"
         );
         assert!(!ended(None, Ending::Declined).contains("run_id"));
+    }
+}
+
+/// The `remote` category's shelf: the host's remotes as listed before the slice (remotes come
+/// and go by the second, so the list is read again before every slice that may use it).
+#[derive(Debug)]
+pub struct RemoteShelf {
+    directory: Arc<dyn RemoteDirectory>,
+    copy: RwLock<Vec<RemoteInfo>>,
+}
+
+impl RemoteShelf {
+    /// The remotes `directory` lists.
+    pub fn new(directory: Arc<dyn RemoteDirectory>) -> Self {
+        Self {
+            directory,
+            copy: RwLock::new(Vec::new()),
+        }
+    }
+
+    /// The remotes as last listed.
+    pub fn copy(&self) -> Vec<RemoteInfo> {
+        self.copy
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+}
+
+#[async_trait]
+impl super::Shelf for RemoteShelf {
+    fn category(&self) -> &'static str {
+        "remote"
+    }
+
+    async fn prepare(&self) -> Result<(), String> {
+        let listed = self.directory.remotes().await.map_err(|e| e.to_string())?;
+        *self.copy.write().unwrap_or_else(PoisonError::into_inner) = listed;
+        Ok(())
+    }
+
+    fn as_any(&self) -> &dyn Any {
+        self
     }
 }

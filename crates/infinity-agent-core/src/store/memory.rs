@@ -246,7 +246,11 @@ mod tests {
         let mut list = Vec::new();
         append(&mut list, entries(0, 10_000));
         assert_eq!(list.len(), 10_000);
-        assert!(list.capacity() >= 15_000, "no room kept: {}", list.capacity());
+        assert!(
+            list.capacity() >= 15_000,
+            "no room kept: {}",
+            list.capacity()
+        );
         let before = list.as_ptr();
         append(&mut list, entries(10_000, 2));
         assert_eq!(list.as_ptr(), before, "the list was copied to grow");

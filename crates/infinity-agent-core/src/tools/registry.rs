@@ -60,6 +60,9 @@ pub struct ToolRegistry {
     specs: Vec<ToolSpec>,
     /// Some tool's spec depends on the host's library.
     live: bool,
+    /// The internal categories (`internal_tools:` flags) the agent has on: the host loads the
+    /// library's shelves they read before a slice.
+    categories: Vec<&'static str>,
 }
 
 impl fmt::Debug for ToolRegistry {
@@ -105,6 +108,9 @@ impl ToolRegistry {
                 continue; // the category is off: the name is the application's
             }
             registry.insert(tool)?;
+            if on && !registry.categories.contains(&def.category.flag()) {
+                registry.categories.push(def.category.flag());
+            }
         }
         for tool in app_tools {
             registry.insert(Arc::clone(tool))?;
@@ -119,7 +125,13 @@ impl ToolRegistry {
             by_name: HashMap::new(),
             specs: Vec::new(),
             live: false,
+            categories: Vec::new(),
         }
+    }
+
+    /// Whether the agent has the internal category `flag` on (`knowledge`, `meta`, ...).
+    pub fn has_category(&self, flag: &str) -> bool {
+        self.categories.contains(&flag)
     }
 
     /// Adds a tool, compiling its argument schema.

@@ -9,7 +9,7 @@
 //! - `artifact_reply`: answers a comment; the answer shows under it on the page.
 //!
 //! The tools read the thread's record (its [`ArtifactNote`]s) and write through effects
-//! ([`LibraryOp::PublishArtifact`], [`LibraryOp::AnswerComment`]) performed after the slice
+//! ([`ArtifactOp::PublishArtifact`], [`ArtifactOp::AnswerComment`]) performed after the slice
 //! commits, into the host's artifact store ([`crate::library::artifacts`]). People's comments
 //! arrive as `artifact_comment` inputs. A page is served sandboxed, with a Content-Security-Policy
 //! that forbids every load but its own files, and those only when it was published with
@@ -20,9 +20,9 @@ use std::collections::BTreeMap;
 use serde_json::{json, Value};
 
 use super::skills::Skill;
-use crate::effect::{Effect, LibraryOp};
+use crate::effect::Effect;
 use crate::library::artifacts::{
-    limits, valid_file_name, Answer, ArtifactMeta, Format, Visibility,
+    limits, valid_file_name, Answer, ArtifactMeta, ArtifactOp, Format, Visibility, CATEGORY,
 };
 use crate::model::ToolSpec;
 use crate::state::ArtifactNote;
@@ -221,13 +221,14 @@ fn emit_publish(
         created_at: note.created_at,
         updated_at: ctx.now,
     };
-    ctx.emit(Effect::Library {
-        op: LibraryOp::PublishArtifact {
+    ctx.emit(Effect::library(
+        CATEGORY,
+        &ArtifactOp::PublishArtifact {
             meta,
             content,
             files,
         },
-    });
+    ));
 }
 
 fn properties(update: bool) -> Value {
@@ -488,8 +489,9 @@ impl Tool for Reply {
         };
         comment.answers.push(text.clone());
         let artifact_id = note.id.clone();
-        ctx.emit(Effect::Library {
-            op: LibraryOp::AnswerComment {
+        ctx.emit(Effect::library(
+            CATEGORY,
+            &ArtifactOp::AnswerComment {
                 artifact_id,
                 comment_id: comment_id.to_owned(),
                 answer: Answer {
@@ -498,7 +500,7 @@ impl Tool for Reply {
                     at: now,
                 },
             },
-        });
+        ));
         ToolOutcome::ok(format!(
             "Answered comment {comment_id} on {id}; it shows under the comment once this turn \
              is stored."

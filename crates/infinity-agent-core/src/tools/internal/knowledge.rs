@@ -9,8 +9,9 @@
 
 use serde_json::{json, Value};
 
-use crate::effect::{Effect, LibraryOp};
+use crate::effect::Effect;
 use crate::knowledge::{EntryType, KnowledgeEntry};
+use crate::library::knowledge::{KnowledgeOp, CATEGORY};
 use crate::model::ToolSpec;
 use crate::tools::{Tool, ToolContext, ToolOutcome};
 
@@ -221,9 +222,10 @@ impl Tool for KnowledgeSave {
                 ""
             }
         );
-        ctx.emit(Effect::Library {
-            op: LibraryOp::SaveKnowledge { entry },
-        });
+        ctx.emit(Effect::library(
+            CATEGORY,
+            &KnowledgeOp::SaveKnowledge { entry },
+        ));
         ToolOutcome::ok(text)
     }
 }
