@@ -35,60 +35,64 @@ fn layer_of(module: &str) -> Option<usize> {
 /// the crate's root.
 fn imports_in(src: &Path, known: impl Fn(&str) -> bool) -> BTreeMap<String, BTreeSet<String>> {
     let mut found: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
-    let mut stack = vec![src.to_path_buf()];
-    while let Some(dir) = stack.pop() {
-        for entry in std::fs::read_dir(&dir).unwrap() {
-            let path = entry.unwrap().path();
-            if path.is_dir() {
-                stack.push(path);
-                continue;
-            }
-            // Test modules in files of their own (`engine/tests.rs`) may use the test utilities.
-            let name = path
-                .file_name()
-                .and_then(|n| n.to_str())
-                .unwrap_or_default();
-            if path.extension().and_then(|e| e.to_str()) != Some("rs") || name == "tests.rs" {
-                continue;
-            }
-            let relative = path.strip_prefix(src).unwrap();
-            let first = relative.components().next().unwrap();
-            let module = first.as_os_str().to_str().unwrap().trim_end_matches(".rs");
-            if module == "lib" || module == "main" || module == "bin" {
-                continue;
-            }
-            found.entry(module.to_owned()).or_default();
-            let text = std::fs::read_to_string(&path).unwrap();
-            let code = text.split("#[cfg(test)]").next().unwrap_or_default();
-            let code: String = code
-                .lines()
-                .filter(|l| !l.trim_start().starts_with("//"))
-                .collect::<Vec<_>>()
-                .join("\n");
-            for (i, _) in code.match_indices("crate::") {
-                let rest = &code[i + "crate::".len()..];
-                // `crate::x::...`, or each name of a group, `crate::{x, y::z}`.
-                let group = rest
-                    .strip_prefix('{')
-                    .and_then(|g| g.split_once('}'))
-                    .map_or(rest, |(inside, _)| inside);
-                for part in group.split(',') {
-                    let name: String = part
-                        .trim_start()
-                        .chars()
-                        .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
-                        .collect();
-                    if name != module && known(&name) {
-                        found.entry(module.to_owned()).or_default().insert(name);
-                    }
-                    if !rest.starts_with('{') {
-                        break;
-                    }
+    for path in rust_files(src) {
+        let relative = path.strip_prefix(src).unwrap();
+        let first = relative.components().next().unwrap();
+        let module = first.as_os_str().to_str().unwrap().trim_end_matches(".rs");
+        if module == "lib" || module == "main" || module == "bin" {
+            continue;
+        }
+        found.entry(module.to_owned()).or_default();
+        let text = std::fs::read_to_string(&path).unwrap();
+        let code = text.split("#[cfg(test)]").next().unwrap_or_default();
+        let code: String = code
+            .lines()
+            .filter(|l| !l.trim_start().starts_with("//"))
+            .collect::<Vec<_>>()
+            .join("\n");
+        for (i, _) in code.match_indices("crate::") {
+            let rest = &code[i + "crate::".len()..];
+            // `crate::x::...`, or each name of a group, `crate::{x, y::z}`.
+            let group = rest
+                .strip_prefix('{')
+                .and_then(|g| g.split_once('}'))
+                .map_or(rest, |(inside, _)| inside);
+            for part in group.split(',') {
+                let name: String = part
+                    .trim_start()
+                    .chars()
+                    .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
+                    .collect();
+                if name != module && known(&name) {
+                    found.entry(module.to_owned()).or_default().insert(name);
+                }
+                if !rest.starts_with('{') {
+                    break;
                 }
             }
         }
     }
     found
+}
+
+/// The Rust files below `dir`, but test modules in files of their own (`engine/tests.rs`, which
+/// may use the test utilities).
+fn rust_files(dir: &Path) -> Vec<std::path::PathBuf> {
+    let mut files = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(dir) = stack.pop() {
+        for entry in std::fs::read_dir(&dir).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                stack.push(path);
+            } else if path.extension().and_then(|e| e.to_str()) == Some("rs")
+                && path.file_name().and_then(|n| n.to_str()) != Some("tests.rs")
+            {
+                files.push(path);
+            }
+        }
+    }
+    files
 }
 
 /// The core's imports.
@@ -423,20 +427,7 @@ fn every_crate_has_one_test_binary_holding_all_its_test_files() {
 /// is not counted.
 fn tools_graph() -> BTreeMap<String, BTreeSet<String>> {
     let tools = Path::new(env!("CARGO_MANIFEST_DIR")).join("src/tools");
-    let mut files = Vec::new();
-    let mut stack = vec![tools.clone()];
-    while let Some(dir) = stack.pop() {
-        for entry in std::fs::read_dir(&dir).unwrap() {
-            let path = entry.unwrap().path();
-            if path.is_dir() {
-                stack.push(path);
-            } else if path.extension().and_then(|e| e.to_str()) == Some("rs")
-                && path.file_name().and_then(|n| n.to_str()) != Some("tests.rs")
-            {
-                files.push(path);
-            }
-        }
-    }
+    let files = rust_files(&tools);
     // `internal/meta.rs` -> `internal/meta`, `internal/mod.rs` -> `internal`, `internal/remote/x.rs`
     // -> `internal/remote`; the top `mod.rs` is `""`.
     let part = |path: &Path| -> String {

@@ -47,6 +47,18 @@ use axum::Router;
 
 pub use guard::{Guard, TOKEN_VAR};
 
+/// Serves `app` on `listener` until Ctrl-C.
+pub async fn serve_until_interrupted(
+    listener: tokio::net::TcpListener,
+    app: Router,
+) -> std::io::Result<()> {
+    axum::serve(listener, app)
+        .with_graceful_shutdown(async {
+            let _ = tokio::signal::ctrl_c().await;
+        })
+        .await
+}
+
 /// The whole API on `host`: the thread routes, `moves` (a session's migration, embedded only:
 /// [`migration::routes`] or [`migration::refused`]) and the web app, behind `access`.
 pub fn router(host: api::Shared, access: Guard, moves: Router) -> Router {

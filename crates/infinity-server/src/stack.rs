@@ -83,11 +83,7 @@ pub async fn serve(
         remotes,
         &access,
     );
-    axum::serve(listener, app)
-        .with_graceful_shutdown(async {
-            let _ = tokio::signal::ctrl_c().await;
-        })
-        .await?;
+    crate::serve_until_interrupted(listener, app).await?;
     Ok(())
 }
 

@@ -101,10 +101,6 @@ pub async fn serve(args: ServeArgs) -> Result<u8> {
         remotes,
         &access,
     );
-    axum::serve(listener, app)
-        .with_graceful_shutdown(async {
-            let _ = tokio::signal::ctrl_c().await;
-        })
-        .await?;
+    infinity_server::serve_until_interrupted(listener, app).await?;
     Ok(0)
 }
