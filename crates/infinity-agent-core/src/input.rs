@@ -294,6 +294,31 @@ pub enum InputBody {
 }
 
 impl InputBody {
+    /// The category an input is for and what it brings, for an input a library category takes
+    /// (a person's comment on a page: `artifact`); the engine hands it to that category's shelf
+    /// ([`crate::library::Shelf::on_event`]).
+    pub fn category_event(&self) -> Option<(&'static str, serde_json::Value)> {
+        match self {
+            InputBody::ArtifactComment {
+                artifact_id,
+                comment_id,
+                author,
+                text,
+                at,
+            } => Some((
+                "artifact",
+                serde_json::json!({
+                    "artifact_id": artifact_id,
+                    "comment_id": comment_id,
+                    "author": author,
+                    "text": text,
+                    "at": at,
+                }),
+            )),
+            _ => None,
+        }
+    }
+
     /// A successful result for a dispatched call.
     pub fn tool_result(call_id: CallId, text: impl Into<String>) -> Self {
         InputBody::ToolResult {

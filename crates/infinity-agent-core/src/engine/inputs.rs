@@ -9,10 +9,7 @@ use crate::history::{
 };
 use crate::ids::{CallId, InputId, ThreadId};
 use crate::input::{Input, InputBody};
-use crate::state::{
-    memory_write, ArtifactNote, CommentNote, Delegation, MemoryError, OpenChoice, PendingKind,
-    Subscription,
-};
+use crate::state::{memory_write, Delegation, MemoryError, OpenChoice, PendingKind, Subscription};
 use crate::tools::builtin::threads::{close_now, spawn_child, ChildOrigin};
 use crate::tools::internal::delegation::{self, NotRunning};
 
@@ -81,9 +78,10 @@ pub enum DropReason {
     /// A delegation ended that the conversation does not count.
     #[error(transparent)]
     Delegation(#[from] NotRunning),
-    /// A comment on a page the thread did not publish, or one it has already.
+    /// An input of a library category that its shelf refused (a comment on a page the thread
+    /// did not publish, or one it has already), or that this host keeps no shelf for.
     #[error("{0}")]
-    NoArtifact(String),
+    CategoryEvent(String),
 }
 
 type Applied = Result<(), DropReason>;
@@ -127,13 +125,8 @@ impl Draft<'_> {
             InputBody::ChildSeed { seed, .. } => self.child_seed(seed),
             InputBody::DelegatedTask { text, .. } => self.delegated_task(text),
             InputBody::WidgetAction { action, values } => self.widget_action(action, values),
-            InputBody::ArtifactComment {
-                artifact_id,
-                comment_id,
-                author,
-                text,
-                at,
-            } => self.artifact_comment(artifact_id, comment_id, author, text, at),
+            // Inputs of a library category go to its shelf.
+            body @ InputBody::ArtifactComment { .. } => self.category_event(&body),
             InputBody::MemoryWrite { key, value } => self.memory_write(&key, &value),
             InputBody::ToolAuthorization { call_id, auth_url } => {
                 self.tool_authorization(call_id, auth_url)
@@ -419,49 +412,24 @@ impl Draft<'_> {
         Ok(())
     }
 
-    /// A person's comment on one of the thread's pages: noted with the page (the latest
-    /// [`ArtifactNote::KEPT_COMMENTS`]) and shown to the model, which may answer it. A comment on a
-    /// page the thread did not publish is dropped (the API checks, so only a forged input gets
-    /// here), and so is one the thread already has (a repeated delivery).
-    fn artifact_comment(
-        &mut self,
-        artifact_id: String,
-        comment_id: String,
-        author: String,
-        text: String,
-        at: jiff::Timestamp,
-    ) -> Applied {
-        let Some(note) = self
-            .record
-            .artifacts
-            .iter_mut()
-            .find(|a| a.id == artifact_id)
-        else {
-            return Err(DropReason::NoArtifact(format!(
-                "a comment on {artifact_id}, a page this thread did not publish"
+    /// An input of a library category: its shelf applies it to what the category keeps on the
+    /// thread, and what it returns is shown to the model, which may answer it. An input the
+    /// shelf refuses, or that this host keeps no shelf for, is dropped with its reason.
+    fn category_event(&mut self, body: &InputBody) -> Applied {
+        let Some((category, event)) = body.category_event() else {
+            return Err(DropReason::CategoryEvent(format!(
+                "a {} input belongs to no category",
+                body.kind()
             )));
         };
-        if note.comments.iter().any(|c| c.id == comment_id) {
-            return Err(DropReason::NoArtifact(format!(
-                "comment {comment_id} again"
+        let Some(library) = self.library else {
+            return Err(DropReason::CategoryEvent(format!(
+                "an input of the {category} category, and this host keeps no library"
             )));
-        }
-        let shown = format!(
-            "[artifact] {author} commented on \"{}\" ({artifact_id}, comment {comment_id}): {text}",
-            note.title
-        );
-        note.comments.push(CommentNote {
-            id: comment_id,
-            author,
-            text,
-            at,
-            answers: Vec::new(),
-        });
-        let extra = note
-            .comments
-            .len()
-            .saturating_sub(ArtifactNote::KEPT_COMMENTS);
-        note.comments.drain(..extra);
+        };
+        let shown = library
+            .on_event(category, self.record.notes_mut(category), &event)
+            .map_err(DropReason::CategoryEvent)?;
         self.actionable(vec![Item::user(shown)]);
         Ok(())
     }

@@ -21,7 +21,9 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex, PoisonError};
 
 use async_trait::async_trait;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
+
+use crate::state::ThreadRecord;
 
 pub use crate::artifact::{
     content_type, limits, valid_file_name, valid_id, Answer, ArtifactMeta, Comment, Format,
@@ -32,7 +34,7 @@ pub use crate::artifact::{
 pub const CATEGORY: &str = "artifact";
 
 /// A write of the `artifact` category.
-#[derive(Debug, Clone, PartialEq, serde::Deserialize, Serialize)]
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
 #[serde(tag = "op", rename_all = "snake_case")]
 pub enum ArtifactOp {
     /// Publishes a version of a page: its files, content and meta.
@@ -54,6 +56,132 @@ pub enum ArtifactOp {
         /// The answer.
         answer: Answer,
     },
+}
+
+/// A page the thread published, as its tools see it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ArtifactNote {
+    /// The page's id.
+    pub id: String,
+    /// Its title.
+    pub title: String,
+    /// Its address.
+    pub url: String,
+    /// Its format.
+    pub format: Format,
+    /// Who may open it.
+    pub visibility: Visibility,
+    /// Its files may be loaded by the page.
+    #[serde(default)]
+    pub assets: bool,
+    /// Its newest version.
+    pub version: u32,
+    /// When it was first published.
+    pub created_at: jiff::Timestamp,
+    /// The comments people left, oldest first (the latest [`ArtifactNote::KEPT_COMMENTS`]).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub comments: Vec<CommentNote>,
+}
+
+impl ArtifactNote {
+    /// How many of a page's comments its note keeps (the store keeps them all).
+    pub const KEPT_COMMENTS: usize = 50;
+}
+
+/// A comment on one of the thread's pages.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CommentNote {
+    /// Its id.
+    pub id: String,
+    /// Its author.
+    pub author: String,
+    /// Its text.
+    pub text: String,
+    /// When it was left.
+    pub at: jiff::Timestamp,
+    /// The thread's answers to it.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub answers: Vec<String>,
+}
+
+/// The pages `record`'s thread published, with the comments on them, newest last: what its
+/// `artifact_*` tools read (kept in the record's notes of this category; the pages themselves
+/// are in the host's artifact store).
+pub fn pages_of(record: &ThreadRecord) -> Vec<ArtifactNote> {
+    read_pages(record.notes(CATEGORY))
+}
+
+fn read_pages(notes: &serde_json::Value) -> Vec<ArtifactNote> {
+    if notes.is_null() {
+        return Vec::new();
+    }
+    serde_json::from_value(notes.clone()).unwrap_or_else(|e| {
+        tracing::error!(%e, "a thread's page notes cannot be read; its artifact tools see none");
+        Vec::new()
+    })
+}
+
+/// Keeps `pages` as `record`'s notes of this category.
+pub fn keep_pages(record: &mut ThreadRecord, pages: &[ArtifactNote]) {
+    *record.notes_mut(CATEGORY) = serde_json::to_value(pages).unwrap_or_default();
+}
+
+/// A person's comment on one of the thread's pages, as the `artifact_comment` input brings it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CommentEvent {
+    /// The page.
+    pub artifact_id: String,
+    /// The comment (already stored with the page).
+    pub comment_id: String,
+    /// Who wrote it.
+    pub author: String,
+    /// What they wrote.
+    pub text: String,
+    /// When.
+    pub at: jiff::Timestamp,
+}
+
+/// A comment noted with its page (the latest [`ArtifactNote::KEPT_COMMENTS`]): what the model
+/// is shown. A comment on a page the thread did not publish is refused (the API checks, so only
+/// a forged input gets here), and so is one the thread already has (a repeated delivery).
+fn note_comment(
+    notes: &mut serde_json::Value,
+    event: &serde_json::Value,
+) -> Result<String, String> {
+    let CommentEvent {
+        artifact_id,
+        comment_id,
+        author,
+        text,
+        at,
+    } = serde_json::from_value(event.clone()).map_err(|e| format!("not a comment: {e}"))?;
+    let mut pages = read_pages(notes);
+    let Some(note) = pages.iter_mut().find(|a| a.id == artifact_id) else {
+        return Err(format!(
+            "a comment on {artifact_id}, a page this thread did not publish"
+        ));
+    };
+    if note.comments.iter().any(|c| c.id == comment_id) {
+        return Err(format!("comment {comment_id} again"));
+    }
+    let shown = format!(
+        "[artifact] {author} commented on \"{}\" ({artifact_id}, comment {comment_id}): {text}",
+        note.title
+    );
+    note.comments.push(CommentNote {
+        id: comment_id,
+        author,
+        text,
+        at,
+        answers: Vec::new(),
+    });
+    let extra = note
+        .comments
+        .len()
+        .saturating_sub(ArtifactNote::KEPT_COMMENTS);
+    note.comments.drain(..extra);
+    *notes = serde_json::to_value(&pages).unwrap_or_default();
+    Ok(shown)
 }
 
 /// Why the artifact store could not do something.
@@ -122,6 +250,14 @@ impl super::Shelf for Artifacts {
             ArtifactError::Unavailable(why) => ShelfError::Unavailable(why),
             ArtifactError::Refused(why) => ShelfError::Refused(why),
         })
+    }
+
+    fn on_event(
+        &self,
+        notes: &mut serde_json::Value,
+        event: &serde_json::Value,
+    ) -> Result<String, String> {
+        note_comment(notes, event)
     }
 
     fn as_any(&self) -> &dyn std::any::Any {

@@ -63,6 +63,18 @@ pub trait Shelf: Send + Sync + fmt::Debug + 'static {
         )))
     }
 
+    /// Applies an input of its category (a person's comment on a page, for `artifact`) to what
+    /// the category keeps on the thread (`notes`, `Null` at first), inside the slice: what the
+    /// model is shown, or why the input is dropped.
+    fn on_event(
+        &self,
+        notes: &mut serde_json::Value,
+        event: &serde_json::Value,
+    ) -> Result<String, String> {
+        let _ = (notes, event);
+        Err(format!("the {} category takes no inputs", self.category()))
+    }
+
     /// Itself, for [`Library::shelf`].
     fn as_any(&self) -> &dyn Any;
 }
@@ -153,6 +165,21 @@ impl Library {
             None => Err(ShelfError::Unavailable(format!(
                 "this host keeps nothing for the {category} category"
             ))),
+        }
+    }
+
+    /// Applies an input of `category` to its `notes` on a thread ([`Shelf::on_event`]).
+    pub fn on_event(
+        &self,
+        category: &str,
+        notes: &mut serde_json::Value,
+        event: &serde_json::Value,
+    ) -> Result<String, String> {
+        match self.shelves.iter().find(|s| s.category() == category) {
+            Some(shelf) => shelf.on_event(notes, event),
+            None => Err(format!(
+                "an input of the {category} category, which this host does not keep"
+            )),
         }
     }
 
@@ -310,6 +337,35 @@ mod tests {
             matches!(&missing, Err(e) if e.is_retryable()),
             "{missing:?}"
         );
+    }
+
+    #[test]
+    fn a_record_that_kept_its_pages_in_a_field_of_their_own_loses_none() {
+        let mut record = crate::state::ThreadRecord::new(
+            crate::ids::ThreadId::new("t").unwrap(),
+            "a",
+            None,
+            jiff::Timestamp::UNIX_EPOCH,
+        );
+        let page = serde_json::json!({
+            "id": "art-1", "title": "T", "url": "http://h/a/art-1", "format": "html",
+            "visibility": "unlisted", "version": 1, "created_at": "2026-12-01T00:00:00Z"
+        });
+        let mut old = serde_json::to_value(&record).unwrap();
+        old["artifacts"] = serde_json::json!([page]);
+        record = serde_json::from_value(old).unwrap();
+        // Written back as read while nothing touches it, so a slice of another kind keeps it.
+        let again = serde_json::to_value(&record).unwrap();
+        assert_eq!(again["artifacts"][0]["id"], "art-1", "{again}");
+        assert_eq!(artifacts::pages_of(&record)[0].title, "T");
+        // Changed, it moves to the category's notes.
+        let mut pages = artifacts::pages_of(&record);
+        pages[0].version = 2;
+        artifacts::keep_pages(&mut record, &pages);
+        let moved = serde_json::to_value(&record).unwrap();
+        assert!(moved.get("artifacts").is_none(), "{moved}");
+        assert_eq!(moved["category_notes"]["artifact"][0]["version"], 2);
+        assert_eq!(artifacts::pages_of(&record)[0].version, 2);
     }
 
     #[test]

@@ -13,6 +13,8 @@ mod plan;
 mod schedule;
 mod toolset;
 
+use std::collections::BTreeMap;
+
 use jiff::Timestamp;
 use serde::{Deserialize, Serialize};
 
@@ -227,52 +229,6 @@ pub struct OpenChoice {
     pub response_url: String,
 }
 
-/// A page the thread published, as its tools see it.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct ArtifactNote {
-    /// The page's id.
-    pub id: String,
-    /// Its title.
-    pub title: String,
-    /// Its address.
-    pub url: String,
-    /// Its format.
-    pub format: crate::artifact::Format,
-    /// Who may open it.
-    pub visibility: crate::artifact::Visibility,
-    /// Its files may be loaded by the page.
-    #[serde(default)]
-    pub assets: bool,
-    /// Its newest version.
-    pub version: u32,
-    /// When it was first published.
-    pub created_at: jiff::Timestamp,
-    /// The comments people left, oldest first (the latest [`ArtifactNote::KEPT_COMMENTS`]).
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub comments: Vec<CommentNote>,
-}
-
-impl ArtifactNote {
-    /// How many of a page's comments its note keeps (the store keeps them all).
-    pub const KEPT_COMMENTS: usize = 50;
-}
-
-/// A comment on one of the thread's pages.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct CommentNote {
-    /// Its id.
-    pub id: String,
-    /// Its author.
-    pub author: String,
-    /// Its text.
-    pub text: String,
-    /// When it was left.
-    pub at: jiff::Timestamp,
-    /// The thread's answers to it.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub answers: Vec<String>,
-}
-
 /// Everything about a thread except its history entries.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ThreadRecord {
@@ -339,11 +295,16 @@ pub struct ThreadRecord {
     /// Recurring schedules (the `schedule_*` tools); closing the thread deletes them.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub schedules: Vec<Schedule>,
-    /// The pages this thread published (the `artifact` category), with the comments people
-    /// left on them, newest last: what its `artifact_*` tools read. The pages themselves are in
-    /// the host's artifact store.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub artifacts: Vec<ArtifactNote>,
+    /// What each category of the library keeps on the thread, by category (the `artifact`
+    /// category: the pages it published and the comments on them), as that category writes
+    /// it (see [`crate::library::Shelf`]).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub category_notes: BTreeMap<String, serde_json::Value>,
+    /// A record written before [`ThreadRecord::category_notes`] kept the `artifact` category's
+    /// notes under `artifacts`; they stay there, written back as read, until
+    /// [`ThreadRecord::notes_mut`] moves them (so an older record loses nothing).
+    #[serde(default, rename = "artifacts", skip_serializing_if = "Option::is_none")]
+    legacy_notes: Option<serde_json::Value>,
     /// Children spawned by this thread.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub children: Vec<ChildLink>,
@@ -391,7 +352,33 @@ pub struct ThreadRecord {
     pub updated_at: Timestamp,
 }
 
+/// The category whose notes an older record kept under their own key (`artifacts`).
+const LEGACY_NOTES_CATEGORY: &str = "artifact";
+
 impl ThreadRecord {
+    /// What `category` keeps on this thread (`Null`: nothing yet).
+    pub fn notes(&self, category: &str) -> &serde_json::Value {
+        static NOTHING: serde_json::Value = serde_json::Value::Null;
+        match (self.category_notes.get(category), &self.legacy_notes) {
+            (Some(notes), _) => notes,
+            (None, Some(legacy)) if category == LEGACY_NOTES_CATEGORY => legacy,
+            _ => &NOTHING,
+        }
+    }
+
+    /// What `category` keeps on this thread, to change (an older record's notes moved to
+    /// [`ThreadRecord::category_notes`] first).
+    pub fn notes_mut(&mut self, category: &str) -> &mut serde_json::Value {
+        if category == LEGACY_NOTES_CATEGORY && !self.category_notes.contains_key(category) {
+            if let Some(legacy) = self.legacy_notes.take() {
+                self.category_notes.insert(category.to_owned(), legacy);
+            }
+        }
+        self.category_notes
+            .entry(category.to_owned())
+            .or_insert(serde_json::Value::Null)
+    }
+
     /// The index of the oldest entry of its view a slice needs: where its newest summary's cut
     /// is (the model sees the summary and what follows the cut; compaction looks for its next
     /// cut after it), or 0 for a thread never compacted.
@@ -439,7 +426,8 @@ impl ThreadRecord {
             deferred: Vec::new(),
             subscriptions: Vec::new(),
             schedules: Vec::new(),
-            artifacts: Vec::new(),
+            category_notes: BTreeMap::new(),
+            legacy_notes: None,
             children: Vec::new(),
             usage: Usage::default(),
             hourly: HourlyUsage::default(),

@@ -59,8 +59,11 @@ async fn pages_are_published_commented_on_answered_and_refused_with_reasons() {
         .await
         .unwrap()
         .unwrap();
-    let id = record.artifacts[0].id.clone();
-    assert_eq!(record.artifacts[0].url, format!("http://pages.test/a/{id}"));
+    let pages = infinity_agent_core::library::artifacts::pages_of(&record);
+    let id = pages[0].id.clone();
+    assert_eq!(pages[0].url, format!("http://pages.test/a/{id}"));
+    // The record keeps the pages as the category's notes, not in a field of its own.
+    assert!(record.category_notes.contains_key("artifact"));
     let meta = store
         .meta(&id)
         .await

@@ -22,10 +22,10 @@ use serde_json::{json, Value};
 use super::skills::Skill;
 use crate::effect::Effect;
 use crate::library::artifacts::{
-    limits, valid_file_name, Answer, ArtifactMeta, ArtifactOp, Format, Visibility, CATEGORY,
+    keep_pages, limits, pages_of, valid_file_name, Answer, ArtifactMeta, ArtifactNote, ArtifactOp,
+    Format, Visibility, CATEGORY,
 };
 use crate::model::ToolSpec;
-use crate::state::ArtifactNote;
 use crate::tools::{Tool, ToolContext, ToolOutcome};
 
 /// The guidance skill the category offers through `skill_get`.
@@ -171,23 +171,19 @@ fn no_store() -> ToolOutcome {
     )
 }
 
-/// The thread's page `id`, or an error naming the ones it has.
-fn own<'a>(ctx: &'a mut ToolContext<'_>, id: &str) -> Result<&'a mut ArtifactNote, ToolOutcome> {
-    let ids: Vec<String> = ctx.record.artifacts.iter().map(|a| a.id.clone()).collect();
-    ctx.record
-        .artifacts
-        .iter_mut()
-        .find(|a| a.id == id)
-        .ok_or_else(|| {
-            ToolOutcome::error(format!(
-                "Error: this thread published no page `{id}` (its pages: {}).",
-                if ids.is_empty() {
-                    "none".to_owned()
-                } else {
-                    ids.join(", ")
-                }
-            ))
-        })
+/// The thread's page `id` among its `pages`, or an error naming the ones it has.
+fn own<'a>(pages: &'a mut [ArtifactNote], id: &str) -> Result<&'a mut ArtifactNote, ToolOutcome> {
+    let ids: Vec<String> = pages.iter().map(|a| a.id.clone()).collect();
+    pages.iter_mut().find(|a| a.id == id).ok_or_else(|| {
+        ToolOutcome::error(format!(
+            "Error: this thread published no page `{id}` (its pages: {}).",
+            if ids.is_empty() {
+                "none".to_owned()
+            } else {
+                ids.join(", ")
+            }
+        ))
+    })
 }
 
 fn published(note: &ArtifactNote, what: &str) -> ToolOutcome {
@@ -303,7 +299,9 @@ impl Tool for Publish {
         };
         emit_publish(ctx, &note, content, files);
         let result = published(&note, "published; the URL works once this turn is stored");
-        ctx.record.artifacts.push(note);
+        let mut pages = pages_of(ctx.record);
+        pages.push(note);
+        keep_pages(ctx.record, &pages);
         result
     }
 }
@@ -349,7 +347,8 @@ impl Tool for Update {
             return no_store();
         }
         let id = args["id"].as_str().unwrap_or_default().to_owned();
-        let note = match own(ctx, &id) {
+        let mut pages = pages_of(ctx.record);
+        let note = match own(&mut pages, &id) {
             Ok(note) => note,
             Err(error) => return error,
         };
@@ -367,6 +366,7 @@ impl Tool for Update {
             note.assets = assets;
         }
         let note = note.clone();
+        keep_pages(ctx.record, &pages);
         emit_publish(ctx, &note, content, files);
         published(
             &note,
@@ -389,9 +389,7 @@ impl Tool for List {
     }
 
     fn call(&self, _: &Value, ctx: &mut ToolContext<'_>) -> ToolOutcome {
-        let pages: Vec<Value> = ctx
-            .record
-            .artifacts
+        let pages: Vec<Value> = pages_of(ctx.record)
             .iter()
             .map(|a| {
                 json!({
@@ -425,7 +423,7 @@ impl Tool for Comments {
 
     fn call(&self, args: &Value, ctx: &mut ToolContext<'_>) -> ToolOutcome {
         let id = args["id"].as_str().unwrap_or_default();
-        match own(ctx, id) {
+        match own(&mut pages_of(ctx.record), id) {
             Ok(note) => ToolOutcome::ok(
                 json!({"id": note.id, "title": note.title, "comments": note.comments}).to_string(),
             ),
@@ -472,7 +470,8 @@ impl Tool for Reply {
         );
         let answer_id = format!("an-{:012x}", ctx.ids.next_bits() & 0xffff_ffff_ffff);
         let now = ctx.now;
-        let note = match own(ctx, id) {
+        let mut pages = pages_of(ctx.record);
+        let note = match own(&mut pages, id) {
             Ok(note) => note,
             Err(error) => return error,
         };
@@ -489,6 +488,7 @@ impl Tool for Reply {
         };
         comment.answers.push(text.clone());
         let artifact_id = note.id.clone();
+        keep_pages(ctx.record, &pages);
         ctx.emit(Effect::library(
             CATEGORY,
             &ArtifactOp::AnswerComment {
