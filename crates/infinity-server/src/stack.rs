@@ -145,7 +145,18 @@ pub async fn event_answer(
 /// One Function URL request through the API: `lambda_http` turns the event into an HTTP
 /// request and the router's answer into the bytes or text Lambda sends back.
 pub async fn answer(app: Router, request: LambdaRequest) -> LambdaFunctionUrlResponse {
-    let request = axum::http::Request::<lambda_http::Body>::from(request).map(Body::new);
+    // `lambda_http` panics on a request it cannot make a URI of (a host, path or query that is
+    // no URI's); here that is a 400, never a failed invocation.
+    let converted = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        axum::http::Request::<lambda_http::Body>::from(request)
+    }));
+    let Ok(request) = converted else {
+        return plain(
+            400,
+            "not a request this API can read: its host, path or query is not a valid URI",
+        );
+    };
+    let request = request.map(Body::new);
     let response = match app.oneshot(request).await {
         Ok(response) => response,
         Err(never) => match never {},
@@ -208,7 +219,17 @@ mod tests {
         body: Option<&str>,
         base64: bool,
     ) -> LambdaRequest {
-        serde_json::from_value(json!({
+        serde_json::from_value(event_json(method, path, query, body, base64)).unwrap()
+    }
+
+    fn event_json(
+        method: &str,
+        path: &str,
+        query: &str,
+        body: Option<&str>,
+        base64: bool,
+    ) -> serde_json::Value {
+        json!({
             "version": "2.0",
             "routeKey": "$default",
             "rawPath": path,
@@ -225,8 +246,7 @@ mod tests {
             },
             "body": body,
             "isBase64Encoded": base64
-        }))
-        .unwrap()
+        })
     }
 
     fn app() -> Router {
@@ -293,5 +313,12 @@ mod tests {
         assert_eq!(big.status_code, 502);
         let missing = answer(app(), event("GET", "/nope", "", None, false)).await;
         assert_eq!(missing.status_code, 404);
+
+        // A request no URI can be made of is refused, not a panic.
+        let mut bad = event_json("GET", "/png", "", None, false);
+        bad["headers"]["host"] = json!("bad host name");
+        let bad: LambdaRequest = serde_json::from_value(bad).unwrap();
+        let refused = answer(app(), bad).await;
+        assert_eq!(refused.status_code, 400, "{:?}", refused.body);
     }
 }

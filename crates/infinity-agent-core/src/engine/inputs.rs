@@ -427,9 +427,12 @@ impl Draft<'_> {
                 "an input of the {category} category, and this host keeps no library"
             )));
         };
+        // On a copy: a refused input leaves the record as it was.
+        let mut notes = self.record.notes(category).clone();
         let shown = library
-            .on_event(category, self.record.notes_mut(category), &event)
+            .on_event(category, &mut notes, &event)
             .map_err(DropReason::CategoryEvent)?;
+        *self.record.notes_mut(category) = notes;
         self.actionable(vec![Item::user(shown)]);
         Ok(())
     }
