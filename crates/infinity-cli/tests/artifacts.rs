@@ -107,7 +107,10 @@ async fn pages(base: &str, thread: &str, n: usize) -> Vec<Value> {
     let mut found = Vec::new();
     for _ in 0..150 {
         let r = record(base, thread).await;
-        if let Some(list) = r["artifacts"].as_array().filter(|l| l.len() >= n) {
+        if let Some(list) = r["category_notes"]["artifact"]
+            .as_array()
+            .filter(|l| l.len() >= n)
+        {
             found = list.clone();
             break;
         }
@@ -283,7 +286,7 @@ async fn an_agent_publishes_a_page_people_comment_and_it_answers() {
     // the frame loads through the page's own key, and the old version stays.
     say(&base, "garden", &format!("update {id}")).await;
     until("version 2", || async {
-        record(&base, "garden").await["artifacts"][0]["version"] == 2
+        record(&base, "garden").await["category_notes"]["artifact"][0]["version"] == 2
     })
     .await;
     until("the private page to be stored", || async {

@@ -336,7 +336,7 @@ async fn a_stack_publishes_pages_people_comment_on() {
     let mut id = String::new();
     for _ in 0..300 {
         let (_, record) = common::get_json(&format!("{api}/threads/pages1")).await;
-        if let Some(found) = record["artifacts"][0]["id"].as_str() {
+        if let Some(found) = record["category_notes"]["artifact"][0]["id"].as_str() {
             id = found.to_owned();
             break;
         }

@@ -24,6 +24,8 @@ use tokio_tungstenite::tungstenite::Message;
 
 /// How long one command, or one wait for a condition, may take.
 const TIMEOUT: Duration = Duration::from_secs(30);
+/// How long chromium may take to start and open its DevTools port.
+const LAUNCH_TIMEOUT: Duration = Duration::from_secs(90);
 
 type Pending = Arc<Mutex<HashMap<u64, oneshot::Sender<Result<Value, String>>>>>;
 
@@ -127,7 +129,7 @@ impl Browser {
         if std::fs::metadata("/proc/self").is_ok_and(|m| m.uid() == 0) {
             command.arg("--no-sandbox");
         }
-        let process = command.arg("about:blank").spawn().unwrap();
+        let mut process = command.arg("about:blank").spawn().unwrap();
 
         // Chromium writes the port it picked, and the browser's WebSocket path, to this file.
         let port_file = profile.path().join("DevToolsActivePort");
@@ -139,10 +141,17 @@ impl Browser {
                     break format!("ws://127.0.0.1:{port}{path}");
                 }
             }
-            assert!(
-                started.elapsed() < TIMEOUT,
-                "chromium did not open its DevTools port within {TIMEOUT:?}"
-            );
+            if let Ok(Some(status)) = process.try_wait() {
+                panic!("chromium exited ({status}) before it opened its DevTools port");
+            }
+            // Starting takes longer than any step of a page: the whole suite starts beside it
+            // on two cores (emulators, other browsers).
+            if started.elapsed() >= LAUNCH_TIMEOUT {
+                // Not left running after the test fails (it is no `Browser` yet to drop).
+                let _ = process.kill();
+                let _ = process.wait();
+                panic!("chromium did not open its DevTools port within {LAUNCH_TIMEOUT:?}");
+            }
             tokio::time::sleep(Duration::from_millis(50)).await;
         };
         let (socket, _) = tokio_tungstenite::connect_async(endpoint.as_str())
