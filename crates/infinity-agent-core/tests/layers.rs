@@ -43,13 +43,7 @@ fn imports_in(src: &Path, known: impl Fn(&str) -> bool) -> BTreeMap<String, BTre
             continue;
         }
         found.entry(module.to_owned()).or_default();
-        let text = std::fs::read_to_string(&path).unwrap();
-        let code = text.split("#[cfg(test)]").next().unwrap_or_default();
-        let code: String = code
-            .lines()
-            .filter(|l| !l.trim_start().starts_with("//"))
-            .collect::<Vec<_>>()
-            .join("\n");
+        let code = code_of(&path);
         for (i, _) in code.match_indices("crate::") {
             let rest = &code[i + "crate::".len()..];
             // `crate::x::...`, or each name of a group, `crate::{x, y::z}`.
@@ -73,6 +67,16 @@ fn imports_in(src: &Path, known: impl Fn(&str) -> bool) -> BTreeMap<String, BTre
         }
     }
     found
+}
+
+/// A source file's code: its test module and comment lines left out.
+fn code_of(path: &Path) -> String {
+    let text = std::fs::read_to_string(path).unwrap();
+    let code = text.split("#[cfg(test)]").next().unwrap_or_default();
+    code.lines()
+        .filter(|l| !l.trim_start().starts_with("//"))
+        .collect::<Vec<_>>()
+        .join("\n")
 }
 
 /// The Rust files below `dir`, but test modules in files of their own (`engine/tests.rs`, which
@@ -471,13 +475,7 @@ fn tools_graph() -> BTreeMap<String, BTreeSet<String>> {
                 _ => own[..own.len() - 1].to_vec(),
             }
         };
-        let text = std::fs::read_to_string(file).unwrap();
-        let code = text.split("#[cfg(test)]").next().unwrap_or_default();
-        let code: String = code
-            .lines()
-            .filter(|l| !l.trim_start().starts_with("//"))
-            .collect::<Vec<_>>()
-            .join("\n");
+        let code = code_of(file);
         let mut refer = |path: Vec<&str>| {
             if path.is_empty() {
                 return;

@@ -44,7 +44,7 @@ pub trait Shelf: Send + Sync + fmt::Debug + 'static {
     fn category(&self) -> &'static str;
 
     /// The categories (`internal_tools:` flags) whose tools read its copy: a slice of an agent
-    /// with one of them on loads it first. Default: its own category.
+    /// with one of them on loads it first. Empty (the default) means its own category only.
     fn read_by(&self) -> &'static [&'static str] {
         &[]
     }
