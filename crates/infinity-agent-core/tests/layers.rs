@@ -456,25 +456,15 @@ fn tools_graph() -> BTreeMap<String, BTreeSet<String>> {
     for file in &files {
         let from = part(file);
         let is_mod = file.file_name().and_then(|n| n.to_str()) == Some("mod.rs");
-        // The module `super::` names from this file.
-        let own: Vec<&str> = if from.is_empty() {
-            Vec::new()
-        } else {
-            from.split('/').collect()
-        };
-        let parent: Vec<&str> = if is_mod {
-            own[..own.len().saturating_sub(1)].to_vec()
-        } else {
-            match (own.len(), file.parent() == Some(tools.as_path())) {
-                (_, true) => Vec::new(),
-                (2, false)
-                    if file.parent().and_then(|p| p.file_name()) == Some(own[1].as_ref()) =>
-                {
-                    own.clone()
-                }
-                _ => own[..own.len() - 1].to_vec(),
-            }
-        };
+        // The module `super::` names from this file: its folder (a `mod.rs`: the folder's).
+        let folder = file.parent().unwrap().strip_prefix(&tools).unwrap();
+        let mut parent: Vec<&str> = folder
+            .components()
+            .map(|c| c.as_os_str().to_str().unwrap())
+            .collect();
+        if is_mod {
+            parent.pop();
+        }
         let code = code_of(file);
         let mut refer = |path: Vec<&str>| {
             if path.is_empty() {

@@ -13,6 +13,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
 use async_trait::async_trait;
+use infinity_agent_core::commit::Commit;
 use infinity_agent_core::effect::PendingEffect;
 use infinity_agent_core::ids::{RandomIds, ThreadId};
 use infinity_agent_core::migration::{self, Bundle, MigrationError};
@@ -343,6 +344,12 @@ pub async fn finish(
 ) -> Result<(), MoveError> {
     let ids = migration::session_threads(host.store, root).await?;
     let commits = migration::finish(host.store, &ids, forward).await?;
+    perform_commits(host, &commits).await;
+    Ok(())
+}
+
+/// Performs the effects of the commits a step of a move made.
+async fn perform_commits(host: Host<'_>, commits: &[Commit]) {
     for commit in commits.iter().filter(|c| !c.effects.is_empty()) {
         host.performer
             .perform(
@@ -352,7 +359,6 @@ pub async fn finish(
             )
             .await;
     }
-    Ok(())
 }
 
 /// Abandons a move at the source: the session runs here again and applies what it held.
@@ -363,15 +369,7 @@ pub async fn abort(host: Host<'_>, root: &ThreadId) -> Result<(), MoveError> {
 
 async fn abort_ids(host: Host<'_>, ids: &[ThreadId]) -> Result<(), MoveError> {
     let commits = migration::abort(host.store, ids, &mut RandomIds).await?;
-    for commit in commits.iter().filter(|c| !c.effects.is_empty()) {
-        host.performer
-            .perform(
-                &commit.thread_id,
-                &commit.effects,
-                Some(commit.record.version),
-            )
-            .await;
-    }
+    perform_commits(host, &commits).await;
     Ok(())
 }
 

@@ -16,6 +16,8 @@ use infinity_rap_runtime::client::RapClient;
 use infinity_rap_runtime::migration::{self, FinishRequest, Host, MoveError, StartRequest};
 use serde_json::json;
 
+use crate::api::{error, ApiError};
+
 /// What `serve`'s migration routes share.
 struct MigrationRoutes {
     system: Arc<AgentSystem>,
@@ -69,8 +71,8 @@ pub fn routes(system: Arc<AgentSystem>, signer: CallbackSigner, client: Arc<RapC
 /// callback receiver): a session moved here would be lost when it stops, and inputs forwarded
 /// to it would have no receiver, so each move is refused, saying why.
 pub fn refused() -> Router {
-    async fn refuse() -> Refusal {
-        Refusal(
+    async fn refuse() -> ApiError {
+        error(
             StatusCode::CONFLICT,
             "this `infinity serve` keeps no store, so it moves no sessions in or out: start it \
              with --store DIR"
@@ -83,16 +85,7 @@ pub fn refused() -> Router {
         .route("/migration/import", post(refuse))
 }
 
-/// An error answer: a status and `{"error": message}`.
-struct Refusal(StatusCode, String);
-
-impl IntoResponse for Refusal {
-    fn into_response(self) -> Response {
-        (self.0, Json(json!({"error": self.1}))).into_response()
-    }
-}
-
-impl From<MoveError> for Refusal {
+impl From<MoveError> for ApiError {
     fn from(err: MoveError) -> Self {
         let status = match &err {
             MoveError::Migration(MigrationError::UnknownThread(_)) => StatusCode::NOT_FOUND,
@@ -103,15 +96,15 @@ impl From<MoveError> for Refusal {
             }
             _ => StatusCode::BAD_GATEWAY,
         };
-        Refusal(status, err.to_string())
+        error(status, err)
     }
 }
 
-fn root(raw: &str) -> Result<ThreadId, Refusal> {
-    ThreadId::new(raw).map_err(|e| Refusal(StatusCode::BAD_REQUEST, e.to_string()))
+fn root(raw: &str) -> Result<ThreadId, ApiError> {
+    ThreadId::new(raw).map_err(|e| error(StatusCode::BAD_REQUEST, e))
 }
 
-type Answer = Result<Response, Refusal>;
+type Answer = Result<Response, ApiError>;
 
 async fn start(
     State(served): State<Arc<MigrationRoutes>>,

@@ -115,7 +115,7 @@ fn read_pages(notes: &serde_json::Value) -> Vec<ArtifactNote> {
     if notes.is_null() {
         return Vec::new();
     }
-    serde_json::from_value(notes.clone()).unwrap_or_else(|e| {
+    Vec::<ArtifactNote>::deserialize(notes).unwrap_or_else(|e| {
         tracing::error!(%e, "a thread's page notes cannot be read; its artifact tools see none");
         Vec::new()
     })
@@ -154,7 +154,7 @@ fn note_comment(
         author,
         text,
         at,
-    } = serde_json::from_value(event.clone()).map_err(|e| format!("not a comment: {e}"))?;
+    } = CommentEvent::deserialize(event).map_err(|e| format!("not a comment: {e}"))?;
     let mut pages = read_pages(notes);
     let Some(note) = pages.iter_mut().find(|a| a.id == artifact_id) else {
         return Err(format!(
@@ -232,7 +232,7 @@ impl super::Shelf for Artifacts {
 
     async fn perform(&self, op: &serde_json::Value) -> Result<(), super::ShelfError> {
         use super::ShelfError;
-        let op: ArtifactOp = serde_json::from_value(op.clone())
+        let op = ArtifactOp::deserialize(op)
             .map_err(|e| ShelfError::Refused(format!("not an artifact write: {e}")))?;
         let done = match op {
             ArtifactOp::PublishArtifact {

@@ -100,7 +100,7 @@ impl Shelf for KnowledgeShelf {
     }
 
     async fn perform(&self, op: &serde_json::Value) -> Result<(), ShelfError> {
-        let op: KnowledgeOp = serde_json::from_value(op.clone())
+        let op = KnowledgeOp::deserialize(op)
             .map_err(|e| ShelfError::Refused(format!("not a knowledge write: {e}")))?;
         match op {
             KnowledgeOp::SaveKnowledge { entry } => self.save(&entry).await.map_err(|e| match e {

@@ -30,7 +30,7 @@ pub use hub::MemoryRemotes;
 type Hub = Arc<dyn RemoteHub>;
 
 fn problem(status: StatusCode, message: impl std::fmt::Display) -> Response {
-    (status, Json(json!({"error": message.to_string()}))).into_response()
+    crate::api::error(status, message).into_response()
 }
 
 fn hub_problem(err: HubError) -> Response {
