@@ -17,8 +17,11 @@ use infinity_agent_core::runtime::{AgentSystem, AgentSystemBuilder, WaitOutcome}
 use infinity_agent_core::scripted::ScriptedModel;
 use infinity_agent_core::store::{FileStore, MemoryStore, ThreadStore};
 
-mod common;
-use common::{rss_bytes, runtime};
+use infinity_agent_core::testing::{bench_runtime, rss_bytes};
+
+fn runtime() -> tokio::runtime::Runtime {
+    bench_runtime().expect("runtime")
+}
 
 /// Children of the fan-out part.
 const CHILDREN: usize = 1_000;

@@ -32,8 +32,11 @@ use infinity_agent_core::store::{FileStore, MemoryStore, ThreadStore};
 use infinity_agent_core::tools::ToolRegistry;
 use jiff::Timestamp;
 
-mod common;
-use common::{rss_bytes, runtime};
+use infinity_agent_core::testing::{bench_runtime, rss_bytes};
+
+fn runtime() -> tokio::runtime::Runtime {
+    bench_runtime().expect("runtime")
+}
 
 const LENGTHS: [u64; 3] = [10, 1_000, 100_000];
 

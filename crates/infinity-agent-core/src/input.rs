@@ -182,20 +182,19 @@ pub enum InputBody {
         /// True when it started, false when it ended.
         running: bool,
     },
-    /// A person commented on one of the thread's pages (the `artifact` category): the model is
-    /// told, and may answer with `artifact_reply`.
-    ArtifactComment {
-        /// The page.
-        artifact_id: String,
-        /// The comment (already stored with the page).
-        comment_id: String,
-        /// Who wrote it.
-        author: String,
-        /// What they wrote.
-        text: String,
-        /// When.
-        at: Timestamp,
+    /// An input for one internal tool category (a person's comment on one of the thread's
+    /// pages, for `artifact`): the engine hands `event` to that category's shelf in the host's
+    /// library ([`crate::library::Shelf::on_event`]), which says what the model is shown.
+    CategoryEvent {
+        /// The category's flag.
+        category: String,
+        /// What the category's shelf reads.
+        event: serde_json::Value,
     },
+    /// A comment on a page as it was sent before category events were generic (wire name
+    /// `artifact_comment`): read as the `artifact` category's event, never written.
+    #[serde(rename = "artifact_comment")]
+    ArtifactCommentV1(serde_json::Map<String, serde_json::Value>),
     /// The user pressed a widget's button.
     WidgetAction {
         /// The button's `action`.
@@ -290,6 +289,10 @@ pub enum InputBody {
         call_id: CallId,
         /// The deadline as the agent file gives it (e.g. `2h`), for the error text.
         after: String,
+        /// The call's result when the deadline passes, in place of the tool-server error (a
+        /// tool whose calls end with a result whatever became of them, like `remote_exec`).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        result: Option<String>,
     },
 }
 
@@ -297,24 +300,12 @@ impl InputBody {
     /// The category an input is for and what it brings, for an input a library category takes
     /// (a person's comment on a page: `artifact`); the engine hands it to that category's shelf
     /// ([`crate::library::Shelf::on_event`]).
-    pub fn category_event(&self) -> Option<(&'static str, serde_json::Value)> {
+    pub fn category_event(&self) -> Option<(&str, serde_json::Value)> {
         match self {
-            InputBody::ArtifactComment {
-                artifact_id,
-                comment_id,
-                author,
-                text,
-                at,
-            } => Some((
-                "artifact",
-                serde_json::json!({
-                    "artifact_id": artifact_id,
-                    "comment_id": comment_id,
-                    "author": author,
-                    "text": text,
-                    "at": at,
-                }),
-            )),
+            InputBody::CategoryEvent { category, event } => Some((category, event.clone())),
+            InputBody::ArtifactCommentV1(event) => {
+                Some(("artifact", serde_json::Value::Object(event.clone())))
+            }
             _ => None,
         }
     }
@@ -370,7 +361,8 @@ impl InputBody {
             InputBody::CallDeadline { .. } => "call_deadline",
             InputBody::MemoryWrite { .. } => "memory_write",
             InputBody::WidgetAction { .. } => "widget_action",
-            InputBody::ArtifactComment { .. } => "artifact_comment",
+            InputBody::CategoryEvent { .. } => "category_event",
+            InputBody::ArtifactCommentV1(..) => "artifact_comment",
             InputBody::ConversationUsage { .. } => "conversation_usage",
             InputBody::UseAgent { .. } => "use_agent",
             InputBody::UseModel { .. } => "use_model",

@@ -24,7 +24,6 @@
 #![warn(missing_docs)]
 
 pub mod agent;
-pub mod artifact;
 pub mod catalog;
 pub mod commit;
 pub mod effect;
@@ -34,13 +33,11 @@ pub mod host;
 pub mod ids;
 pub mod input;
 pub mod json;
-pub mod knowledge;
 pub mod library;
 pub mod migration;
 pub mod model;
 pub mod runtime;
 pub mod scripted;
-pub mod search;
 pub mod state;
 pub mod store;
 #[cfg(feature = "test-util")]

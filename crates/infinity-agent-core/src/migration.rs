@@ -427,6 +427,7 @@ pub fn rearm(record: &ThreadRecord, toolset: Option<&Toolset>) -> Vec<Effect> {
                         body: InputBody::CallDeadline {
                             call_id: pending.call_id.clone(),
                             after: deadline.as_str().to_owned(),
+                            result: None,
                         },
                     },
                     due,

@@ -7,8 +7,7 @@ use std::path::Path;
 
 /// The top-level modules, bottom first.
 const LAYERS: &[&[&str]] = &[
-    &["ids", "json", "search", "text"],
-    &["knowledge", "artifact"],
+    &["ids", "json", "text"],
     &["history"],
     &["model"],
     &["state"],
@@ -157,6 +156,10 @@ const CRATE_LAYERS: &[(&str, &[&[&str]])] = &[
     ),
     ("infinity-rap", &[&["wire", "signing"], &["kit"]]),
     (
+        "infinity-library",
+        &[&["search"], &["knowledge", "artifact", "remote"], &["meta"]],
+    ),
+    (
         "infinity-rap-runtime",
         &[&["client", "receiver"], &["migration"]],
     ),
@@ -276,10 +279,12 @@ const CRATES: &[(&str, &[&str])] = &[
         &["infinity-agent-core", "infinity-rap", "infinity-retry"],
     ),
     ("infinity-mcp-bridge", &["infinity-rap"]),
+    ("infinity-library", &["infinity-agent-core"]),
     (
         "infinity-aws",
         &[
             "infinity-agent-core",
+            "infinity-library",
             "infinity-models",
             "infinity-rap",
             "infinity-rap-runtime",
@@ -290,6 +295,7 @@ const CRATES: &[(&str, &[&str])] = &[
         &[
             "infinity-agent-core",
             "infinity-aws",
+            "infinity-library",
             "infinity-rap",
             "infinity-rap-runtime",
         ],
@@ -299,6 +305,7 @@ const CRATES: &[(&str, &[&str])] = &[
         &[
             "infinity-agent-core",
             "infinity-aws",
+            "infinity-library",
             "infinity-mcp-bridge",
             "infinity-models",
             "infinity-rap",
@@ -426,14 +433,14 @@ fn every_crate_has_one_test_binary_holding_all_its_test_files() {
 }
 
 /// The parts of `tools/` (a file or folder two levels deep at most: `registry`, `builtin/threads`,
-/// `internal/meta`, ...) with the parts each refers to (comments and test modules left out). A
+/// `internal/plan`, ...) with the parts each refers to (comments and test modules left out). A
 /// part's use of an enclosing module (`tools`, `internal`: where the shared types are declared)
 /// is not counted.
 fn tools_graph() -> BTreeMap<String, BTreeSet<String>> {
     let tools = Path::new(env!("CARGO_MANIFEST_DIR")).join("src/tools");
     let files = rust_files(&tools);
-    // `internal/meta.rs` -> `internal/meta`, `internal/mod.rs` -> `internal`, `internal/remote/x.rs`
-    // -> `internal/remote`; the top `mod.rs` is `""`.
+    // `internal/plan.rs` -> `internal/plan`, `internal/mod.rs` -> `internal`, `builtin/schedule/x.rs`
+    // -> `builtin/schedule`; the top `mod.rs` is `""`.
     let part = |path: &Path| -> String {
         let relative = path.strip_prefix(&tools).unwrap().with_extension("");
         let names: Vec<&str> = relative
@@ -514,7 +521,7 @@ fn tools_graph() -> BTreeMap<String, BTreeSet<String>> {
                 refer(full);
             }
         }
-        // A `mod.rs` names its children bare: `meta::SEARCH_TOOLS`.
+        // A `mod.rs` names its children bare: `finish::MAX_RESULT_BYTES`.
         if is_mod {
             for child in parts.iter().filter(|p| {
                 p.strip_prefix(&format!("{from}/"))
@@ -586,9 +593,9 @@ fn the_parts_of_tools_form_no_circle() {
     turned
         .entry("registry".to_owned())
         .or_default()
-        .insert("internal/meta".to_owned());
+        .insert("internal/plan".to_owned());
     turned
-        .entry("internal/meta".to_owned())
+        .entry("internal/plan".to_owned())
         .or_default()
         .insert("registry".to_owned());
     assert!(circle(&turned).is_some());

@@ -1,9 +1,9 @@
 //! The pages agents publish (the `artifact` category), kept in the stack's S3 bucket: one object
-//! per key of [`infinity_agent_core::library::artifacts`]'s layout.
+//! per key of [`infinity_library::artifact`]'s layout.
 
 use async_trait::async_trait;
 use aws_sdk_s3::primitives::ByteStream;
-use infinity_agent_core::library::artifacts::{ArtifactError, Blobs};
+use infinity_library::artifact::{ArtifactError, Blobs};
 
 /// Objects in an S3 bucket.
 #[derive(Debug, Clone)]

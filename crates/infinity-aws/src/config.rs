@@ -111,13 +111,10 @@ fn megabytes(
 impl AwsConfig {
     /// The stack's published pages, when it keeps them (`INFINITY_ARTIFACT_BUCKET`), linked at
     /// `INFINITY_API_URL`.
-    pub fn artifacts(
-        &self,
-        clients: &Clients,
-    ) -> Option<infinity_agent_core::library::artifacts::Artifacts> {
+    pub fn artifacts(&self, clients: &Clients) -> Option<infinity_library::artifact::Artifacts> {
         let bucket = self.artifact_bucket.clone()?;
         let blobs = crate::artifacts::S3Blobs::new(clients.s3.clone(), bucket);
-        Some(infinity_agent_core::library::artifacts::Artifacts::new(
+        Some(infinity_library::artifact::Artifacts::new(
             std::sync::Arc::new(blobs),
             self.api_url.clone().unwrap_or_default(),
         ))

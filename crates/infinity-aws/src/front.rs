@@ -13,11 +13,11 @@ use infinity_agent_core::effect::OutputEvent;
 use infinity_agent_core::host::InputSender;
 use infinity_agent_core::ids::InputId;
 use infinity_agent_core::input::Input;
-use infinity_agent_core::library::artifacts::Artifacts;
-use infinity_agent_core::library::{AllowedModels, ModelSource};
+use infinity_agent_core::library::{AllowedModels, Library, ModelSource};
 use infinity_agent_core::runtime::{Front, PostError};
 use infinity_agent_core::state::ThreadRecord;
 use infinity_agent_core::store::ThreadStore;
+use infinity_library::LibraryExt;
 use tokio::sync::mpsc;
 
 use crate::catalog::DynamoAgentCatalog;
@@ -40,7 +40,8 @@ pub struct StackFront {
     allowed_models: AllowedModels,
     /// Present once [`StackFront::follow_output`] runs.
     subscribers: Option<Subscribers>,
-    artifacts: Option<Artifacts>,
+    /// The pages the stack keeps (the `artifact` category's shelf), when it keeps them.
+    library: Option<Library>,
 }
 
 impl StackFront {
@@ -59,7 +60,9 @@ impl StackFront {
             models: DeploymentModels::default(),
             allowed_models: allowed_models_from_env(),
             subscribers: None,
-            artifacts: config.artifacts(clients),
+            library: config
+                .artifacts(clients)
+                .map(|pages| Library::new().with_artifacts(pages)),
         }
     }
 
@@ -134,9 +137,9 @@ impl Front for StackFront {
         Some(rx)
     }
 
-    /// Where the stack keeps published pages, when it does.
-    fn artifacts(&self) -> Option<&Artifacts> {
-        self.artifacts.as_ref()
+    /// The stack's library: where it keeps published pages, when it does.
+    fn library(&self) -> Option<&Library> {
+        self.library.as_ref()
     }
 
     fn agent_catalog(&self) -> Option<&dyn AgentCatalog> {

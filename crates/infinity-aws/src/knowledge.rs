@@ -10,7 +10,7 @@ use async_trait::async_trait;
 use aws_sdk_dynamodb::error::ProvideErrorMetadata;
 use aws_sdk_dynamodb::types::AttributeValue;
 use aws_sdk_dynamodb::Client;
-use infinity_agent_core::knowledge::{key_of, KnowledgeEntry, KnowledgeStore, KnowledgeStoreError};
+use infinity_library::knowledge::{key_of, KnowledgeEntry, KnowledgeStore, KnowledgeStoreError};
 
 use crate::item::{s, Item};
 

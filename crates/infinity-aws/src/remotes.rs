@@ -31,7 +31,7 @@ use aws_sdk_dynamodb::Client;
 use infinity_agent_core::host::InputSender;
 use infinity_agent_core::ids::{CallId, ThreadId};
 use infinity_agent_core::input::Input;
-use infinity_agent_core::library::remotes::{
+use infinity_library::remote::{
     ended, reported, result_input, Ending, ExecCall, HubError, Order, RemoteDirectory, RemoteHub,
     RemoteInfo, Report, FORGET_AFTER, OFFLINE_AFTER, REPORT_GRACE,
 };

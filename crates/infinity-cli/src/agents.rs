@@ -78,7 +78,11 @@ async fn save(args: SaveArgs) -> Result<u8> {
     let version = StoredAgent::read(&args.file)?;
     let file = version.agent_file()?;
     let server_tools = server_tools(&file).await;
-    let clashes = check_names(&file, &server_tools);
+    let categories = infinity_library::categories();
+    categories
+        .check(&file.internal_tools())
+        .map_err(|e| anyhow::anyhow!("{}: not saved: {e}", args.file.display()))?;
+    let clashes = check_names(&file, &categories, &server_tools);
     if !clashes.is_empty() {
         for clash in &clashes {
             eprintln!("error: {}: {clash}", args.file.display());
@@ -255,6 +259,6 @@ impl AgentBuilder for CliAgentBuilder {
         .map_err(|e| e.to_string())?;
         describe_sub_agents(self.catalog.as_ref(), &mut spec).await;
         let tools: Vec<Arc<dyn Tool>> = vec![Arc::new(SetTitle)];
-        Agent::from_spec(spec, &tools).map_err(|e| e.to_string())
+        Agent::from_spec(spec, &infinity_library::categories(), &tools).map_err(|e| e.to_string())
     }
 }

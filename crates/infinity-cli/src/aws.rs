@@ -412,8 +412,8 @@ fn describe_effect(effect: &infinity_agent_core::effect::PendingEffect) -> Strin
 
 /// A write of a category's shelf, said in the category's words where this CLI knows them.
 fn describe_library_write(category: &str, op: &serde_json::Value) -> String {
-    use infinity_agent_core::library::artifacts::ArtifactOp;
-    use infinity_agent_core::library::knowledge::KnowledgeOp;
+    use infinity_library::artifact::ArtifactOp;
+    use infinity_library::knowledge::KnowledgeOp;
     let known = match category {
         "knowledge" => match serde_json::from_value(op.clone()) {
             Ok(KnowledgeOp::SaveKnowledge { entry }) => {

@@ -6,10 +6,10 @@ use std::sync::Arc;
 
 use anyhow::{Context, Result};
 use clap::{Args, Subcommand};
-use infinity_agent_core::knowledge::{
+use infinity_aws::knowledge::DynamoKnowledgeStore;
+use infinity_library::knowledge::{
     EntryType, FileKnowledgeStore, Knowledge, KnowledgeEntry, KnowledgeStore,
 };
-use infinity_aws::knowledge::DynamoKnowledgeStore;
 
 use crate::place::{Opened, Place};
 

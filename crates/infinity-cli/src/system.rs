@@ -8,12 +8,14 @@ use std::time::Duration;
 use anyhow::{Context, Result};
 use infinity_agent_core::agent::AgentFile;
 use infinity_agent_core::catalog::{describe_sub_agents, AgentCatalog, AgentRef, FileCatalog};
-use infinity_agent_core::knowledge::{KnowledgeStore, MemoryKnowledgeStore};
-use infinity_agent_core::library::artifacts::{Artifacts, Blobs, FileBlobs, MemoryBlobs};
 use infinity_agent_core::library::{AllowedModels, Library, ALLOWED_MODELS_VAR};
 use infinity_agent_core::runtime::{AgentSystem, AgentSystemBuilder};
 use infinity_agent_core::store::FileStore;
 use infinity_agent_core::tools::SetTitle;
+use infinity_library::artifact::{Artifacts, Blobs, FileBlobs, MemoryBlobs};
+use infinity_library::knowledge::{KnowledgeStore, MemoryKnowledgeStore};
+use infinity_library::meta::{StoredDirectory, DIRECTORY_REFRESH};
+use infinity_library::LibraryExt;
 
 use crate::{agents, knowledge, tool_servers, AgentArgs};
 
@@ -77,6 +79,10 @@ pub(crate) async fn build_system_full(
         }
         _ => (AgentFile::load(&args.agent)?, None),
     };
+    // Its categories, checked before anything starts: the error names the file.
+    infinity_library::categories()
+        .check(&file.internal_tools())
+        .map_err(|e| anyhow::anyhow!("{}: {e}", file.path.display()))?;
     // MCP servers in `tool_servers:` are reached through bridges this process starts.
     let has_mcp = file.tool_servers.iter().any(|entry| {
         matches!(
@@ -176,12 +182,11 @@ pub(crate) async fn build_system_full(
         };
         library = library.with_artifacts(Artifacts::new(blobs, url));
     }
-    builder = builder.with_library(library);
-    if let Some(catalog) = catalog {
+    if let Some(catalog) = &catalog {
         let stored_agents = agents::CliAgentBuilder {
-            catalog: Arc::clone(&catalog),
+            catalog: Arc::clone(catalog),
         };
-        builder = builder.with_catalog(catalog, Arc::new(stored_agents));
+        builder = builder.with_catalog(Arc::clone(catalog), Arc::new(stored_agents));
     }
     if let Some(dir) = &args.store {
         let store = match access {
@@ -214,6 +219,15 @@ pub(crate) async fn build_system_full(
         remotes,
     )
     .await?;
+    // The `meta` category's directory: the stored agents, their skills and tool servers.
+    if let Some(catalog) = catalog {
+        let discovery = receiver.as_ref().map(tool_servers::Receiver::discovery);
+        let source = StoredDirectory::new(catalog, discovery);
+        library = library.with_directory(Arc::new(source), DIRECTORY_REFRESH);
+    }
+    let builder = builder
+        .with_library(library)
+        .with_categories(infinity_library::categories());
     let system = builder.build().await?;
     let links = receiver.map(|receiver| receiver.serve(&system));
     Ok((system, links))

@@ -7,9 +7,9 @@ use std::sync::Arc;
 
 use anyhow::{Context, Result};
 use infinity_agent_core::agent::AgentFile;
-use infinity_agent_core::host::remotes::RemoteDispatcher;
 use infinity_agent_core::runtime::{AgentSystem, AgentSystemBuilder};
 use infinity_agent_core::tools::servers::{ToolServerConfig, ToolServerEntry};
+use infinity_library::remote::RemoteDispatcher;
 use infinity_mcp_bridge::McpSource;
 use infinity_rap::signing::CallbackSigner;
 use infinity_rap_runtime::client::RapClient;
@@ -24,6 +24,13 @@ pub struct Receiver {
     signer: CallbackSigner,
     client: Arc<RapClient>,
     tool_servers: bool,
+}
+
+impl Receiver {
+    /// The RAP client, as what discovers tool servers' tools.
+    pub fn discovery(&self) -> Arc<dyn infinity_agent_core::tools::servers::ToolDiscovery> {
+        self.client.clone()
+    }
 }
 
 /// A running receiver's signer and the RAP client: what a served runtime needs to move sessions.

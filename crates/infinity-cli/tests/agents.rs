@@ -184,6 +184,26 @@ fn a_tool_named_like_an_internal_tool_that_is_on_is_not_saved() {
     assert!(text(&out)
         .1
         .contains("`plan_create`, which is not stored yet"));
+    // A flag no category has is refused by saving and by running, naming it and the known ones.
+    std::fs::write(
+        d.join("typo.yaml"),
+        "name: typo\nmodel: script:lead.script.yaml\ninternal_tools: {plans: true}\n",
+    )
+    .unwrap();
+    for args in [
+        &["agents", "save", "--store", "store", "typo.yaml"][..],
+        &["run", "--agent", "typo.yaml", "hi"][..],
+    ] {
+        let out = infinity(d, args);
+        let (_, stderr) = text(&out);
+        assert!(!out.status.success(), "{args:?}");
+        assert!(
+            stderr.contains("`plans` is not a category this host has")
+                && stderr.contains("knowledge"),
+            "{args:?}: {stderr}"
+        );
+    }
+    assert!(!d.join("store/agents/typo").exists());
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

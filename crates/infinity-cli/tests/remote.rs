@@ -139,7 +139,7 @@ remote_allow:
     let (code, _, err) = check(&agent, &["--", "ls"]);
     assert_eq!(code, 2);
     assert!(
-        err.contains("key `remote_allow`: rule 1: the command pattern `cd x && make` is more than one command"),
+        err.contains("internal_tools: `remote`: allow: rule 1: the command pattern `cd x && make` is more than one command"),
         "{err}"
     );
 }

@@ -23,17 +23,16 @@ use serde_json::json;
 /// How soon a client of a host without live events reconnects to its event stream.
 const RECONNECT: Duration = Duration::from_secs(2);
 
+/// Every internal tool of the categories the hosts run agents with.
+async fn internal_tools() -> Json<Vec<infinity_agent_core::tools::internal::ListedTool>> {
+    Json(infinity_library::categories().listing())
+}
+
 /// The routes over threads and agents, on `host`.
 pub fn routes(host: Shared) -> Router {
     Router::new()
-        .route(
-            "/tools/internal",
-            get(|| async { Json(infinity_agent_core::tools::internal::listing()) }),
-        )
-        .route(
-            "/agents/internal-tools",
-            get(|| async { Json(infinity_agent_core::tools::internal::listing()) }),
-        )
+        .route("/tools/internal", get(internal_tools))
+        .route("/agents/internal-tools", get(internal_tools))
         .route("/agents", get(agents))
         .route("/models", get(models))
         .route("/agents/{name}", get(agent))

@@ -38,10 +38,12 @@ use axum::routing::get;
 use axum::{Json, Router};
 use hmac::{Hmac, Mac};
 use infinity_agent_core::ids::IdSource;
-use infinity_agent_core::input::{Input, InputBody};
-use infinity_agent_core::library::artifacts::{
-    content_type, limits, ArtifactError, ArtifactMeta, Artifacts, Comment, Format, Visibility,
+use infinity_agent_core::input::Input;
+use infinity_library::artifact::{
+    content_type, limits, ArtifactError, ArtifactMeta, Artifacts, Comment, CommentEvent, Format,
+    Visibility,
 };
+use infinity_library::LibraryExt;
 use serde::Deserialize;
 use serde_json::json;
 
@@ -96,12 +98,15 @@ fn store_error(e: ArtifactError) -> ApiError {
 
 impl Pages {
     fn artifacts(&self) -> Result<&Artifacts, ApiError> {
-        self.host.artifacts().ok_or_else(|| {
-            error(
-                StatusCode::NOT_FOUND,
-                "this server keeps no published pages",
-            )
-        })
+        self.host
+            .library()
+            .and_then(LibraryExt::artifacts)
+            .ok_or_else(|| {
+                error(
+                    StatusCode::NOT_FOUND,
+                    "this server keeps no published pages",
+                )
+            })
     }
 
     /// The page `id`, or 404 (a private one without the token is a 404 too: its existence is not
@@ -594,13 +599,14 @@ async fn comment(
     // is a new comment, never a lost one.
     let input = Input::new(
         meta.thread_id.clone(),
-        InputBody::ArtifactComment {
+        CommentEvent {
             artifact_id: id.clone(),
             comment_id: comment.id.clone(),
             author: comment.author.clone(),
             text: comment.text.clone(),
             at: comment.at,
-        },
+        }
+        .input(),
     );
     pages
         .host

@@ -51,9 +51,11 @@ pub struct AgentFile {
     /// Stored agents offered as tools that delegate to them (see [`crate::catalog`]).
     #[serde(default)]
     pub agents: Vec<String>,
-    /// Commands the `remote` category's `remote_exec` runs without asking a person first.
+    /// The older spelling of `internal_tools: {remote: {allow: ...}}`: commands the `remote`
+    /// category's `remote_exec` runs without asking a person first. Read into that category's
+    /// settings ([`AgentFile::internal_tools`]), which check it when the agent is built.
     #[serde(default)]
-    pub remote_allow: Vec<crate::tools::internal::RemoteRule>,
+    pub remote_allow: Option<serde_json::Value>,
     /// The file this was read from (set by [`AgentFile::load`]).
     #[serde(skip)]
     pub path: PathBuf,
@@ -162,6 +164,16 @@ pub fn resolve_core_model(
 }
 
 impl AgentFile {
+    /// Its internal tool categories with their settings, `remote_allow:` read as the `remote`
+    /// category's `allow` (where `internal_tools:` does not give one).
+    pub fn internal_tools(&self) -> crate::tools::internal::InternalTools {
+        let mut tools = self.internal_tools.clone();
+        if let Some(allow) = &self.remote_allow {
+            tools.settle("remote", "allow", allow.clone());
+        }
+        tools
+    }
+
     /// Reads and checks an agent file.
     pub fn load(path: &Path) -> Result<Self, AgentFileError> {
         let text = std::fs::read_to_string(path).map_err(|source| AgentFileError::Read {
@@ -238,10 +250,6 @@ impl AgentFile {
             if !listed.insert(crate::tools::internal::delegation::agent_tool_name(agent)) {
                 return Err(invalid("agents", format!("`{agent}` is listed twice")));
             }
-        }
-        for (n, rule) in file.remote_allow.iter().enumerate() {
-            rule.check()
-                .map_err(|why| invalid("remote_allow", format!("rule {}: {why}", n + 1)))?;
         }
         if let Some(schema) = &file.output_schema {
             jsonschema::validator_for(schema)

@@ -13,7 +13,7 @@ use crate::ids::ThreadId;
 use crate::model::ModelProvider;
 use crate::state::Toolset;
 use crate::tools::internal::delegation::{AgentTool, SubAgent};
-use crate::tools::internal::{InternalTools, Skill, ToolSettings};
+use crate::tools::internal::{Categories, InternalTools, Skill, ToolSettings};
 use crate::tools::servers::{session_registry, ToolServerConfig};
 use crate::tools::{RegistryError, Tool, ToolRegistry};
 
@@ -74,7 +74,7 @@ pub struct AgentSpec {
     pub model: Arc<dyn ModelProvider>,
     /// Limits.
     pub limits: Limits,
-    /// Internal tool categories.
+    /// Internal tool categories, with their settings.
     pub internal_tools: InternalTools,
     /// What `finish` results must match, if anything.
     pub output_schema: Option<serde_json::Value>,
@@ -86,8 +86,6 @@ pub struct AgentSpec {
     pub sub_agents: Vec<SubAgent>,
     /// The stored version this is, if it is one.
     pub version: Option<u32>,
-    /// `remote_allow:` of the file: commands `remote_exec` runs without asking.
-    pub remote_allow: Vec<crate::tools::internal::RemoteRule>,
 }
 
 impl fmt::Debug for AgentSpec {
@@ -117,7 +115,6 @@ impl AgentSpec {
             tool_servers: Vec::new(),
             sub_agents: Vec::new(),
             version: None,
-            remote_allow: Vec::new(),
         }
     }
 
@@ -134,7 +131,7 @@ impl AgentSpec {
             system_prompt: file.system.clone(),
             model,
             limits: file.limits,
-            internal_tools: file.internal_tools.resolve(),
+            internal_tools: file.internal_tools(),
             output_schema: file.output_schema.clone(),
             skills: file.load_skills(fetched)?,
             tool_servers: file.rap_servers()?,
@@ -147,7 +144,6 @@ impl AgentSpec {
                 })
                 .collect(),
             version: None,
-            remote_allow: file.remote_allow.clone(),
         })
     }
 }
@@ -208,20 +204,24 @@ impl Agent {
     }
 
     /// The agent `spec` defines, with the application's tools next to its built-in and internal
-    /// ones. Fails when a tool's name clashes or its schema does not compile.
-    pub fn from_spec(spec: AgentSpec, app_tools: &[Arc<dyn Tool>]) -> Result<Self, RegistryError> {
+    /// ones (of the host's `categories`). Fails when `internal_tools:` names a category the host
+    /// does not have, a tool's name clashes or its schema does not compile.
+    pub fn from_spec(
+        spec: AgentSpec,
+        categories: &Categories,
+        app_tools: &[Arc<dyn Tool>],
+    ) -> Result<Self, RegistryError> {
         let settings = ToolSettings {
             output_schema: spec.output_schema,
             skills: spec.skills,
-            remote_allow: spec.remote_allow,
         };
         let mut tools: Vec<Arc<dyn Tool>> = app_tools.to_vec();
         for sub in spec.sub_agents {
             let name = crate::tools::internal::delegation::agent_tool_name(&sub.name);
             let taken = crate::tools::BUILTIN_TOOL_NAMES.contains(&name.as_str())
-                || crate::tools::internal::TABLE
-                    .iter()
-                    .any(|d| d.name == name && spec.internal_tools.enabled(d.category))
+                || categories
+                    .enabled_tool(&spec.internal_tools, &name)
+                    .is_some()
                 || app_tools.iter().any(|t| t.spec().name == name);
             if taken {
                 // Saving checks this (see `catalog::check_names`); a version saved before a
@@ -231,7 +231,7 @@ impl Agent {
             }
             tools.push(Arc::new(AgentTool::to(sub)));
         }
-        let tools = ToolRegistry::for_agent(&spec.internal_tools, &settings, &tools)?;
+        let tools = ToolRegistry::for_agent(categories, &spec.internal_tools, &settings, &tools)?;
         let mut agent = Self::new(spec.name, spec.system_prompt, spec.model, tools);
         agent.limits = spec.limits;
         agent.tool_servers = spec.tool_servers;

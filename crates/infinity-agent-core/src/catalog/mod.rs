@@ -12,7 +12,6 @@
 //! copies run the same version. [`CatalogAgents`] is the [`crate::agent::AgentLookup`] hosts
 //! give the engine over a catalog.
 
-mod apps;
 mod file;
 mod lookup;
 mod rules;
@@ -26,7 +25,6 @@ use async_trait::async_trait;
 use jiff::Timestamp;
 use serde::{Deserialize, Serialize};
 
-pub use apps::StoredDirectory;
 pub use file::FileCatalog;
 pub use lookup::{AgentBuilder, CatalogAgents};
 pub use rules::{check_names, NameClash};

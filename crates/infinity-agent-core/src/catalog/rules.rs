@@ -9,7 +9,7 @@
 use std::fmt;
 
 use crate::agent::AgentFile;
-use crate::tools::internal::{Category, TABLE};
+use crate::tools::internal::Categories;
 use crate::tools::BUILTIN_TOOL_NAMES;
 
 /// A tool of the agent's own whose name is taken.
@@ -20,7 +20,7 @@ pub struct NameClash {
     /// Where the agent's tool comes from (`agents:` or a tool server's URL).
     pub source: String,
     /// The internal tool's category, or `None` for a built-in tool (which cannot be turned off).
-    pub category: Option<Category>,
+    pub category: Option<&'static str>,
 }
 
 impl fmt::Display for NameClash {
@@ -44,9 +44,14 @@ impl fmt::Display for NameClash {
 
 /// Checks the names of the tools `file` defines: its configured sub-agents and `server_tools`,
 /// the tools its servers offer as `(name, server)` (the host discovers them; an unreachable
-/// server contributes none). Every clash is returned, not only the first.
-pub fn check_names(file: &AgentFile, server_tools: &[(String, String)]) -> Vec<NameClash> {
-    let flags = file.internal_tools.resolve();
+/// server contributes none), against the internal tools of the host's `categories`. Every clash
+/// is returned, not only the first.
+pub fn check_names(
+    file: &AgentFile,
+    categories: &Categories,
+    server_tools: &[(String, String)],
+) -> Vec<NameClash> {
+    let flags = file.internal_tools();
     let own = file
         .agents
         .iter()
@@ -65,14 +70,11 @@ pub fn check_names(file: &AgentFile, server_tools: &[(String, String)]) -> Vec<N
                 source,
                 category: None,
             });
-        } else if let Some(def) = TABLE
-            .iter()
-            .find(|d| d.name == name && flags.enabled(d.category))
-        {
+        } else if let Some(category) = categories.enabled_tool(&flags, &name) {
             clashes.push(NameClash {
                 name,
                 source,
-                category: Some(def.category),
+                category: Some(category),
             });
         }
     }

@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use super::*;
 use crate::agent::{Agent, AgentLookup, PrepareError};
-use crate::tools::internal::Category;
+use crate::tools::internal::Categories;
 
 fn at(second: i64) -> Timestamp {
     Timestamp::from_second(1_800_000_000 + second).unwrap()
@@ -150,17 +150,17 @@ fn names_of_the_agents_tools_may_not_take_internal_or_built_in_ones() {
         ("lookup".to_owned(), "http://tools".to_owned()),
     ];
     let on = file("name: a\nmodel: script:x.yaml\nagents: [memory_get, sleep, researcher]\n");
-    let clashes = check_names(&on, &servers);
-    let names: Vec<(&str, Option<Category>)> = clashes
+    let clashes = check_names(&on, &Categories::core(), &servers);
+    let names: Vec<(&str, Option<&str>)> = clashes
         .iter()
         .map(|c| (c.name.as_str(), c.category))
         .collect();
     assert_eq!(
         names,
         vec![
-            ("memory_get", Some(Category::Memory)),
+            ("memory_get", Some("memory")),
             ("sleep", None),
-            ("plan_create", Some(Category::Plan)),
+            ("plan_create", Some("plan")),
         ]
     );
     let message = clashes[0].to_string();
@@ -173,14 +173,14 @@ fn names_of_the_agents_tools_may_not_take_internal_or_built_in_ones() {
     let off = file(
         "name: a\nmodel: script:x.yaml\ninternal_tools: {memory: false, plan: false}\nagents: [memory_get]\n",
     );
-    assert!(check_names(&off, &servers).is_empty());
+    assert!(check_names(&off, &Categories::core(), &servers).is_empty());
     let opt_in = file("name: a\nmodel: script:x.yaml\nagents: [agent]\n");
-    assert!(check_names(&opt_in, &[]).is_empty());
+    assert!(check_names(&opt_in, &Categories::core(), &[]).is_empty());
     let turned_on =
         file("name: a\nmodel: script:x.yaml\ninternal_tools: {agent: true}\nagents: [agent]\n");
     assert_eq!(
-        check_names(&turned_on, &[])[0].category,
-        Some(Category::Agent)
+        check_names(&turned_on, &Categories::core(), &[])[0].category,
+        Some("agent")
     );
 }
 

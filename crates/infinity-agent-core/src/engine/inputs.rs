@@ -126,7 +126,9 @@ impl Draft<'_> {
             InputBody::DelegatedTask { text, .. } => self.delegated_task(text),
             InputBody::WidgetAction { action, values } => self.widget_action(action, values),
             // Inputs of a library category go to its shelf.
-            body @ InputBody::ArtifactComment { .. } => self.category_event(&body),
+            body @ (InputBody::CategoryEvent { .. } | InputBody::ArtifactCommentV1(_)) => {
+                self.category_event(&body)
+            }
             InputBody::MemoryWrite { key, value } => self.memory_write(&key, &value),
             InputBody::ToolAuthorization { call_id, auth_url } => {
                 self.tool_authorization(call_id, auth_url)
@@ -170,7 +172,11 @@ impl Draft<'_> {
                 crate::tools::builtin::schedule::delete(&mut self.record, &schedule_id)
                     .map_err(|_| DropReason::NoSchedule(schedule_id))
             }
-            InputBody::CallDeadline { call_id, after } => self.call_deadline(call_id, after),
+            InputBody::CallDeadline {
+                call_id,
+                after,
+                result,
+            } => self.call_deadline(call_id, after, result),
         }
     }
 
@@ -522,21 +528,18 @@ impl Draft<'_> {
     }
 
     /// A dispatched call reached the deadline its tool server has in the agent file: it gets an
-    /// error result and the server is told to cancel it; a result that comes later is dropped.
-    fn call_deadline(&mut self, call_id: CallId, after: String) -> Applied {
+    /// error result (or the one its tool set for this end) and the server is told to cancel it;
+    /// a result that comes later is dropped.
+    fn call_deadline(&mut self, call_id: CallId, after: String, result: Option<String>) -> Applied {
         let Some(pending) = self.take_pending(&call_id) else {
             return Err(DropReason::NoPendingCall(call_id));
         };
         self.record.open_choices.retain(|c| c.call_id != call_id);
         self.cancel_call(&pending);
-        // A command on a remote is a result for the model whatever became of it.
-        if pending.tool == crate::tools::internal::REMOTE_EXEC {
-            let text = serde_json::json!({
-                "status": "lost",
-                "reason": format!("no report of the command's end within {after}: the remote or \
-                                   the server went away meanwhile; it was told to stop"),
-            });
-            self.resolve(pending, CallResult::text(text.to_string()));
+        // A tool may end its calls with a result whatever became of them (a command on a
+        // remote: its status is `lost`).
+        if let Some(text) = result {
+            self.resolve(pending, CallResult::text(text));
             return Ok(());
         }
         let text = format!(

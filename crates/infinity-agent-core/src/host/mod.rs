@@ -3,7 +3,6 @@
 //! the engine ([`run_slice`]), and the one place effects are performed ([`perform_effects`]).
 
 mod effects;
-pub mod remotes;
 
 use std::time::Duration;
 

@@ -1,9 +1,8 @@
 //! [`Library`]: what a host holds for tools that reach beyond a conversation. Each category
-//! that needs such a part plugs it in as a [`Shelf`]: the deployment's knowledge (the
-//! `knowledge` category, [`knowledge`]), the directory of apps, agents and skills the `meta`
-//! category searches ([`directory`]), the machines people connect (the `remote` category,
-//! [`remotes`]) and the pages agents publish ([`artifacts`]). The models people switch threads
-//! to are the host's own, not a category's.
+//! that needs such a part plugs it in as a [`Shelf`] (the `infinity-library` crate's: the
+//! deployment's knowledge, the directory the `meta` category searches, the machines people
+//! connect, the pages agents publish). The models people switch threads to are the host's own,
+//! not a category's.
 //!
 //! Tools run inside a slice and cannot wait, so they read an in-memory copy a shelf keeps
 //! ([`Shelf::prepare`] loads it before a slice whose agent has a category that reads it). Writes
@@ -13,28 +12,15 @@
 //! the thread never waits on a store. The host, the engine and the record know shelves only by
 //! this trait; a category's tools find their own by type ([`Library::shelf`]).
 
-pub mod artifacts;
-pub mod directory;
-pub mod knowledge;
 mod models;
-pub mod remotes;
 
 use std::any::Any;
 use std::fmt;
-use std::sync::{Arc, Mutex, PoisonError, RwLockReadGuard};
-use std::time::{Duration, Instant};
+use std::sync::Arc;
 
 use async_trait::async_trait;
 
-use crate::knowledge::{Knowledge, KnowledgeStore};
-use directory::{Directory, DirectoryShelf, DirectorySource};
-use knowledge::KnowledgeShelf;
 pub use models::{AllowedModels, ModelSource, ALLOWED_MODELS_VAR};
-use remotes::{RemoteDirectory, RemoteInfo, RemoteShelf};
-
-/// How stale a host's copy of the meta directory may get: agents saved and servers changed
-/// meanwhile show from the next reload on.
-pub const DIRECTORY_REFRESH: Duration = Duration::from_secs(60);
 
 /// One category's part of a host's library: the copy its tools read, loaded before a slice that
 /// needs it, and the writes its effects ask for.
@@ -105,16 +91,6 @@ pub struct Library {
     models: Option<models::ModelShelf>,
 }
 
-/// True when a copy loaded at `loaded_at` needs no reload yet (`refresh` `None`: loaded once).
-fn fresh(loaded_at: &Mutex<Option<Instant>>, refresh: Option<Duration>) -> bool {
-    let loaded = loaded_at.lock().unwrap_or_else(PoisonError::into_inner);
-    match (*loaded, refresh) {
-        (None, _) => false,
-        (Some(_), None) => true,
-        (Some(at), Some(every)) => at.elapsed() < every,
-    }
-}
-
 impl Library {
     /// A library with nothing in it (knowledge tools then say the host has none).
     pub fn new() -> Self {
@@ -183,59 +159,6 @@ impl Library {
         }
     }
 
-    /// Keeps knowledge in `store`. `refresh`: how stale the in-memory copy may get when other
-    /// processes write to the store too (`None` when this one is the only writer).
-    pub fn with_knowledge(self, store: Arc<dyn KnowledgeStore>, refresh: Option<Duration>) -> Self {
-        self.with_shelf(Arc::new(KnowledgeShelf::new(store, refresh)))
-    }
-
-    /// True when the host keeps knowledge.
-    pub fn has_knowledge(&self) -> bool {
-        self.shelf::<KnowledgeShelf>().is_some()
-    }
-
-    /// The knowledge as this host holds it now (`None`: the host keeps none, or could not load
-    /// it yet).
-    pub fn knowledge(&self) -> Option<RwLockReadGuard<'_, Knowledge>> {
-        self.shelf::<KnowledgeShelf>()?.copy()
-    }
-
-    /// The knowledge store, for people's commands and hosts.
-    pub fn knowledge_store(&self) -> Option<&Arc<dyn KnowledgeStore>> {
-        self.shelf::<KnowledgeShelf>().map(KnowledgeShelf::store)
-    }
-
-    /// Keeps the directory `source` finds for the `meta` category, read again when older than
-    /// `refresh` (agents are saved and servers change while a host runs).
-    pub fn with_directory(self, source: Arc<dyn DirectorySource>, refresh: Duration) -> Self {
-        self.with_shelf(Arc::new(DirectoryShelf::new(source, refresh)))
-    }
-
-    /// The directory as this host holds it now (`None`: it keeps none, or could not load it yet).
-    pub fn directory(&self) -> Option<Arc<Directory>> {
-        self.shelf::<DirectoryShelf>()?.copy()
-    }
-
-    /// Lists the machines people connect to this host (the `remote` category).
-    pub fn with_remotes(self, remotes: Arc<dyn RemoteDirectory>) -> Self {
-        self.with_shelf(Arc::new(RemoteShelf::new(remotes)))
-    }
-
-    /// The connected remotes as last listed (`None`: this host takes no remote connections).
-    pub fn remotes(&self) -> Option<Vec<RemoteInfo>> {
-        self.shelf::<RemoteShelf>().map(RemoteShelf::copy)
-    }
-
-    /// Keeps the pages agents publish (the `artifact` category) in `artifacts`.
-    pub fn with_artifacts(self, artifacts: artifacts::Artifacts) -> Self {
-        self.with_shelf(Arc::new(artifacts))
-    }
-
-    /// Where this host keeps published pages (`None`: it keeps none).
-    pub fn artifacts(&self) -> Option<&artifacts::Artifacts> {
-        self.shelf::<artifacts::Artifacts>()
-    }
-
     /// Makes the models people switch threads to with `source`, those `allowed` lists only.
     pub fn with_models(mut self, source: Arc<dyn ModelSource>, allowed: AllowedModels) -> Self {
         self.models = Some(models::ModelShelf::new(source, allowed));
@@ -267,7 +190,9 @@ mod tests {
     use std::sync::atomic::{AtomicUsize, Ordering};
 
     use super::*;
-    use crate::effect::{Effect, PendingEffect};
+    use std::sync::{Mutex, PoisonError};
+
+    use crate::effect::Effect;
 
     /// A category of a product outside the core, as it would plug in.
     #[derive(Debug, Default)]
@@ -309,7 +234,6 @@ mod tests {
     async fn a_category_plugs_in_a_shelf_the_host_loads_and_writes_through() {
         let library = Library::new().with_shelf(Arc::new(Notes::default()));
         let notes = library.shelf::<Notes>().unwrap();
-        assert!(library.shelf::<artifacts::Artifacts>().is_none());
 
         // Loaded only for an agent with the category on; a failure is reported, not fatal.
         assert!(library.prepare_for(|c| c == "knowledge").await.is_empty());
@@ -337,60 +261,5 @@ mod tests {
             matches!(&missing, Err(e) if e.is_retryable()),
             "{missing:?}"
         );
-    }
-
-    #[test]
-    fn a_record_that_kept_its_pages_in_a_field_of_their_own_loses_none() {
-        let mut record = crate::state::ThreadRecord::new(
-            crate::ids::ThreadId::new("t").unwrap(),
-            "a",
-            None,
-            jiff::Timestamp::UNIX_EPOCH,
-        );
-        let page = serde_json::json!({
-            "id": "art-1", "title": "T", "url": "http://h/a/art-1", "format": "html",
-            "visibility": "unlisted", "version": 1, "created_at": "2026-12-01T00:00:00Z"
-        });
-        let mut old = serde_json::to_value(&record).unwrap();
-        old["artifacts"] = serde_json::json!([page]);
-        record = serde_json::from_value(old).unwrap();
-        // Written back as read while nothing touches it, so a slice of another kind keeps it.
-        let again = serde_json::to_value(&record).unwrap();
-        assert_eq!(again["artifacts"][0]["id"], "art-1", "{again}");
-        assert_eq!(artifacts::pages_of(&record)[0].title, "T");
-        // Changed, it moves to the category's notes.
-        let mut pages = artifacts::pages_of(&record);
-        pages[0].version = 2;
-        artifacts::keep_pages(&mut record, &pages);
-        let moved = serde_json::to_value(&record).unwrap();
-        assert!(moved.get("artifacts").is_none(), "{moved}");
-        assert_eq!(moved["category_notes"]["artifact"][0]["version"], 2);
-        assert_eq!(artifacts::pages_of(&record)[0].version, 2);
-    }
-
-    #[test]
-    fn an_outbox_written_before_categories_were_named_still_reads() {
-        let old = serde_json::json!({
-            "id": "fx-1",
-            "effect": "library",
-            "op": {"op": "answer_comment", "artifact_id": "art-1", "comment_id": "cm-1",
-                   "answer": {"id": "a1", "text": "thanks", "at": "2026-12-01T00:00:00Z"}}
-        });
-        let pending: PendingEffect = serde_json::from_value(old).unwrap();
-        assert_eq!(pending.effect.library_category(), Some("artifact"));
-        let new = Effect::library(
-            "knowledge",
-            &knowledge::KnowledgeOp::SaveKnowledge {
-                entry: crate::knowledge::KnowledgeEntry::new(
-                    "n",
-                    crate::knowledge::EntryType::default(),
-                    jiff::Timestamp::UNIX_EPOCH,
-                ),
-            },
-        );
-        let text = serde_json::to_string(&new).unwrap();
-        assert!(text.contains(r#""category":"knowledge""#), "{text}");
-        let back: Effect = serde_json::from_str(&text).unwrap();
-        assert_eq!(back.library_category(), Some("knowledge"));
     }
 }

@@ -12,12 +12,13 @@ use tokio::sync::Notify;
 use super::timers::{Deliver, TokioTimers};
 use super::{AgentSystem, Clock, Inner};
 use crate::agent::{Agent, AgentLookup, AgentSpec};
-use crate::catalog::{AgentBuilder, AgentCatalog, CatalogAgents, StoredDirectory};
+use crate::catalog::{AgentBuilder, AgentCatalog, CatalogAgents};
 use crate::effect::PendingEffect;
 use crate::host::{perform_effects, SliceBudget, Timers, ToolDispatcher};
 use crate::ids::ThreadId;
-use crate::library::{Library, DIRECTORY_REFRESH};
+use crate::library::Library;
 use crate::store::{MemoryStore, StoreError, ThreadStore};
+use crate::tools::internal::Categories;
 use crate::tools::servers::ToolDiscovery;
 use crate::tools::{RegistryError, Tool};
 
@@ -60,6 +61,7 @@ pub struct AgentSystemBuilder {
     discovery: Option<Arc<dyn ToolDiscovery>>,
     catalog: Option<(Arc<dyn AgentCatalog>, Arc<dyn AgentBuilder>)>,
     library: Option<Library>,
+    categories: Categories,
     budget: Option<SliceBudget>,
 }
 
@@ -164,11 +166,19 @@ impl AgentSystemBuilder {
         self
     }
 
-    /// Keeps the deployment's knowledge (the `knowledge` category's tools read and write it)
-    /// in `library`. With a catalog ([`AgentSystemBuilder::with_catalog`]) the library also
-    /// holds the meta catalog of its stored agents and their tool servers.
+    /// Keeps `library`: the shelves of the categories that reach beyond a conversation (the
+    /// `infinity-library` crate's knowledge, meta directory, remotes and pages) and the models
+    /// people switch threads to.
     pub fn with_library(mut self, library: Library) -> Self {
         self.library = Some(library);
+        self
+    }
+
+    /// Runs the registered agents with these internal tool categories (default: the core's,
+    /// [`Categories::core`]). Stored agents are built by the catalog's [`AgentBuilder`], which
+    /// takes its own.
+    pub fn with_categories(mut self, categories: Categories) -> Self {
+        self.categories = categories;
         self
     }
 
@@ -183,7 +193,7 @@ impl AgentSystemBuilder {
         };
         let mut agents = HashMap::new();
         for spec in self.agents {
-            let agent = Agent::from_spec(spec, &self.tools)?;
+            let agent = Agent::from_spec(spec, &self.categories, &self.tools)?;
             let name = agent.name.clone();
             if agents.insert(name.clone(), Arc::new(agent)).is_some() {
                 return Err(BuildError::DuplicateAgent(name));
@@ -193,17 +203,7 @@ impl AgentSystemBuilder {
             .catalog
             .as_ref()
             .map(|(catalog, _)| Arc::clone(catalog));
-        let library = match &stored {
-            Some(catalog) => Some(self.library.unwrap_or_default().with_directory(
-                Arc::new(StoredDirectory::new(
-                    Arc::clone(catalog),
-                    self.discovery.clone(),
-                )),
-                DIRECTORY_REFRESH,
-            )),
-            None => self.library,
-        }
-        .map(Arc::new);
+        let library = self.library.map(Arc::new);
         let agents: Arc<dyn AgentLookup> = match self.catalog {
             Some((catalog, builder)) => Arc::new(CatalogAgents::new(agents, catalog, builder)),
             None if !agents.contains_key(&default_agent) => {

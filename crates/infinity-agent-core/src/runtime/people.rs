@@ -11,8 +11,7 @@ use crate::catalog::AgentCatalog;
 use crate::effect::OutputEvent;
 use crate::ids::{InputId, ThreadId};
 use crate::input::{Input, InputBody};
-use crate::library::artifacts::Artifacts;
-use crate::library::AllowedModels;
+use crate::library::{AllowedModels, Library};
 use crate::state::{ThreadRecord, ThreadStatus};
 use crate::store::ThreadStore;
 
@@ -31,8 +30,9 @@ pub trait Front: Send + Sync {
         None
     }
 
-    /// Where the host keeps the pages agents publish (`None`: it keeps none).
-    fn artifacts(&self) -> Option<&Artifacts> {
+    /// The host's library (the shelves of its categories: the pages agents publish, ...);
+    /// `None` when it keeps none.
+    fn library(&self) -> Option<&Library> {
         None
     }
 
@@ -284,8 +284,8 @@ impl Front for AgentSystem {
         Some(AgentSystem::subscribe(self))
     }
 
-    fn artifacts(&self) -> Option<&Artifacts> {
-        self.library()?.artifacts()
+    fn library(&self) -> Option<&Library> {
+        self.inner.library.as_deref()
     }
 
     fn agent_catalog(&self) -> Option<&dyn AgentCatalog> {

@@ -29,7 +29,7 @@ pub(crate) fn schema_problems(
 
 /// What is wrong with `args` by `validator` (compiled from `schema`), or `None` when they are
 /// valid: the [`schema_problems`], then the schema (clipped).
-pub(crate) fn argument_problems(
+pub fn argument_problems(
     validator: &jsonschema::Validator,
     args: &serde_json::Value,
     schema: &serde_json::Value,
@@ -45,17 +45,22 @@ pub(crate) fn argument_problems(
     ))
 }
 
-/// Why a call was refused before it ran.
+/// Why a call was refused before it ran ([`crate::tools::ToolRegistry::check_call`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) enum CallRejection {
+pub enum CallRejection {
+    /// No tool has the name.
     Unknown(String),
+    /// The tool is not offered to the calling thread (what it says instead).
     NotOffered(String),
+    /// The name is reserved for events the runtime injects.
     Reserved,
+    /// The arguments break the tool's schema (what is wrong).
     BadArguments(String),
 }
 
 impl CallRejection {
-    pub(crate) fn message(&self, name: &str, available: &[ToolSpec]) -> String {
+    /// What the model is told: the tool result of the refused call.
+    pub fn message(&self, name: &str, available: &[ToolSpec]) -> String {
         match self {
             CallRejection::Unknown(n) => {
                 let names: Vec<&str> = available.iter().map(|s| s.name.as_str()).collect();

@@ -24,6 +24,7 @@ use std::fmt;
 use jiff::Timestamp;
 
 pub(crate) use arguments::schema_problems;
+pub use arguments::{argument_problems, CallRejection};
 pub use builtin::schedule::create as create_schedule;
 pub use builtin::{builtin_tools, BUILTIN_TOOL_NAMES};
 pub use registry::{OfferedTools, RegistryError, ToolRegistry};
@@ -119,7 +120,7 @@ pub struct ToolContext<'a> {
     /// The host's library (knowledge, the meta catalog); `None` when it keeps none.
     pub library: Option<&'a crate::library::Library>,
     /// The tools this thread is offered (the agent's and its session's), for `execute_tool`.
-    pub(crate) offered: OfferedTools<'a>,
+    pub offered: OfferedTools<'a>,
 }
 
 impl fmt::Debug for ToolContext<'_> {
@@ -139,7 +140,7 @@ impl ToolContext<'_> {
 
     /// Dispatches this call to the tool `tool` of the server `target`, with `args` (already
     /// checked): performed after the commit; the result arrives as a `tool_result` input.
-    pub(crate) fn dispatch(&mut self, target: ServerTarget, tool: &str, args: serde_json::Value) {
+    pub fn dispatch(&mut self, target: ServerTarget, tool: &str, args: serde_json::Value) {
         let notify_key = self
             .record
             .notify_keys

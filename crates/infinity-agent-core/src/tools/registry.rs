@@ -35,6 +35,9 @@ pub enum RegistryError {
         /// The `internal_tools` flag that turns the internal one off.
         flag: &'static str,
     },
+    /// `internal_tools:` names a category the host does not have, or settings it cannot use.
+    #[error(transparent)]
+    Category(#[from] internal::CategoryError),
     /// The schema does not compile.
     #[error("tool `{name}` has an invalid input schema: {reason}")]
     BadSchema {
@@ -63,6 +66,8 @@ pub struct ToolRegistry {
     /// The internal categories (`internal_tools:` flags) the agent has on: the host loads the
     /// library's shelves they read before a slice.
     categories: Vec<&'static str>,
+    /// The names of its internal tools.
+    internal: Vec<&'static str>,
 }
 
 impl fmt::Debug for ToolRegistry {
@@ -86,30 +91,34 @@ impl ToolRegistry {
         registry
     }
 
-    /// The tools of an agent: the built-ins, the internal tools its flags switch on, then the
-    /// application's tools. An application tool with the name of a built-in or of an enabled
-    /// internal tool is refused with an error naming what to change.
+    /// The tools of an agent: the built-ins, the internal tools its flags switch on among
+    /// `categories`, then the application's tools. A flag no category has, a category's settings
+    /// it cannot use, and an application tool with the name of a built-in or of an enabled
+    /// internal tool are refused with an error naming what to change.
     pub fn for_agent(
+        categories: &internal::Categories,
         internal: &internal::InternalTools,
         settings: &internal::ToolSettings,
         app_tools: &[Arc<dyn Tool>],
     ) -> Result<Self, RegistryError> {
+        categories.check(internal)?;
         let mut registry = Self::with_builtins();
         let app_names: Vec<String> = app_tools.iter().map(|t| t.spec().name).collect();
-        for (def, tool) in internal::agent_tools(internal, settings) {
-            let on = internal.enabled(def.category);
-            if app_names.iter().any(|n| n == def.name) {
-                if on {
+        for made in categories.agent_tools(internal, settings) {
+            let flag = made.category.flag;
+            if app_names.iter().any(|n| n == made.name) {
+                if made.on {
                     return Err(RegistryError::ClashesWithInternal {
-                        name: def.name.to_owned(),
-                        flag: def.category.flag(),
+                        name: made.name.to_owned(),
+                        flag,
                     });
                 }
                 continue; // the category is off: the name is the application's
             }
-            registry.insert(tool)?;
-            if on && !registry.categories.contains(&def.category.flag()) {
-                registry.categories.push(def.category.flag());
+            registry.insert(made.tool)?;
+            registry.internal.push(made.name);
+            if made.on && !registry.categories.contains(&flag) {
+                registry.categories.push(flag);
             }
         }
         for tool in app_tools {
@@ -126,7 +135,13 @@ impl ToolRegistry {
             specs: Vec::new(),
             live: false,
             categories: Vec::new(),
+            internal: Vec::new(),
         }
+    }
+
+    /// Whether `name` is one of the agent's internal tools.
+    pub fn is_internal(&self, name: &str) -> bool {
+        self.internal.contains(&name)
     }
 
     /// Whether the agent has the internal category `flag` on (`knowledge`, `meta`, ...).
@@ -267,7 +282,7 @@ impl<'a> OfferedTools<'a> {
 
     /// Checks a call against both registries: not the reserved name, a known tool, offered to
     /// this thread, arguments valid.
-    pub(crate) fn check(
+    pub fn check(
         &self,
         name: &str,
         args: &serde_json::Value,

@@ -280,7 +280,7 @@ pub fn assemble(agent_tools: &ToolRegistry, discovered: Vec<Discovered>) -> Tool
             } else if agent_tools.get(&spec.name).is_some() {
                 let theirs = if BUILTIN_TOOL_NAMES.contains(&spec.name.as_str()) {
                     "the built-in tool"
-                } else if super::internal::TABLE.iter().any(|t| t.name == spec.name) {
+                } else if agent_tools.is_internal(&spec.name) {
                     "the internal tool"
                 } else {
                     "the agent's own tool"
@@ -404,6 +404,7 @@ impl Tool for ServerTool {
                         body: InputBody::CallDeadline {
                             call_id: ctx.call.id.clone(),
                             after: deadline.as_str().to_owned(),
+                            result: None,
                         },
                     },
                     due,
@@ -455,6 +456,7 @@ mod tests {
     #[test]
     fn the_loading_rules() {
         let registry = ToolRegistry::for_agent(
+            &crate::tools::internal::Categories::core(),
             &crate::tools::internal::InternalTools::builder()
                 .plan(false)
                 .build(),

@@ -3,81 +3,17 @@
 //! and fan-out limits; a delegation to an agent the host cannot run is an error result, not a
 //! wait that never ends.
 
-use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::Arc;
 
-use async_trait::async_trait;
-use infinity_agent_core::agent::{Agent, AgentFile, AgentSpec};
-use infinity_agent_core::catalog::{AgentBuilder, AgentCatalog, MemoryCatalog, StoredAgent};
+use infinity_agent_core::agent::{Agent, AgentSpec};
 use infinity_agent_core::input::InputBody;
 use infinity_agent_core::scripted::ScriptedModel;
 use infinity_agent_core::state::ThreadStatus;
 use infinity_agent_core::tools::internal::delegation::SubAgent;
-use infinity_agent_core::tools::internal::InternalTools;
-use infinity_agent_core::tools::{SetTitle, Tool};
+use infinity_agent_core::tools::internal::{Categories, InternalTools};
 
-use crate::behaviour::harness::{assert_in_order, count, tid, Harness, Setup};
-
-/// Builds stored agents the way hosts do: the file parsed, its scripted model read next to it.
-pub(crate) struct Builder;
-
-#[async_trait]
-impl AgentBuilder for Builder {
-    async fn build(&self, stored: &StoredAgent) -> Result<Agent, String> {
-        let file: AgentFile = stored.agent_file().map_err(|e| e.to_string())?;
-        let script = file.model.strip_prefix("script:").ok_or("not scripted")?;
-        let model = ScriptedModel::load(&file.resolve_path(script)).map_err(|e| e.to_string())?;
-        let mut spec = AgentSpec::from_file(&file, Arc::new(model), &BTreeMap::new())
-            .map_err(|e| e.to_string())?;
-        spec.version = Some(stored.version);
-        let tools: Vec<Arc<dyn Tool>> = vec![Arc::new(SetTitle)];
-        Agent::from_spec(spec, &tools).map_err(|e| e.to_string())
-    }
-}
-
-/// A catalog whose agents' scripts live in a folder of their own.
-pub(crate) struct Stored {
-    dir: tempfile::TempDir,
-    pub(crate) catalog: Arc<MemoryCatalog>,
-}
-
-impl Stored {
-    pub(crate) fn new() -> Self {
-        Self {
-            dir: tempfile::tempdir().unwrap(),
-            catalog: Arc::new(MemoryCatalog::new()),
-        }
-    }
-
-    /// Saves a version of `name` answering with `script`; `extra` is more of its agent file.
-    pub(crate) async fn save(&self, name: &str, extra: &str, script: &str) -> u32 {
-        let n = self.catalog.versions(name).await.unwrap().len() + 1;
-        let script_file = format!("{name}.v{n}.script.yaml");
-        std::fs::write(self.dir.path().join(&script_file), script).unwrap();
-        let path = self.dir.path().join(format!("{name}.yaml"));
-        std::fs::write(
-            &path,
-            format!("name: {name}\nmodel: script:{script_file}\ndescription: The {name}.\n{extra}"),
-        )
-        .unwrap();
-        let version = StoredAgent::read(&path).unwrap();
-        self.catalog
-            .save(version, jiff::Timestamp::now())
-            .await
-            .unwrap()
-            .version
-    }
-
-    pub(crate) fn setup(&self, script: &str) -> Setup {
-        let mut setup = Setup::new(script);
-        setup.catalog = Some((
-            Arc::clone(&self.catalog) as Arc<dyn AgentCatalog>,
-            Arc::new(Builder),
-        ));
-        setup
-    }
-}
+use crate::behaviour::harness::{assert_in_order, count, tid, Harness, Servers, Stored};
 
 fn researcher(version: &str) -> String {
     format!(
@@ -276,7 +212,7 @@ fn a_configured_agent_whose_name_is_now_taken_is_left_out_and_the_rest_stay() {
     let model = ScriptedModel::parse("rules: []", Path::new("s.yaml")).unwrap();
     let mut spec = AgentSpec::new("old", "An older version.", Arc::new(model));
     spec.sub_agents = vec![sub("memory_get"), sub("researcher")];
-    let agent = Agent::from_spec(spec, &[]).unwrap();
+    let agent = Agent::from_spec(spec, &Categories::core(), &[]).unwrap();
     let memory_get = agent.tools.get("memory_get").unwrap().spec();
     assert!(
         !memory_get.description.contains("Delegate"),
@@ -302,7 +238,7 @@ async fn a_person_moves_a_thread_to_another_version_of_its_agent() {
     stored.save("helper", "", &reply("v1")).await;
     let mut setup = stored.setup(LEAD);
     setup.default_agent = Some("helper".to_owned());
-    setup.discovery = Some(Arc::new(crate::behaviour::meta::Servers));
+    setup.discovery = Some(Arc::new(Servers));
     let mut h = setup.start().await;
     h.say("t", "hello").await;
     // The newest version has a tool server; moving to it (by its bare name) brings its tools.

@@ -4,7 +4,6 @@
 mod harness;
 
 mod agent_tool;
-mod artifact_tools;
 mod catalog;
 mod children;
 mod compaction;
@@ -16,14 +15,11 @@ mod empty_messages;
 mod events;
 mod finish;
 mod idle;
-mod knowledge_tools;
 mod limits;
 mod loops;
 mod memory;
-mod meta;
 mod parallel_calls;
 mod plan;
-mod remote_tools;
 mod restart;
 mod retries;
 mod schedules;

@@ -44,7 +44,7 @@ rules:
 
 #[test]
 fn the_description_names_every_skill() {
-    use infinity_agent_core::tools::internal::{agent_tools, InternalTools, ToolSettings};
+    use infinity_agent_core::tools::internal::{Categories, InternalTools, ToolSettings};
     let settings = ToolSettings {
         output_schema: None,
         skills: vec![Skill {
@@ -52,13 +52,14 @@ fn the_description_names_every_skill() {
             description: "How to bake bread.".into(),
             content: "secret".into(),
         }],
-        remote_allow: Vec::new(),
     };
-    let (_, tool) = agent_tools(&InternalTools::default(), &settings)
+    let categories = Categories::core();
+    let tool = categories
+        .agent_tools(&InternalTools::default(), &settings)
         .into_iter()
-        .find(|(d, _)| d.name == "skill_get")
+        .find(|t| t.name == "skill_get")
         .unwrap();
-    let spec = tool.spec();
+    let spec = tool.tool.spec();
     assert!(
         spec.description.contains("- baking: How to bake bread."),
         "{}",

@@ -90,7 +90,9 @@ impl Sim {
         let agents = [alpha, beta]
             .into_iter()
             .map(|spec| {
-                let agent = Agent::from_spec(spec, std::slice::from_ref(&lookup)).unwrap();
+                let agent =
+                    Agent::from_spec(spec, &Default::default(), std::slice::from_ref(&lookup))
+                        .unwrap();
                 (agent.name.clone(), Arc::new(agent))
             })
             .collect();

@@ -8,7 +8,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use aws_lambda_events::event::sqs::{SqsBatchResponse, SqsEvent, SqsMessage};
 use infinity_agent_core::agent::{Agent, AgentLookup};
-use infinity_agent_core::catalog::{AgentCatalog, CatalogAgents, StoredDirectory};
+use infinity_agent_core::catalog::{AgentCatalog, CatalogAgents};
 use infinity_agent_core::effect::{OutputEvent, OutputKind};
 use infinity_agent_core::engine::SliceError;
 use infinity_agent_core::host::{
@@ -38,8 +38,10 @@ mod slices;
 
 pub use relay::RelayHandler;
 
-use infinity_agent_core::host::remotes::RemoteDispatcher;
-use infinity_agent_core::library::{Library, DIRECTORY_REFRESH};
+use infinity_agent_core::library::Library;
+use infinity_library::meta::{StoredDirectory, DIRECTORY_REFRESH};
+use infinity_library::remote::RemoteDispatcher;
+use infinity_library::LibraryExt;
 use setup::StoredAgentBuilder;
 pub use setup::{
     agent_from_env, agent_from_env_with, allowed_models_from_env, build_agent, build_agent_with,

@@ -132,7 +132,11 @@ pub async fn build_agent_with(
     let spec = infinity_models::load_agent(file, options).await?;
     let mut all: Vec<Arc<dyn Tool>> = vec![Arc::new(SetTitle)];
     all.extend(tools.iter().cloned());
-    Ok(Arc::new(Agent::from_spec(spec, &all)?))
+    Ok(Arc::new(Agent::from_spec(
+        spec,
+        &infinity_library::categories(),
+        &all,
+    )?))
 }
 
 /// Builds the stored agents a thread names, with the deployment's tools and providers.
@@ -156,7 +160,7 @@ impl AgentBuilder for StoredAgentBuilder {
         describe_sub_agents(self.catalog.as_ref(), &mut spec).await;
         let mut all: Vec<Arc<dyn Tool>> = vec![Arc::new(SetTitle)];
         all.extend(self.tools.iter().cloned());
-        Agent::from_spec(spec, &all).map_err(|e| e.to_string())
+        Agent::from_spec(spec, &infinity_library::categories(), &all).map_err(|e| e.to_string())
     }
 }
 

@@ -164,10 +164,10 @@ async fn a_deployment_of_stored_agents_keeps_each_thread_on_its_version() {
 
 #[tokio::test]
 async fn knowledge_is_kept_in_the_table_and_found_by_agents() {
-    use infinity_agent_core::knowledge::{
+    use infinity_aws::knowledge::DynamoKnowledgeStore;
+    use infinity_library::knowledge::{
         EntryType, KnowledgeEntry, KnowledgeStore, KnowledgeStoreError,
     };
-    use infinity_aws::knowledge::DynamoKnowledgeStore;
 
     let s = stack("rules: []").await;
     let store = DynamoKnowledgeStore::new(s.clients.dynamodb.clone(), s.config.table.clone());

@@ -6,10 +6,8 @@
 use std::time::Duration;
 
 use infinity_agent_core::ids::CallId;
-use infinity_agent_core::library::remotes::{
-    ExecCall, HubError, Order, RemoteDirectory, RemoteHub, Report,
-};
 use infinity_aws::remotes::TableRemotes;
+use infinity_library::remote::{ExecCall, HubError, Order, RemoteDirectory, RemoteHub, Report};
 
 use crate::harness::{stack, tid};
 

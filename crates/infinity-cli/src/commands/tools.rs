@@ -3,21 +3,22 @@
 use anyhow::Result;
 
 pub(crate) fn tools_internal(json: bool) -> Result<u8> {
-    let listing = infinity_agent_core::tools::internal::listing();
+    let categories = infinity_library::categories();
+    let listing = categories.listing();
     if json {
         crate::out!("{}", serde_json::to_string_pretty(&listing)?);
         return Ok(0);
     }
-    for category in infinity_agent_core::tools::internal::Category::ALL {
+    for category in categories.iter() {
         let tools: Vec<&str> = listing
             .iter()
-            .filter(|t| t.category == category)
+            .filter(|t| t.category == category.flag)
             .map(|t| t.spec.name.as_str())
             .collect();
         crate::out!(
             "{:<10} {:<4} {}",
-            category.flag(),
-            if category.default_enabled() {
+            category.flag,
+            if category.default_enabled {
                 "on"
             } else {
                 "off"

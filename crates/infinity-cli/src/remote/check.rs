@@ -6,9 +6,11 @@ use std::path::PathBuf;
 use anyhow::Result;
 use clap::Args;
 use infinity_agent_core::agent::AgentFile;
-use infinity_agent_core::library::remotes::RemoteInfo;
 use infinity_agent_core::text::visible;
-use infinity_agent_core::tools::internal::{remote_check, RemoteVerdict};
+use infinity_library::remote::RemoteInfo;
+use infinity_library::remote::{
+    check as remote_check, RemoteSettings, Verdict as RemoteVerdict, CATEGORY,
+};
 
 /// The exit status when the agent file cannot be read or its rules are wrong (0: allowed,
 /// 1: asks).
@@ -47,7 +49,18 @@ pub fn check(args: &CheckArgs) -> Result<u8> {
         exec: true,
         last_seen: jiff::Timestamp::UNIX_EPOCH,
     });
-    match remote_check(&file.remote_allow, remote.as_ref(), &command) {
+    let rules = match RemoteSettings::read(file.internal_tools().settings(CATEGORY)) {
+        Ok(settings) => settings.allow,
+        Err(why) => {
+            eprintln!(
+                "error: {}: internal_tools: `{CATEGORY}`: {}",
+                args.agent.display(),
+                visible(&why)
+            );
+            return Ok(BAD_FILE);
+        }
+    };
+    match remote_check(&rules, remote.as_ref(), &command) {
         RemoteVerdict::Allowed(rules) => {
             println!("allowed ({})", visible(&rules.join(", ")));
             Ok(0)

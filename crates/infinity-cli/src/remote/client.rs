@@ -14,7 +14,7 @@ use clap::Args;
 use serde_json::{json, Value};
 use tokio::io::AsyncReadExt;
 
-use infinity_agent_core::library::remotes::{Order, Report};
+use infinity_library::remote::{Order, Report};
 
 /// How much of the end of a stream is kept while reading it, in bytes (the result keeps its
 /// last 30,000 characters).

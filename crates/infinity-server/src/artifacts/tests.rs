@@ -81,7 +81,7 @@ fn pages_escape_what_agents_and_people_wrote() {
         text: format!("text {hostile}"),
         version: 1,
         at: jiff::Timestamp::UNIX_EPOCH,
-        answers: vec![infinity_agent_core::artifact::Answer {
+        answers: vec![infinity_library::artifact::Answer {
             id: "a1".into(),
             text: format!("answer {hostile}"),
             at: jiff::Timestamp::UNIX_EPOCH,

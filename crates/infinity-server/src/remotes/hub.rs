@@ -16,11 +16,11 @@ use std::time::{Duration, Instant};
 use async_trait::async_trait;
 use infinity_agent_core::ids::{CallId, ThreadId};
 use infinity_agent_core::input::Input;
-use infinity_agent_core::library::remotes::{
+use infinity_agent_core::runtime::AgentSystem;
+use infinity_library::remote::{
     ended, reported, result_input, Ending, ExecCall, HubError, Order, RemoteDirectory, RemoteHub,
     RemoteInfo, Report, FORGET_AFTER, OFFLINE_AFTER, REPORT_GRACE,
 };
-use infinity_agent_core::runtime::AgentSystem;
 use jiff::Timestamp;
 use tokio::sync::Notify;
 

@@ -21,7 +21,7 @@ use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
-use infinity_agent_core::library::remotes::{HubError, RemoteHub, Report, MAX_WAIT};
+use infinity_library::remote::{HubError, RemoteHub, Report, MAX_WAIT};
 use serde::Deserialize;
 use serde_json::json;
 

@@ -305,6 +305,7 @@ fn a_call_past_its_deadline_gets_an_error_result_and_is_cancelled() {
             InputBody::CallDeadline {
                 call_id: call.clone(),
                 after: "2h".into(),
+                result: None,
             },
         )],
         vec![Ok(text("the lookup timed out"))],

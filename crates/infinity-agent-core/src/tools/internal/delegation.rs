@@ -150,7 +150,7 @@ pub fn delegation_schema() -> Value {
 /// Delegates the task in `args` (see [`delegation_schema`]) to a fresh thread of `agent`
 /// (`NAME` for its newest version, `NAME@VERSION` for that one), under the `agent` category's
 /// limits: [`MAX_DEPTH`] (checked by the caller's offer) and [`MAX_RUNNING`] per conversation.
-pub(crate) fn delegate(agent: &str, args: &Value, ctx: &mut ToolContext<'_>) -> ToolOutcome {
+pub fn delegate(agent: &str, args: &Value, ctx: &mut ToolContext<'_>) -> ToolOutcome {
     if ctx.record.depth >= MAX_DEPTH {
         return ToolOutcome::error(format!(
             "Error: delegation is not available here: this thread is at delegation depth {} \

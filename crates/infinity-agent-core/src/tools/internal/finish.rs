@@ -7,7 +7,7 @@
 
 use serde_json::{json, Value};
 
-use super::{Category, InternalTools, ToolSettings};
+use super::Making;
 use crate::effect::OutputKind;
 use crate::model::ToolSpec;
 use crate::state::{FinishStatus, ThreadOutput, ThreadRecord};
@@ -36,14 +36,15 @@ impl std::fmt::Debug for Finish {
 }
 
 impl Finish {
-    pub(super) fn new(flags: &InternalTools, settings: &ToolSettings) -> Self {
+    pub(super) fn new(making: &Making<'_>) -> Self {
+        let settings = making.settings;
         // A schema that does not compile was rejected when the agent file was read.
         let schema = settings
             .output_schema
             .as_ref()
             .and_then(|s| jsonschema::validator_for(s).ok().map(|v| (s.clone(), v)));
         Self {
-            for_root: flags.enabled(Category::Finish) || settings.output_schema.is_some(),
+            for_root: making.on || settings.output_schema.is_some(),
             schema,
         }
     }

@@ -1,529 +1,291 @@
 //! Internal tools: categories of tools an agent file switches on and off (`internal_tools:`).
 //!
-//! `plan`, `memory`, `widget`, `finish` and `skills` are on unless set false; `meta`, `artifact`,
-//! `agent`, `remote` and `knowledge` are off unless set true. An explicit `true` or `false` always
-//! wins; a flag that is not set takes its category's default (so `{finish: false}` leaves `plan`
-//! on). The old name `spawn` is read as `agent`.
-//!
-//! [`TABLE`] is the one list of internal tools: the runtime builds agents' tools from it and
-//! `infinity tools internal` lists it.
+//! A category plugs in through [`CategoryDef`] and a host runs agents with the [`Categories`] it
+//! registered ([`categories`]). The core's own are `plan`, `memory`, `widget`, `finish` and
+//! `skills` (on unless set false) and `agent` (off unless set true); product categories (meta,
+//! artifact, remote, knowledge) come from the `infinity-library` crate. An explicit `true` or
+//! `false` always wins; a flag that is not set takes its category's default (so
+//! `{finish: false}` leaves `plan` on). The old name `spawn` is read as `agent`.
 
-mod artifact;
+mod categories;
 pub mod delegation;
 mod finish;
-mod knowledge;
 mod memory;
-mod meta;
 mod plan;
-mod remote;
 mod skills;
 mod widget;
 
-use std::fmt;
 use std::sync::Arc;
 
-use serde::{Deserialize, Serialize};
-
+pub use categories::{
+    no_settings, AgentTool, Categories, CategoryDef, CategoryError, InternalToolDef, InternalTools,
+    InternalToolsBuilder, InternalToolsConfig, ListedTool, Making, Offered, ToolSettings,
+};
 pub use finish::MAX_RESULT_BYTES as MAX_FINISH_RESULT_BYTES;
-pub use knowledge::KNOWLEDGE_SEARCH;
-pub use meta::SEARCH_TOOLS;
 
 /// The name of the tool that ends a turn with the thread's result.
 pub const FINISH: &str = "finish";
 pub(crate) use finish::TURN_ENDED as FINISH_TURN_ENDED;
-pub use remote::{
-    allowed as remote_allowed, check as remote_check, RemoteRule, Verdict as RemoteVerdict,
-    DEFAULT_TIMEOUT_SECONDS as REMOTE_DEFAULT_TIMEOUT, OUTPUT_CHARS as REMOTE_OUTPUT_CHARS,
-    REMOTE_EXEC, REMOTE_LIST,
-};
 pub use skills::Skill;
 pub use widget::{render_text as render_widget, WIDGET_SCHEMA};
 
-use super::Tool;
-use crate::model::ToolSpec;
-
-/// A category of internal tools.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Category {
-    /// A plan of steps with statuses.
-    Plan,
-    /// Scratch notes shared by a conversation's threads.
-    Memory,
-    /// UI widgets for top-level threads.
-    Widget,
-    /// `finish`: the thread's result.
-    Finish,
-    /// Skills loaded on demand.
-    Skills,
-    /// A catalog of apps, agents, skills and knowledge to search and use.
-    Meta,
-    /// Artifacts.
-    Artifact,
-    /// `agent`: delegating to a copy of the agent.
-    Agent,
-    /// Shell commands on machines people connect.
-    Remote,
-    /// Knowledge bases.
-    Knowledge,
-}
-
-impl Category {
-    /// Every category, in listing order.
-    pub const ALL: [Category; 10] = [
-        Category::Plan,
-        Category::Memory,
-        Category::Widget,
-        Category::Finish,
-        Category::Skills,
-        Category::Meta,
-        Category::Artifact,
-        Category::Agent,
-        Category::Remote,
-        Category::Knowledge,
-    ];
-
-    /// On when the agent file does not say.
-    pub fn default_enabled(self) -> bool {
-        matches!(
-            self,
-            Category::Plan
-                | Category::Memory
-                | Category::Widget
-                | Category::Finish
-                | Category::Skills
-        )
-    }
-
-    /// The flag's name under `internal_tools:`.
-    pub fn flag(self) -> &'static str {
-        match self {
-            Category::Plan => "plan",
-            Category::Memory => "memory",
-            Category::Widget => "widget",
-            Category::Finish => "finish",
-            Category::Skills => "skills",
-            Category::Meta => "meta",
-            Category::Artifact => "artifact",
-            Category::Agent => "agent",
-            Category::Remote => "remote",
-            Category::Knowledge => "knowledge",
-        }
-    }
-
-    fn index(self) -> usize {
-        Category::ALL.iter().position(|c| *c == self).unwrap_or(0)
-    }
-}
-
-impl fmt::Display for Category {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.flag())
-    }
-}
-
-/// `internal_tools:` as written in an agent file: a flag per category, each optional.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct InternalToolsConfig {
-    #[serde(default)]
-    plan: Option<bool>,
-    #[serde(default)]
-    memory: Option<bool>,
-    #[serde(default)]
-    widget: Option<bool>,
-    #[serde(default)]
-    finish: Option<bool>,
-    #[serde(default)]
-    skills: Option<bool>,
-    #[serde(default)]
-    meta: Option<bool>,
-    #[serde(default)]
-    artifact: Option<bool>,
-    #[serde(default)]
-    agent: Option<bool>,
-    #[serde(default)]
-    remote: Option<bool>,
-    #[serde(default)]
-    knowledge: Option<bool>,
-    /// The old name of `agent`.
-    #[serde(default)]
-    spawn: Option<bool>,
-}
-
-impl InternalToolsConfig {
-    /// The flags as the runtime uses them (`spawn` read as `agent`; `agent` wins if both are set).
-    pub fn resolve(&self) -> InternalTools {
-        InternalTools {
-            flags: [
-                self.plan,
-                self.memory,
-                self.widget,
-                self.finish,
-                self.skills,
-                self.meta,
-                self.artifact,
-                self.agent.or(self.spawn),
-                self.remote,
-                self.knowledge,
+/// The core's categories, in listing order.
+fn core_categories() -> Vec<CategoryDef> {
+    vec![
+        CategoryDef::new(
+            "plan",
+            "A plan of steps with statuses.",
+            vec![
+                InternalToolDef {
+                    name: "plan_create",
+                    make: |_| Arc::new(plan::PlanCreate),
+                },
+                InternalToolDef {
+                    name: "plan_update",
+                    make: |_| Arc::new(plan::PlanUpdate),
+                },
+                InternalToolDef {
+                    name: "plan_load",
+                    make: |_| Arc::new(plan::PlanLoad),
+                },
             ],
-        }
-    }
-}
-
-/// Which internal tool categories an agent has. An unset flag takes the category's default; an
-/// explicit one wins.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct InternalTools {
-    flags: [Option<bool>; 10],
-}
-
-impl InternalTools {
-    /// A builder with every flag unset (the defaults).
-    pub fn builder() -> InternalToolsBuilder {
-        InternalToolsBuilder::default()
-    }
-
-    /// Plan, memory, widget and finish on; skills and every opt-in category off.
-    pub fn all() -> Self {
-        let mut flags = [Some(false); 10];
-        for c in [
-            Category::Plan,
-            Category::Memory,
-            Category::Widget,
-            Category::Finish,
-        ] {
-            flags[c.index()] = Some(true);
-        }
-        Self { flags }
-    }
-
-    /// Every category off.
-    pub fn none() -> Self {
-        Self {
-            flags: [Some(false); 10],
-        }
-    }
-
-    /// Whether a category is on.
-    pub fn enabled(&self, category: Category) -> bool {
-        self.flags[category.index()].unwrap_or(category.default_enabled())
-    }
-
-    /// The explicit flag, if any.
-    pub fn explicit(&self, category: Category) -> Option<bool> {
-        self.flags[category.index()]
-    }
-}
-
-/// Builds [`InternalTools`] flag by flag.
-#[derive(Debug, Clone, Copy, Default)]
-pub struct InternalToolsBuilder {
-    flags: [Option<bool>; 10],
-}
-
-macro_rules! flag_setters {
-    ($($name:ident => $cat:ident),* $(,)?) => {
-        impl InternalToolsBuilder {
-            $(
-                #[doc = concat!("Sets the `", stringify!($name), "` flag.")]
-                pub fn $name(mut self, on: bool) -> Self {
-                    self.flags[Category::$cat.index()] = Some(on);
-                    self
-                }
-            )*
-
-            /// The flags.
-            pub fn build(self) -> InternalTools {
-                InternalTools { flags: self.flags }
-            }
-        }
-    };
-}
-
-flag_setters!(
-    plan => Plan, memory => Memory, widget => Widget, finish => Finish, skills => Skills,
-    meta => Meta, artifact => Artifact, agent => Agent, remote => Remote, knowledge => Knowledge,
-);
-
-/// What internal tools may need from the agent's definition.
-#[derive(Debug, Clone, Default)]
-pub struct ToolSettings {
-    /// `output_schema:` of the agent file: what `finish` results must match.
-    pub output_schema: Option<serde_json::Value>,
-    /// `skills:` of the agent file, content loaded.
-    pub skills: Vec<Skill>,
-    /// `remote_allow:` of the agent file.
-    pub remote_allow: Vec<RemoteRule>,
-}
-
-/// One internal tool: its name, its category, and how to make it.
-#[derive(Clone, Copy)]
-pub struct InternalToolDef {
-    /// The tool's name.
-    pub name: &'static str,
-    /// Its category.
-    pub category: Category,
-    make: fn(&InternalTools, &ToolSettings) -> Arc<dyn Tool>,
-}
-
-impl fmt::Debug for InternalToolDef {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("InternalToolDef")
-            .field("name", &self.name)
-            .field("category", &self.category)
-            .finish()
-    }
-}
-
-impl InternalToolDef {
-    /// A new instance of the tool for an agent with these flags and settings.
-    pub fn make(&self, flags: &InternalTools, settings: &ToolSettings) -> Arc<dyn Tool> {
-        (self.make)(flags, settings)
-    }
-}
-
-/// Every internal tool built so far. Categories without tools here have none yet.
-pub const TABLE: &[InternalToolDef] = &[
-    InternalToolDef {
-        name: "plan_create",
-        category: Category::Plan,
-        make: |_, _| Arc::new(plan::PlanCreate),
-    },
-    InternalToolDef {
-        name: "plan_update",
-        category: Category::Plan,
-        make: |_, _| Arc::new(plan::PlanUpdate),
-    },
-    InternalToolDef {
-        name: "plan_load",
-        category: Category::Plan,
-        make: |_, _| Arc::new(plan::PlanLoad),
-    },
-    InternalToolDef {
-        name: "memory_set",
-        category: Category::Memory,
-        make: |_, _| Arc::new(memory::MemorySet),
-    },
-    InternalToolDef {
-        name: "memory_get",
-        category: Category::Memory,
-        make: |_, _| Arc::new(memory::MemoryGet),
-    },
-    InternalToolDef {
-        name: "memory_getall",
-        category: Category::Memory,
-        make: |_, _| Arc::new(memory::MemoryGetAll),
-    },
-    InternalToolDef {
-        name: "widget",
-        category: Category::Widget,
-        make: |_, _| Arc::new(widget::Widget::new()),
-    },
-    InternalToolDef {
-        name: "skill_get",
-        category: Category::Skills,
-        make: |flags, settings| {
-            let guidance = flags.enabled(Category::Artifact).then(artifact::guidance);
-            Arc::new(skills::SkillGet::new(settings, guidance))
+        )
+        .on_by_default(),
+        CategoryDef::new(
+            "memory",
+            "Scratch notes shared by a conversation's threads.",
+            vec![
+                InternalToolDef {
+                    name: "memory_set",
+                    make: |_| Arc::new(memory::MemorySet),
+                },
+                InternalToolDef {
+                    name: "memory_get",
+                    make: |_| Arc::new(memory::MemoryGet),
+                },
+                InternalToolDef {
+                    name: "memory_getall",
+                    make: |_| Arc::new(memory::MemoryGetAll),
+                },
+            ],
+        )
+        .on_by_default(),
+        CategoryDef::new(
+            "widget",
+            "UI widgets for top-level threads.",
+            vec![InternalToolDef {
+                name: "widget",
+                make: |_| Arc::new(widget::Widget::new()),
+            }],
+        )
+        .on_by_default(),
+        CategoryDef {
+            offered: Offered::Always,
+            ..CategoryDef::new(
+                "finish",
+                "`finish`: the thread's result.",
+                vec![InternalToolDef {
+                    name: FINISH,
+                    make: |making| Arc::new(finish::Finish::new(making)),
+                }],
+            )
+            .on_by_default()
         },
-    },
-    InternalToolDef {
-        name: "agent",
-        category: Category::Agent,
-        make: |_, _| Arc::new(delegation::AgentTool::copy()),
-    },
-    InternalToolDef {
-        name: KNOWLEDGE_SEARCH,
-        category: Category::Knowledge,
-        make: |_, _| Arc::new(knowledge::KnowledgeSearch),
-    },
-    InternalToolDef {
-        name: "knowledge_get",
-        category: Category::Knowledge,
-        make: |_, _| Arc::new(knowledge::KnowledgeGet),
-    },
-    InternalToolDef {
-        name: "knowledge_save",
-        category: Category::Knowledge,
-        make: |_, _| Arc::new(knowledge::KnowledgeSave),
-    },
-    InternalToolDef {
-        name: SEARCH_TOOLS,
-        category: Category::Meta,
-        make: |_, _| Arc::new(meta::SearchTools),
-    },
-    InternalToolDef {
-        name: "list_tools",
-        category: Category::Meta,
-        make: |_, _| Arc::new(meta::ListTools),
-    },
-    InternalToolDef {
-        name: "execute_tool",
-        category: Category::Meta,
-        make: |_, _| Arc::new(meta::ExecuteTool),
-    },
-    InternalToolDef {
-        name: REMOTE_LIST,
-        category: Category::Remote,
-        make: |_, _| Arc::new(remote::RemoteList),
-    },
-    InternalToolDef {
-        name: REMOTE_EXEC,
-        category: Category::Remote,
-        make: |_, settings| {
-            Arc::new(remote::RemoteExec {
-                rules: settings.remote_allow.clone(),
-            })
+        CategoryDef {
+            offered: Offered::WhenOnOrLent,
+            ..CategoryDef::new(
+                "skills",
+                "Skills loaded on demand.",
+                vec![InternalToolDef {
+                    name: "skill_get",
+                    make: |making| Arc::new(skills::SkillGet::new(making)),
+                }],
+            )
+            .on_by_default()
         },
-    },
-    InternalToolDef {
-        name: "artifact_publish",
-        category: Category::Artifact,
-        make: |_, _| Arc::new(artifact::Publish),
-    },
-    InternalToolDef {
-        name: "artifact_update",
-        category: Category::Artifact,
-        make: |_, _| Arc::new(artifact::Update),
-    },
-    InternalToolDef {
-        name: "artifact_list",
-        category: Category::Artifact,
-        make: |_, _| Arc::new(artifact::List),
-    },
-    InternalToolDef {
-        name: "artifact_comments",
-        category: Category::Artifact,
-        make: |_, _| Arc::new(artifact::Comments),
-    },
-    InternalToolDef {
-        name: "artifact_reply",
-        category: Category::Artifact,
-        make: |_, _| Arc::new(artifact::Reply),
-    },
-    InternalToolDef {
-        name: "finish",
-        category: Category::Finish,
-        make: |flags, settings| Arc::new(finish::Finish::new(flags, settings)),
-    },
-];
-
-/// The internal tools an agent with these flags gets, in table order: those of its enabled
-/// categories, and `finish` always (threads spawned as sub-agents have it whatever the flag;
-/// the tool itself decides which threads it is offered to).
-pub fn agent_tools(
-    flags: &InternalTools,
-    settings: &ToolSettings,
-) -> Vec<(&'static InternalToolDef, Arc<dyn Tool>)> {
-    TABLE
-        .iter()
-        .filter(|d| {
-            flags.enabled(d.category)
-                || d.category == Category::Finish
-                // The `artifact` category's guidance comes through `skill_get`.
-                || (d.category == Category::Skills && flags.enabled(Category::Artifact))
-        })
-        .map(|d| (d, d.make(flags, settings)))
-        .collect()
-}
-
-/// One row of the listing for editors and `infinity tools internal`.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct ListedTool {
-    /// The category.
-    pub category: Category,
-    /// On unless the agent file turns it off.
-    pub default_enabled: bool,
-    /// The tool as models see it.
-    #[serde(flatten)]
-    pub spec: ToolSpec,
-}
-
-/// Every internal tool definition with its category and default, from [`TABLE`].
-pub fn listing() -> Vec<ListedTool> {
-    TABLE
-        .iter()
-        .map(|d| ListedTool {
-            category: d.category,
-            default_enabled: d.category.default_enabled(),
-            spec: d
-                .make(&InternalTools::default(), &ToolSettings::default())
-                .spec(),
-        })
-        .collect()
+        CategoryDef::new(
+            "agent",
+            "`agent`: delegating to a copy of the agent.",
+            vec![InternalToolDef {
+                name: "agent",
+                make: |_| Arc::new(delegation::AgentTool::copy()),
+            }],
+        ),
+    ]
 }
 
 #[cfg(test)]
 mod tests {
+    use serde_json::json;
+
     use super::*;
 
     fn parse(yaml: &str) -> InternalTools {
-        serde_yaml_ng::from_str::<InternalToolsConfig>(yaml)
-            .unwrap()
-            .resolve()
+        serde_yaml_ng::from_str::<InternalToolsConfig>(yaml).unwrap()
     }
+
+    fn on(tools: &InternalTools, flag: &str) -> bool {
+        let categories = Categories::core();
+        Categories::enabled(tools, categories.get(flag).unwrap())
+    }
+
+    const CORE: [&str; 6] = ["plan", "memory", "widget", "finish", "skills", "agent"];
 
     #[test]
     fn defaults_and_explicit_flags() {
         let none_set = parse("{}");
-        for c in Category::ALL {
-            assert_eq!(none_set.enabled(c), c.default_enabled(), "{c}");
+        for def in Categories::core().iter() {
+            assert_eq!(on(&none_set, def.flag), def.default_enabled, "{}", def.flag);
         }
-        // Unset is not false: turning off finish and meta leaves plan, memory, widget, skills on.
-        let t = parse("{finish: false, meta: false}");
-        assert!(!t.enabled(Category::Finish) && !t.enabled(Category::Meta));
-        for c in [
-            Category::Plan,
-            Category::Memory,
-            Category::Widget,
-            Category::Skills,
-        ] {
-            assert!(t.enabled(c), "{c}");
+        // Unset is not false: turning off finish leaves plan, memory, widget, skills on.
+        let t = parse("{finish: false}");
+        assert!(!on(&t, "finish"));
+        for flag in ["plan", "memory", "widget", "skills"] {
+            assert!(on(&t, flag), "{flag}");
         }
-        assert!(!t.enabled(Category::Agent));
+        assert!(!on(&t, "agent"));
         // An explicit true turns on an opt-in category.
-        assert!(parse("{knowledge: true}").enabled(Category::Knowledge));
+        assert!(on(&parse("{agent: true}"), "agent"));
     }
 
     #[test]
     fn spawn_is_read_as_agent() {
-        assert!(parse("{spawn: true}").enabled(Category::Agent));
-        assert!(!parse("{spawn: true, agent: false}").enabled(Category::Agent));
+        assert!(on(&parse("{spawn: true}"), "agent"));
+        assert!(!on(&parse("{spawn: true, agent: false}"), "agent"));
     }
 
     #[test]
-    fn unknown_flags_are_rejected() {
-        let err = serde_yaml_ng::from_str::<InternalToolsConfig>("{plans: true}").unwrap_err();
-        assert!(err.to_string().contains("plans"), "{err}");
+    fn flags_no_category_has_and_settings_it_cannot_use_are_named() {
+        let core = Categories::core();
+        let err = core.check(&parse("{plans: true}")).unwrap_err().to_string();
+        assert!(
+            err.contains("`plans`") && err.contains("plan, memory"),
+            "{err}"
+        );
+        let err = core
+            .check(&parse("{plan: {steps: 3}}"))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("`plan`") && err.contains("no settings"),
+            "{err}"
+        );
+        let err = serde_yaml_ng::from_str::<InternalToolsConfig>("{plan: 3}").unwrap_err();
+        assert!(
+            err.to_string().contains("`plan` must be true, false"),
+            "{err}"
+        );
+        assert!(core.check(&parse("{plan: false, agent: true}")).is_ok());
+    }
+
+    #[derive(Debug)]
+    struct Named(String);
+
+    impl crate::tools::Tool for Named {
+        fn spec(&self) -> crate::model::ToolSpec {
+            crate::model::ToolSpec::new(&self.0, "d", json!({"type": "object"}))
+        }
+
+        fn call(
+            &self,
+            _: &serde_json::Value,
+            _: &mut crate::tools::ToolContext<'_>,
+        ) -> crate::tools::ToolOutcome {
+            crate::tools::ToolOutcome::ok("")
+        }
+    }
+
+    /// A category from outside the core, as a product crate registers one.
+    fn notes() -> CategoryDef {
+        let mut def = CategoryDef::new(
+            "notes",
+            "Notes.",
+            vec![InternalToolDef {
+                name: "notes_list",
+                make: |making| {
+                    let limit = making.own["limit"].as_u64().unwrap_or(10);
+                    Arc::new(Named(format!("notes_list_{limit}")))
+                },
+            }],
+        );
+        def.skills = || {
+            vec![Skill {
+                name: "note-taking".to_owned(),
+                description: "d".to_owned(),
+                content: "c".to_owned(),
+            }]
+        };
+        def.check_settings = |settings| match settings.get("limit") {
+            None => Ok(()),
+            Some(limit) if limit.is_u64() => Ok(()),
+            Some(other) => Err(format!("limit: {other} is not a count")),
+        };
+        def
+    }
+
+    #[test]
+    fn a_category_registered_from_outside_brings_its_tools_settings_and_skills() {
+        let categories = Categories::core().with(notes());
+        let flags = InternalTools::builder()
+            .skills(false)
+            .settings("notes", json!({"limit": 3}))
+            .build();
+        categories.check(&flags).unwrap();
+        let tools = categories.agent_tools(&flags, &ToolSettings::default());
+        let names: Vec<String> = tools.iter().map(|t| t.tool.spec().name).collect();
+        assert!(names.contains(&"notes_list_3".to_owned()), "{names:?}");
+        // The skill it lends brings `skill_get` though `skills` is off.
+        let skill_get = tools.iter().find(|t| t.name == "skill_get").unwrap();
+        assert!(!skill_get.on);
+        assert!(skill_get.tool.spec().description.contains("note-taking"));
+        // Without the category the skill is not lent, and `skill_get` stays off.
+        let off = InternalTools::builder().skills(false).build();
+        let tools = categories.agent_tools(&off, &ToolSettings::default());
+        assert!(tools
+            .iter()
+            .all(|t| t.name != "skill_get" && t.name != "notes_list"));
+        // Its settings check runs; the core alone does not know it.
+        let bad = InternalTools::builder()
+            .settings("notes", json!({"limit": "many"}))
+            .build();
+        let err = categories.check(&bad).unwrap_err().to_string();
+        assert!(
+            err.contains("`notes`") && err.contains("not a count"),
+            "{err}"
+        );
+        assert!(Categories::core().check(&flags).is_err());
+        // Registering a flag again replaces the category.
+        let again = categories.with(notes());
+        assert_eq!(again.iter().filter(|d| d.flag == "notes").count(), 1);
     }
 
     #[test]
     fn builder_all_and_none() {
         let b = InternalTools::builder().plan(false).agent(true).build();
-        assert!(
-            !b.enabled(Category::Plan) && b.enabled(Category::Agent) && b.enabled(Category::Memory)
-        );
+        assert!(!on(&b, "plan") && on(&b, "agent") && on(&b, "memory"));
         let all = InternalTools::all();
-        for c in Category::ALL {
-            let expect = matches!(
-                c,
-                Category::Plan | Category::Memory | Category::Widget | Category::Finish
-            );
-            assert_eq!(all.enabled(c), expect, "{c}");
+        for flag in CORE {
+            let expect = matches!(flag, "plan" | "memory" | "widget" | "finish");
+            assert_eq!(on(&all, flag), expect, "{flag}");
         }
-        assert!(Category::ALL
-            .iter()
-            .all(|c| !InternalTools::none().enabled(*c)));
+        assert!(CORE.iter().all(|f| !on(&InternalTools::none(), f)));
     }
 
     #[test]
-    fn the_listing_comes_from_the_table() {
-        let listed: Vec<String> = listing().iter().map(|l| l.spec.name.clone()).collect();
-        let table: Vec<&str> = TABLE.iter().map(|d| d.name).collect();
-        assert_eq!(listed, table);
-        for (def, tool) in agent_tools(&InternalTools::all(), &ToolSettings::default()) {
-            assert_eq!(tool.spec().name, def.name);
+    fn the_listing_comes_from_the_categories() {
+        let categories = Categories::core();
+        let listed: Vec<String> = categories
+            .listing()
+            .iter()
+            .map(|l| l.spec.name.clone())
+            .collect();
+        let defined: Vec<&str> = categories
+            .iter()
+            .flat_map(|d| d.tools.iter().map(|t| t.name))
+            .collect();
+        assert_eq!(listed, defined);
+        for tool in categories.agent_tools(&InternalTools::all(), &ToolSettings::default()) {
+            assert_eq!(tool.tool.spec().name, tool.name);
         }
     }
 }

@@ -4,7 +4,7 @@
 
 use serde_json::{json, Value};
 
-use super::ToolSettings;
+use super::Making;
 use crate::model::ToolSpec;
 use crate::tools::{Tool, ToolContext, ToolOutcome};
 
@@ -25,13 +25,17 @@ pub(super) struct SkillGet {
 }
 
 impl SkillGet {
-    /// The agent's skills, and `guidance` of an opt-in category the agent has (`artifact`'s),
-    /// unless a skill of the agent's has its name.
-    pub(super) fn new(settings: &ToolSettings, guidance: Option<Skill>) -> Self {
-        let mut skills = settings.skills.clone();
-        if let Some(guidance) = guidance {
-            if !skills.iter().any(|s| s.name == guidance.name) {
-                skills.push(guidance);
+    /// The agent's skills, and those its categories lend (`artifact`'s guidance) unless a skill
+    /// of the agent's has the name.
+    pub(super) fn new(making: &Making<'_>) -> Self {
+        let mut skills = if making.on {
+            making.settings.skills.clone()
+        } else {
+            Vec::new()
+        };
+        for lent in making.lent_skills {
+            if !skills.iter().any(|s| s.name == lent.name) {
+                skills.push(lent.clone());
             }
         }
         Self { skills }

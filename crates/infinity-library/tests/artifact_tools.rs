@@ -7,11 +7,13 @@
 use std::sync::Arc;
 
 use infinity_agent_core::input::InputBody;
-use infinity_agent_core::library::artifacts::{Artifacts, MemoryBlobs};
 use infinity_agent_core::library::Library;
 use infinity_agent_core::tools::internal::InternalTools;
+use infinity_library::artifact::{Artifacts, CommentEvent, MemoryBlobs};
+use infinity_library::LibraryExt;
+use serde_json::json;
 
-use crate::behaviour::harness::{assert_in_order, Setup};
+use infinity_agent_core::testing::harness::{assert_in_order, Setup};
 
 const SCRIPT: &str = r#"
 rules:
@@ -45,8 +47,9 @@ async fn pages_are_published_commented_on_answered_and_refused_with_reasons() {
     let blobs = Arc::new(MemoryBlobs::default());
     let store = Artifacts::new(blobs.clone(), "http://pages.test");
     let mut setup = Setup::new(SCRIPT);
+    setup.categories = infinity_library::categories();
     setup.internal_tools = InternalTools::builder()
-        .artifact(true)
+        .flag("artifact", true)
         .skills(false)
         .build();
     setup.library = Some(Library::new().with_artifacts(store.clone()));
@@ -55,11 +58,11 @@ async fn pages_are_published_commented_on_answered_and_refused_with_reasons() {
     h.say("t", "publish").await;
     let record = h
         .system
-        .record(&crate::behaviour::harness::tid("t"))
+        .record(&infinity_agent_core::testing::harness::tid("t"))
         .await
         .unwrap()
         .unwrap();
-    let pages = infinity_agent_core::library::artifacts::pages_of(&record);
+    let pages = infinity_library::artifact::pages_of(&record);
     let id = pages[0].id.clone();
     assert_eq!(pages[0].url, format!("http://pages.test/a/{id}"));
     // The record keeps the pages as the category's notes, not in a field of its own.
@@ -86,12 +89,15 @@ async fn pages_are_published_commented_on_answered_and_refused_with_reasons() {
 
     // A comment wakes the thread, which sees it as a message; one on a page it did not publish,
     // or the same comment again, is dropped.
-    let comment = |artifact: &str, comment: &str| InputBody::ArtifactComment {
-        artifact_id: artifact.to_owned(),
-        comment_id: comment.to_owned(),
-        author: "Ann".into(),
-        text: "more detail".into(),
-        at: jiff::Timestamp::UNIX_EPOCH,
+    let comment = |artifact: &str, comment: &str| {
+        CommentEvent {
+            artifact_id: artifact.to_owned(),
+            comment_id: comment.to_owned(),
+            author: "Ann".into(),
+            text: "more detail".into(),
+            at: jiff::Timestamp::UNIX_EPOCH,
+        }
+        .input()
     };
     h.send("t", comment(&id, "cm-1")).await;
     h.send("t", comment(&id, "cm-1")).await;
@@ -133,19 +139,28 @@ async fn pages_are_published_commented_on_answered_and_refused_with_reasons() {
         comments_answered.is_empty(),
         "comments are stored by the host that takes them"
     );
-    let answers = infinity_agent_core::library::artifacts::Blobs::list(
-        blobs.as_ref(),
-        &format!("{id}/answers/cm-1/"),
-    )
-    .await
-    .unwrap();
+    let answers =
+        infinity_library::artifact::Blobs::list(blobs.as_ref(), &format!("{id}/answers/cm-1/"))
+            .await
+            .unwrap();
     assert_eq!(answers.len(), 1, "the answer is stored under its comment");
+    // A comment sent as it was before category events were generic still arrives.
+    let old: InputBody = serde_json::from_value(json!({
+        "type": "artifact_comment", "artifact_id": id, "comment_id": "cm-3", "author": "Bo",
+        "text": "older", "at": "1970-01-01T00:00:00Z"
+    }))
+    .unwrap();
+    h.send("t", old).await;
+    let history = h.history("t").await;
+    let shown = format!("message: [artifact] Bo commented on \"Plan\" ({id}, comment cm-3): older");
+    assert!(history.contains(&shown), "{history:#?}");
 }
 
 #[tokio::test(start_paused = true)]
 async fn a_host_that_keeps_no_pages_says_so() {
     let mut setup = Setup::new(SCRIPT);
-    setup.internal_tools = InternalTools::builder().artifact(true).build();
+    setup.categories = infinity_library::categories();
+    setup.internal_tools = InternalTools::builder().flag("artifact", true).build();
     let mut h = setup.start().await;
     h.say("t", "publish").await;
     assert_in_order(

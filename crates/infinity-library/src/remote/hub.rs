@@ -1,7 +1,7 @@
 //! The machines people connect to a host (`infinity remote connect`), as the `remote` category
 //! sees them, and what every host that takes them shares: the orders a remote polls for and the
 //! reports it sends ([`Order`], [`Report`]), the hub a host keeps them in ([`RemoteHub`]: in
-//! memory on `infinity serve`, in the table on AWS; `crate::host::remotes::RemoteDispatcher`
+//! memory on `infinity serve`, in the table on AWS; `crate::remote::RemoteDispatcher`
 //! hands it the `remote_exec` calls), and the results the calling thread is sent.
 //!
 //! The thread reads remotes from a copy the host loads before a slice that may need them
@@ -18,9 +18,9 @@ use jiff::Timestamp;
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 
-use crate::effect::ToolInvocation;
-use crate::ids::{CallId, InputId, ThreadId};
-use crate::input::{Input, InputBody};
+use infinity_agent_core::effect::ToolInvocation;
+use infinity_agent_core::ids::{CallId, InputId, ThreadId};
+use infinity_agent_core::input::{Input, InputBody};
 
 /// The name of the tool that runs a command.
 pub const REMOTE_EXEC: &str = "remote_exec";
@@ -183,10 +183,10 @@ impl ExecCall {
     /// The question a person is asked before the command runs; `response_url` takes the
     /// answer. The description (the model's words) and the command (exactly what `sh -c` gets)
     /// are on lines of their own, each labelled, so neither can pass for the other; hidden
-    /// characters are shown in visible form ([`crate::text::visible`]) and the command's lines
+    /// characters are shown in visible form ([`infinity_agent_core::text::visible`]) and the command's lines
     /// are indented, so no line of it can pass for the prompt's own.
     pub fn question(&self, response_url: String) -> Input {
-        use crate::text::visible;
+        use infinity_agent_core::text::visible;
         let mut prompt = format!(
             "Run this command on the remote {}?\nDescription (the agent's words): {}\nCommand \
              (exactly what runs):\n",
@@ -202,7 +202,11 @@ impl ExecCall {
             prompt.push_str(line);
             prompt.push('\n');
         }
-        if self.command.chars().any(crate::text::is_hidden) {
+        if self
+            .command
+            .chars()
+            .any(infinity_agent_core::text::is_hidden)
+        {
             prompt.push_str(
                 "(It has control characters, shown as ^X, ^? or <U+XXXX>; they are sent as they \
                  are.)\n",
@@ -396,7 +400,7 @@ impl RemoteShelf {
 }
 
 #[async_trait]
-impl super::Shelf for RemoteShelf {
+impl infinity_agent_core::library::Shelf for RemoteShelf {
     fn category(&self) -> &'static str {
         "remote"
     }

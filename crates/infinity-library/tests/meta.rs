@@ -6,63 +6,19 @@
 
 use std::sync::Arc;
 
-use async_trait::async_trait;
+use infinity_agent_core::catalog::AgentCatalog;
 use infinity_agent_core::input::InputBody;
-use infinity_agent_core::knowledge::{
+use infinity_agent_core::library::Library;
+use infinity_agent_core::tools::internal::InternalTools;
+use infinity_library::knowledge::{
     EntryType, KnowledgeEntry, KnowledgeStore, MemoryKnowledgeStore,
 };
-use infinity_agent_core::library::Library;
-use infinity_agent_core::model::ToolSpec;
-use infinity_agent_core::tools::internal::InternalTools;
-use infinity_agent_core::tools::servers::{Discovered, ToolDiscovery, ToolServerConfig};
+use infinity_library::meta::{StoredDirectory, DIRECTORY_REFRESH};
+use infinity_library::LibraryExt;
 use serde_json::{json, Value};
 
-use crate::behaviour::catalog::Stored;
-use crate::behaviour::harness::{assert_in_order, count, tid, Harness};
-
-/// Two tool servers: a clock with two tools, and one whose toolset is called `researcher`.
-#[derive(Debug)]
-pub(crate) struct Servers;
-
-fn tool(name: &str, description: &str, required: &str) -> ToolSpec {
-    ToolSpec {
-        name: name.to_owned(),
-        description: description.to_owned(),
-        input_schema: json!({"type": "object",
-                             "properties": {required: {"type": "string"}},
-                             "required": [required]}),
-    }
-}
-
-#[async_trait]
-impl ToolDiscovery for Servers {
-    async fn discover(&self, servers: &[ToolServerConfig]) -> Vec<Discovered> {
-        servers
-            .iter()
-            .map(|s| {
-                let (name, tools) = if s.url.contains("clock") {
-                    (
-                        "World Clock",
-                        vec![
-                            tool("get_time", "The current time in a timezone.", "timezone"),
-                            tool("convert_time", "Converts a time between zones.", "time"),
-                        ],
-                    )
-                } else {
-                    (
-                        "Researcher",
-                        vec![tool("lookup", "Looks a harbour up in a gazetteer.", "q")],
-                    )
-                };
-                Discovered {
-                    server: s.url.clone(),
-                    result: Ok((format!("{}/invoke", s.url), tools)),
-                    about: Some((name.to_owned(), Some(format!("{name} tools.")))),
-                }
-            })
-            .collect()
-    }
-}
+use infinity_agent_core::testing::harness::Stored;
+use infinity_agent_core::testing::harness::{assert_in_order, count, tid, Harness, Servers};
 
 const MAIN: &str = r#"
 rules:
@@ -104,8 +60,17 @@ rules:
   - reply: {text: "idle"}
 "#;
 
+/// A library with the directory of `stored`'s agents and the two servers, as a host keeps it.
+fn directory(stored: &Stored) -> Library {
+    let source = StoredDirectory::new(
+        Arc::clone(&stored.catalog) as Arc<dyn AgentCatalog>,
+        Some(Arc::new(Servers)),
+    );
+    Library::new().with_directory(Arc::new(source), DIRECTORY_REFRESH)
+}
+
 async fn start() -> (Harness, Stored) {
-    let stored = Stored::new();
+    let stored = Stored::with_categories(infinity_library::categories());
     stored
         .save(
             "researcher",
@@ -132,9 +97,9 @@ async fn start() -> (Harness, Stored) {
         knowledge.put(&entry, None).await.unwrap();
     }
     let mut setup = stored.setup(MAIN);
-    setup.internal_tools = InternalTools::builder().meta(true).build();
+    setup.internal_tools = InternalTools::builder().flag("meta", true).build();
     setup.discovery = Some(Arc::new(Servers));
-    setup.library = Some(Library::new().with_knowledge(knowledge, None));
+    setup.library = Some(directory(&stored).with_knowledge(knowledge, None));
     (setup.start().await, stored)
 }
 
@@ -356,7 +321,8 @@ rules:
         )
         .await;
     let mut setup = stored.setup(MAIN);
-    setup.internal_tools = InternalTools::builder().meta(true).build();
+    setup.internal_tools = InternalTools::builder().flag("meta", true).build();
+    setup.library = Some(directory(&stored));
     let mut h = setup.start().await;
     h.say("main", "delegate agents/diver").await;
     let d1 = h.children("main").pop().unwrap();

@@ -8,8 +8,9 @@ use std::time::{Duration, Instant};
 use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
 
-use super::{fresh, Shelf, ShelfError};
+use crate::fresh;
 use crate::knowledge::{Knowledge, KnowledgeEntry, KnowledgeStore, KnowledgeStoreError};
+use infinity_agent_core::library::{Shelf, ShelfError};
 
 /// The category's name, which its effects carry.
 pub const CATEGORY: &str = "knowledge";

@@ -23,9 +23,10 @@ use std::sync::{Arc, Mutex, PoisonError};
 use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
 
-use crate::state::ThreadRecord;
+use infinity_agent_core::input::InputBody;
+use infinity_agent_core::state::ThreadRecord;
 
-pub use crate::artifact::{
+pub use super::page::{
     content_type, limits, valid_file_name, valid_id, Answer, ArtifactMeta, Comment, Format,
     Visibility,
 };
@@ -126,7 +127,8 @@ pub fn keep_pages(record: &mut ThreadRecord, pages: &[ArtifactNote]) {
     *record.notes_mut(CATEGORY) = serde_json::to_value(pages).unwrap_or_default();
 }
 
-/// A person's comment on one of the thread's pages, as the `artifact_comment` input brings it.
+/// A person's comment on one of the thread's pages: the `artifact` category's event
+/// ([`CommentEvent::input`]; sent as `artifact_comment` before category events were generic).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct CommentEvent {
     /// The page.
@@ -139,6 +141,16 @@ pub struct CommentEvent {
     pub text: String,
     /// When.
     pub at: jiff::Timestamp,
+}
+
+impl CommentEvent {
+    /// The input that brings it to its thread.
+    pub fn input(&self) -> InputBody {
+        InputBody::CategoryEvent {
+            category: CATEGORY.to_owned(),
+            event: serde_json::to_value(self).unwrap_or_default(),
+        }
+    }
 }
 
 /// A comment noted with its page (the latest [`ArtifactNote::KEPT_COMMENTS`]): what the model
@@ -225,13 +237,16 @@ fn encode<T: Serialize>(value: &T) -> Vec<u8> {
 }
 
 #[async_trait]
-impl super::Shelf for Artifacts {
+impl infinity_agent_core::library::Shelf for Artifacts {
     fn category(&self) -> &'static str {
         CATEGORY
     }
 
-    async fn perform(&self, op: &serde_json::Value) -> Result<(), super::ShelfError> {
-        use super::ShelfError;
+    async fn perform(
+        &self,
+        op: &serde_json::Value,
+    ) -> Result<(), infinity_agent_core::library::ShelfError> {
+        use infinity_agent_core::library::ShelfError;
         let op = ArtifactOp::deserialize(op)
             .map_err(|e| ShelfError::Refused(format!("not an artifact write: {e}")))?;
         let done = match op {
@@ -559,7 +574,7 @@ impl Blobs for FileBlobs {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::ids::ThreadId;
+    use infinity_agent_core::ids::ThreadId;
     use jiff::Timestamp;
 
     fn meta(id: &str, version: u32) -> ArtifactMeta {
@@ -636,5 +651,61 @@ mod tests {
         round_trip(Arc::new(MemoryBlobs::default())).await;
         let dir = tempfile::tempdir().unwrap();
         round_trip(Arc::new(FileBlobs::new(dir.path()))).await;
+    }
+
+    #[test]
+    fn a_record_that_kept_its_pages_in_a_field_of_their_own_loses_none() {
+        let mut record = infinity_agent_core::state::ThreadRecord::new(
+            ThreadId::new("t").unwrap(),
+            "a",
+            None,
+            jiff::Timestamp::UNIX_EPOCH,
+        );
+        let page = serde_json::json!({
+            "id": "art-1", "title": "T", "url": "http://h/a/art-1", "format": "html",
+            "visibility": "unlisted", "version": 1, "created_at": "2026-12-01T00:00:00Z"
+        });
+        let mut old = serde_json::to_value(&record).unwrap();
+        old["artifacts"] = serde_json::json!([page]);
+        record = serde_json::from_value(old).unwrap();
+        // Written back as read while nothing touches it, so a slice of another kind keeps it.
+        let again = serde_json::to_value(&record).unwrap();
+        assert_eq!(again["artifacts"][0]["id"], "art-1", "{again}");
+        assert_eq!(pages_of(&record)[0].title, "T");
+        // Changed, it moves to the category's notes.
+        let mut pages = pages_of(&record);
+        pages[0].version = 2;
+        keep_pages(&mut record, &pages);
+        let moved = serde_json::to_value(&record).unwrap();
+        assert!(moved.get("artifacts").is_none(), "{moved}");
+        assert_eq!(moved["category_notes"]["artifact"][0]["version"], 2);
+        assert_eq!(pages_of(&record)[0].version, 2);
+    }
+
+    #[test]
+    fn an_outbox_written_before_categories_were_named_still_reads() {
+        let old = serde_json::json!({
+            "id": "fx-1",
+            "effect": "library",
+            "op": {"op": "answer_comment", "artifact_id": "art-1", "comment_id": "cm-1",
+                   "answer": {"id": "a1", "text": "thanks", "at": "2026-12-01T00:00:00Z"}}
+        });
+        let pending: infinity_agent_core::effect::PendingEffect =
+            serde_json::from_value(old).unwrap();
+        assert_eq!(pending.effect.library_category(), Some("artifact"));
+        let new = infinity_agent_core::effect::Effect::library(
+            "knowledge",
+            &crate::knowledge::KnowledgeOp::SaveKnowledge {
+                entry: crate::knowledge::KnowledgeEntry::new(
+                    "n",
+                    crate::knowledge::EntryType::default(),
+                    jiff::Timestamp::UNIX_EPOCH,
+                ),
+            },
+        );
+        let text = serde_json::to_string(&new).unwrap();
+        assert!(text.contains(r#""category":"knowledge""#), "{text}");
+        let back: infinity_agent_core::effect::Effect = serde_json::from_str(&text).unwrap();
+        assert_eq!(back.library_category(), Some("knowledge"));
     }
 }

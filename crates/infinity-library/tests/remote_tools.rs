@@ -5,11 +5,14 @@
 
 use std::sync::Arc;
 
-use infinity_agent_core::library::remotes::{HubError, RemoteDirectory, RemoteInfo};
-use infinity_agent_core::library::Library;
-use infinity_agent_core::tools::internal::{InternalTools, RemoteRule};
+use serde_json::json;
 
-use crate::behaviour::harness::{assert_in_order, Setup};
+use infinity_agent_core::library::Library;
+use infinity_agent_core::tools::internal::InternalTools;
+use infinity_library::remote::{HubError, RemoteDirectory, RemoteInfo};
+use infinity_library::LibraryExt;
+
+use infinity_agent_core::testing::harness::{assert_in_order, Setup};
 
 #[derive(Debug)]
 struct Two;
@@ -45,12 +48,11 @@ rules:
 #[tokio::test(start_paused = true)]
 async fn commands_are_dispatched_with_their_approval_and_never_hang() {
     let mut setup = Setup::new(SCRIPT);
-    setup.internal_tools = InternalTools::builder().remote(true).build();
+    setup.categories = infinity_library::categories();
+    setup.internal_tools = InternalTools::builder()
+        .settings("remote", json!({"allow": [{"command": "make:*"}]}))
+        .build();
     setup.library = Some(Library::new().with_remotes(Arc::new(Two)));
-    setup.remote_allow = vec![RemoteRule {
-        command: Some("make:*".to_owned()),
-        ..RemoteRule::default()
-    }];
     let mut h = setup.start().await;
     h.say("t", "on laptop run make test").await;
     h.say("u", "on rm-1 run rm -rf build").await;

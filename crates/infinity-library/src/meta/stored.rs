@@ -10,11 +10,9 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 
-use super::AgentCatalog;
-use crate::library::directory::{
-    App, DirectoryAgent, DirectoryContents, DirectorySkill, DirectorySource,
-};
-use crate::tools::servers::{ToolDiscovery, ToolServerConfig, ToolServerEntry};
+use crate::meta::{App, DirectoryAgent, DirectoryContents, DirectorySkill, DirectorySource};
+use infinity_agent_core::catalog::AgentCatalog;
+use infinity_agent_core::tools::servers::{ToolDiscovery, ToolServerConfig, ToolServerEntry};
 
 /// The catalog of a deployment's stored agents and their tool servers.
 #[derive(Debug)]

@@ -20,11 +20,12 @@ use std::time::{Duration, Instant};
 use async_trait::async_trait;
 use serde::Serialize;
 
-use super::{fresh, Shelf};
+use crate::fresh;
+use infinity_agent_core::library::Shelf;
 
 use crate::knowledge::{EntryType, Knowledge, KnowledgeEntry};
-use crate::model::ToolSpec;
 use crate::search::TextIndex;
+use infinity_agent_core::model::ToolSpec;
 
 /// Field weights of the catalog's index: name, description, body (functions, skill text).
 const WEIGHTS: [f32; 3] = [3.0, 2.0, 1.0];

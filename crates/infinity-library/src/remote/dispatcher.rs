@@ -5,10 +5,10 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 
-use super::{DispatchError, ToolDispatcher};
-use crate::effect::{Notification, ToolInvocation};
-use crate::input::Input;
-use crate::library::remotes::{ExecCall, RemoteHub, REMOTE_EXEC};
+use crate::remote::{ExecCall, RemoteHub, REMOTE_EXEC};
+use infinity_agent_core::effect::{Notification, ToolInvocation};
+use infinity_agent_core::host::{DispatchError, ToolDispatcher};
+use infinity_agent_core::input::Input;
 
 /// Hands `remote_exec` calls to a [`RemoteHub`], everything else to the tool servers' client.
 #[derive(Debug)]

@@ -1,5 +1,5 @@
 //! The `meta` category (opt-in): `search_tools`, `list_tools` and `execute_tool` over the host's
-//! directory ([`crate::library::directory`]): apps (tool servers), stored agents, skills and
+//! directory ([`crate::meta`]): apps (tool servers), stored agents, skills and
 //! knowledge, used without being listed among the agent's tools.
 //!
 //! `execute_tool` resolves a name among the tools the thread is offered first (so a name the
@@ -12,14 +12,16 @@
 
 use serde_json::{json, Value};
 
-use super::delegation::{delegate, delegation_schema};
-use crate::effect::ServerTarget;
 use crate::knowledge::Knowledge;
-use crate::library::directory::{Directory, Item, Kind, Miss};
-use crate::library::Library;
-use crate::model::ToolSpec;
-use crate::tools::arguments::{argument_problems, CallRejection};
-use crate::tools::{Tool, ToolContext, ToolOutcome};
+use crate::meta::{Directory, Item, Kind, Miss};
+use infinity_agent_core::effect::ServerTarget;
+use infinity_agent_core::library::Library;
+use infinity_agent_core::model::ToolSpec;
+use infinity_agent_core::tools::internal::delegation::{delegate, delegation_schema};
+use infinity_agent_core::tools::{argument_problems, CallRejection};
+use infinity_agent_core::tools::{Tool, ToolContext, ToolOutcome};
+
+use crate::LibraryExt;
 
 /// The name of the search tool (hosts load the directory for agents that have it).
 pub const SEARCH_TOOLS: &str = "search_tools";
@@ -85,7 +87,7 @@ fn resolve<'a>(
 }
 
 #[derive(Debug)]
-pub(super) struct SearchTools;
+pub(crate) struct SearchTools;
 
 impl SearchTools {
     fn spec_with(&self, counts: Option<(usize, usize, usize, usize)>) -> ToolSpec {
@@ -188,7 +190,7 @@ impl Tool for SearchTools {
 }
 
 #[derive(Debug)]
-pub(super) struct ListTools;
+pub(crate) struct ListTools;
 
 impl Tool for ListTools {
     fn spec(&self) -> ToolSpec {
@@ -277,7 +279,7 @@ fn describe(item: &Item<'_>, asked: &str) -> Vec<Value> {
 }
 
 #[derive(Debug)]
-pub(super) struct ExecuteTool;
+pub(crate) struct ExecuteTool;
 
 impl Tool for ExecuteTool {
     fn spec(&self) -> ToolSpec {
@@ -389,12 +391,12 @@ mod tests {
     use async_trait::async_trait;
 
     use super::*;
-    use crate::ids::ThreadId;
-    use crate::library::directory::{App, DirectoryAgent, DirectoryContents, DirectorySource};
-    use crate::library::DIRECTORY_REFRESH;
-    use crate::state::ThreadRecord;
-    use crate::tools::internal::InternalTools;
-    use crate::tools::{OfferedTools, ToolRegistry};
+    use crate::meta::DIRECTORY_REFRESH;
+    use crate::meta::{App, DirectoryAgent, DirectoryContents, DirectorySource};
+    use infinity_agent_core::ids::ThreadId;
+    use infinity_agent_core::state::ThreadRecord;
+    use infinity_agent_core::tools::internal::InternalTools;
+    use infinity_agent_core::tools::{OfferedTools, ToolRegistry};
 
     #[derive(Debug)]
     struct Fixed;
@@ -428,7 +430,10 @@ mod tests {
     async fn the_model_is_told_how_many_apps_the_directory_holds() {
         let library = Library::new().with_directory(Arc::new(Fixed), DIRECTORY_REFRESH);
         let registry = ToolRegistry::for_agent(
-            &InternalTools::builder().meta(true).build(),
+            &crate::categories(),
+            &InternalTools::builder()
+                .flag(crate::meta::CATEGORY, true)
+                .build(),
             &Default::default(),
             &[],
         )

@@ -12,13 +12,16 @@ use std::hint::black_box;
 use std::time::{Duration, Instant};
 
 use criterion::Criterion;
-use infinity_agent_core::knowledge::{
+use infinity_library::knowledge::{
     EntryType, FileKnowledgeStore, Knowledge, KnowledgeEntry, KnowledgeStore,
 };
 use jiff::Timestamp;
 
-mod common;
-use common::{rss_bytes, runtime};
+use infinity_agent_core::testing::{bench_runtime, rss_bytes};
+
+fn runtime() -> tokio::runtime::Runtime {
+    bench_runtime().expect("runtime")
+}
 
 const ENTRIES: usize = 3_000;
 const VOCABULARY: u32 = 20_000;

@@ -10,8 +10,8 @@
 //!
 //! The tools read the thread's record (its [`ArtifactNote`]s) and write through effects
 //! ([`ArtifactOp::PublishArtifact`], [`ArtifactOp::AnswerComment`]) performed after the slice
-//! commits, into the host's artifact store ([`crate::library::artifacts`]). People's comments
-//! arrive as `artifact_comment` inputs. A page is served sandboxed, with a Content-Security-Policy
+//! commits, into the host's artifact store ([`crate::artifact`]). People's comments
+//! arrive as `category_event` inputs of the category. A page is served sandboxed, with a Content-Security-Policy
 //! that forbids every load but its own files, and those only when it was published with
 //! `assets: true` (docs/internal-tools.md#artifact).
 
@@ -19,14 +19,16 @@ use std::collections::BTreeMap;
 
 use serde_json::{json, Value};
 
-use super::skills::Skill;
-use crate::effect::Effect;
-use crate::library::artifacts::{
+use crate::artifact::{
     keep_pages, limits, pages_of, valid_file_name, Answer, ArtifactMeta, ArtifactNote, ArtifactOp,
     Format, Visibility, CATEGORY,
 };
-use crate::model::ToolSpec;
-use crate::tools::{Tool, ToolContext, ToolOutcome};
+use infinity_agent_core::effect::Effect;
+use infinity_agent_core::model::ToolSpec;
+use infinity_agent_core::tools::internal::Skill;
+use infinity_agent_core::tools::{Tool, ToolContext, ToolOutcome};
+
+use crate::LibraryExt;
 
 /// The guidance skill the category offers through `skill_get`.
 pub fn guidance() -> Skill {
@@ -250,7 +252,7 @@ fn properties(update: bool) -> Value {
 }
 
 #[derive(Debug)]
-pub(super) struct Publish;
+pub(crate) struct Publish;
 
 impl Tool for Publish {
     fn spec(&self) -> ToolSpec {
@@ -307,7 +309,7 @@ impl Tool for Publish {
 }
 
 #[derive(Debug)]
-pub(super) struct Update;
+pub(crate) struct Update;
 
 impl Tool for Update {
     fn spec(&self) -> ToolSpec {
@@ -376,7 +378,7 @@ impl Tool for Update {
 }
 
 #[derive(Debug)]
-pub(super) struct List;
+pub(crate) struct List;
 
 impl Tool for List {
     fn spec(&self) -> ToolSpec {
@@ -405,7 +407,7 @@ impl Tool for List {
 }
 
 #[derive(Debug)]
-pub(super) struct Comments;
+pub(crate) struct Comments;
 
 impl Tool for Comments {
     fn spec(&self) -> ToolSpec {
@@ -433,7 +435,7 @@ impl Tool for Comments {
 }
 
 #[derive(Debug)]
-pub(super) struct Reply;
+pub(crate) struct Reply;
 
 impl Tool for Reply {
     fn spec(&self) -> ToolSpec {

@@ -5,12 +5,12 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use infinity_agent_core::knowledge::{
+use infinity_agent_core::testing::cases;
+use infinity_library::knowledge::{
     EntryType, FileKnowledgeStore, Knowledge, KnowledgeEntry, KnowledgeStore, KnowledgeStoreError,
     MemoryKnowledgeStore,
 };
-use infinity_agent_core::search::{tokenize, Query, TextIndex};
-use infinity_agent_core::testing::cases;
+use infinity_library::search::{tokenize, Query, TextIndex};
 use jiff::Timestamp;
 use proptest::prelude::*;
 

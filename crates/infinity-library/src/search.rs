@@ -33,7 +33,7 @@
 //! every time.
 //!
 //! ```
-//! use infinity_agent_core::search::TextIndex;
+//! use infinity_library::search::TextIndex;
 //!
 //! // Two fields: a title counting three times, a body once.
 //! let mut index = TextIndex::new([3.0, 1.0]);

@@ -1,10 +1,10 @@
 //! What a published page (the `artifact` category) and its comments are: the types the thread's
-//! record, its effects and the host's artifact store ([`crate::library::artifacts`]) share.
+//! record, its effects and the host's artifact store ([`crate::artifact`]) share.
 
 use jiff::Timestamp;
 use serde::{Deserialize, Serialize};
 
-use crate::ids::ThreadId;
+use infinity_agent_core::ids::ThreadId;
 
 /// Who may open a page.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
@@ -125,7 +125,7 @@ pub fn valid_file_name(name: &str) -> bool {
             .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | '_'))
 }
 
-/// True for an artifact id as [`crate::library::artifacts::Artifacts`] makes them (so a request's id is never a path).
+/// True for an artifact id as [`crate::artifact::Artifacts`] makes them (so a request's id is never a path).
 pub fn valid_id(id: &str) -> bool {
     id.strip_prefix("art-")
         .is_some_and(|hex| hex.len() == 20 && hex.chars().all(|c| c.is_ascii_hexdigit()))

@@ -8,15 +8,18 @@
 //! file covers is shown to a person as a question before it runs ([`RemoteRule`]).
 
 use serde::{Deserialize, Serialize};
+use std::sync::Arc;
+
 use serde_json::{json, Value};
 
-use crate::effect::{Effect, ToolInvocation};
-use crate::ids::InputId;
-use crate::input::{Input, InputBody};
-use crate::library::remotes::RemoteInfo;
-pub use crate::library::remotes::{DEFAULT_TIMEOUT_SECONDS, OUTPUT_CHARS, REMOTE_EXEC};
-use crate::model::ToolSpec;
-use crate::tools::{Tool, ToolContext, ToolOutcome};
+use infinity_agent_core::effect::{Effect, ToolInvocation};
+use infinity_agent_core::ids::InputId;
+use infinity_agent_core::input::{Input, InputBody};
+use infinity_agent_core::model::ToolSpec;
+use infinity_agent_core::tools::internal::{CategoryDef, InternalToolDef};
+use infinity_agent_core::tools::{Tool, ToolContext, ToolOutcome};
+
+use crate::LibraryExt;
 
 /// The name of the tool that lists the remotes.
 pub const REMOTE_LIST: &str = "remote_list";
@@ -26,7 +29,66 @@ pub const MAX_TIMEOUT_SECONDS: u64 = 86_400;
 /// in seconds (the host answers it sooner when it is still up).
 pub const LOST_AFTER_SECONDS: u64 = 120;
 
+mod dispatcher;
+mod hub;
 mod shell;
+
+pub use dispatcher::RemoteDispatcher;
+pub use hub::*;
+
+/// Its flag.
+pub const CATEGORY: &str = "remote";
+
+/// The `remote` category. Its settings: `allow:`, the rules under which a command runs
+/// without asking (`internal_tools: {remote: {allow: [...]}}`; an agent file's top-level
+/// `remote_allow:` is the older spelling).
+pub fn category() -> CategoryDef {
+    let mut def = CategoryDef::new(
+        CATEGORY,
+        "Shell commands on machines people connect.",
+        vec![
+            InternalToolDef {
+                name: REMOTE_LIST,
+                make: |_| Arc::new(RemoteList),
+            },
+            InternalToolDef {
+                name: REMOTE_EXEC,
+                make: |making| {
+                    Arc::new(RemoteExec {
+                        // Checked when the agent was built (`check_settings`).
+                        rules: RemoteSettings::read(making.own).unwrap_or_default().allow,
+                    })
+                },
+            },
+        ],
+    );
+    def.check_settings = |settings| RemoteSettings::read(settings).map(|_| ());
+    def
+}
+
+/// The `remote` category's settings.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RemoteSettings {
+    /// Commands `remote_exec` runs without asking a person first.
+    #[serde(default)]
+    pub allow: Vec<RemoteRule>,
+}
+
+impl RemoteSettings {
+    /// The settings as an agent gives them (`Null`: none), each rule checked.
+    pub fn read(settings: &Value) -> Result<Self, String> {
+        if settings.is_null() {
+            return Ok(Self::default());
+        }
+        let read = Self::deserialize(settings).map_err(|e| e.to_string())?;
+        for (n, rule) in read.allow.iter().enumerate() {
+            rule.check()
+                .map_err(|why| format!("allow: rule {}: {why}", n + 1))?;
+        }
+        Ok(read)
+    }
+}
 
 /// A rule of the agent file's `remote_allow:` under which a command runs without asking:
 /// `{remote: NAME}` allows everything on that remote; `{command: "git clone:*"}` a command
@@ -101,7 +163,7 @@ impl RemoteRule {
             None => (command, false),
         };
         let bad = |why: &str| Err(format!("the command pattern `{command}` {why}"));
-        if text.chars().any(crate::text::is_hidden) {
+        if text.chars().any(infinity_agent_core::text::is_hidden) {
             return bad("has a control character");
         }
         let mut simple = match shell::parse(text) {
@@ -272,10 +334,13 @@ const ALWAYS_ASK: &[&str] = &["eval"];
 /// file or is listed in the `redirects` of a rule that covers it. Anything the reader does not
 /// understand asks.
 pub fn check(rules: &[RemoteRule], remote: Option<&RemoteInfo>, command: &str) -> Verdict {
-    if let Some(c) = command.chars().find(|c| crate::text::is_hidden(*c)) {
+    if let Some(c) = command
+        .chars()
+        .find(|c| infinity_agent_core::text::is_hidden(*c))
+    {
         return Verdict::Asks(format!(
             "it has the control character {} (U+{:04X}), which could hide what runs",
-            crate::text::visible(&c.to_string()),
+            infinity_agent_core::text::visible(&c.to_string()),
             u32::from(c)
         ));
     }
@@ -387,7 +452,7 @@ fn no_remotes() -> ToolOutcome {
 }
 
 #[derive(Debug)]
-pub(super) struct RemoteList;
+struct RemoteList;
 
 impl Tool for RemoteList {
     fn spec(&self) -> ToolSpec {
@@ -400,7 +465,7 @@ impl Tool for RemoteList {
     }
 
     fn call(&self, _: &Value, ctx: &mut ToolContext<'_>) -> ToolOutcome {
-        let Some(remotes) = ctx.library.and_then(crate::library::Library::remotes) else {
+        let Some(remotes) = ctx.library.and_then(|l| l.remotes()) else {
             return no_remotes();
         };
         if remotes.is_empty() {
@@ -415,8 +480,8 @@ impl Tool for RemoteList {
 
 /// `remote_exec`, with the agent file's allow rules.
 #[derive(Debug)]
-pub(super) struct RemoteExec {
-    pub(super) rules: Vec<RemoteRule>,
+struct RemoteExec {
+    rules: Vec<RemoteRule>,
 }
 
 impl Tool for RemoteExec {
@@ -449,7 +514,7 @@ impl Tool for RemoteExec {
     }
 
     fn call(&self, args: &Value, ctx: &mut ToolContext<'_>) -> ToolOutcome {
-        let Some(remotes) = ctx.library.and_then(crate::library::Library::remotes) else {
+        let Some(remotes) = ctx.library.and_then(|l| l.remotes()) else {
             return no_remotes();
         };
         let wanted = args["remote"].as_str().unwrap_or_default();
@@ -520,6 +585,17 @@ impl Tool for RemoteExec {
                         body: InputBody::CallDeadline {
                             call_id: ctx.call.id.clone(),
                             after: format!("{after} s"),
+                            result: Some(
+                                json!({
+                                    "status": "lost",
+                                    "reason": format!(
+                                        "no report of the command's end within {after} s: the \
+                                         remote or the server went away meanwhile; it was told \
+                                         to stop"
+                                    ),
+                                })
+                                .to_string(),
+                            ),
                         },
                     },
                     due,
@@ -533,10 +609,9 @@ impl Tool for RemoteExec {
 /// Refuses a description with a line break or a control character in it: a person reads it
 /// above the command, and a second line could pass for the command.
 fn one_line(description: &str) -> Result<(), String> {
-    match description
-        .chars()
-        .find(|c| crate::text::is_hidden(*c) || matches!(c, '\n' | '\u{2028}' | '\u{2029}'))
-    {
+    match description.chars().find(|c| {
+        infinity_agent_core::text::is_hidden(*c) || matches!(c, '\n' | '\u{2028}' | '\u{2029}')
+    }) {
         Some('\n') => Err("it has a line break".to_owned()),
         Some(c) => Err(format!("it has the character U+{:04X}", u32::from(c))),
         None => Ok(()),

@@ -11,7 +11,7 @@
 //! A write goes to the store first, then to the registry with the version the store gave it:
 //!
 //! ```
-//! use infinity_agent_core::knowledge::{
+//! use infinity_library::knowledge::{
 //!     EntryType, Knowledge, KnowledgeEntry, KnowledgeStore, MemoryKnowledgeStore,
 //! };
 //!
@@ -37,7 +37,9 @@
 
 mod entry;
 mod file;
+mod shelf;
 mod store;
+mod tools;
 
 use std::collections::BTreeMap;
 
@@ -49,9 +51,36 @@ pub use entry::{
     MAX_NAME_CHARS, MAX_TAGS, MAX_TAG_CHARS, MAX_TOOL_CHARS,
 };
 pub use file::{BrokenEntry, FileKnowledgeStore};
+pub use shelf::{KnowledgeOp, KnowledgeShelf, CATEGORY};
 pub use store::{KnowledgeStore, KnowledgeStoreError, MemoryKnowledgeStore};
+pub use tools::KNOWLEDGE_SEARCH;
+
+use infinity_agent_core::tools::internal::{CategoryDef, InternalToolDef};
 
 use crate::search::{tokenize, Query, TextIndex};
+
+/// The `knowledge` category (opt-in): `knowledge_search`, `knowledge_get` and `knowledge_save`
+/// over the host's knowledge ([`KnowledgeShelf`]).
+pub fn category() -> CategoryDef {
+    CategoryDef::new(
+        CATEGORY,
+        "The deployment's knowledge: search, read and save entries that outlive conversations.",
+        vec![
+            InternalToolDef {
+                name: KNOWLEDGE_SEARCH,
+                make: |_| std::sync::Arc::new(tools::KnowledgeSearch),
+            },
+            InternalToolDef {
+                name: "knowledge_get",
+                make: |_| std::sync::Arc::new(tools::KnowledgeGet),
+            },
+            InternalToolDef {
+                name: "knowledge_save",
+                make: |_| std::sync::Arc::new(tools::KnowledgeSave),
+            },
+        ],
+    )
+}
 
 /// The weights of the indexed fields: name, tags, description, content.
 const WEIGHTS: [f32; 4] = [3.0, 2.0, 2.0, 1.0];

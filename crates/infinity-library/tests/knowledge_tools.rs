@@ -4,11 +4,12 @@
 
 use std::sync::Arc;
 
-use infinity_agent_core::knowledge::{KnowledgeStore, MemoryKnowledgeStore};
 use infinity_agent_core::library::Library;
 use infinity_agent_core::tools::internal::InternalTools;
+use infinity_library::knowledge::{KnowledgeStore, MemoryKnowledgeStore};
+use infinity_library::LibraryExt;
 
-use crate::behaviour::harness::{assert_in_order, Setup};
+use infinity_agent_core::testing::harness::{assert_in_order, Setup};
 
 const SCRIPT: &str = r#"
 rules:
@@ -36,9 +37,10 @@ rules:
   - reply: {text: "ok"}
 "#;
 
-async fn start(store: Arc<MemoryKnowledgeStore>) -> crate::behaviour::harness::Harness {
+async fn start(store: Arc<MemoryKnowledgeStore>) -> infinity_agent_core::testing::harness::Harness {
     let mut setup = Setup::new(SCRIPT);
-    setup.internal_tools = InternalTools::builder().knowledge(true).build();
+    setup.categories = infinity_library::categories();
+    setup.internal_tools = InternalTools::builder().flag("knowledge", true).build();
     setup.library = Some(Library::new().with_knowledge(store as Arc<dyn KnowledgeStore>, None));
     setup.start().await
 }
@@ -107,7 +109,8 @@ async fn bad_requests_are_errors_that_name_what_was_wrong() {
 #[tokio::test(start_paused = true)]
 async fn without_a_registry_the_tools_say_so() {
     let mut setup = Setup::new(SCRIPT);
-    setup.internal_tools = InternalTools::builder().knowledge(true).build();
+    setup.categories = infinity_library::categories();
+    setup.internal_tools = InternalTools::builder().flag("knowledge", true).build();
     let mut h = setup.start().await;
     h.say("main", "find tides").await;
     assert_in_order(

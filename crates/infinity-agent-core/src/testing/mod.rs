@@ -1,9 +1,29 @@
-//! Test utilities (feature `test-util`): inputs for fuzzing the parsers on the input path.
+//! Test utilities (feature `test-util`): inputs for fuzzing the parsers on the input path, and
+//! a harness around the embedded runtime for behaviour tests ([`harness`]).
 //!
 //! [`mutated`] starts from valid samples and damages them the ways real input is damaged
 //! (truncated, a byte flipped, a structural character inserted or lost, a piece repeated or
 //! spliced from another sample), so a parser is exercised near its grammar rather than only on
 //! noise; [`noise`] is arbitrary bytes.
+
+pub mod harness;
+
+/// The process's resident set, in bytes (from /proc/self/statm; 0 where there is none), for
+/// the bench targets' memory figures.
+pub fn rss_bytes() -> u64 {
+    std::fs::read_to_string("/proc/self/statm")
+        .ok()
+        .and_then(|s| s.split_whitespace().nth(1)?.parse::<u64>().ok())
+        .map_or(0, |pages| pages * 4096)
+}
+
+/// The runtime the bench targets run on: two workers, as on the machines they are measured on.
+pub fn bench_runtime() -> std::io::Result<tokio::runtime::Runtime> {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+}
 
 use proptest::prelude::*;
 

@@ -1,6 +1,6 @@
 //! The `knowledge` category (opt-in): `knowledge_search`, `knowledge_get`, `knowledge_save` over
 //! the deployment's knowledge registry, which outlives conversations (see [`crate::knowledge`]
-//! and [`crate::library`]).
+//! and [`infinity_agent_core::library`]).
 //!
 //! Reads go to the copy the host keeps in memory, so they answer within the slice. A save is
 //! checked here (every limit, named) and written after the slice commits, as an effect: it is
@@ -9,11 +9,13 @@
 
 use serde_json::{json, Value};
 
-use crate::effect::Effect;
 use crate::knowledge::{EntryType, KnowledgeEntry};
-use crate::library::knowledge::{KnowledgeOp, CATEGORY};
-use crate::model::ToolSpec;
-use crate::tools::{Tool, ToolContext, ToolOutcome};
+use crate::knowledge::{KnowledgeOp, CATEGORY};
+use infinity_agent_core::effect::Effect;
+use infinity_agent_core::model::ToolSpec;
+use infinity_agent_core::tools::{Tool, ToolContext, ToolOutcome};
+
+use crate::LibraryExt;
 
 /// The name of the search tool (hosts load the knowledge for agents that have it).
 pub const KNOWLEDGE_SEARCH: &str = "knowledge_search";
@@ -45,7 +47,7 @@ fn entry_type(args: &Value) -> Result<Option<EntryType>, ToolOutcome> {
 }
 
 #[derive(Debug)]
-pub(super) struct KnowledgeSearch;
+pub(crate) struct KnowledgeSearch;
 
 impl Tool for KnowledgeSearch {
     fn spec(&self) -> ToolSpec {
@@ -103,7 +105,7 @@ impl Tool for KnowledgeSearch {
 }
 
 #[derive(Debug)]
-pub(super) struct KnowledgeGet;
+pub(crate) struct KnowledgeGet;
 
 impl Tool for KnowledgeGet {
     fn spec(&self) -> ToolSpec {
@@ -144,7 +146,7 @@ impl Tool for KnowledgeGet {
 }
 
 #[derive(Debug)]
-pub(super) struct KnowledgeSave;
+pub(crate) struct KnowledgeSave;
 
 impl Tool for KnowledgeSave {
     fn spec(&self) -> ToolSpec {
@@ -179,10 +181,7 @@ impl Tool for KnowledgeSave {
             Ok(t) => t.unwrap_or_default(),
             Err(err) => return err,
         };
-        if !ctx
-            .library
-            .is_some_and(crate::library::Library::has_knowledge)
-        {
+        if !ctx.library.is_some_and(LibraryExt::has_knowledge) {
             return unavailable();
         }
         let strings = |key: &str| -> Vec<String> {
