@@ -4,15 +4,13 @@
 //! The modules are layered; a lower one never imports a higher one:
 //!
 //! - the data at the bottom: [`ids`], [`json`] (values cut to a size), [`text`] (text others
-//!   wrote, made safe to show) and [`search`] (a ranked full-text index), [`knowledge`] (the
-//!   registry's entries and stores), [`artifact`] (published pages and their comments),
-//!   [`history`],
-//!   [`model`] (the model interface and its types), [`state`] (the thread record and everything
-//!   it embeds), [`input`], [`effect`], [`commit`];
-//! - [`library`]: what a host holds for tools beyond a conversation (knowledge, the catalog,
-//!   remotes, models, published pages);
-//! - [`tools`]: the [`tools::Tool`] trait, the registry, the built-in and internal tools, and
-//!   tool servers' tools;
+//!   wrote, made safe to show), [`history`], [`model`] (the model interface and its types),
+//!   [`state`] (the thread record and everything it embeds), [`input`], [`effect`], [`commit`];
+//! - [`library`]: what a host holds for tools beyond a conversation (the shelves categories plug
+//!   in, the models people switch threads to);
+//! - [`tools`]: the [`tools::Tool`] trait, the registry, the built-in tools, the seam internal
+//!   tool categories plug into and the core's own ([`tools::internal`]), and tool servers'
+//!   tools;
 //! - [`agent`] (agents and agent files) and [`scripted`] (the scripted model); [`catalog`]
 //!   (stored agent versions);
 //! - [`engine`]: the slice as a synchronous state machine ([`engine::Slice`]), sans-IO;
@@ -20,7 +18,8 @@
 //!   driver loop and effect performer both hosts share);
 //! - [`runtime`]: the embedded host on tokio ([`runtime::AgentSystemBuilder`]).
 //!
-//! This crate depends on no AWS SDK and no HTTP client; hosts and model adapters depend on it.
+//! This crate depends on no AWS SDK and no HTTP client, and holds no product category (those are
+//! the `infinity-library` crate's); hosts and model adapters depend on it.
 #![warn(missing_docs)]
 
 pub mod agent;

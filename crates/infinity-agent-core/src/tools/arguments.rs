@@ -28,7 +28,7 @@ pub(crate) fn schema_problems(
 }
 
 /// What is wrong with `args` by `validator` (compiled from `schema`), or `None` when they are
-/// valid: the [`schema_problems`], then the schema (clipped).
+/// valid: what breaks the schema, then the schema (clipped).
 pub fn argument_problems(
     validator: &jsonschema::Validator,
     args: &serde_json::Value,
@@ -45,7 +45,7 @@ pub fn argument_problems(
     ))
 }
 
-/// Why a call was refused before it ran ([`crate::tools::ToolRegistry::check_call`]).
+/// Why a call was refused before it ran ([`crate::tools::OfferedTools::check`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum CallRejection {
     /// No tool has the name.

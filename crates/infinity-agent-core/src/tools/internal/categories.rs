@@ -29,6 +29,7 @@ pub struct ToolSettings {
 
 /// What a category's tool is made from, for one agent.
 #[derive(Debug, Clone, Copy)]
+#[non_exhaustive]
 pub struct Making<'a> {
     /// The category is on for this agent (tools of a category built whatever its flag, like
     /// `finish`, ask).
@@ -70,8 +71,9 @@ pub enum Offered {
     WhenOnOrLent,
 }
 
-/// A category of internal tools.
+/// A category of internal tools. Made with [`CategoryDef::new`]; its fields may be set after.
 #[derive(Clone)]
+#[non_exhaustive]
 pub struct CategoryDef {
     /// Its flag under `internal_tools:`.
     pub flag: &'static str,

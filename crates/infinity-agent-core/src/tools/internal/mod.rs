@@ -1,7 +1,7 @@
 //! Internal tools: categories of tools an agent file switches on and off (`internal_tools:`).
 //!
 //! A category plugs in through [`CategoryDef`] and a host runs agents with the [`Categories`] it
-//! registered ([`categories`]). The core's own are `plan`, `memory`, `widget`, `finish` and
+//! registered. The core's own are `plan`, `memory`, `widget`, `finish` and
 //! `skills` (on unless set false) and `agent` (off unless set true); product categories (meta,
 //! artifact, remote, knowledge) come from the `infinity-library` crate. An explicit `true` or
 //! `false` always wins; a flag that is not set takes its category's default (so
