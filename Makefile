@@ -66,6 +66,7 @@ browser:
 template-check: tools
 	$(VENV)/cfn-lint template.yaml
 	$(AWS_CHECK_ENV) $(VENV)/sam validate --lint --template template.yaml
+	$(VENV)/python infra/check_alarms.py template.yaml
 
 # The local-stack tests start the emulators themselves (infra/local/emulators.sh).
 unit:
@@ -74,9 +75,14 @@ unit:
 # The local-stack tests again, on LocalStack in host mode (installed and started by the harness).
 # `--workspace` keeps the features `unit` built with: with `-p infinity-aws` alone cargo resolves
 # tokio and its dependants with other features and builds 65 crates again (3 minutes).
-unit-localstack:
-	INFINITY_EMULATOR=localstack $(CARGO) test --workspace --test local_stack; \
-	status=$$?; INFINITY_EMULATOR=localstack bash infra/local/emulators.sh stop >/dev/null; exit $$status
+# First, on the same LocalStack, the alarms: created with a stack's names, each SQS alarm's metric
+# seen to show a message (infra/check_alarms.py; LocalStack reports queue counts every 5 s here).
+unit-localstack: tools
+	export INFINITY_EMULATOR=localstack INFINITY_LOCAL_SQS_METRICS_SECONDS=5; \
+	bash infra/local/install.sh >/dev/null && bash infra/local/emulators.sh start >/dev/null \
+	&& $(VENV)/python infra/check_alarms.py --live template.yaml \
+	&& $(CARGO) test --workspace --test local_stack; \
+	status=$$?; bash infra/local/emulators.sh stop >/dev/null; exit $$status
 
 build:
 	@command -v cargo-lambda >/dev/null || { echo "make build needs cargo-lambda: cargo install cargo-lambda (and zig for cross-compiling to arm64)"; exit 1; }

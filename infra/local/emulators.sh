@@ -98,7 +98,8 @@ start_localstack() {
     launch localstack "$localstack_port" localstack.runtime.main \
         env GATEWAY_LISTEN="127.0.0.1:$localstack_port" \
         LOCALSTACK_HOST="127.0.0.1:$localstack_port" \
-        SERVICES=sqs,dynamodb,scheduler,ssm,secretsmanager,sts \
+        SERVICES=sqs,dynamodb,scheduler,ssm,secretsmanager,sts,cloudwatch \
+        SQS_CLOUDWATCH_METRICS_REPORT_INTERVAL="${INFINITY_LOCAL_SQS_METRICS_SECONDS:-60}" \
         SQS_ENDPOINT_STRATEGY=path \
         OVERRIDE_IN_DOCKER=0 FILESYSTEM_ROOT="$ls_run/root" \
         SKIP_SSL_CERT_DOWNLOAD=1 CUSTOM_SSL_CERT_PATH="$ls_run/server.test.pem" \
