@@ -137,7 +137,7 @@ const CRATE_LAYERS: &[(&str, &[&[&str]])] = &[
         &[
             &["item", "wire", "artifacts"],
             &["store"],
-            &["config", "catalog", "knowledge"],
+            &["config", "catalog", "knowledge", "dlq"],
             &["queue"],
             &["remotes", "migration"],
             &["handler"],
@@ -186,6 +186,7 @@ const CRATE_LAYERS: &[(&str, &[&[&str]])] = &[
             &["display"],
             &["render"],
             &["status", "aws"],
+            &["dlq"],
             &["place", "people"],
             &["agents", "knowledge", "tool_servers", "migrate", "remote"],
             &["system"],

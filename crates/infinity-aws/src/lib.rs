@@ -16,6 +16,7 @@
 pub mod artifacts;
 pub mod catalog;
 pub mod config;
+pub mod dlq;
 pub mod front;
 pub mod handler;
 mod item;

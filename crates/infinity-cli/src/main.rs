@@ -4,6 +4,7 @@ mod agents;
 mod aws;
 mod commands;
 mod display;
+mod dlq;
 mod knowledge;
 mod migrate;
 mod people;
@@ -44,6 +45,9 @@ enum Command {
     Thread(ThreadCommand),
     /// Print output events from an AWS (or local) stack's output queue as they arrive.
     Tail(aws::TailArgs),
+    /// An AWS (or local) stack's dead-letter queues: what is there and why, send it back, drop it.
+    #[command(subcommand)]
+    Dlq(dlq::DlqCommand),
     /// Answer a tool server's question on a thread of an AWS (or local) stack.
     Choose(aws::ChooseArgs),
     /// Interrupt a thread of an AWS (or local) stack: cancel its calls in flight.
@@ -206,6 +210,7 @@ fn main() -> std::process::ExitCode {
             Command::Thread(ThreadCommand::Show(args)) => aws::show(args).await,
             Command::Thread(ThreadCommand::Outbox(args)) => aws::outbox(args).await,
             Command::Tail(args) => aws::tail(args).await,
+            Command::Dlq(command) => dlq::run(command).await,
             Command::Choose(args) => aws::choose(args).await,
             Command::Interrupt(args) => people::interrupt(args).await,
             Command::Close(args) => people::close(args).await,

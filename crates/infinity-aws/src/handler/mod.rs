@@ -25,6 +25,7 @@ use tokio::task::JoinSet;
 
 use crate::catalog::DynamoAgentCatalog;
 use crate::config::{AwsConfig, Clients};
+use crate::dlq::{FailureNote, FailureNotes};
 use crate::knowledge::DynamoKnowledgeStore;
 use crate::queue::{AwsTimers, OutputQueue, SqsInputSender};
 use crate::remotes::TableRemotes;
@@ -90,6 +91,8 @@ pub struct AgentHandler {
     dispatcher: RemoteDispatcher,
     /// The longest one completion may take (`INFINITY_COMPLETION_TIMEOUT_SECONDS`).
     completion_timeout: Duration,
+    /// Why a message was reported as failed, for `infinity dlq show` (see [`crate::dlq`]).
+    notes: FailureNotes,
 }
 
 /// One message of a batch, parsed.
@@ -232,6 +235,7 @@ impl AgentHandler {
             ),
             tool_servers: None,
             completion_timeout: config.completion_timeout,
+            notes: FailureNotes::new(clients.dynamodb.clone(), config.table.clone()),
             // The stack's remote machines (the `remote` category), in the table.
             dispatcher: RemoteDispatcher {
                 hub: remotes,

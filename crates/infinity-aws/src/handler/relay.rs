@@ -6,6 +6,8 @@ use super::*;
 #[derive(Debug, Clone)]
 pub struct RelayHandler {
     timers: AwsTimers,
+    /// Why a timer was reported as failed, for `infinity dlq show` (see [`crate::dlq`]).
+    notes: FailureNotes,
 }
 
 impl RelayHandler {
@@ -23,29 +25,47 @@ impl RelayHandler {
                 config.table.clone(),
                 config.dedup_ttl,
             )),
+            notes: FailureNotes::new(clients.dynamodb.clone(), config.table.clone()),
         }
     }
 
     /// Handles one batch; each message stands alone (a standard queue).
     pub async fn handle(&self, event: SqsEvent) -> SqsBatchResponse {
         let mut response = SqsBatchResponse::default();
+        let mut notes = Vec::new();
         for record in event.records {
             let message_id = record.message_id.clone().unwrap_or_default();
+            let receive_count = attribute(&record, "ApproximateReceiveCount")
+                .and_then(|n| n.parse().ok())
+                .unwrap_or(1);
+            let note = |thread: Option<String>, reason: String| FailureNote {
+                message_id: message_id.clone(),
+                queue: "relay".to_owned(),
+                thread,
+                reason,
+                receive_count,
+                at: Timestamp::now(),
+            };
             let envelope: RelayEnvelope = match serde_json::from_str(
                 record.body.as_deref().unwrap_or(""),
             ) {
                 Ok(e) => e,
                 Err(err) => {
                     tracing::error!(%message_id, %err, "malformed relay message; it will reach the relay dead-letter queue");
+                    notes.push(note(None, format!("not a timer: {err}")));
                     response.add_failure(message_id);
                     continue;
                 }
             };
             if let Err(err) = self.forward(&envelope).await {
                 tracing::warn!(%message_id, %err, "relay failed; the message will be retried");
+                let thread = envelope.carried.thread_id().to_string();
+                notes.push(note(Some(thread), format!("not forwarded: {err}")));
                 response.add_failure(message_id);
             }
         }
+        // Why each failed, for whoever finds it in the dead-letter queue.
+        self.notes.write(&notes).await;
         response
     }
 

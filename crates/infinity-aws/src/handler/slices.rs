@@ -55,19 +55,31 @@ impl AgentHandler {
         }
         let mut response = SqsBatchResponse::default();
         let mut retry = Vec::new();
+        let mut notes = Vec::new();
         while let Some(result) = tasks.join_next().await {
             match result {
                 Ok(failed) => {
-                    for id in failed {
+                    for (id, thread, reason) in failed {
+                        let receive_count = deliveries.get(&id).map_or(1, |d| d.1);
                         if let Some(delivery) = deliveries.get(&id) {
                             retry.push(delivery.clone());
                         }
+                        notes.push(FailureNote {
+                            message_id: id.clone(),
+                            queue: "input".to_owned(),
+                            thread,
+                            reason,
+                            receive_count,
+                            at: Timestamp::now(),
+                        });
                         response.add_failure(id);
                     }
                 }
                 Err(err) => tracing::error!(%err, "a thread's task failed"),
             }
         }
+        // Why each failed, for whoever finds it in the dead-letter queue.
+        self.notes.write(&notes).await;
         // Failed messages come back after a short, growing delay, not the queue's visibility
         // timeout (sized for a function that runs to its own timeout).
         self.sender.retry_later(&retry).await;
@@ -79,23 +91,26 @@ impl AgentHandler {
         response
     }
 
-    /// Runs one thread's messages; returns the ids of the messages to report as failed.
+    /// Runs one thread's messages; returns the messages to report as failed, each with its
+    /// thread (its group) and why.
     async fn handle_thread(
         &self,
         messages: Vec<Message>,
         deadline: Option<tokio::time::Instant>,
-    ) -> Vec<String> {
+    ) -> Vec<(String, Option<String>, String)> {
         // Messages kept aside are done with: never reported as failed, so never kept twice.
         let mut kept_aside: Vec<&str> = Vec::new();
-        let all = |kept_aside: &[&str]| {
+        let failure =
+            |m: &Message, reason: &str| (m.message_id.clone(), m.group.clone(), reason.to_owned());
+        let all = |kept_aside: &[&str], reason: String| {
             messages
                 .iter()
                 .filter(|m| !kept_aside.contains(&m.message_id.as_str()))
-                .map(|m| m.message_id.clone())
+                .map(|m| failure(m, &reason))
                 .collect()
         };
         let mut inputs: Vec<Input> = Vec::new();
-        let mut failed: Vec<String> = Vec::new();
+        let mut failed: Vec<(String, Option<String>, String)> = Vec::new();
         for (i, message) in messages.iter().enumerate() {
             let input = match &message.input {
                 Ok(Carried::Input(input)) => Ok(Some(input.clone())),
@@ -104,7 +119,10 @@ impl AgentHandler {
                     // The table is unavailable: the whole batch of the thread again, later.
                     Err(err) => {
                         tracing::warn!(thread = %stored.thread_id, %err, "cannot read a stored input; the thread's messages will be redelivered");
-                        return all(&kept_aside);
+                        return all(
+                            &kept_aside,
+                            format!("a stored input could not be read: {err}"),
+                        );
                     }
                 },
                 Err(err) => Err(err.clone()),
@@ -121,7 +139,15 @@ impl AgentHandler {
                         Ok(()) => kept_aside.push(&message.message_id),
                         Err(why) => {
                             tracing::warn!(message_id = %message.message_id, error = %err, %why, "an unusable input message could not be kept aside; it and the rest of its thread's messages will be redelivered");
-                            failed.extend(messages[i..].iter().map(|m| m.message_id.clone()));
+                            failed.push(failure(
+                                message,
+                                &format!("unusable ({err}) and not kept aside: {why}"),
+                            ));
+                            let behind = format!(
+                                "behind the unusable message {} of its thread",
+                                message.message_id
+                            );
+                            failed.extend(messages[i + 1..].iter().map(|m| failure(m, &behind)));
                             break;
                         }
                     }
@@ -135,9 +161,10 @@ impl AgentHandler {
         let first_delivery = messages.iter().any(|m| m.receive_count <= 1);
         let run = self.run(&thread_id, inputs, attempt, first_delivery, deadline);
         if let Err(err) = run.await {
-            tracing::warn!(thread = %thread_id, %err, "slice not finished; its messages will be redelivered");
+            let ids: Vec<&str> = messages.iter().map(|m| m.message_id.as_str()).collect();
+            tracing::warn!(thread = %thread_id, %err, message_ids = ?ids, "slice not finished; its messages will be redelivered");
             // Report the whole thread's batch: FIFO redelivers it, in order.
-            failed = all(&kept_aside);
+            failed = all(&kept_aside, format!("the slice did not finish: {err}"));
         }
         failed
     }

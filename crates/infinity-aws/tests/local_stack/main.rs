@@ -8,6 +8,7 @@ mod harness;
 mod catalog;
 mod deadline;
 mod delivery;
+mod dlq;
 mod migration;
 mod oversize;
 mod remotes;
