@@ -38,6 +38,10 @@ enum Command {
     Serve(commands::serve::ServeArgs),
     /// Show the threads of a store.
     Threads(commands::threads::ThreadsArgs),
+    /// What would wake a thread and each open thread below it (timers, calls in flight,
+    /// subscriptions, questions, children, limits, effects to perform); stuck ones flagged (exit
+    /// 1). A store folder, or an AWS (or local) stack.
+    Status(commands::waiting::StatusArgs),
     /// Send a user message to a thread on an AWS (or local) stack.
     Send(aws::SendArgs),
     /// Threads on an AWS (or local) stack.
@@ -205,6 +209,7 @@ fn main() -> std::process::ExitCode {
             Command::Run(args) => commands::run::run(args).await,
             Command::Chat(args) => commands::chat::chat(args).await,
             Command::Threads(args) => commands::threads::threads(args).await,
+            Command::Status(args) => commands::waiting::status(args).await,
             Command::Serve(args) => commands::serve::serve(args).await,
             Command::Send(args) => aws::send(args).await,
             Command::Thread(ThreadCommand::Show(args)) => aws::show(args).await,

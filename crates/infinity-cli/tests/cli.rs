@@ -372,3 +372,56 @@ fn serve_help_shows_agent_and_aws_as_alternatives() {
         "{help}"
     );
 }
+
+#[test]
+fn status_says_what_would_wake_each_thread_and_flags_a_stuck_one() {
+    let dir = tempfile::tempdir().unwrap();
+    write(
+        dir.path(),
+        "s.yaml",
+        "rules:\n  - thread: child\n    reply: {text: \"done, but I never report\"}\n  - when: '^go$'\n    reply:\n      tool_calls:\n        - {name: spawn_thread, args: {instructions: quick, child_of: \"${stack}\"}}\n        - {name: sleep, args: {seconds: 3600}}\n  - reply: {text: ok}\n",
+    );
+    let agent = write(dir.path(), "agent.yaml", "name: x\nmodel: script:s.yaml\n");
+    let store = dir.path().join("st");
+    let store = store.to_str().unwrap();
+    let agent = agent.to_str().unwrap();
+    let out = infinity(&[
+        "run",
+        "--agent",
+        agent,
+        "--store",
+        store,
+        "--thread",
+        "t",
+        "--timeout",
+        "2",
+        "go",
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let out = infinity(&["status", "t", "--store", store]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "a stuck thread: exit 1\n{stdout}"
+    );
+    assert!(stdout.starts_with("t (agent x): waits on"), "{stdout}");
+    assert!(stdout.contains("  timer   sleep fires "), "{stdout}");
+    assert!(stdout.contains("still running"), "{stdout}");
+    assert!(
+        stdout.contains(": STUCK: open, started by another thread"),
+        "{stdout}"
+    );
+    // The same as JSON; an unknown thread is an error naming it.
+    let out = infinity(&["status", "t", "--store", store, "--json"]);
+    let threads: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(threads[0]["timers"][0]["tool"], "sleep");
+    assert!(threads[1]["stuck"].is_string(), "{threads}");
+    let out = infinity(&["status", "nobody", "--store", store]);
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("no thread nobody"));
+}

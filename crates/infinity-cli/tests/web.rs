@@ -629,6 +629,18 @@ async fn a_person_uses_the_web_app_in_a_real_browser() {
              })()",
         )
         .await;
+    // The panel of what would wake the thread names the sleep's timer, at the same time.
+    browser
+        .wait_for(
+            "the waiting panel with the sleep's timer",
+            "(() => { \
+               const text = document.getElementById('waiting')?.innerText || ''; \
+               const status = document.getElementById('thread-status').innerText; \
+               return !document.getElementById('waiting-panel').hidden \
+                 && text.includes('timer: sleep fires ' + status.replace('sleeping until ', '')); \
+             })()",
+        )
+        .await;
     // New input cuts the sleep short: the call shows as interrupted. The record keeps the sleep
     // (its timer's result comes later, as an event), but nothing waits on it: the thread is
     // idle. (The list shows the record as the server sends it; the header and the tree show
@@ -643,7 +655,8 @@ async fn a_person_uses_the_web_app_in_a_real_browser() {
              && document.getElementById('transcript').innerText.includes('Awake now.') \
              && document.getElementById('thread-status').innerText === 'idle' \
              && document.querySelector('#tree .status').innerText === 'idle' \
-             && document.querySelector('#thread-list .status').innerText === 'idle'",
+             && document.querySelector('#thread-list .status').innerText === 'idle' \
+             && document.getElementById('waiting').innerText.includes('the conversation went on without it')",
         )
         .await;
     browser.screenshot(&shots, "10-interrupted").await;

@@ -39,6 +39,7 @@ pub fn routes(host: Shared) -> Router {
         .route("/threads", get(threads))
         .route("/threads/{id}", get(thread))
         .route("/threads/{id}/history", get(history))
+        .route("/threads/{id}/waiting", get(waiting))
         .route("/threads/{id}/messages", post(message))
         .route("/threads/{id}/events", get(events))
         .route("/threads/{id}/choices/{call}", post(choose))
@@ -169,6 +170,18 @@ async fn history(State(system): State<Shared>, Path(id): Path<String>) -> Answer
         .await
         .map_err(|e| error(StatusCode::INTERNAL_SERVER_ERROR, e))?;
     Ok(Json(view.iter().map(|e| &**e).collect::<Vec<_>>()).into_response())
+}
+
+/// `GET /threads/{id}/waiting`: what would wake the thread and each open thread below it, the
+/// stuck ones flagged (`infinity status` prints the same).
+async fn waiting(State(system): State<Shared>, Path(id): Path<String>) -> Answer {
+    let id = thread_id(&id)?;
+    let threads = infinity_agent_core::store::waiting(system.threads(), &id)
+        .await
+        .map_err(|e| error(StatusCode::INTERNAL_SERVER_ERROR, e))?
+        .ok_or_else(|| error(StatusCode::NOT_FOUND, format!("no thread {id}")))?;
+    let stuck = threads.iter().filter(|t| t.stuck.is_some()).count();
+    Ok(Json(json!({"thread_id": id, "stuck": stuck, "threads": threads})).into_response())
 }
 
 #[derive(Debug, Deserialize)]

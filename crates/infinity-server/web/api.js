@@ -51,6 +51,7 @@ export function createApi(token) {
     threads: () => request("GET", "/threads"),
     record: (id) => request("GET", thread(id)),
     history: (id) => request("GET", `${thread(id)}/history`),
+    waiting: (id) => request("GET", `${thread(id)}/waiting`),
     sendMessage: (id, text, agent) =>
       request("POST", `${thread(id)}/messages`, agent ? { text, agent } : { text }),
     useModel: (id, model) => request("POST", `${thread(id)}/model`, { model }),

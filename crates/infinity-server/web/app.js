@@ -10,6 +10,7 @@ import {
   renderPlan,
   renderQuestions,
   renderTree,
+  renderWaiting,
   renderViews,
 } from "./panels.js";
 import { renderSidebar } from "./sidebar.js";
@@ -109,7 +110,26 @@ async function refreshThreads() {
     current.record = page.records.get(current.id);
   }
   renderSidebar($("thread-list"), $("no-threads"), [...page.records.values()], current && current.id, running);
-  if (current) showThread(current);
+  if (current) {
+    showThread(current);
+    refreshWaiting(current);
+  }
+}
+
+/** What would wake each thread of the current conversation (`GET /threads/{root}/waiting`). */
+async function refreshWaiting(current) {
+  if (current.fresh) return;
+  const record = current.record;
+  const rootId = record && record.stack && record.stack.length ? record.stack[0] : current.id;
+  let answer;
+  try {
+    answer = await api.waiting(rootId);
+  } catch {
+    return; // The next refresh tries again; the panel keeps what it showed.
+  }
+  if (page.current !== current) return;
+  current.waiting = new Map(answer.threads.map((waits) => [waits.thread_id, waits]));
+  showThread(current);
 }
 
 /**
@@ -391,7 +411,11 @@ function showThread(current) {
     );
   }
 
-  renderTree($("tree"), page.records, rootId, current.id, current.reports, running);
+  renderTree($("tree"), page.records, rootId, current.id, current.reports, running, current.waiting);
+
+  const waits = current.waiting && current.waiting.get(current.id);
+  $("waiting-panel").hidden = !waits;
+  if (waits) renderWaiting($("waiting"), waits);
 
   renderQuestions(
     $("questions"),

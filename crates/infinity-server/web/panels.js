@@ -1,7 +1,7 @@
 // The panels around a conversation: its thread tree, open questions, views, plan and result.
 
 import { h, replace, visible } from "./dom.js";
-import { describeStatus, threadName } from "./status.js";
+import { describeStatus, showTime, threadName } from "./status.js";
 import { renderDiff } from "./transcript.js";
 
 /** The child thread a tool result reports from, and the report: `{childId, report}` or null. */
@@ -15,9 +15,10 @@ export function childReport(text) {
 /**
  * The conversation rooted at `rootId` as a nested list in `list`: each thread links to its
  * view, with its status and its latest report (`reports`, by child id). `records` maps ids to
- * records; `running(id)` says whether the page sees a thread at work.
+ * records; `running(id)` says whether the page sees a thread at work; `waiting` (ids to
+ * `GET /threads/{id}/waiting` entries, when known) marks the stuck ones.
  */
-export function renderTree(list, records, rootId, currentId, reports, running) {
+export function renderTree(list, records, rootId, currentId, reports, running, waiting) {
   const seen = new Set();
   const node = (id) => {
     if (seen.has(id)) return null;
@@ -26,6 +27,7 @@ export function renderTree(list, records, rootId, currentId, reports, running) {
     const status = describeStatus(record, running(id));
     const children = record ? (record.children || []).map((child) => child.thread_id) : [];
     const report = reports.get(id);
+    const stuck = waiting && waiting.get(id) && waiting.get(id).stuck;
     return h(
       "li",
       { class: "tree-node", "data-thread": id },
@@ -40,11 +42,47 @@ export function renderTree(list, records, rootId, currentId, reports, running) {
       ),
       " ",
       h("span", { class: `status status-${status.state}` }, status.text),
+      stuck ? [" ", h("span", { class: "badge tone-danger", title: stuck }, "stuck")] : null,
       report ? h("p", { class: "report", title: report }, report) : null,
       children.length ? h("ul", {}, children.map(node)) : null,
     );
   };
   replace(list, node(rootId));
+}
+
+/**
+ * What would wake a thread (its entry of `GET /threads/{id}/waiting`), one line each, in the
+ * words of `infinity status`; a stuck thread says so first.
+ */
+export function renderWaiting(container, waits) {
+  const lines = [];
+  for (const timer of waits.timers) {
+    const how = timer.moved_on ? ", the conversation went on without it" : "";
+    lines.push(`timer: ${timer.tool} fires ${showTime(timer.due)}${how}`);
+  }
+  for (const call of waits.calls) {
+    const how = call.authorizing
+      ? ", waiting for a person to authorize it"
+      : call.moved_on
+        ? ", the conversation went on without it"
+        : "";
+    lines.push(`call: ${call.tool} since ${showTime(call.since)}${how}`);
+  }
+  for (const subscription of waits.subscriptions) lines.push(`events from ${subscription.tool}`);
+  for (const question of waits.questions) lines.push(`a person's answer: ${question.prompt}`);
+  for (const child of waits.children) lines.push(`child ${child} still running`);
+  for (const schedule of waits.schedules) lines.push(`schedule ${schedule}`);
+  if (waits.paused) lines.push(`paused: ${waits.paused}; a person's message goes on`);
+  if (waits.outbox) lines.push(`${waits.outbox} effect(s) still to perform`);
+  replace(
+    container,
+    waits.stuck ? h("p", { class: "stuck", role: "alert" }, `Stuck: ${waits.stuck}`) : null,
+    waits.closed
+      ? h("p", { class: "muted" }, "Nothing: it is closed.")
+      : lines.length
+        ? h("ul", { class: "waits" }, lines.map((line) => h("li", {}, visible(line))))
+        : h("p", { class: "muted" }, "Nothing but a message."),
+  );
 }
 
 /** A plan's steps (`[{text, status}]`) as a checklist. */

@@ -12,6 +12,7 @@ mod output;
 mod plan;
 mod schedule;
 mod toolset;
+pub mod waits;
 
 use std::collections::BTreeMap;
 

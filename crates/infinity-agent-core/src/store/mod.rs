@@ -332,6 +332,36 @@ pub struct SliceState {
     pub outbox: Option<Vec<PendingEffect>>,
 }
 
+/// The most threads [`waiting`] reads: a tree bigger than that is cut, the rest named by the
+/// threads that list them.
+pub const WAITING_THREADS: usize = 500;
+
+/// What would wake `thread_id` and each open thread below it (children and theirs, in breadth
+/// order), the thread first, each with its outbox counted ([`Waits`]). `None`: no such thread.
+pub async fn waiting(
+    store: &dyn ThreadStore,
+    thread_id: &ThreadId,
+) -> Result<Option<Vec<crate::state::waits::Waits>>, StoreError> {
+    let mut found = Vec::new();
+    let mut next = std::collections::VecDeque::from([thread_id.clone()]);
+    while let Some(id) = next.pop_front() {
+        if found.len() >= WAITING_THREADS {
+            break;
+        }
+        let Some(record) = store.load_record(&id).await? else {
+            if found.is_empty() {
+                return Ok(None);
+            }
+            continue;
+        };
+        let mut waits = crate::state::waits::Waits::of(&record);
+        waits.outbox = store.thread_outbox(&id).await?.len();
+        next.extend(waits.children.iter().cloned());
+        found.push(waits);
+    }
+    Ok(Some(found))
+}
+
 /// The history a thread sees: its ancestors' entries up to each fork point, then its own.
 pub async fn load_view(
     store: &dyn ThreadStore,

@@ -29,5 +29,6 @@ mod sleep_until;
 mod tool_servers;
 mod tree;
 mod use_model;
+mod waiting;
 mod wake_if;
 mod widget;

@@ -6,3 +6,4 @@ pub(crate) mod run;
 pub(crate) mod serve;
 pub(crate) mod threads;
 pub(crate) mod tools;
+pub(crate) mod waiting;
