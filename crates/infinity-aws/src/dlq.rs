@@ -267,7 +267,10 @@ impl DeadLetters {
                 let (Some(id), Some(receipt)) = (m.message_id(), m.receipt_handle()) else {
                     continue;
                 };
-                if held.iter().any(|h| h.message_id == id) {
+                // Seen already (its hold ran out while the rest was read): only its newest
+                // receipt deletes or releases it.
+                if let Some(seen) = held.iter_mut().find(|h| h.message_id == id) {
+                    seen.receipt = receipt.to_owned();
                     continue;
                 }
                 let attribute = |name: MessageSystemAttributeName| {

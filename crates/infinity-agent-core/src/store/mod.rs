@@ -337,7 +337,8 @@ pub struct SliceState {
 pub const WAITING_THREADS: usize = 500;
 
 /// What would wake `thread_id` and each open thread below it (children and theirs, in breadth
-/// order), the thread first, each with its outbox counted ([`Waits`]). `None`: no such thread.
+/// order), the thread first, each with its outbox counted
+/// ([`Waits`](crate::state::waits::Waits)). `None`: no such thread.
 pub async fn waiting(
     store: &dyn ThreadStore,
     thread_id: &ThreadId,
