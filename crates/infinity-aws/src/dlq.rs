@@ -169,7 +169,7 @@ impl DeadLetters {
             .attribute_names(QueueAttributeName::RedrivePolicy)
             .send()
             .await
-            .map_err(|e| format!("reading the queue {source_url}: {}", sqs_detail(&e)))?;
+            .map_err(|e| format!("reading the queue {source_url}: {}", sdk_detail(&e)))?;
         let policy = attributes
             .attributes()
             .and_then(|a| a.get(&QueueAttributeName::RedrivePolicy))
@@ -186,7 +186,7 @@ impl DeadLetters {
             .queue_name(&name)
             .send()
             .await
-            .map_err(|e| format!("finding the dead-letter queue {name}: {}", sqs_detail(&e)))?
+            .map_err(|e| format!("finding the dead-letter queue {name}: {}", sdk_detail(&e)))?
             .queue_url()
             .unwrap_or_default()
             .to_owned();
@@ -261,7 +261,7 @@ impl DeadLetters {
                 .message_system_attribute_names(MessageSystemAttributeName::All)
                 .send()
                 .await
-                .map_err(|e| format!("reading {}: {}", self.url, sqs_detail(&e)))?;
+                .map_err(|e| format!("reading {}: {}", self.url, sdk_detail(&e)))?;
             let mut new = 0;
             for m in received.messages() {
                 let (Some(id), Some(receipt)) = (m.message_id(), m.receipt_handle()) else {
@@ -307,7 +307,7 @@ impl DeadLetters {
                 .send()
                 .await;
             if let Err(err) = released {
-                tracing::warn!(message_id = %message.message_id, error = %sqs_detail(&err), "not made visible again; it is after {READ_HOLD_SECONDS} s");
+                tracing::warn!(message_id = %message.message_id, error = %sdk_detail(&err), "not made visible again; it is after {READ_HOLD_SECONDS} s");
             }
         }
     }
@@ -333,7 +333,7 @@ impl DeadLetters {
         send.send()
             .await
             .map(|_| ())
-            .map_err(|e| format!("sending it back to {}: {}", self.source_url, sqs_detail(&e)))
+            .map_err(|e| format!("sending it back to {}: {}", self.source_url, sdk_detail(&e)))
     }
 
     async fn delete(&self, message: &DeadLetter) -> Result<(), String> {
@@ -344,7 +344,7 @@ impl DeadLetters {
             .send()
             .await
             .map(|_| ())
-            .map_err(|e| format!("deleting it from {}: {}", self.url, sqs_detail(&e)))
+            .map_err(|e| format!("deleting it from {}: {}", self.url, sdk_detail(&e)))
     }
 }
 
@@ -362,20 +362,6 @@ fn body_with_identity(body: &str, dedup_id: Option<&str>) -> String {
             serde_json::Value::Object(object).to_string()
         }
         _ => body.to_owned(),
-    }
-}
-
-/// What SQS said of a failed request.
-fn sqs_detail<E: aws_sdk_sqs::error::ProvideErrorMetadata + std::fmt::Debug>(
-    err: &aws_sdk_sqs::error::SdkError<E>,
-) -> String {
-    match err.as_service_error() {
-        Some(service) => format!(
-            "{}: {}",
-            service.code().unwrap_or("error"),
-            service.message().unwrap_or("")
-        ),
-        None => format!("{err}"),
     }
 }
 

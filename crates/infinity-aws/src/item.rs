@@ -43,7 +43,8 @@ pub(crate) fn flag(item: &Item, key: &str) -> bool {
         .unwrap_or_default()
 }
 
-/// What DynamoDB said of a failed request: its error code and message, or the SDK's error.
+/// What an AWS service (DynamoDB, SQS, ...) said of a failed request: its error code and message,
+/// or the SDK's error.
 pub(crate) fn sdk_detail<E: ProvideErrorMetadata + std::fmt::Debug>(err: &SdkError<E>) -> String {
     match err.as_service_error() {
         Some(service) => format!(

@@ -14,6 +14,7 @@ use infinity_agent_core::input::Input;
 use jiff::Timestamp;
 
 use crate::config::AwsConfig;
+use crate::item::sdk_detail;
 use crate::store::DynamoThreadStore;
 use crate::wire::{Carried, RelayEnvelope};
 
@@ -61,7 +62,7 @@ impl QueueLimit {
                 match (size, read) {
                     (Some(size), _) => size,
                     (None, Err(err)) => {
-                        tracing::warn!(queue = %self.queue_url, error = %detail(&err), "cannot read the queue's message size limit; assuming {ASSUMED_QUEUE_LIMIT} bytes");
+                        tracing::warn!(queue = %self.queue_url, error = %sdk_detail(&err), "cannot read the queue's message size limit; assuming {ASSUMED_QUEUE_LIMIT} bytes");
                         ASSUMED_QUEUE_LIMIT
                     }
                     (None, Ok(_)) => ASSUMED_QUEUE_LIMIT,
@@ -77,19 +78,6 @@ fn send_error(input: &Input, reason: impl std::fmt::Display) -> SendError {
         input_id: input.id.clone(),
         thread_id: input.thread_id.clone(),
         reason: reason.to_string(),
-    }
-}
-
-fn detail<E: aws_sdk_sqs::error::ProvideErrorMetadata + std::fmt::Debug>(
-    err: &aws_sdk_sqs::error::SdkError<E>,
-) -> String {
-    match err.as_service_error() {
-        Some(e) => format!(
-            "{}: {}",
-            e.code().unwrap_or("error"),
-            e.message().unwrap_or("")
-        ),
-        None => err.to_string(),
     }
 }
 
@@ -175,7 +163,7 @@ impl SqsInputSender {
             .message_body(body)
             .send()
             .await
-            .map_err(|e| failed(detail(&e)))?;
+            .map_err(|e| failed(sdk_detail(&e)))?;
         Ok(())
     }
 }
@@ -416,7 +404,7 @@ impl AwsTimers {
             .message_body(body)
             .send()
             .await
-            .map_err(|e| failed(detail(&e)))?;
+            .map_err(|e| failed(sdk_detail(&e)))?;
         Ok(())
     }
 
@@ -678,7 +666,7 @@ async fn send_batch(
         .set_entries(Some(entries))
         .send()
         .await
-        .map_err(|e| detail(&e))
+        .map_err(|e| sdk_detail(&e))
 }
 
 #[cfg(test)]
