@@ -215,6 +215,22 @@ pub enum InputBody {
     ConversationUsage {
         /// The counts, of the hour they were made in.
         usage: crate::state::HourlyUsage,
+        /// What the thread used and cost since its last report, for the conversation's lifetime
+        /// totals (its budget). A delegation's root reports its whole tree's to the conversation
+        /// that delegated to it.
+        #[serde(default)]
+        total: crate::model::Usage,
+    },
+    /// A person sets the conversation's lifetime budget (to its root thread; what it leaves
+    /// out stays as it was). Threads stopped at the budget go on when it is no longer reached;
+    /// the root passes it down to the threads below it.
+    SetBudget {
+        /// Dollars the conversation may spend over its life.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        usd: Option<crate::cost::Usd>,
+        /// Tokens it may use over its life.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        tokens: Option<u64>,
     },
     /// The parent asks this thread to close.
     CloseRequest {
@@ -364,6 +380,7 @@ impl InputBody {
             InputBody::CategoryEvent { .. } => "category_event",
             InputBody::ArtifactCommentV1(..) => "artifact_comment",
             InputBody::ConversationUsage { .. } => "conversation_usage",
+            InputBody::SetBudget { .. } => "set_budget",
             InputBody::UseAgent { .. } => "use_agent",
             InputBody::UseModel { .. } => "use_model",
         }

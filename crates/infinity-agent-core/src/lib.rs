@@ -25,6 +25,7 @@
 pub mod agent;
 pub mod catalog;
 pub mod commit;
+pub mod cost;
 pub mod effect;
 pub mod engine;
 pub mod history;

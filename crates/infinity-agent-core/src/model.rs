@@ -4,6 +4,7 @@
 use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
 
+use crate::cost::{Prices, Usd};
 use crate::history::HistoryView;
 use crate::ids::ThreadId;
 
@@ -173,6 +174,13 @@ pub trait ModelProvider: Send + Sync + std::fmt::Debug {
         128_000
     }
 
+    /// What the model charges, when known: the runtime prices each completion's usage with it
+    /// (a completion without prices counts as unpriced). An agent file's `prices:` overrides
+    /// it ([`Priced`]).
+    fn prices(&self) -> Option<Prices> {
+        None
+    }
+
     /// Runs one completion.
     async fn complete(&self, request: CompletionRequest<'_>) -> Result<Completion, ModelError>;
 
@@ -188,7 +196,9 @@ pub trait ModelProvider: Send + Sync + std::fmt::Debug {
     }
 }
 
-/// Token usage accumulated over a thread's completions.
+/// Token usage, and what it cost, of one completion or accumulated over many (a thread's, a
+/// conversation's). Providers report the tokens; the runtime prices them
+/// ([`Usage::priced`]).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Usage {
     /// Completions run.
@@ -201,15 +211,131 @@ pub struct Usage {
     pub cache_read_tokens: u64,
     /// Input tokens written to the provider's prompt cache.
     pub cache_write_tokens: u64,
+    /// What the priced completions cost.
+    #[serde(default)]
+    pub cost: Usd,
+    /// Completions of models without known prices (not in [`Usage::cost`]).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub unpriced: u64,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 impl Usage {
     /// Adds `other` into `self`.
     pub fn add(&mut self, other: &Usage) {
-        self.completions += other.completions;
-        self.input_tokens += other.input_tokens;
-        self.output_tokens += other.output_tokens;
-        self.cache_read_tokens += other.cache_read_tokens;
-        self.cache_write_tokens += other.cache_write_tokens;
+        self.completions = self.completions.saturating_add(other.completions);
+        self.input_tokens = self.input_tokens.saturating_add(other.input_tokens);
+        self.output_tokens = self.output_tokens.saturating_add(other.output_tokens);
+        self.cache_read_tokens = self
+            .cache_read_tokens
+            .saturating_add(other.cache_read_tokens);
+        self.cache_write_tokens = self
+            .cache_write_tokens
+            .saturating_add(other.cache_write_tokens);
+        self.cost = self.cost.saturating_add(other.cost);
+        self.unpriced = self.unpriced.saturating_add(other.unpriced);
+    }
+
+    /// What was used since `before` (an earlier reading of the same totals).
+    #[must_use]
+    pub fn since(&self, before: &Usage) -> Usage {
+        Usage {
+            completions: self.completions.saturating_sub(before.completions),
+            input_tokens: self.input_tokens.saturating_sub(before.input_tokens),
+            output_tokens: self.output_tokens.saturating_sub(before.output_tokens),
+            cache_read_tokens: self
+                .cache_read_tokens
+                .saturating_sub(before.cache_read_tokens),
+            cache_write_tokens: self
+                .cache_write_tokens
+                .saturating_sub(before.cache_write_tokens),
+            cost: Usd::from_nanos(self.cost.nanos().saturating_sub(before.cost.nanos())),
+            unpriced: self.unpriced.saturating_sub(before.unpriced),
+        }
+    }
+
+    /// Every token counted: input, cache reads and writes, output.
+    pub fn tokens(&self) -> u64 {
+        self.input_tokens
+            .saturating_add(self.cache_read_tokens)
+            .saturating_add(self.cache_write_tokens)
+            .saturating_add(self.output_tokens)
+    }
+
+    /// One completion's usage with its cost at `prices` (unpriced without them).
+    #[must_use]
+    pub fn priced(mut self, prices: Option<&Prices>) -> Self {
+        self.completions = 1;
+        match prices {
+            Some(prices) => {
+                self.cost = prices.cost(
+                    self.input_tokens,
+                    self.output_tokens,
+                    self.cache_read_tokens,
+                    self.cache_write_tokens,
+                );
+                self.unpriced = 0;
+            }
+            None => {
+                self.cost = Usd::ZERO;
+                self.unpriced = 1;
+            }
+        }
+        self
+    }
+
+    /// The cost in words: `$0.0123`, with `+ N unpriced` when some completions had no prices,
+    /// or `unpriced` when none had.
+    pub fn cost_text(&self) -> String {
+        match (self.unpriced, self.completions) {
+            (0, _) => self.cost.to_string(),
+            (n, all) if n >= all => "unpriced".to_owned(),
+            (n, _) => format!("{} + {n} unpriced completion(s)", self.cost),
+        }
+    }
+}
+
+/// A model with prices given by whoever set it up (an agent file's `prices:`), in place of the
+/// ones its provider knows.
+#[derive(Debug)]
+pub struct Priced {
+    model: std::sync::Arc<dyn ModelProvider>,
+    prices: Prices,
+}
+
+impl Priced {
+    /// `model`, charging `prices`.
+    pub fn new(model: std::sync::Arc<dyn ModelProvider>, prices: Prices) -> Self {
+        Self { model, prices }
+    }
+}
+
+#[async_trait]
+impl ModelProvider for Priced {
+    fn name(&self) -> &str {
+        self.model.name()
+    }
+
+    fn context_window(&self) -> u32 {
+        self.model.context_window()
+    }
+
+    fn prices(&self) -> Option<Prices> {
+        Some(self.prices)
+    }
+
+    async fn complete(&self, request: CompletionRequest<'_>) -> Result<Completion, ModelError> {
+        self.model.complete(request).await
+    }
+
+    async fn complete_streaming(
+        &self,
+        request: CompletionRequest<'_>,
+        on_text: &TextSink<'_>,
+    ) -> Result<Completion, ModelError> {
+        self.model.complete_streaming(request, on_text).await
     }
 }

@@ -7,7 +7,7 @@ use std::path::Path;
 
 /// The top-level modules, bottom first.
 const LAYERS: &[&[&str]] = &[
-    &["ids", "json", "text"],
+    &["ids", "json", "text", "cost"],
     &["history"],
     &["model"],
     &["state"],

@@ -287,11 +287,23 @@ pub async fn show(args: ShowArgs) -> Result<u8> {
             .join(" > ")
     );
     crate::out!(
-        "  usage: {} completions, {} input / {} output tokens",
-        record.usage.completions,
+        "  usage: {} ({} input, {} read from cache, {} written to cache, {} output)",
+        crate::status::spent(&record.usage),
         record.usage.input_tokens,
+        record.usage.cache_read_tokens,
+        record.usage.cache_write_tokens,
         record.usage.output_tokens
     );
+    if let Some(conversation) = crate::status::conversation_spent(&record) {
+        crate::out!("  conversation: {conversation}");
+    }
+    if let Some(suspension) = &record.suspended {
+        crate::out!(
+            "  stopped since {}: {}",
+            suspension.since,
+            suspension.reason
+        );
+    }
     for p in &record.pending_calls {
         crate::out!(
             "  pending {} {} {}",

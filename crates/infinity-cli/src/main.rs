@@ -58,6 +58,10 @@ enum Command {
     Interrupt(people::InterruptArgs),
     /// Close a thread of an AWS (or local) stack, and every thread below it.
     Close(people::InterruptArgs),
+    /// Set the lifetime budget (dollars, tokens) of a conversation on an AWS (or local) stack:
+    /// at the budget its threads stop until it is raised (`infinity serve` has
+    /// `POST /threads/{id}/budget`).
+    Budget(people::BudgetArgs),
     /// Move a thread of an AWS (or local) stack to another stored version of its agent
     /// (`infinity run --move-to-agent` and `serve`'s `POST /threads/{id}/agent` do it on the
     /// embedded runtime).
@@ -218,6 +222,7 @@ fn main() -> std::process::ExitCode {
             Command::Dlq(command) => dlq::run(command).await,
             Command::Choose(args) => aws::choose(args).await,
             Command::Interrupt(args) => people::interrupt(args).await,
+            Command::Budget(args) => people::budget(args).await,
             Command::Close(args) => people::close(args).await,
             Command::UseAgent(args) => people::use_agent(args).await,
             Command::Remote(RemoteCommand::Connect(args)) => remote::client::connect(args).await,

@@ -1,5 +1,5 @@
 //! What a person sends to a thread of a deployed (or local) AWS stack from outside it:
-//! `interrupt`, `close`, `use-agent`, and the thread's recurring schedules (`schedules add|list|rm`; `list`
+//! `interrupt`, `close`, `use-agent`, `budget`, and the thread's recurring schedules (`schedules add|list|rm`; `list`
 //! reads a store folder too).
 
 use std::path::PathBuf;
@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use anyhow::{anyhow, Result};
 use clap::{Args, Subcommand};
+use infinity_agent_core::cost::{Budget, Usd};
 use infinity_agent_core::host::InputSender;
 use infinity_agent_core::ids::{InputId, ThreadId};
 use infinity_agent_core::input::{Input, InputBody};
@@ -51,6 +52,72 @@ pub async fn interrupt(args: InterruptArgs) -> Result<u8> {
     crate::out!(
         "sent interrupt {id} to thread {}{below} ({calls} call(s) in flight)",
         target.thread
+    );
+    Ok(0)
+}
+
+#[derive(Debug, Args)]
+pub struct BudgetArgs {
+    #[command(flatten)]
+    endpoint: Endpoint,
+    /// A thread of the conversation (its root keeps the budget).
+    thread: String,
+    /// Dollars the conversation's completions may cost over its life, all its threads together.
+    #[arg(long)]
+    usd: Option<f64>,
+    /// Tokens (prompt, cache and output) they may use over its life.
+    #[arg(long)]
+    tokens: Option<u64>,
+    /// The input queue (default: $INFINITY_INPUT_QUEUE_URL).
+    #[arg(long)]
+    queue_url: Option<String>,
+    /// The table (default: $INFINITY_TABLE), to find the conversation's root.
+    #[arg(long)]
+    table: Option<String>,
+}
+
+/// `infinity budget THREAD --usd N [--tokens N]`: sets the lifetime budget of the thread's
+/// conversation (what is left out stays); threads stopped at the budget go on once it is no
+/// longer reached.
+pub async fn budget(args: BudgetArgs) -> Result<u8> {
+    let usd = args
+        .usd
+        .map(|usd| {
+            Usd::from_dollars(usd).ok_or_else(|| anyhow!("--usd {usd} is not an amount of dollars"))
+        })
+        .transpose()?;
+    let budget = Budget {
+        usd,
+        tokens: args.tokens,
+    };
+    budget
+        .check()
+        .map_err(|why| anyhow!("{why} (--usd, --tokens)"))?;
+    let named = OpenThread::find(
+        &args.endpoint,
+        args.queue_url.clone(),
+        args.table.clone(),
+        &args.thread,
+    )
+    .await?;
+    let root = named.record.root().clone();
+    let target = match root == named.thread {
+        true => named,
+        false => {
+            OpenThread::find(&args.endpoint, args.queue_url, args.table, root.as_str()).await?
+        }
+    };
+    let id = target
+        .send(InputBody::SetBudget {
+            usd: budget.usd,
+            tokens: budget.tokens,
+        })
+        .await?;
+    let spent = &target.record.conversation_usage;
+    crate::out!(
+        "sent budget {id} to conversation {root} (spent so far: {}, {} tokens)",
+        spent.cost_text(),
+        spent.tokens()
     );
     Ok(0)
 }

@@ -5,12 +5,13 @@
 //! knows when the model is at work (from the event stream, "running"); a record alone does not
 //! say, so the CLI never does.
 
+use infinity_agent_core::model::Usage;
 use infinity_agent_core::state::{MigrationState, PendingKind, ThreadRecord, ThreadStatus};
 
 use crate::render::show_time;
 
 /// The thread's state in a few words, the first that holds of: moving or moved to another host,
-/// closed, paused at an hourly limit, waiting on tool calls, sleeping, waiting on its children,
+/// closed, stopped at its conversation's budget, paused at an hourly limit, waiting on tool calls, sleeping, waiting on its children,
 /// waiting for a person's answer, else idle. Calls the conversation moved on from (they have a
 /// stand-in result, their real one comes as an event) are not waited on.
 pub(crate) fn describe(record: &ThreadRecord) -> String {
@@ -23,8 +24,10 @@ pub(crate) fn describe(record: &ThreadRecord) -> String {
     if record.status == ThreadStatus::Closed {
         return "closed".to_owned();
     }
-    if record.suspended.is_some() {
-        return "paused: hourly limit reached".to_owned();
+    match &record.suspended {
+        Some(suspension) if suspension.budget => return "stopped: budget reached".to_owned(),
+        Some(_) => return "paused: hourly limit reached".to_owned(),
+        None => {}
     }
     let waited_on = || record.pending_calls.iter().filter(|call| !call.moved_on);
     let mut tools: Vec<&str> = Vec::new();
@@ -58,6 +61,43 @@ pub(crate) fn describe(record: &ThreadRecord) -> String {
         return "waiting for your answer".to_owned();
     }
     "idle".to_owned()
+}
+
+/// What a thread used and cost, in a line: `3 completions, 1234 tokens, $0.0123`.
+pub(crate) fn spent(usage: &Usage) -> String {
+    format!(
+        "{} completions, {} tokens, {}",
+        usage.completions,
+        usage.tokens(),
+        usage.cost_text()
+    )
+}
+
+/// For a conversation's root: what all its threads spent, and its budget (`None` for others).
+pub(crate) fn conversation_spent(record: &ThreadRecord) -> Option<String> {
+    if !record.is_root() {
+        return None;
+    }
+    let total = &record.conversation_usage;
+    let budget = &record.conversation_budget;
+    let mut limits = Vec::new();
+    if let Some(usd) = budget.usd {
+        limits.push(format!("{usd}"));
+    }
+    if let Some(tokens) = budget.tokens {
+        limits.push(format!("{tokens} tokens"));
+    }
+    let budget = match limits.is_empty() {
+        true => "no budget".to_owned(),
+        false => {
+            let by = match record.conversation_budget_set.is_empty() {
+                true => "the agent's",
+                false => "set by a person",
+            };
+            format!("budget {} ({by})", limits.join(" and "))
+        }
+    };
+    Some(format!("{}; {budget}", spent(total)))
 }
 
 #[cfg(test)]
@@ -156,8 +196,11 @@ mod tests {
         r.suspended = Some(Suspension {
             reason: "completions per hour".to_owned(),
             since: Timestamp::UNIX_EPOCH,
+            budget: false,
         });
         assert_eq!(describe(&r), "paused: hourly limit reached");
+        r.suspended.as_mut().unwrap().budget = true;
+        assert_eq!(describe(&r), "stopped: budget reached");
         r.migration = Some(Migration {
             to: "aws".to_owned(),
             since: Timestamp::UNIX_EPOCH,

@@ -362,6 +362,70 @@ fn successive_runs_on_a_store_report_their_own_usage_and_wait_no_grace() {
 }
 
 /// `serve --help` shows both ways to start it: `--agent` is not required with `--aws`.
+/// A conversation at its budget: `run` says what stopped it and what it cost; `threads` shows
+/// the totals; `run --budget-usd` raises the budget and the kept message is answered.
+#[test]
+fn a_run_stops_at_the_budget_and_goes_on_when_a_person_raises_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = dir.path().join("store");
+    // Ten dollars a token (0 output tokens from a script): the first answer passes $5.
+    let agent = write(
+        dir.path(),
+        "a.yaml",
+        "name: a\nmodel: script:s.yaml\nprices: {input: 10000000, output: 0}\n\
+         limits: {conversation_budget_usd: 5}\n",
+    );
+    write(dir.path(), "s.yaml", "rules:\n  - reply: {text: 'ok'}\n");
+    let run = |extra: &[&str], message: &str| {
+        let mut args = vec![
+            "run",
+            "--agent",
+            agent.to_str().unwrap(),
+            "--store",
+            store.to_str().unwrap(),
+            "--thread",
+            "t",
+        ];
+        args.extend_from_slice(extra);
+        args.push(message);
+        let out = infinity(&args);
+        (
+            out.status.success(),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    let (_, _, err) = run(&[], "hello");
+    assert!(err.contains("usage: 1 completions"), "{err}");
+    assert!(err.contains("cost $10.00 (this run)"), "{err}");
+    let (ok, out, err) = run(&[], "and now?");
+    assert!(!ok, "a message the budget stops is an error: {out}{err}");
+    assert!(
+        out.contains("Stopped: this conversation has spent $10.00 of its $5.00 budget"),
+        "{out}"
+    );
+    assert!(err.contains("usage: 0 completions"), "{err}");
+    let listed = infinity(&["threads", "--store", store.to_str().unwrap()]);
+    let listed = String::from_utf8_lossy(&listed.stdout);
+    assert!(listed.contains("t [stopped: budget reached]"), "{listed}");
+    assert!(
+        listed
+            .contains("conversation: 1 completions, 1 tokens, $10.00; budget $5.00 (the agent's)"),
+        "{listed}"
+    );
+    let (ok, out, err) = run(&["--budget-usd", "100"], "go on");
+    assert!(ok, "{out}{err}");
+    assert!(err.contains("set the budget of conversation t"), "{err}");
+    assert!(out.contains("assistant: ok"), "{out}");
+    let listed = infinity(&["threads", "--store", store.to_str().unwrap()]);
+    let listed = String::from_utf8_lossy(&listed.stdout);
+    assert!(listed.contains("t [idle]"), "{listed}");
+    assert!(
+        listed.contains("budget $100.00 (set by a person)"),
+        "{listed}"
+    );
+}
+
 #[test]
 fn serve_help_shows_agent_and_aws_as_alternatives() {
     let out = infinity(&["serve", "--help"]);

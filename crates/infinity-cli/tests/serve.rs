@@ -436,6 +436,49 @@ async fn serve_refuses_what_it_must_and_says_why() {
     );
     assert_eq!(close("nobody", "").await.unwrap().status(), 404);
 
+    // A conversation's budget: set on an open thread (202, to its root), refused when it
+    // sets nothing or a zero or names a field it does not know (400), for a closed thread
+    // (409) and an unknown one (404).
+    let budget = |thread: &'static str, body: &'static str| {
+        http.post(format!("{api}/threads/{thread}/budget"))
+            .header("content-type", "application/json")
+            .body(body)
+            .send()
+    };
+    assert_eq!(say_to("spender", "hi").await, 202);
+    until("the spender", || async {
+        get_json(&format!("{api}/threads/spender")).await.0 == 200
+    })
+    .await;
+    for (body, why) in [
+        ("{}", "a budget needs dollars"),
+        ("{\"usd\": 0}", "a budget of zero"),
+        ("{\"usd\": -2}", "not an amount of dollars"),
+        ("{\"dollars\": 2}", "unknown field `dollars`"),
+    ] {
+        let refused = budget("spender", body).await.unwrap();
+        assert_eq!(refused.status(), 400, "{body}");
+        let text = refused.text().await.unwrap();
+        assert!(text.contains(why), "{body}: {text}");
+    }
+    let set = budget("spender", "{\"usd\": 2.5, \"tokens\": 9000}")
+        .await
+        .unwrap();
+    assert_eq!(set.status(), 202);
+    let set: Value = set.json().await.unwrap();
+    assert_eq!(set["thread_id"], "spender");
+    until("the budget on the record", || async {
+        let record = get_json(&format!("{api}/threads/spender")).await.1;
+        record["conversation_budget_set"] == json!({"usd": 2.5, "tokens": 9000})
+            && record["conversation_budget"] == json!({"usd": 2.5, "tokens": 9000})
+    })
+    .await;
+    assert_eq!(budget("door", "{\"usd\": 1}").await.unwrap().status(), 409);
+    assert_eq!(
+        budget("nobody", "{\"usd\": 1}").await.unwrap().status(),
+        404
+    );
+
     // A body over the limit is 413. (On a client of its own: the server closes the connection
     // without reading the rest of the body, and a pooled connection must not carry the next
     // request into that.)

@@ -491,6 +491,77 @@ async fn thread_show_labels_a_notice_as_a_notice_and_an_error_as_an_error() {
     );
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_conversation_on_a_stack_stops_at_its_budget_until_a_person_raises_it() {
+    use infinity_agent_core::ids::ThreadId;
+    use infinity_agent_core::store::ThreadStore;
+    // A dollar a token, and a dollar to spend: the first answer spends it.
+    let agent = "name: tester\nmodel: script:script.yaml\n\
+                 prices: {input: 1000000, output: 1000000}\n\
+                 limits: {conversation_budget_usd: 1}\n";
+    let stack = stack_with(agent, SCRIPT, &[]).await;
+    let store = infinity_aws::store::DynamoThreadStore::new(
+        stack.clients.dynamodb.clone(),
+        stack.env["INFINITY_TABLE"].clone(),
+        Duration::from_secs(86_400),
+    );
+    let thread = ThreadId::new("budget1").unwrap();
+    let record = || async { store.load_record(&thread).await.unwrap() };
+    infinity_on(&stack, &["send", "--thread", "budget1", "hello there"]).await;
+    eventually("the first answer", || async {
+        record().await.is_some_and(|r| r.usage.completions == 1)
+    })
+    .await;
+    // The next message finds the conversation stopped: it is kept, not answered.
+    infinity_on(&stack, &["send", "--thread", "budget1", "hello again"]).await;
+    eventually("the stop", || async {
+        record()
+            .await
+            .is_some_and(|r| r.suspended.as_ref().is_some_and(|s| s.budget))
+    })
+    .await;
+    let stopped = record().await.unwrap();
+    assert_eq!(stopped.usage.completions, 1);
+    // What it cost, shown: a dollar a token.
+    let tokens = stopped.usage.tokens();
+    assert!(tokens >= 1);
+    let spent = format!("${tokens}.00");
+    let shown = infinity_on(&stack, &["thread", "show", "budget1"]).await;
+    assert!(
+        shown.contains(&format!(
+            "conversation: 1 completions, {tokens} tokens, {spent}; budget $1.00 (the agent's)"
+        )),
+        "{shown}"
+    );
+    assert!(
+        shown.contains(&format!(
+            "Stopped: this conversation has spent {spent} of its $1.00 budget"
+        )),
+        "{shown}"
+    );
+    // A person raises it: the kept message is answered.
+    let sent = infinity_on(&stack, &["budget", "budget1", "--usd", "100"]).await;
+    assert!(
+        sent.contains(&format!("to conversation budget1 (spent so far: {spent}")),
+        "{sent}"
+    );
+    eventually("the answer after the raise", || async {
+        record().await.is_some_and(|r| r.usage.completions == 2)
+    })
+    .await;
+    let after = record().await.unwrap();
+    assert!(after.suspended.is_none(), "{:?}", after.suspended);
+    assert_eq!(
+        after.conversation_budget_set.usd.map(|usd| usd.dollars()),
+        Some(100.0)
+    );
+    let shown = infinity_on(&stack, &["thread", "show", "budget1"]).await;
+    assert!(
+        shown.contains("budget $100.00 (set by a person)"),
+        "{shown}"
+    );
+}
+
 /// Runs `infinity ARGS` against the stack (its `INFINITY_*` variables); its stdout, once it
 /// exited 0.
 async fn infinity_on(stack: &Stack, args: &[&str]) -> String {

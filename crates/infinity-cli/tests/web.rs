@@ -143,7 +143,11 @@ async fn serve(dir: &Path, tool_server: Option<&str>) -> (Server, String) {
         .unwrap_or_default();
     std::fs::write(
         dir.join("agent.yaml"),
-        format!("name: webtest\nmodel: script:script.yaml\n{servers}"),
+        // Prices for the script (a tenth of a cent a token), so the conversation costs money.
+        format!(
+            "name: webtest\nmodel: script:script.yaml\nprices: {{input: 1000, output: 1000}}\n\
+             {servers}"
+        ),
     )
     .unwrap();
     let base = format!("http://127.0.0.1:{}", free_port());
@@ -742,6 +746,27 @@ async fn a_person_uses_the_web_app_in_a_real_browser() {
         )
         .await;
     browser.screenshot(&shots, "09-model").await;
+
+    // What the conversation cost: its completions priced, the other model's one unpriced (it
+    // has no prices); then a person sets its budget from the panel.
+    browser
+        .wait_for(
+            "the cost panel with the conversation's cost",
+            "/^Conversation: \\d+ completions, \\d+ tokens, \\$\\d+\\.\\d+ \\+ 1 unpriced completion\\(s\\)$/m \
+               .test(document.getElementById('cost')?.innerText || '') \
+             && document.getElementById('cost').innerText.includes('No budget')",
+        )
+        .await;
+    browser.click("#budget-usd", None).await;
+    browser.type_text("25").await;
+    browser.press("Enter", false).await;
+    browser
+        .wait_for(
+            "the budget the person set",
+            "document.getElementById('cost').innerText.includes('Budget: $25.00')",
+        )
+        .await;
+    browser.screenshot(&shots, "11-cost").await;
 
     // A narrow window: one column, nothing wider than the window.
     browser.resize(420, 900).await;

@@ -281,6 +281,7 @@ fn canned() -> Completion {
             output_tokens: 5,
             cache_read_tokens: 0,
             cache_write_tokens: 0,
+            ..Usage::default()
         },
     }
 }

@@ -73,6 +73,7 @@ pub struct AnthropicModel {
     model: String,
     max_tokens: u32,
     context_window: u32,
+    prices: Option<infinity_agent_core::cost::Prices>,
     images: bool,
     config: AnthropicConfig,
     http: reqwest::Client,
@@ -96,6 +97,7 @@ impl AnthropicModel {
             model: model.to_owned(),
             max_tokens: info.max_output_tokens,
             context_window: info.context_window,
+            prices: info.prices,
             images: info.images,
             config,
             http: reqwest::Client::new(),
@@ -258,6 +260,10 @@ impl ModelProvider for AnthropicModel {
 
     fn context_window(&self) -> u32 {
         self.context_window
+    }
+
+    fn prices(&self) -> Option<infinity_agent_core::cost::Prices> {
+        self.prices
     }
 
     async fn complete(&self, request: CompletionRequest<'_>) -> Result<Completion, ModelError> {

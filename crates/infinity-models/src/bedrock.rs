@@ -102,6 +102,7 @@ pub struct BedrockModel {
     model: String,
     max_tokens: u32,
     context_window: u32,
+    prices: Option<infinity_agent_core::cost::Prices>,
     /// The model's Converse URL and the region it is signed for, or why there is none.
     target: Result<(Url, String), String>,
     auth: Auth,
@@ -141,6 +142,7 @@ impl BedrockModel {
             model: model.to_owned(),
             max_tokens: info.max_output_tokens,
             context_window: info.context_window,
+            prices: info.prices,
             target: converse_url(config.region, config.endpoint_url.as_deref(), model),
             auth,
             request: config.request,
@@ -321,6 +323,10 @@ impl ModelProvider for BedrockModel {
 
     fn context_window(&self) -> u32 {
         self.context_window
+    }
+
+    fn prices(&self) -> Option<infinity_agent_core::cost::Prices> {
+        self.prices
     }
 
     async fn complete(&self, request: CompletionRequest<'_>) -> Result<Completion, ModelError> {

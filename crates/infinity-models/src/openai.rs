@@ -64,6 +64,7 @@ pub struct OpenAiModel {
     model: String,
     max_tokens: u32,
     context_window: u32,
+    prices: Option<infinity_agent_core::cost::Prices>,
     config: OpenAiConfig,
     http: reqwest::Client,
 }
@@ -80,11 +81,13 @@ impl std::fmt::Debug for OpenAiModel {
 impl OpenAiModel {
     /// A model by id (e.g. `gpt-4.1`, or whatever the server calls its model).
     pub fn new(model: &str, config: OpenAiConfig) -> Self {
+        let info = model_info::lookup("openai", model);
         Self {
             name: format!("openai:{model}"),
             model: model.to_owned(),
-            max_tokens: model_info::lookup("openai", model).max_output_tokens,
-            context_window: model_info::lookup("openai", model).context_window,
+            max_tokens: info.max_output_tokens,
+            context_window: info.context_window,
+            prices: info.prices,
             config,
             http: reqwest::Client::new(),
         }
@@ -208,6 +211,10 @@ impl ModelProvider for OpenAiModel {
 
     fn context_window(&self) -> u32 {
         self.context_window
+    }
+
+    fn prices(&self) -> Option<infinity_agent_core::cost::Prices> {
+        self.prices
     }
 
     async fn complete(&self, request: CompletionRequest<'_>) -> Result<Completion, ModelError> {

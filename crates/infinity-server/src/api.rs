@@ -47,6 +47,7 @@ pub fn routes(host: Shared) -> Router {
         .route("/threads/{id}/interrupt", post(interrupt))
         .route("/threads/{id}/agent", post(use_agent))
         .route("/threads/{id}/model", post(use_model))
+        .route("/threads/{id}/budget", post(set_budget))
         .route("/threads/{id}/close", post(close))
         .route(
             "/threads/{id}/schedules",
@@ -314,6 +315,7 @@ fn post_error(e: PostError) -> ApiError {
         PostError::BadSchedule(_)
         | PostError::BadAgent(_)
         | PostError::BadModel(_)
+        | PostError::BadBudget(_)
         | PostError::EmptyMessage(_) => error(StatusCode::BAD_REQUEST, e),
         PostError::NoAgent(_) => error(StatusCode::NOT_FOUND, e),
         PostError::Closed(_) | PostError::OpenChildren { .. } => error(StatusCode::CONFLICT, e),
@@ -407,6 +409,23 @@ async fn use_model(
         .await
         .map_err(post_error)?;
     Ok(accepted(&id, &input))
+}
+
+/// `{"usd": 10}`, `{"tokens": 5000000}` or both: the lifetime budget of the conversation the
+/// thread is part of (its root takes it; what the body leaves out stays). Threads stopped at
+/// the budget go on once it is no longer reached. 202 with the root's id.
+async fn set_budget(
+    State(system): State<Shared>,
+    Path(id): Path<String>,
+    body: axum::body::Bytes,
+) -> Answer {
+    let id = thread_id(&id)?;
+    let budget = body_of(
+        &body,
+        r#"{"usd": DOLLARS, "tokens": TOKENS} (either or both)"#,
+    )?;
+    let (input, root) = system.set_budget(&id, budget).await.map_err(post_error)?;
+    Ok(accepted(&root, &input))
 }
 
 fn sse(event: &OutputEvent) -> Result<Event, Infallible> {

@@ -55,6 +55,7 @@ export function createApi(token) {
     sendMessage: (id, text, agent) =>
       request("POST", `${thread(id)}/messages`, agent ? { text, agent } : { text }),
     useModel: (id, model) => request("POST", `${thread(id)}/model`, { model }),
+    setBudget: (id, budget) => request("POST", `${thread(id)}/budget`, budget),
     answer: (id, call, selected) =>
       request("POST", `${thread(id)}/choices/${encodeURIComponent(call)}`, { selected }),
     dismiss: (id, call) =>

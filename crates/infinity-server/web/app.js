@@ -11,6 +11,7 @@ import {
   renderQuestions,
   renderTree,
   renderWaiting,
+  renderCost,
   renderViews,
 } from "./panels.js";
 import { renderSidebar } from "./sidebar.js";
@@ -413,6 +414,14 @@ function showThread(current) {
 
   renderTree($("tree"), page.records, rootId, current.id, current.reports, running, current.waiting);
 
+  $("cost-panel").hidden = !record;
+  if (record) {
+    const root = page.records.get(rootId) || (rootId === current.id ? record : null);
+    const stopped = renderCost($("cost"), record, root);
+    $("budget-form").hidden = closed;
+    $("budget-form").classList.toggle("urgent", stopped);
+  }
+
   const waits = current.waiting && current.waiting.get(current.id);
   $("waiting-panel").hidden = !waits;
   if (waits) renderWaiting($("waiting"), waits);
@@ -476,6 +485,20 @@ async function pressWidget(action, values) {
   if (sent) toast(`Sent “${action}”`);
 }
 
+/** Sets the open conversation's lifetime budget in dollars (its root takes it). */
+async function setBudget(event) {
+  event.preventDefault();
+  const current = page.current;
+  if (!current) return;
+  const usd = Number($("budget-usd").value);
+  const done = await attempt("Setting the budget", () => api.setBudget(current.id, { usd }));
+  if (done) {
+    $("budget-usd").value = "";
+    toast(`The conversation's budget is now $${usd}`);
+    refreshSoon();
+  }
+}
+
 /** Switches the model the open thread's next completions use (empty: back to its agent's). */
 async function switchModel(event) {
   event.preventDefault();
@@ -535,6 +558,7 @@ $("composer").addEventListener("submit", send);
 $("message").addEventListener("keydown", composerKeys);
 $("interrupt").addEventListener("click", interrupt);
 $("model-form").addEventListener("submit", switchModel);
+$("budget-form").addEventListener("submit", setBudget);
 $("close").addEventListener("click", close);
 window.addEventListener("hashchange", route);
 setInterval(() => {

@@ -72,7 +72,10 @@ export function renderWaiting(container, waits) {
   for (const question of waits.questions) lines.push(`a person's answer: ${question.prompt}`);
   for (const child of waits.children) lines.push(`child ${child} still running`);
   for (const schedule of waits.schedules) lines.push(`schedule ${schedule}`);
-  if (waits.paused) lines.push(`paused: ${waits.paused}; a person's message goes on`);
+  if (waits.paused) {
+    const resume = waits.budget ? "raising the budget goes on" : "a person's message goes on";
+    lines.push(`paused: ${waits.paused}; ${resume}`);
+  }
   if (waits.outbox) lines.push(`${waits.outbox} effect(s) still to perform`);
   replace(
     container,
@@ -83,6 +86,60 @@ export function renderWaiting(container, waits) {
         ? h("ul", { class: "waits" }, lines.map((line) => h("li", {}, visible(line))))
         : h("p", { class: "muted" }, "Nothing but a message."),
   );
+}
+
+/** An amount of dollars as the CLI shows it (`Usd`'s Display): `$12.35`, `$0.0123`, `<$0.0001`. */
+export function showUsd(dollars) {
+  const value = Number(dollars) || 0;
+  if (value >= 1) return `$${value.toFixed(2)}`;
+  if (value === 0 || value >= 0.0001) return `$${value.toFixed(4)}`;
+  return "<$0.0001";
+}
+
+/** What a usage (a record's `usage` or `conversation_usage`) cost, in the CLI's words. */
+export function costText(usage) {
+  const completions = usage.completions || 0;
+  const unpriced = usage.unpriced || 0;
+  if (unpriced === 0) return showUsd(usage.cost);
+  if (unpriced >= completions) return "unpriced";
+  return `${showUsd(usage.cost)} + ${unpriced} unpriced completion(s)`;
+}
+
+/** Every token of a usage: input, cache reads and writes, output. */
+function tokensOf(usage) {
+  return (
+    (usage.input_tokens || 0) +
+    (usage.cache_read_tokens || 0) +
+    (usage.cache_write_tokens || 0) +
+    (usage.output_tokens || 0)
+  );
+}
+
+/** `3 completions, 1234 tokens, $0.0123`, as `infinity threads` says it. */
+export function spentText(usage) {
+  return `${usage.completions || 0} completions, ${tokensOf(usage)} tokens, ${costText(usage)}`;
+}
+
+/**
+ * The cost panel: what the thread spent and, from its conversation's root record, what all the
+ * conversation's threads spent against its budget. Returns true when the budget stops it.
+ */
+export function renderCost(container, record, root) {
+  const rows = [h("p", {}, `This thread: ${spentText(record.usage || {})}`)];
+  if (root) {
+    const budget = root.conversation_budget || {};
+    const limits = [];
+    if (budget.usd !== undefined) limits.push(showUsd(budget.usd));
+    if (budget.tokens !== undefined) limits.push(`${budget.tokens} tokens`);
+    rows.push(h("p", {}, `Conversation: ${spentText(root.conversation_usage || {})}`));
+    rows.push(
+      h("p", { class: "muted" }, limits.length ? `Budget: ${limits.join(" and ")}` : "No budget"),
+    );
+  }
+  const stopped = Boolean(record.suspended && record.suspended.budget);
+  if (stopped) rows.push(h("p", { class: "stuck", role: "alert" }, visible(record.suspended.reason)));
+  replace(container, ...rows);
+  return stopped;
 }
 
 /** A plan's steps (`[{text, status}]`) as a checklist. */

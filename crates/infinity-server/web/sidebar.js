@@ -1,6 +1,7 @@
 // The list of conversations: every root thread, newest activity first.
 
 import { ago, h, replace } from "./dom.js";
+import { costText } from "./panels.js";
 import { describeStatus, threadName } from "./status.js";
 
 /** Root threads a person started (not children, not delegated tasks), newest first. */
@@ -41,6 +42,9 @@ export function renderSidebar(list, placeholder, records, current, running) {
             { class: "thread-meta" },
             h("span", { class: `status status-${status.state}` }, status.text),
             h("span", { class: "activity" }, ago(record.updated_at)),
+            record.conversation_usage && record.conversation_usage.completions
+              ? h("span", { class: "spent" }, costText(record.conversation_usage))
+              : null,
           ),
         ),
       );

@@ -39,6 +39,9 @@ export function describeStatus(record, running = false) {
       : { state: "moving", text: `moving to ${migration.to}` };
   }
   if (record.status === "closed") return { state: "closed", text: "closed" };
+  if (record.suspended && record.suspended.budget) {
+    return { state: "suspended", text: "stopped: budget reached" };
+  }
   if (record.suspended) return { state: "suspended", text: "paused: hourly limit reached" };
   if (running) return { state: "running", text: "running" };
   const waitedOn = (record.pending_calls || []).filter((call) => !call.moved_on);

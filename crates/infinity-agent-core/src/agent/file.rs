@@ -29,6 +29,12 @@ pub struct AgentFile {
     /// The system prompt.
     #[serde(default)]
     pub system: String,
+    /// What the model charges, in dollars per million tokens (`input`, `output`, and
+    /// `cache_read`, `cache_write` when they differ from `input`), in place of the prices the
+    /// runtime knows for it: for models it does not know (a local server, a script) and rates of
+    /// your own. Without prices, a completion counts as unpriced.
+    #[serde(default)]
+    pub prices: Option<crate::cost::Prices>,
     /// A line for people reading a list of agents.
     #[serde(default)]
     pub description: Option<String>,
@@ -291,6 +297,18 @@ impl AgentFile {
             if value == 0 {
                 return Err(invalid(key, "must be at least 1".to_owned()));
             }
+        }
+        if limits.conversation_budget_tokens == Some(0) {
+            return Err(invalid(
+                "limits.conversation_budget_tokens",
+                "must be at least 1 (leave it out for no budget)".to_owned(),
+            ));
+        }
+        if limits.conversation_budget_usd == Some(crate::cost::Usd::ZERO) {
+            return Err(invalid(
+                "limits.conversation_budget_usd",
+                "must be more than 0 (leave it out for no budget)".to_owned(),
+            ));
         }
         Ok(file)
     }

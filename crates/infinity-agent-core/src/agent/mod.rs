@@ -9,8 +9,9 @@ use std::sync::{Arc, Mutex};
 
 use serde::Deserialize;
 
+use crate::cost::{Budget, Usd};
 use crate::ids::ThreadId;
-use crate::model::ModelProvider;
+use crate::model::{ModelProvider, Priced};
 use crate::state::Toolset;
 use crate::tools::internal::delegation::{AgentTool, SubAgent};
 use crate::tools::internal::{Categories, InternalTools, Skill, ToolSettings};
@@ -47,6 +48,24 @@ pub struct Limits {
     /// Threads one conversation may start in an hour (children, threads for subscription
     /// events, delegations). Default 100.
     pub conversation_threads_per_hour: u32,
+    /// Dollars all the threads of one conversation may spend over its whole life (each
+    /// completion priced at its model's prices; see [`crate::cost`]). At the budget every thread
+    /// of the conversation stops before its next completion until a person raises it. Default:
+    /// none.
+    pub conversation_budget_usd: Option<Usd>,
+    /// Tokens (prompt, cache and output) all the threads of one conversation may use over its
+    /// whole life, with the same stop. Default: none.
+    pub conversation_budget_tokens: Option<u64>,
+}
+
+impl Limits {
+    /// The lifetime budget these limits set for a conversation.
+    pub fn budget(&self) -> Budget {
+        Budget {
+            usd: self.conversation_budget_usd,
+            tokens: self.conversation_budget_tokens,
+        }
+    }
 }
 
 impl Default for Limits {
@@ -59,6 +78,8 @@ impl Default for Limits {
             conversation_completions_per_hour: 600,
             conversation_tokens_per_hour: 20_000_000,
             conversation_threads_per_hour: 100,
+            conversation_budget_usd: None,
+            conversation_budget_tokens: None,
         }
     }
 }
@@ -126,6 +147,10 @@ impl AgentSpec {
         model: Arc<dyn ModelProvider>,
         fetched: &BTreeMap<String, String>,
     ) -> Result<Self, AgentFileError> {
+        let model = match file.prices {
+            Some(prices) => Arc::new(Priced::new(model, prices)),
+            None => model,
+        };
         Ok(Self {
             name: file.name.clone(),
             system_prompt: file.system.clone(),

@@ -190,6 +190,7 @@ pub(super) fn admit<'a>(
         carried: 0,
         compacted: false,
         usage_to_report: crate::state::HourlyUsage::default(),
+        total_to_report: crate::model::Usage::default(),
         library,
     };
     for text in problems {

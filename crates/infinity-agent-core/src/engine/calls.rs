@@ -163,12 +163,10 @@ impl Draft<'_> {
     /// passive ones become pending calls).
     pub(super) fn on_turn(&mut self, completion: Completion) {
         self.completions += 1;
-        let mut usage = completion.usage;
-        usage.completions = 1;
-        self.record.usage.add(&usage);
+        let usage = completion.usage;
         self.record.last_prompt_tokens =
             usage.input_tokens + usage.cache_read_tokens + usage.cache_write_tokens;
-        self.count_completion(self.record.last_prompt_tokens + usage.output_tokens);
+        self.spend(usage);
         // Call ids are ours, never the provider's: ids derived from a call (its wake-up, its
         // result) must be unique in the thread, and some servers (llama.cpp, for one) name every
         // call `call_0`. Providers only need the ids in our history to agree, which they do.

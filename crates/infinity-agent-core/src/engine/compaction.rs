@@ -115,15 +115,7 @@ impl Draft<'_> {
         let Some(cut) = self.compaction_cut() else {
             return;
         };
-        let mut usage = summary.usage;
-        usage.completions = 1;
-        self.record.usage.add(&usage);
-        self.count_completion(
-            usage.input_tokens
-                + usage.cache_read_tokens
-                + usage.cache_write_tokens
-                + usage.output_tokens,
-        );
+        self.spend(summary.usage);
         tracing::info!(thread = %self.record.id, covers = cut, "history compacted");
         self.record.latest_summary = Some(SummaryRef {
             index: self.view().len() as u64,

@@ -155,7 +155,11 @@ impl Draft<'_> {
                 running,
             } => self.delegation_update(delegation, running),
             InputBody::CloseRequest { call_id } => self.close_request(call_id),
-            InputBody::ConversationUsage { usage } => self.conversation_usage(usage),
+            InputBody::ConversationUsage { usage, total } => self.conversation_usage(usage, total),
+            InputBody::SetBudget { usd, tokens } => {
+                self.set_budget(usd, tokens);
+                Ok(())
+            }
             // Applied when the slice chose its agent (`admit`), before any input.
             InputBody::Nudge {} | InputBody::UseAgent { .. } | InputBody::UseModel { .. } => Ok(()),
             InputBody::Continue { completions } => {
@@ -180,12 +184,15 @@ impl Draft<'_> {
         }
     }
 
-    fn conversation_usage(&mut self, usage: crate::state::HourlyUsage) -> Applied {
+    fn conversation_usage(
+        &mut self,
+        usage: crate::state::HourlyUsage,
+        total: crate::model::Usage,
+    ) -> Applied {
         if !self.record.is_root() {
             return Err(DropReason::NotRoot("usage reports"));
         }
-        self.conversation.hourly.roll(self.now);
-        self.conversation.hourly.add(&usage);
+        self.add_reported(&usage, &total);
         Ok(())
     }
 
@@ -198,9 +205,9 @@ impl Draft<'_> {
             );
             return Err(DropReason::EmptyMessage);
         }
-        self.lift_suspension(true);
         self.carried = 0;
         self.actionable(vec![Item::user(text)]);
+        self.lift_suspension(true);
         Ok(())
     }
 
@@ -211,11 +218,11 @@ impl Draft<'_> {
         if crate::text::is_blank(&text) {
             return Err(DropReason::EmptyMessage);
         }
-        self.lift_suspension(false);
         self.actionable(vec![Item::Message {
             text,
             from: MessageSource::Parent { thread_id: parent },
         }]);
+        self.lift_suspension(false);
         Ok(())
     }
 

@@ -95,6 +95,9 @@ pub(super) struct Draft<'a> {
     /// For a child: what this slice counted against the conversation's hour, sent to the root
     /// with the commit.
     pub(super) usage_to_report: crate::state::HourlyUsage,
+    /// What this slice spent, for the conversation's lifetime totals: a child's goes to its
+    /// root, a delegation's root's (and its tree's) to the conversation it works for.
+    pub(super) total_to_report: crate::model::Usage,
     /// The host's library, for tools that read it.
     pub(super) library: Option<&'a crate::library::Library>,
 }
@@ -349,6 +352,7 @@ impl Draft<'_> {
         }
         self.report_usage_to_root();
         if self.record.is_root() {
+            self.conversation.budget = self.budget();
             std::mem::take(&mut self.conversation).put_back(&mut self.record);
         }
         self.flush_live();

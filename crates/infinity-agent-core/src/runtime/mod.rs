@@ -123,6 +123,9 @@ pub enum PostError {
     /// A model this host cannot make (an unknown provider, a missing key).
     #[error("{0}")]
     BadModel(String),
+    /// A budget that sets nothing, or a zero.
+    #[error("{0}")]
+    BadBudget(String),
     /// The store could not be read.
     #[error(transparent)]
     Store(#[from] StoreError),

@@ -8,6 +8,7 @@ use async_trait::async_trait;
 
 use super::{AgentSystem, PostError};
 use crate::catalog::AgentCatalog;
+use crate::cost::Budget;
 use crate::effect::OutputEvent;
 use crate::ids::{InputId, ThreadId};
 use crate::input::{Input, InputBody};
@@ -213,6 +214,34 @@ pub trait Front: Send + Sync {
         };
         self.post(Input::new(thread_id.clone(), InputBody::UseModel { model }))
             .await
+    }
+
+    /// Sets the lifetime budget of the conversation `thread_id` is part of (its root thread
+    /// keeps it): dollars, tokens or both; what `budget` leaves out stays as it was. Threads of
+    /// the conversation stopped at the budget go on once it is no longer reached. Returns the
+    /// input and the root it went to. Refused for an unknown or closed thread or root, and a
+    /// budget that sets nothing or sets a zero ([`PostError::BadBudget`]).
+    async fn set_budget(
+        &self,
+        thread_id: &ThreadId,
+        budget: Budget,
+    ) -> Result<(InputId, ThreadId), PostError> {
+        budget.check().map_err(PostError::BadBudget)?;
+        let record = self.open_record(thread_id).await?;
+        let root = record.root().clone();
+        if root != *thread_id {
+            self.open_record(&root).await?;
+        }
+        let input = self
+            .post(Input::new(
+                root.clone(),
+                InputBody::SetBudget {
+                    usd: budget.usd,
+                    tokens: budget.tokens,
+                },
+            ))
+            .await?;
+        Ok((input, root))
     }
 
     /// Creates a recurring schedule on the thread, as its `schedule_create` tool would from

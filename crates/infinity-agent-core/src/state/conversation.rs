@@ -1,5 +1,8 @@
 //! What the threads of one conversation share.
 
+use crate::cost::Budget;
+use crate::model::Usage;
+
 use super::{Delegation, HourlyUsage, Memory, ThreadRecord, Toolset};
 
 /// What the threads of one conversation share. The root thread's record keeps it; a child's
@@ -15,6 +18,12 @@ pub struct Conversation {
     pub toolset: Option<Toolset>,
     /// What the conversation's threads used in the current hour (its hourly limits).
     pub hourly: HourlyUsage,
+    /// What they used and cost over the conversation's life (its budget).
+    pub total: Usage,
+    /// The budget in force as the root last saw it (for people to read).
+    pub budget: Budget,
+    /// The budget a person set, over the agent's.
+    pub budget_set: Budget,
 }
 
 impl Conversation {
@@ -25,6 +34,9 @@ impl Conversation {
             delegations: record.delegations.clone(),
             toolset: record.toolset.clone(),
             hourly: record.conversation_hourly,
+            total: record.conversation_usage,
+            budget: record.conversation_budget,
+            budget_set: record.conversation_budget_set,
         }
     }
 
@@ -36,6 +48,9 @@ impl Conversation {
             delegations: std::mem::take(&mut record.delegations),
             toolset: record.toolset.take(),
             hourly: std::mem::take(&mut record.conversation_hourly),
+            total: std::mem::take(&mut record.conversation_usage),
+            budget: std::mem::take(&mut record.conversation_budget),
+            budget_set: std::mem::take(&mut record.conversation_budget_set),
         }
     }
 
@@ -45,5 +60,8 @@ impl Conversation {
         record.delegations = self.delegations;
         record.toolset = self.toolset;
         record.conversation_hourly = self.hourly;
+        record.conversation_usage = self.total;
+        record.conversation_budget = self.budget;
+        record.conversation_budget_set = self.budget_set;
     }
 }

@@ -55,13 +55,18 @@ impl HourlyUsage {
     }
 }
 
-/// Why a thread runs no completion until a person writes to it (or, for a child, its parent).
+/// Why a thread runs no completion until a person writes to it (or, for a child, its parent),
+/// or, at its conversation's budget, until a person raises the budget.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Suspension {
     /// The limit it reached, in words.
     pub reason: String,
     /// When.
     pub since: Timestamp,
+    /// True when the limit is the conversation's lifetime budget: a message does not lift it,
+    /// raising the budget does.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub budget: bool,
 }
 
 #[cfg(test)]

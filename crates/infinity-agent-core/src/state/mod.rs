@@ -19,6 +19,7 @@ use std::collections::BTreeMap;
 use jiff::Timestamp;
 use serde::{Deserialize, Serialize};
 
+use crate::cost::Budget;
 use crate::history::Item;
 use crate::ids::{CallId, InputId, ThreadId};
 use crate::model::Usage;
@@ -318,6 +319,19 @@ pub struct ThreadRecord {
     /// What the conversation's threads used in the current hour; kept on the root thread only.
     #[serde(default, skip_serializing_if = "HourlyUsage::is_empty")]
     pub conversation_hourly: HourlyUsage,
+    /// What the conversation's threads (this root and every thread below it, and the
+    /// delegations it started) used and cost over its whole life; kept on the root thread only.
+    #[serde(default, skip_serializing_if = "is_default")]
+    pub conversation_usage: Usage,
+    /// The conversation's lifetime budget in force as its root's last slice saw it: what a
+    /// person set, else its agent's `limits.conversation_budget_*`; kept on the root thread
+    /// only, for people to read.
+    #[serde(default, skip_serializing_if = "Budget::is_empty")]
+    pub conversation_budget: Budget,
+    /// What a person set of the budget (`infinity budget`, `POST /threads/{id}/budget`), which
+    /// holds over the agent's limits; kept on the root thread only.
+    #[serde(default, skip_serializing_if = "Budget::is_empty")]
+    pub conversation_budget_set: Budget,
     /// Set when the thread reached an hourly limit: it runs no completion until a person writes
     /// to it (or, for a child, its parent does).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -351,6 +365,10 @@ pub struct ThreadRecord {
     pub created_at: Timestamp,
     /// When the thread last committed.
     pub updated_at: Timestamp,
+}
+
+fn is_default<T: Default + PartialEq>(value: &T) -> bool {
+    *value == T::default()
 }
 
 /// The category whose notes an older record kept under their own key (`artifacts`).
@@ -433,6 +451,9 @@ impl ThreadRecord {
             usage: Usage::default(),
             hourly: HourlyUsage::default(),
             conversation_hourly: HourlyUsage::default(),
+            conversation_usage: Usage::default(),
+            conversation_budget: Budget::default(),
+            conversation_budget_set: Budget::default(),
             suspended: None,
             history_len: 0,
             latest_summary,

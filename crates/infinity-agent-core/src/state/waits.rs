@@ -33,8 +33,12 @@ pub struct Waits {
     pub children: Vec<ThreadId>,
     /// Recurring schedules: each occurrence sends it a message.
     pub schedules: Vec<String>,
-    /// Paused at an hourly limit: until a person writes to it.
+    /// Paused at an hourly limit (until a person writes to it) or at its conversation's budget
+    /// (until a person raises it, [`Waits::budget`]): why.
     pub paused: Option<String>,
+    /// True when [`Waits::paused`] is the conversation's budget.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub budget: bool,
     /// Effects it committed and has still to perform (the host's outbox).
     pub outbox: usize,
     /// Why it is stuck, when it waits on nothing that can wake it: see [`Waits::of`].
@@ -108,6 +112,7 @@ impl Waits {
             children: Vec::new(),
             schedules: Vec::new(),
             paused: None,
+            budget: false,
             outbox: 0,
             stuck: None,
         };
@@ -157,6 +162,7 @@ impl Waits {
             .collect();
         waits.schedules = record.schedules.iter().map(|s| s.id.clone()).collect();
         waits.paused = record.suspended.as_ref().map(|s| s.reason.clone());
+        waits.budget = record.suspended.as_ref().is_some_and(|s| s.budget);
         let started_by_another = record.parent.is_some() || record.delegated_by.is_some();
         let waits_on_something = !waits.timers.is_empty()
             || waits.calls.iter().any(|c| !c.moved_on)

@@ -77,6 +77,8 @@ pub struct Setup {
     pub script: String,
     pub store: Option<Arc<dyn ThreadStore>>,
     pub limits: Limits,
+    /// What the scripted model charges (`None`: unpriced, as scripts are).
+    pub prices: Option<crate::cost::Prices>,
     pub clock_start: Timestamp,
     pub tool_servers: Vec<crate::tools::servers::ToolServerConfig>,
     pub discovery: Option<Arc<dyn crate::tools::servers::ToolDiscovery>>,
@@ -115,13 +117,18 @@ impl Setup {
             library: None,
             categories: Default::default(),
             deadline: None,
+            prices: None,
         }
     }
 
     pub async fn start(self) -> Harness {
         let model = ScriptedModel::parse(&self.script, Path::new("test.script.yaml")).unwrap();
         let dispatcher = Arc::new(RecordingDispatcher::default());
-        let mut agent = AgentSpec::new("tester", "You are a test agent.", Arc::new(model));
+        let model: Arc<dyn crate::model::ModelProvider> = match self.prices {
+            Some(prices) => Arc::new(crate::model::Priced::new(Arc::new(model), prices)),
+            None => Arc::new(model),
+        };
+        let mut agent = AgentSpec::new("tester", "You are a test agent.", model);
         agent.limits = self.limits;
         agent.internal_tools = self.internal_tools;
         agent.output_schema = self.output_schema;

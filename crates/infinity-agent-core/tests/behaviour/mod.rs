@@ -7,6 +7,7 @@ mod agent_tool;
 mod catalog;
 mod children;
 mod compaction;
+mod cost;
 mod crash;
 mod deadline;
 mod dedup;

@@ -5,6 +5,7 @@ use std::time::Duration;
 
 use anyhow::Result;
 use clap::Args;
+use infinity_agent_core::cost::{Budget, Usd};
 use infinity_agent_core::effect::OutputKind;
 use infinity_agent_core::ids::ThreadId;
 use infinity_agent_core::runtime::{AgentSystem, Front, WaitOutcome};
@@ -35,6 +36,14 @@ pub(crate) struct RunArgs {
     /// agent that --agent names: NAME (the newest stored one) or NAME@VERSION.
     #[arg(long, requires = "thread")]
     move_to_agent: bool,
+    /// Before the message, set the lifetime budget of the thread's conversation (--thread, one
+    /// that exists) to this many dollars: a conversation stopped at its budget goes on
+    /// (docs/cost.md).
+    #[arg(long, requires = "thread", value_name = "DOLLARS")]
+    budget_usd: Option<f64>,
+    /// The same, in tokens.
+    #[arg(long, requires = "thread", value_name = "TOKENS")]
+    budget_tokens: Option<u64>,
     /// The message.
     message: String,
 }
@@ -70,6 +79,20 @@ pub(crate) async fn run(mut args: RunArgs) -> Result<u8> {
         system.use_agent(&thread, &target).await?;
     }
     let usage_before = store_usage(&system).await;
+    if args.budget_usd.is_some() || args.budget_tokens.is_some() {
+        let usd = match args.budget_usd {
+            Some(usd) => Some(Usd::from_dollars(usd).ok_or_else(|| {
+                anyhow::anyhow!("--budget-usd {usd} is not an amount of dollars")
+            })?),
+            None => None,
+        };
+        let budget = Budget {
+            usd,
+            tokens: args.budget_tokens,
+        };
+        let (_, root) = system.set_budget(&thread, budget).await?;
+        eprintln!("note: set the budget of conversation {root}");
+    }
     system
         .post_user_message(&thread, args.message.clone())
         .await?;
@@ -282,19 +305,15 @@ async fn store_usage(system: &AgentSystem) -> infinity_agent_core::model::Usage 
 
 /// What this run used (the store's usage now, less what it had recorded before), on stderr.
 async fn print_usage(system: &AgentSystem, before: &infinity_agent_core::model::Usage) {
-    let now = store_usage(system).await;
-    let completions = now.completions.saturating_sub(before.completions);
-    let input = now.input_tokens.saturating_sub(before.input_tokens);
-    let read = now
-        .cache_read_tokens
-        .saturating_sub(before.cache_read_tokens);
-    let written = now
-        .cache_write_tokens
-        .saturating_sub(before.cache_write_tokens);
-    let output = now.output_tokens.saturating_sub(before.output_tokens);
+    let run = store_usage(system).await.since(before);
     eprintln!(
-        "usage: {completions} completions, {} input tokens ({read} read from cache, {written} \
-         written to cache), {output} output tokens (this run)",
-        input + read + written,
+        "usage: {} completions, {} input tokens ({} read from cache, {} written to cache), {} \
+         output tokens, cost {} (this run)",
+        run.completions,
+        run.input_tokens + run.cache_read_tokens + run.cache_write_tokens,
+        run.cache_read_tokens,
+        run.cache_write_tokens,
+        run.output_tokens,
+        run.cost_text(),
     );
 }

@@ -33,15 +33,18 @@ pub(crate) async fn print_threads(store: &dyn ThreadStore) -> Result<()> {
             .map(|by| format!(" (delegated by {}, depth {})", by.thread_id, r.depth))
             .unwrap_or_default();
         crate::out!(
-            "{indent}{id}{}{delegated} [{status}] agent {}, {} entries, {} completions",
+            "{indent}{id}{}{delegated} [{status}] agent {}, {} entries, {}",
             r.title
                 .as_deref()
                 .map(|t| format!(" \"{t}\""))
                 .unwrap_or_default(),
             r.agent,
             r.history_len,
-            r.usage.completions
+            status::spent(&r.usage)
         );
+        if let Some(conversation) = status::conversation_spent(&r) {
+            crate::out!("{indent}  conversation: {conversation}");
+        }
     }
     Ok(())
 }

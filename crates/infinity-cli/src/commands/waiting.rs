@@ -138,10 +138,11 @@ fn describe(waits: &Waits, now: jiff::Timestamp) -> Vec<String> {
         lines.push(format!("  schedule {schedule}"));
     }
     if let Some(reason) = &waits.paused {
-        lines.push(format!(
-            "  paused  {}: a person's message goes on",
-            visible(reason)
-        ));
+        let resume = match waits.budget {
+            true => "raising the budget goes on (`infinity budget`)",
+            false => "a person's message goes on",
+        };
+        lines.push(format!("  paused  {}: {resume}", visible(reason)));
     }
     if waits.outbox > 0 {
         lines.push(format!(

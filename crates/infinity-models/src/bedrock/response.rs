@@ -94,6 +94,7 @@ pub(super) fn completion(body: &[u8]) -> Result<Completion, String> {
             output_tokens: usage.output_tokens,
             cache_read_tokens: usage.cache_read_input_tokens,
             cache_write_tokens: usage.cache_write_input_tokens,
+            ..Usage::default()
         },
     })
 }

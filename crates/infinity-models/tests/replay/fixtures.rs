@@ -181,5 +181,6 @@ pub fn usage(input: u64, output: u64, cache_read: u64, cache_write: u64) -> Usag
         output_tokens: output,
         cache_read_tokens: cache_read,
         cache_write_tokens: cache_write,
+        ..Usage::default()
     }
 }
