@@ -40,6 +40,7 @@ pub mod runtime;
 pub mod scripted;
 pub mod state;
 pub mod store;
+pub mod telemetry;
 #[cfg(feature = "test-util")]
 pub mod testing;
 pub mod text;

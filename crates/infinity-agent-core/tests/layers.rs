@@ -7,7 +7,7 @@ use std::path::Path;
 
 /// The top-level modules, bottom first.
 const LAYERS: &[&[&str]] = &[
-    &["ids", "json", "text", "cost"],
+    &["ids", "json", "text", "cost", "telemetry"],
     &["history"],
     &["model"],
     &["state"],

@@ -129,6 +129,8 @@ impl AgentLambda {
             let deadline = tokio::time::Instant::now() + left;
             async move {
                 let response = handler.handle_until(event.payload, Some(deadline)).await;
+                // The slices' spans go out before the environment may freeze.
+                infinity_agent_core::telemetry::flush().await;
                 Ok::<SqsBatchResponse, lambda_runtime::Error>(response)
             }
         }))

@@ -31,18 +31,22 @@ pub mod tool_servers;
 pub mod wire;
 
 /// Sets up `tracing` for Lambda: JSON lines when `AWS_LAMBDA_LOG_FORMAT=JSON`, filtered by
-/// `RUST_LOG` (default `info`).
+/// `RUST_LOG` (default `info`); and traces over OTLP when `OTEL_EXPORTER_OTLP_ENDPOINT` says
+/// where (each handler sends them before its invocation returns: see
+/// [`infinity_agent_core::telemetry::flush`]).
 pub fn init_lambda_tracing() {
+    use tracing_subscriber::Layer;
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
     let json = std::env::var("AWS_LAMBDA_LOG_FORMAT").is_ok_and(|v| v.eq_ignore_ascii_case("json"));
-    let builder = tracing_subscriber::fmt()
-        .with_env_filter(filter)
+    let logs = tracing_subscriber::fmt::layer()
         .with_target(false)
         .without_time();
-    if json {
-        builder.json().init();
+    let logs = if json {
+        logs.json().with_filter(filter).boxed()
     } else {
-        builder.init();
-    }
+        logs.with_filter(filter).boxed()
+    };
+    let service = std::env::var("AWS_LAMBDA_FUNCTION_NAME").unwrap_or_else(|_| "infinity".into());
+    infinity_agent_core::telemetry::install(logs, &service);
 }

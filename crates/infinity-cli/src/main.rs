@@ -169,13 +169,21 @@ pub(crate) fn report(err: &anyhow::Error) -> String {
 }
 
 fn main() -> std::process::ExitCode {
-    tracing_subscriber::fmt()
+    use tracing_subscriber::Layer;
+    // Logs on stderr; traces over OTLP when OTEL_EXPORTER_OTLP_ENDPOINT says where (docs/traces.md).
+    let logs = tracing_subscriber::fmt::layer()
         .with_writer(std::io::stderr)
-        .with_env_filter(
+        .with_filter(
             tracing_subscriber::EnvFilter::try_from_default_env()
                 .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
-        )
-        .init();
+        );
+    infinity_agent_core::telemetry::install(logs, "infinity");
+    let code = run_cli();
+    infinity_agent_core::telemetry::shutdown();
+    code
+}
+
+fn run_cli() -> std::process::ExitCode {
     // Lambda starts the binary without arguments: it is then the stack's API function.
     if std::env::args_os().len() == 1 && infinity_server::stack::in_lambda() {
         return match tokio::runtime::Runtime::new()

@@ -126,6 +126,7 @@ mod tests {
             due: due.map(|d| d.parse().unwrap()),
             authorizing: false,
             delegated: false,
+            trace: None,
         }
     }
 

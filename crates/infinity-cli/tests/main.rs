@@ -20,5 +20,6 @@ mod serve;
 mod stack;
 mod stack_remote;
 mod tool_servers;
+mod traces;
 mod versions;
 mod web;

@@ -118,7 +118,11 @@ pub async fn lambda() -> Result<()> {
     lambda_runtime::run(lambda_runtime::service_fn(
         move |event: lambda_runtime::LambdaEvent<serde_json::Value>| {
             let (app, remotes) = (app.clone(), Arc::clone(&remotes));
-            async move { event_answer(app, &remotes, event.payload).await }
+            async move {
+                let answer = event_answer(app, &remotes, event.payload).await;
+                infinity_agent_core::telemetry::flush().await;
+                answer
+            }
         },
     ))
     .await

@@ -9,6 +9,7 @@ use crate::ids::{InputId, ThreadId};
 use crate::input::{Input, InputBody};
 use crate::model::{Completion, CompletionRequest, StopReason};
 use crate::state::{PendingCall, PendingKind, ThreadStatus};
+use crate::telemetry;
 use crate::tools::builtin::threads::close_now;
 use crate::tools::internal::delegation;
 use crate::tools::{OfferedTools, ToolContext, ToolOutcome};
@@ -264,6 +265,28 @@ impl Draft<'_> {
     }
 
     fn run_tool(&mut self, call: &ToolCall) {
+        let span = tracing::info_span!("tool", otel.name = %format!("execute_tool {}", call.name));
+        let _entered = span.enter();
+        let outcome = self.run_tool_in(call);
+        if !telemetry::exporting() {
+            return;
+        }
+        telemetry::set(&span, "gen_ai.operation.name", "execute_tool");
+        telemetry::set(&span, "gen_ai.tool.name", call.name.clone());
+        telemetry::set(&span, "gen_ai.tool.call.id", call.id.to_string());
+        telemetry::set(&span, "infinity.tool.outcome", outcome);
+        if matches!(outcome, "dispatched" | "waiting") {
+            if let Some(pending) = self.record.pending_calls.last_mut() {
+                pending.trace = telemetry::traceparent(&span);
+            }
+        } else if matches!(outcome, "error" | "rejected") {
+            telemetry::set_error(&span, outcome);
+        }
+    }
+
+    /// Runs a call; what came of it, for its span: `result`, `error`, `rejected` (not run),
+    /// `end_turn`, `dispatched` (its result comes later), `waiting` (a sleep, a subscription).
+    fn run_tool_in(&mut self, call: &ToolCall) -> &'static str {
         let agent = std::sync::Arc::clone(&self.agent);
         let session = self.session_tools.clone();
         let offered = OfferedTools::new(&agent.tools, session.as_deref());
@@ -272,7 +295,7 @@ impl Draft<'_> {
             Err(rejection) => {
                 let text = rejection.message(&call.name, &offered.specs_for(&self.record, None));
                 self.append(Item::tool_error(call.id.clone(), call.name.clone(), text));
-                return;
+                return "rejected";
             }
         };
         let threads_left = self.threads_left();
@@ -303,22 +326,33 @@ impl Draft<'_> {
             ToolOutcome::EndTurn { text } => {
                 self.turn_ended = true;
                 self.append(Item::tool_result(id, name, text));
+                "end_turn"
             }
             ToolOutcome::Result {
                 text,
                 is_error: false,
-            } => self.append(Item::tool_result(id, name, text)),
+            } => {
+                self.append(Item::tool_result(id, name, text));
+                "result"
+            }
             ToolOutcome::Result {
                 text,
                 is_error: true,
-            } => self.append(Item::tool_error(id, name, text)),
+            } => {
+                self.append(Item::tool_error(id, name, text));
+                "error"
+            }
             ToolOutcome::Dispatched => {
                 self.add_pending(call, PendingKind::Dispatched, None);
                 if let Some(pending) = self.record.pending_calls.last_mut() {
                     pending.delegated = delegated;
                 }
+                "dispatched"
             }
-            ToolOutcome::Passive { due } => self.add_pending(call, PendingKind::Passive, due),
+            ToolOutcome::Passive { due } => {
+                self.add_pending(call, PendingKind::Passive, due);
+                "waiting"
+            }
         }
     }
 
@@ -333,6 +367,7 @@ impl Draft<'_> {
             due,
             authorizing: false,
             delegated: false,
+            trace: None,
         });
     }
 

@@ -17,6 +17,7 @@ use crate::history::{
 use crate::ids::{CallId, IdSource, InputId};
 use crate::model::ToolSpec;
 use crate::state::{Conversation, PendingCall, PendingKind, ThreadRecord};
+use crate::telemetry;
 use crate::tools::ToolRegistry;
 
 /// What a pending call's result carries.
@@ -309,6 +310,29 @@ impl Draft<'_> {
         Some(self.record.pending_calls.remove(index))
     }
 
+    /// The span of a call's result arriving, linked to the call's span (in the slice that made
+    /// the call, perhaps long before).
+    fn trace_result(&self, pending: &PendingCall, is_error: bool) {
+        if !telemetry::exporting() {
+            return;
+        }
+        let span = tracing::info_span!(
+            "tool_result",
+            otel.name = %format!("tool_result {}", pending.tool)
+        );
+        telemetry::set(&span, "gen_ai.operation.name", "execute_tool");
+        telemetry::set(&span, "gen_ai.tool.name", pending.tool.clone());
+        telemetry::set(&span, "gen_ai.tool.call.id", pending.call_id.to_string());
+        let waited = self.now.duration_since(pending.issued_at).as_secs_f64();
+        telemetry::set(&span, "infinity.tool.waited_seconds", waited.max(0.0));
+        if is_error {
+            telemetry::set_error(&span, "the call's result is an error");
+        }
+        if let Some(call) = &pending.trace {
+            telemetry::link(&span, call);
+        }
+    }
+
     /// A result for a pending call: appended in place, or injected if the conversation moved on.
     pub(super) fn resolve(&mut self, pending: PendingCall, result: CallResult) {
         let CallResult {
@@ -317,6 +341,7 @@ impl Draft<'_> {
             images,
             display_as,
         } = result;
+        self.trace_result(&pending, is_error);
         if pending.moved_on {
             let mut items =
                 self.injected_pair(&pending.tool, &pending.call_id, &pending.args, text, "late");

@@ -9,6 +9,8 @@ use crate::effect::{Effect, Notification, OutputEvent, PendingEffect, ToolInvoca
 use crate::ids::{EffectId, ThreadId};
 use crate::input::Input;
 use crate::store::{StoreError, ThreadStore};
+use crate::telemetry;
+use tracing::Instrument;
 
 /// The outbox effect an input is sent for.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -163,6 +165,18 @@ pub enum PerformError {
     Store(#[from] StoreError),
 }
 
+/// The span of effects performed together (one, or a run handed over at once).
+fn effect_span(kind: &'static str, ids: &[&EffectId]) -> tracing::Span {
+    let span = tracing::info_span!("effect", otel.name = %format!("effect {kind}"));
+    if !telemetry::exporting() {
+        return span;
+    }
+    telemetry::set(&span, "infinity.effect.type", kind);
+    let ids: Vec<&str> = ids.iter().map(|id| id.as_str()).collect();
+    telemetry::set_strings(&span, "infinity.effect.ids", &ids);
+    span
+}
+
 /// Performs a thread's outbox effects, then marks done the ones that are: tool invocations all at
 /// once, the others in order alongside them. Output
 /// events go out together in one call. A call that cannot be delivered to its tool server gets
@@ -189,7 +203,11 @@ pub async fn perform_effects(
     let outputs_shown = if outputs.is_empty() {
         Ok(())
     } else {
-        performer.output_effects(&outputs).await
+        let ids: Vec<&EffectId> = outputs.iter().map(|(id, _)| *id).collect();
+        performer
+            .output_effects(&outputs)
+            .instrument(effect_span("output", &ids))
+            .await
     };
     let from = |id: &EffectId| EffectRef {
         thread_id: thread_id.clone(),
@@ -202,17 +220,25 @@ pub async fn perform_effects(
             return None;
         };
         let from = from(id);
+        let span = effect_span("dispatch", &[id]);
+        if telemetry::exporting() {
+            telemetry::set(&span, "gen_ai.tool.name", invocation.tool.clone());
+            telemetry::set(&span, "gen_ai.tool.call.id", invocation.call_id.to_string());
+        }
+        let traced = span.clone();
         Some(async move {
             let result = match performer.dispatch(invocation).await {
                 Ok(()) => Ok(Handoff::Delivered),
                 Err(why) => {
                     tracing::warn!(thread = %thread_id, call = %invocation.call_id, %why, "call not delivered; it gets an error result");
+                    telemetry::set_error(&traced, &why.to_string());
                     let input = invocation.undeliverable(&why.to_string());
                     performer.send(&input, &from).await.map_err(Into::into)
                 }
             };
             (id, result)
-        })
+        }
+        .instrument(span))
     });
     // The rest in order (inputs to one queue keep their order); a run of inputs sent now goes
     // to the host together.
@@ -235,13 +261,28 @@ pub async fn perform_effects(
                 if run_ends {
                     let run: Vec<(&Input, EffectRef)> =
                         sends.iter().map(|(id, input)| (*input, from(id))).collect();
-                    let sent = performer.send_all(&run).await;
+                    let ids: Vec<&EffectId> = sends.iter().map(|(id, _)| *id).collect();
+                    let span = effect_span("send", &ids);
+                    if telemetry::exporting() {
+                        let kinds: Vec<&str> = sends.iter().map(|(_, i)| i.body.kind()).collect();
+                        telemetry::set_strings(&span, "infinity.input.types", &kinds);
+                    }
+                    let sent = performer.send_all(&run).instrument(span).await;
                     for ((id, _), result) in sends.drain(..).zip(sent) {
                         results.push((id, result.map_err(EffectFailure::from)));
                     }
                 }
                 continue;
             }
+            // (Outputs were shown together above, calls dispatched apart.)
+            let span = match effect {
+                Effect::Dispatch { .. } | Effect::Send { .. } => continue,
+                Effect::Output { .. } => tracing::Span::none(),
+                Effect::SendAt { .. } => effect_span("send_at", &[id]),
+                Effect::Notify { .. } => effect_span("notify", &[id]),
+                Effect::Forward { .. } => effect_span("forward", &[id]),
+                Effect::Library { .. } => effect_span("library", &[id]),
+            };
             let result: Result<Handoff, EffectFailure> = match effect {
                 Effect::Dispatch { .. } | Effect::Send { .. } => continue,
                 Effect::Output { .. } => match &outputs_shown {
@@ -250,36 +291,46 @@ pub async fn perform_effects(
                 },
                 Effect::SendAt { input, due } => performer
                     .send_at(input, *due, &from(id))
+                    .instrument(span.clone())
                     .await
                     .map_err(Into::into),
                 Effect::Notify { notification } => {
-                    performer.notify(notification).await;
+                    performer
+                        .notify(notification)
+                        .instrument(span.clone())
+                        .await;
                     Ok(Handoff::Delivered)
                 }
                 Effect::Forward { url, input } => performer
                     .forward(url, input)
+                    .instrument(span.clone())
                     .await
                     .map(|()| Handoff::Delivered)
                     .map_err(Into::into),
                 effect @ Effect::Library { op, .. } => {
                     let category = effect.library_category().unwrap_or_default();
                     match performer.library() {
-                        Some(library) => match library.perform(category, op).await {
-                            Ok(()) => Ok(Handoff::Delivered),
-                            // Retrying cannot fix a write that breaks a limit (the tool
-                            // checked it): it is logged and dropped rather than retried for ever.
-                            Err(err) if !err.is_retryable() => {
-                                tracing::error!(thread = %thread_id, category, %err, "a library write was refused; dropped");
-                                Ok(Handoff::Delivered)
+                        Some(library) => {
+                            match library.perform(category, op).instrument(span.clone()).await {
+                                Ok(()) => Ok(Handoff::Delivered),
+                                // Retrying cannot fix a write that breaks a limit (the tool
+                                // checked it): it is logged and dropped rather than retried for ever.
+                                Err(err) if !err.is_retryable() => {
+                                    tracing::error!(thread = %thread_id, category, %err, "a library write was refused; dropped");
+                                    Ok(Handoff::Delivered)
+                                }
+                                Err(err) => Err(EffectFailure::Library(err.to_string())),
                             }
-                            Err(err) => Err(EffectFailure::Library(err.to_string())),
-                        },
+                        }
                         None => Err(EffectFailure::Library(format!(
                             "this host keeps no library (a write of the {category} category)"
                         ))),
                     }
                 }
             };
+            if let Err(failed) = &result {
+                telemetry::set_error(&span, &failed.to_string());
+            }
             results.push((id, result));
         }
         results

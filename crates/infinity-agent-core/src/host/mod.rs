@@ -20,8 +20,9 @@ use crate::engine::{Slice, SliceError, SliceOutcome, SliceRequest, Step};
 use crate::ids::{IdSource, InputId, ThreadId};
 use crate::input::{Input, InputBody};
 use crate::model::{ModelError, ModelProvider, Streamed};
-use crate::state::Conversation;
+use crate::state::{Conversation, ThreadRecord};
 use crate::store::{load_view_prefix, Entries, SliceState, StoreError, ThreadStore};
+use crate::telemetry;
 use crate::tools::servers::{apply_deadlines, assemble, Discovered, DiscoveryError, ToolDiscovery};
 
 /// Why an input could not be handed to the queue or the timers.
@@ -381,7 +382,6 @@ pub async fn run_loaded_slice(
             }
         }
     };
-    let input_ids: Vec<InputId> = inputs.iter().map(|i| i.id.clone()).collect();
     // A child reads what its conversation shares from the root.
     let root = match &record {
         Some(r) if !r.is_root() => r.stack.first().cloned(),
@@ -398,39 +398,107 @@ pub async fn run_loaded_slice(
             .map(|r| Conversation::of_root(&r)),
         None => None,
     };
-    let span = tracing::info_span!("slice", thread = %thread_id, inputs = ?input_ids);
-    let request = SliceRequest {
-        inputs,
-        already_processed,
-        default_agent: host.default_agent,
-        conversation,
-        session_toolset,
-        live_output: host.live.is_some(),
-        view_start,
-        library: host.library,
-        ..SliceRequest::new(thread_id.clone(), record, &view, host.agents, now, ids)
-    };
-    let outcome = drive(host, Slice::start(request), thread_id, now)
-        .instrument(span)
-        .await?;
-    // The view goes before the commit: a store that shares its list with it then appends in
-    // place instead of on a copy.
-    drop(view);
-    let effects = match &outcome.commit {
-        Some(commit) => {
-            store.commit(commit).await?;
-            perform_effects(
-                host.effects,
-                store,
-                thread_id,
-                &commit.effects,
-                Some(commit.record.version),
-            )
-            .await
+    let span = slice_span(host, thread_id, agent_name, &record, &inputs);
+    let finish = async move {
+        let request = SliceRequest {
+            inputs,
+            already_processed,
+            default_agent: host.default_agent,
+            conversation,
+            session_toolset,
+            live_output: host.live.is_some(),
+            view_start,
+            library: host.library,
+            ..SliceRequest::new(thread_id.clone(), record, &view, host.agents, now, ids)
+        };
+        let outcome = drive(host, Slice::start(request), thread_id, now).await;
+        let outcome = match outcome {
+            Ok(outcome) => outcome,
+            Err(err) => {
+                telemetry::set_error(&tracing::Span::current(), &err.to_string());
+                return Err(err.into());
+            }
+        };
+        // The view goes before the commit: a store that shares its list with it then appends
+        // in place instead of on a copy.
+        drop(view);
+        let effects = match &outcome.commit {
+            Some(commit) => {
+                telemetry::set(
+                    &tracing::Span::current(),
+                    "infinity.thread.version",
+                    i64::try_from(commit.record.version).unwrap_or(i64::MAX),
+                );
+                if let Err(failed) = store.commit(commit).await {
+                    telemetry::set_error(&tracing::Span::current(), &failed.to_string());
+                    return Err(failed.into());
+                }
+                perform_effects(
+                    host.effects,
+                    store,
+                    thread_id,
+                    &commit.effects,
+                    Some(commit.record.version),
+                )
+                .await
+            }
+            None => Ok(()),
+        };
+        if let Err(failed) = &effects {
+            telemetry::set_error(&tracing::Span::current(), &failed.to_string());
         }
-        None => Ok(()),
+        Ok(SliceReport { outcome, effects })
     };
-    Ok(SliceReport { outcome, effects })
+    finish.instrument(span).await
+}
+
+/// The span of a slice (GenAI's `invoke_agent`): the thread, its conversation, its inputs,
+/// the agent and its version.
+fn slice_span(
+    host: &HostContext<'_>,
+    thread_id: &ThreadId,
+    agent_name: Option<&str>,
+    record: &Option<ThreadRecord>,
+    inputs: &[Input],
+) -> tracing::Span {
+    let input_ids: Vec<&str> = inputs.iter().map(|i| i.id.as_str()).collect();
+    let agent = agent_name.unwrap_or("unknown");
+    let span = tracing::info_span!(
+        "slice",
+        otel.name = %format!("invoke_agent {agent}"),
+        thread = %thread_id,
+        inputs = ?input_ids,
+    );
+    // The conversation: the root of the thread's tree (a new child's comes with its seed).
+    let root = match record {
+        Some(r) => r.stack.first().cloned(),
+        None => inputs.iter().find_map(|i| match &i.body {
+            InputBody::ChildSeed { parent_stack, .. } => parent_stack.first().cloned(),
+            _ => None,
+        }),
+    }
+    .unwrap_or_else(|| thread_id.clone());
+    if !telemetry::exporting() {
+        return span;
+    }
+    telemetry::set(&span, "gen_ai.operation.name", "invoke_agent");
+    telemetry::set(
+        &span,
+        "gen_ai.agent.name",
+        agent.split('@').next().unwrap_or(agent).to_owned(),
+    );
+    telemetry::set(&span, "gen_ai.conversation.id", root.to_string());
+    telemetry::set(&span, "infinity.thread.id", thread_id.to_string());
+    telemetry::set(&span, "infinity.input.ids", input_ids.join(","));
+    let kinds: Vec<&str> = inputs.iter().map(|i| i.body.kind()).collect();
+    telemetry::set_strings(&span, "infinity.input.types", &kinds);
+    if let Some(version) = agent_name
+        .and_then(|name| host.agents.agent(name))
+        .and_then(|a| a.version)
+    {
+        telemetry::set(&span, "infinity.agent.version", i64::from(version));
+    }
+    span
 }
 
 /// Polls the slice to its end: shows output, runs completions (retrying a temporarily
@@ -486,17 +554,20 @@ async fn drive(
                     (Some(model), time, _) => {
                         let completion =
                             complete(model.as_ref(), request, host.live, thread_id, now);
-                        match time {
-                            None => completion.await,
-                            Some(time) => tokio::time::timeout(time, completion)
-                                .await
-                                .unwrap_or_else(|_| {
-                                    Err(ModelError::Retryable(format!(
-                                        "the model did not answer within {}s",
-                                        time.as_secs_f64().round()
-                                    )))
-                                }),
-                        }
+                        let timed = async {
+                            match time {
+                                None => completion.await,
+                                Some(time) => tokio::time::timeout(time, completion)
+                                    .await
+                                    .unwrap_or_else(|_| {
+                                        Err(ModelError::Retryable(format!(
+                                            "the model did not answer within {}s",
+                                            time.as_secs_f64().round()
+                                        )))
+                                    }),
+                            }
+                        };
+                        traced(model.as_ref(), timed).await
                     }
                 }
             }
@@ -529,6 +600,73 @@ async fn drive(
             }
         }
     }
+}
+
+/// Runs a completion in its span (GenAI's `chat`): the provider and model, then the tokens
+/// used (cache reads and writes apart), what it cost, why it stopped, or why it failed.
+async fn traced(
+    model: &dyn ModelProvider,
+    completion: impl std::future::Future<Output = Result<crate::model::Completion, ModelError>>,
+) -> Result<crate::model::Completion, ModelError> {
+    let name = model.name();
+    let (provider, id) = name.split_once(':').unwrap_or(("unknown", name));
+    let provider = match provider {
+        "bedrock" => "aws.bedrock",
+        "script" => "infinity.script",
+        other => other,
+    };
+    let span =
+        tracing::info_span!("completion", otel.name = %format!("chat {id}"), otel.kind = "client");
+    if !telemetry::exporting() {
+        return completion.instrument(span).await;
+    }
+    telemetry::set(&span, "gen_ai.operation.name", "chat");
+    telemetry::set(&span, "gen_ai.provider.name", provider.to_owned());
+    telemetry::set(&span, "gen_ai.system", provider.to_owned());
+    telemetry::set(&span, "gen_ai.request.model", id.to_owned());
+    let result = completion.instrument(span.clone()).await;
+    match &result {
+        Ok(done) => {
+            let usage = done.usage.priced(model.prices().as_ref());
+            let count = |n: u64| i64::try_from(n).unwrap_or(i64::MAX);
+            let input = usage.input_tokens + usage.cache_read_tokens + usage.cache_write_tokens;
+            telemetry::set(&span, "gen_ai.usage.input_tokens", count(input));
+            telemetry::set(
+                &span,
+                "gen_ai.usage.output_tokens",
+                count(usage.output_tokens),
+            );
+            telemetry::set(
+                &span,
+                "gen_ai.usage.cache_read.input_tokens",
+                count(usage.cache_read_tokens),
+            );
+            telemetry::set(
+                &span,
+                "gen_ai.usage.cache_creation.input_tokens",
+                count(usage.cache_write_tokens),
+            );
+            match usage.unpriced {
+                0 => telemetry::set(&span, "infinity.cost.usd", usage.cost.dollars()),
+                _ => telemetry::set(&span, "infinity.cost.unpriced", true),
+            }
+            let reason = match done.stop_reason {
+                crate::model::StopReason::EndTurn => "stop",
+                crate::model::StopReason::ToolUse => "tool_calls",
+                crate::model::StopReason::MaxTokens => "length",
+            };
+            telemetry::set_strings(&span, "gen_ai.response.finish_reasons", &[reason]);
+        }
+        Err(why) => {
+            let kind = match why {
+                ModelError::Retryable(_) => "retryable",
+                ModelError::Terminal(_) => "terminal",
+            };
+            telemetry::set(&span, "error.type", kind);
+            telemetry::set_error(&span, &why.to_string());
+        }
+    }
+    result
 }
 
 /// Runs one completion; with live output, the model's text is shown as it streams. A completion

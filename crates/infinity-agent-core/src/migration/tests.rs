@@ -68,6 +68,7 @@ async fn session(store: &MemoryStore) {
         due: None,
         authorizing: false,
         delegated: false,
+        trace: None,
     });
     root.schedules.push(crate::state::Schedule {
         id: "sch-daily".into(),
@@ -107,6 +108,7 @@ async fn session(store: &MemoryStore) {
         due: Some("2026-03-07T18:00:00Z".parse().unwrap()),
         authorizing: false,
         delegated: false,
+        trace: None,
     });
     put(store, root, 150).await;
     put(store, child, 4).await;

@@ -134,6 +134,10 @@ pub struct PendingCall {
     /// agent's tool, `execute_tool` of an agent): cancelling it closes that thread.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub delegated: bool,
+    /// The W3C `traceparent` of the call's span, when traces are exported: the span of its
+    /// result links to it ([`crate::telemetry`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub trace: Option<String>,
 }
 
 /// Entries held back while dispatched calls are pending (see [`ThreadRecord::deferred`]).

@@ -7,6 +7,8 @@
 //! noise; [`noise`] is arbitrary bytes.
 
 pub mod harness;
+#[cfg(feature = "test-otlp")]
+pub mod otlp;
 
 /// The process's resident set, in bytes (from /proc/self/statm; 0 where there is none), for
 /// the bench targets' memory figures.

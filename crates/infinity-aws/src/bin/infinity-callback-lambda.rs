@@ -27,7 +27,9 @@ async fn main() -> Result<(), Error> {
         move |event: LambdaEvent<LambdaFunctionUrlRequest>| {
             let handler = Arc::clone(&handler);
             async move {
-                Ok::<LambdaFunctionUrlResponse, Error>(handler.handle(event.payload).await)
+                let response = handler.handle(event.payload).await;
+                infinity_agent_core::telemetry::flush().await;
+                Ok::<LambdaFunctionUrlResponse, Error>(response)
             }
         },
     ))

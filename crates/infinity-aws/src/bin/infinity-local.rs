@@ -14,13 +14,14 @@ use infinity_aws::local::LocalRunner;
 
 #[tokio::main]
 async fn main() {
-    tracing_subscriber::fmt()
+    use tracing_subscriber::Layer;
+    let logs = tracing_subscriber::fmt::layer()
         .with_writer(std::io::stderr)
-        .with_env_filter(
+        .with_filter(
             tracing_subscriber::EnvFilter::try_from_default_env()
                 .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
-        )
-        .init();
+        );
+    infinity_agent_core::telemetry::install(logs, "infinity-local");
     let setup = async {
         let config = AwsConfig::from_env()?;
         let clients = Clients::from_env().await;
@@ -55,6 +56,7 @@ async fn main() {
                 _ = runner.run() => {}
                 _ = tokio::signal::ctrl_c() => {}
             }
+            infinity_agent_core::telemetry::flush().await;
         }
         Err(err) => {
             eprintln!("infinity-local: {err}");

@@ -15,7 +15,11 @@ async fn main() -> Result<(), Error> {
     let handler = Arc::new(RelayHandler::new(&clients, &config));
     lambda_runtime::run(service_fn(move |event: LambdaEvent<SqsEvent>| {
         let handler = Arc::clone(&handler);
-        async move { Ok::<SqsBatchResponse, Error>(handler.handle(event.payload).await) }
+        async move {
+            let response = handler.handle(event.payload).await;
+            infinity_agent_core::telemetry::flush().await;
+            Ok::<SqsBatchResponse, Error>(response)
+        }
     }))
     .await
 }

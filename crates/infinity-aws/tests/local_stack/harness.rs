@@ -42,6 +42,17 @@ fn bootstrap(prefix: &str) -> HashMap<String, String> {
     infinity_aws::local::bootstrap_stack(&repo(), prefix).unwrap()
 }
 
+/// A fresh stack's environment (`INFINITY_*`, endpoints), the emulators started, for a process
+/// that runs it (a function's binary).
+pub fn fresh_env() -> HashMap<String, String> {
+    emulators();
+    let prefix = format!(
+        "t{}",
+        &infinity_agent_core::ids::EffectId::generate().as_str()[3..15]
+    );
+    bootstrap(&prefix)
+}
+
 pub struct Stack {
     pub config: AwsConfig,
     pub clients: Clients,

@@ -17,4 +17,5 @@ mod store;
 mod threads;
 mod timers;
 mod tool_servers;
+mod traces;
 mod warm;
