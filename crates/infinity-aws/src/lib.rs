@@ -27,6 +27,8 @@ pub mod migration;
 pub mod queue;
 pub mod remotes;
 pub mod store;
+#[cfg(feature = "test-util")]
+pub mod testing;
 pub mod tool_servers;
 pub mod wire;
 

@@ -3,59 +3,14 @@
 //! slice's spans over OTLP by the time it answers the invocation (its environment may freeze
 //! right after), though its exporter would otherwise wait a minute before sending.
 
-use std::collections::HashMap;
 use std::process::{Command, Stdio};
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use axum::extract::{Path, State};
-use axum::routing::{get, post};
 use infinity_agent_core::testing::otlp::{int, receiver, string, strings};
-use serde_json::{json, Value};
+use infinity_aws::testing as runtime_api;
+use serde_json::json;
 
 use crate::harness;
-
-/// Lambda's runtime API, as far as the function uses it: the next event, its answer.
-#[derive(Default)]
-struct Invocations {
-    waiting: Vec<(String, Value)>,
-    answers: HashMap<String, Value>,
-}
-
-type Runtime = Arc<Mutex<Invocations>>;
-
-async fn next(State(runtime): State<Runtime>) -> axum::response::Response {
-    use axum::response::IntoResponse;
-    loop {
-        let next = runtime.lock().unwrap().waiting.pop();
-        if let Some((id, event)) = next {
-            let deadline = (jiff::Timestamp::now().as_millisecond() + 60_000).to_string();
-            return (
-                [
-                    ("lambda-runtime-aws-request-id", id.as_str()),
-                    ("lambda-runtime-deadline-ms", deadline.as_str()),
-                    (
-                        "lambda-runtime-invoked-function-arn",
-                        "arn:aws:lambda:us-east-1:123456789012:function:agent",
-                    ),
-                ],
-                axum::Json(event),
-            )
-                .into_response();
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-}
-
-async fn response(
-    State(runtime): State<Runtime>,
-    Path(id): Path<String>,
-    body: axum::body::Bytes,
-) -> &'static str {
-    let answer = serde_json::from_slice(&body).unwrap_or(Value::Null);
-    runtime.lock().unwrap().answers.insert(id, answer);
-    "ok"
-}
 
 /// Kills the function's process when the test ends.
 struct Process(std::process::Child);
@@ -80,22 +35,16 @@ async fn the_agent_function_sends_an_invocations_spans_before_it_answers() {
     let agent = dir.path().join("agent.yaml");
     std::fs::write(&agent, "name: tester\nmodel: script:script.yaml\n").unwrap();
 
-    let runtime = Runtime::default();
-    let app = axum::Router::new()
-        .route("/2018-06-01/runtime/invocation/next", get(next))
-        .route(
-            "/2018-06-01/runtime/invocation/{id}/response",
-            post(response),
-        )
-        .with_state(Arc::clone(&runtime));
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let runtime_api = listener.local_addr().unwrap().to_string();
-    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+    let (address, runtime) = runtime_api::start(
+        "arn:aws:lambda:us-east-1:123456789012:function:agent",
+        Duration::from_secs(60),
+    )
+    .await;
     let _function = Process(
         Command::new(env!("CARGO_BIN_EXE_infinity-agent-lambda"))
             .envs(&env)
             .env("INFINITY_AGENT_FILE", &agent)
-            .env("AWS_LAMBDA_RUNTIME_API", &runtime_api)
+            .env("AWS_LAMBDA_RUNTIME_API", &address)
             .env("AWS_LAMBDA_FUNCTION_NAME", "agent")
             .env("AWS_LAMBDA_FUNCTION_VERSION", "$LATEST")
             .env("AWS_LAMBDA_FUNCTION_MEMORY_SIZE", "512")
@@ -124,20 +73,7 @@ async fn the_agent_function_sends_an_invocations_spans_before_it_answers() {
         "eventSourceARN": "arn:aws:sqs:us-east-1:123456789012:input.fifo",
         "awsRegion": "us-east-1"
     }]});
-    runtime
-        .lock()
-        .unwrap()
-        .waiting
-        .insert(0, ("inv-1".to_owned(), event));
-    let mut answer = None;
-    for _ in 0..600 {
-        if let Some(found) = runtime.lock().unwrap().answers.get("inv-1") {
-            answer = Some(found.clone());
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    let answer = answer.expect("the function answered the invocation");
+    let answer = runtime_api::ask(runtime, "inv-1".to_owned(), event).await;
     assert_eq!(answer["batchItemFailures"], json!([]), "{answer}");
 
     // At the answer, the spans are there already.

@@ -1,17 +1,15 @@
 //! A stand-in of what AWS puts around the stack's API function: Lambda's runtime API (the
-//! `infinity` binary, started as Lambda starts it, polls it for events and posts its answers)
-//! and a Function URL (HTTP in front of it, for a browser).
+//! `infinity` binary, started as Lambda starts it, polls it for events and posts its answers;
+//! `infinity_aws::testing`) and a Function URL (HTTP in front of it, for a browser).
 
 #![allow(dead_code, clippy::unwrap_used, clippy::expect_used, clippy::panic)] // each test crate uses a part
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
-use axum::extract::{Path as UrlPath, State};
-use axum::routing::{get, post};
 use serde_json::{json, Value};
 
 use crate::common::Server;
@@ -23,64 +21,7 @@ fn repo() -> PathBuf {
         .unwrap()
 }
 
-/// The requests a stand-in of Lambda's runtime API hands out, and the answers it got back.
-#[derive(Default)]
-pub struct Invocations {
-    waiting: Vec<(String, Value)>,
-    answers: HashMap<String, Value>,
-}
-
-pub type Runtime = Arc<Mutex<Invocations>>;
-
-/// `GET /2018-06-01/runtime/invocation/next`: the next event (polled until there is one).
-pub async fn next(State(runtime): State<Runtime>) -> axum::response::Response {
-    use axum::response::IntoResponse;
-    loop {
-        let next = runtime.lock().unwrap().waiting.pop();
-        if let Some((id, event)) = next {
-            let deadline = (jiff::Timestamp::now().as_millisecond() + 30_000).to_string();
-            return (
-                [
-                    ("lambda-runtime-aws-request-id", id.as_str()),
-                    ("lambda-runtime-deadline-ms", deadline.as_str()),
-                    (
-                        "lambda-runtime-invoked-function-arn",
-                        "arn:aws:lambda:us-east-1:123456789012:function:api",
-                    ),
-                ],
-                axum::Json(event),
-            )
-                .into_response();
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-}
-
-pub async fn response(
-    State(runtime): State<Runtime>,
-    UrlPath(id): UrlPath<String>,
-    body: axum::body::Bytes,
-) -> &'static str {
-    let answer = serde_json::from_slice(&body).unwrap_or(Value::Null);
-    runtime.lock().unwrap().answers.insert(id, answer);
-    "ok"
-}
-
-/// Hands `event` to the function as invocation `id` and waits for its answer.
-pub async fn ask(runtime: Runtime, id: String, event: Value) -> Value {
-    runtime
-        .lock()
-        .unwrap()
-        .waiting
-        .insert(0, (id.clone(), event));
-    for _ in 0..600 {
-        if let Some(answer) = runtime.lock().unwrap().answers.get(&id) {
-            return answer.clone();
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    panic!("the function did not answer {id}");
-}
+pub use infinity_aws::testing::{ask, Runtime};
 
 /// A Function URL event (payload format 2.0) for `method path`.
 pub fn url_event(
@@ -153,17 +94,11 @@ impl ApiFunction {
             String::from_utf8_lossy(&put.stderr)
         );
 
-        let runtime = Runtime::default();
-        let app = axum::Router::new()
-            .route("/2018-06-01/runtime/invocation/next", get(next))
-            .route(
-                "/2018-06-01/runtime/invocation/{id}/response",
-                post(response),
-            )
-            .with_state(Arc::clone(&runtime));
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let runtime_api = listener.local_addr().unwrap().to_string();
-        tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+        let (runtime_api, runtime) = infinity_aws::testing::start(
+            "arn:aws:lambda:us-east-1:123456789012:function:api",
+            Duration::from_secs(30),
+        )
+        .await;
         // Started as Lambda starts it: no arguments.
         let start = || {
             Server(
