@@ -177,7 +177,9 @@ fn main() -> std::process::ExitCode {
             tracing_subscriber::EnvFilter::try_from_default_env()
                 .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
         );
-    infinity_agent_core::telemetry::install(logs, "infinity");
+    // (Started as the stack's API function, the service is the function.)
+    let service = std::env::var("AWS_LAMBDA_FUNCTION_NAME").unwrap_or_else(|_| "infinity".into());
+    infinity_agent_core::telemetry::install(logs, &service);
     let code = run_cli();
     infinity_agent_core::telemetry::shutdown();
     code
