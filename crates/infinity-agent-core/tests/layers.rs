@@ -135,7 +135,7 @@ const CRATE_LAYERS: &[(&str, &[&[&str]])] = &[
     (
         "infinity-aws",
         &[
-            &["item", "wire", "artifacts"],
+            &["item", "wire", "artifacts", "testing"],
             &["store"],
             &["config", "catalog", "knowledge", "dlq"],
             &["queue"],
