@@ -3,6 +3,7 @@
 //! the tools: `artifact_publish`, `artifact_update`, `artifact_list`, `artifact_comments`,
 //! `artifact_reply`, and the guidance skill they lend `skill_get`.
 
+mod blobs;
 pub mod page;
 mod shelf;
 mod tools;
@@ -11,6 +12,7 @@ use std::sync::Arc;
 
 use infinity_agent_core::tools::internal::{CategoryDef, InternalToolDef};
 
+pub use blobs::*;
 pub use page::*;
 pub use shelf::*;
 pub use tools::guidance;
