@@ -215,3 +215,30 @@ async fn without_an_endpoint_or_with_traces_turned_off_nothing_is_sent() {
     // (The same run with the endpoint alone sends its spans: the test above.)
     assert!(received.lock().unwrap().spans.is_empty());
 }
+
+/// A collector that is not there (nothing listens on its port) costs the run nothing but the
+/// spans: it answers as usual and exits 0.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unreachable_collector_does_not_fail_the_run() {
+    let nowhere = format!("http://127.0.0.1:{}", crate::common::free_port());
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().to_owned();
+    let out = tokio::task::spawn_blocking(move || {
+        run(
+            &path,
+            &[
+                ("OTEL_EXPORTER_OTLP_ENDPOINT", nowhere.as_str()),
+                ("OTEL_EXPORTER_OTLP_TIMEOUT", "2000"),
+            ],
+        )
+    })
+    .await
+    .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(stdout.contains("noted"), "{stdout}");
+}
