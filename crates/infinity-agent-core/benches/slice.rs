@@ -106,6 +106,7 @@ fn history_commit(record: &ThreadRecord, entries: Vec<HistoryEntry>) -> Commit {
         new_entries: entries,
         processed_inputs: Vec::new(),
         effects: Vec::new(),
+        events: Vec::new(),
     }
 }
 

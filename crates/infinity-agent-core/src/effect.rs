@@ -60,11 +60,7 @@ impl Effect {
     /// An output event for `thread_id` at `at`.
     pub fn output(thread_id: &ThreadId, at: Timestamp, kind: OutputKind) -> Self {
         Effect::Output {
-            event: OutputEvent {
-                thread_id: thread_id.clone(),
-                at,
-                kind,
-            },
+            event: OutputEvent::new(thread_id.clone(), at, kind),
         }
     }
 }
@@ -201,6 +197,12 @@ pub type LiveOutput<'a> = dyn Fn(OutputEvent) + Send + Sync + 'a;
 pub struct OutputEvent {
     /// The thread it happened on.
     pub thread_id: ThreadId,
+    /// The event's number in its thread (1, 2, ...; the SSE `id` of `GET
+    /// /threads/{id}/events`), given when its slice commits it; a client that saw events up to
+    /// `N` resumes after `N` and misses nothing. Absent for what is shown live only (streamed
+    /// text, a host's own errors): those are not kept.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub seq: Option<u64>,
     /// When.
     pub at: Timestamp,
     /// What.
@@ -209,6 +211,16 @@ pub struct OutputEvent {
 }
 
 impl OutputEvent {
+    /// An event not numbered yet (its slice numbers it, see [`OutputEvent::seq`]).
+    pub fn new(thread_id: ThreadId, at: Timestamp, kind: OutputKind) -> Self {
+        Self {
+            thread_id,
+            seq: None,
+            at,
+            kind,
+        }
+    }
+
     /// The event as JSON of at most `max_bytes` (a queue's message limit): whole when it fits;
     /// otherwise its longest texts are cut, each ending in a note of how much was left out and
     /// where to read all of it (`infinity thread show`, since the history keeps everything), and
@@ -356,6 +368,13 @@ pub enum OutputKind {
         /// What went wrong.
         text: String,
     },
+    /// The events numbered after `after` were shown by a slice that then failed, so they were
+    /// not kept: forget them (the next events are numbered from `after + 1` again). Live only;
+    /// its SSE `id` is `after`.
+    Withdrawn {
+        /// The last event still standing.
+        after: u64,
+    },
 }
 
 impl OutputKind {
@@ -380,6 +399,7 @@ impl OutputKind {
             OutputKind::Finished { .. } => "finished",
             OutputKind::Widget { .. } => "widget",
             OutputKind::Error { .. } => "error",
+            OutputKind::Withdrawn { .. } => "withdrawn",
         }
     }
 }
@@ -393,6 +413,7 @@ mod tests {
         let thread = ThreadId::new("t1").unwrap();
         let event = OutputEvent {
             thread_id: thread.clone(),
+            seq: None,
             at: Timestamp::UNIX_EPOCH,
             kind: OutputKind::AssistantText {
                 text: "word ".repeat(10_000),

@@ -527,7 +527,9 @@ async fn update(
             .await?
             .ok_or_else(|| MigrationError::UnknownThread(id.clone()))?;
         let mut record = before.clone();
-        let effects = change(&mut record)?
+        let mut effects = change(&mut record)?;
+        let events = crate::commit::number_outputs(&mut record, &mut effects);
+        let effects = effects
             .into_iter()
             .map(|effect| PendingEffect {
                 id: ids.effect_id(),
@@ -542,6 +544,7 @@ async fn update(
             new_entries: Vec::new(),
             processed_inputs: Vec::new(),
             effects,
+            events,
         };
         match store.commit(&commit).await {
             Ok(()) => return Ok(commit),

@@ -93,13 +93,10 @@ fn valid_store(dir: &Path) {
         effects: vec![PendingEffect {
             id: EffectId::new("fx-1").unwrap(),
             effect: Effect::Output {
-                event: OutputEvent {
-                    thread_id: id,
-                    at,
-                    kind: OutputKind::Error { text: "x".into() },
-                },
+                event: OutputEvent::new(id, at, OutputKind::Error { text: "x".into() }),
             },
         }],
+        events: Vec::new(),
     };
     let store = FileStore::open(dir).unwrap();
     tokio::runtime::Builder::new_current_thread()

@@ -176,7 +176,7 @@ const CRATE_LAYERS: &[(&str, &[&[&str]])] = &[
         &[
             &["api"],
             &["guard"],
-            &["artifacts", "web", "remotes", "migration"],
+            &["artifacts", "events", "web", "remotes", "migration"],
             &["stack"],
         ],
     ),

@@ -166,6 +166,7 @@ async fn seed(store: &dyn ThreadStore, id: &ThreadId, n: u64, compacted: bool) {
                 new_entries: entries,
                 processed_inputs: vec![],
                 effects: vec![],
+                events: vec![],
             })
             .await
             .unwrap();

@@ -44,6 +44,9 @@ pub struct AwsConfig {
     pub schedule_early: Duration,
     /// `INFINITY_DEDUP_TTL_DAYS` (default 30): how long processed-input markers are kept.
     pub dedup_ttl: Duration,
+    /// `INFINITY_EVENT_RETENTION_DAYS` (default 7): how long the events threads show are kept
+    /// for clients that resume a stream (`GET /threads/{id}/events` with `Last-Event-ID`).
+    pub event_retention: Duration,
     /// `INFINITY_ARTIFACT_BUCKET`: the S3 bucket of published pages (optional: without it, the
     /// `artifact` category's tools say the host keeps no pages).
     pub artifact_bucket: Option<String>,
@@ -152,6 +155,7 @@ impl AwsConfig {
             relay_threshold,
             schedule_early: seconds("INFINITY_SCHEDULE_EARLY_SECONDS", 60, &get)?,
             dedup_ttl: seconds("INFINITY_DEDUP_TTL_DAYS", 30, &get)? * 86_400,
+            event_retention: seconds("INFINITY_EVENT_RETENTION_DAYS", 7, &get)? * 86_400,
             view_cache_bytes: megabytes("INFINITY_VIEW_CACHE_MB", 32, &get)?,
             artifact_bucket: get("INFINITY_ARTIFACT_BUCKET").filter(|v| !v.trim().is_empty()),
             api_url: get("INFINITY_API_URL").filter(|v| !v.trim().is_empty()),

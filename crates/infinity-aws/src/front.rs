@@ -12,9 +12,10 @@ use infinity_agent_core::catalog::{AgentCatalog, AgentRef};
 use infinity_agent_core::effect::OutputEvent;
 use infinity_agent_core::host::InputSender;
 use infinity_agent_core::ids::InputId;
+use infinity_agent_core::ids::ThreadId;
 use infinity_agent_core::input::Input;
 use infinity_agent_core::library::{AllowedModels, Library, ModelSource};
-use infinity_agent_core::runtime::{Front, PostError};
+use infinity_agent_core::runtime::{Following, Front, PostError};
 use infinity_agent_core::state::ThreadRecord;
 use infinity_agent_core::store::ThreadStore;
 use infinity_library::LibraryExt;
@@ -126,15 +127,20 @@ impl Front for StackFront {
         &self.store
     }
 
-    /// Every thread's output events from now on, while [`StackFront::follow_output`] runs.
-    fn subscribe(&self) -> Option<mpsc::UnboundedReceiver<OutputEvent>> {
+    /// Every thread's output events from now on, while [`StackFront::follow_output`] runs. A
+    /// stack's slices show nothing before they commit, so there is nothing shown to add.
+    fn follow(&self, _thread_id: &ThreadId) -> Option<Following> {
         let subscribers = self.subscribers.as_ref()?;
-        let (tx, rx) = mpsc::unbounded_channel();
+        let (tx, live) = mpsc::unbounded_channel();
         subscribers
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .push(tx);
-        Some(rx)
+        Some(Following {
+            live,
+            shown: Vec::new(),
+            partial: String::new(),
+        })
     }
 
     /// The stack's library: where it keeps published pages, when it does.

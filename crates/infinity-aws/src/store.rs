@@ -10,6 +10,7 @@
 //! | `O#retry#<time>#<n>` | an effect an operator put back (`infinity thread outbox --retry`) |
 //! | `F#<time>#<n>` | an effect set aside after its attempts failed, for an operator |
 //! | `P#<input id>` | a processed-input marker, expiring through the table's `ttl` |
+//! | `L#<seq, 20 digits>` | the output events of one commit, the last numbered `seq` (JSON list in `body`), expiring through `ttl` after the event retention (`store/events.rs`) |
 //! | `I#<input id>` | an input too big for a message, stored for it (expires after [`STASH_TTL`]) |
 //! | `U#<message id>` | an input-queue message no slice can use, kept aside (expires after [`STASH_TTL`]) |
 //! | `X#<blob id>#<part>` | a part of a value too big for one item (written before the commit) |
@@ -45,10 +46,12 @@ use serde::Serialize;
 mod aside;
 mod blob;
 mod commit;
+mod events;
 mod import;
 mod warm;
 
 use blob::{Blob, Parts};
+pub use events::EVENT_RETENTION;
 
 /// Values whose JSON is longer than this are split into parts.
 pub const INLINE_LIMIT: usize = 300_000;
@@ -153,6 +156,8 @@ pub struct DynamoThreadStore {
     client: Client,
     table: Arc<str>,
     dedup_ttl: std::time::Duration,
+    /// How long the events threads show are kept for clients that resume a stream.
+    event_retention: std::time::Duration,
     /// The parts of each split record this store read, by thread: `(version, parts)`. A commit over
     /// that version deletes those parts in its transaction. (A slice always reads the record it
     /// replaces through the same store, so the commit knows what the record it replaces owns
@@ -210,6 +215,7 @@ impl DynamoThreadStore {
             client,
             table: table.into(),
             dedup_ttl,
+            event_retention: EVENT_RETENTION,
             record_parts: Arc::default(),
             warm: Arc::default(),
         }
@@ -416,14 +422,26 @@ impl ThreadStore for DynamoThreadStore {
     }
 
     async fn commit(&self, commit: &Commit) -> Result<(), StoreError> {
-        // The record, the entries, the outbox item, the markers: one transaction when they fit.
-        let items = commit.new_entries.len() + commit.processed_inputs.len() + 2;
+        // The record, the entries, the outbox and events items, the markers: one transaction
+        // when they fit.
+        let items = commit.new_entries.len() + commit.processed_inputs.len() + 3;
         if items > MAX_TRANSACTION_ITEMS && commit.new_entries.len() > import::ENTRIES_PER_WRITE {
             // More entries than one transaction holds: written ahead under a lock (`import.rs`);
             // a new thread's under a placeholder record.
             return self.commit_wide(commit).await;
         }
         self.commit_holding(commit, None).await
+    }
+
+    /// The events of the last [`EVENT_RETENTION`] (or as set with
+    /// [`DynamoThreadStore::keeping_events_for`]).
+    async fn events_after(
+        &self,
+        thread_id: &ThreadId,
+        after: u64,
+        limit: usize,
+    ) -> Result<Vec<infinity_agent_core::effect::OutputEvent>, StoreError> {
+        self.read_events_after(thread_id, after, limit).await
     }
 
     async fn complete_commit_effects(

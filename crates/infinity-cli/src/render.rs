@@ -245,6 +245,9 @@ impl Renderer {
                 n => format!("interrupted by the user: {n} calls cancelled"),
             },
             OutputKind::Error { text } => format!("ERROR: {text}"),
+            OutputKind::Withdrawn { .. } => {
+                "[the slice failed: what it showed above was not kept]".to_owned()
+            }
         };
         crate::out!("{time} {indent}[{who}] {}", printable(&line));
         if let OutputKind::ToolCall { call_id, .. } = &event.kind {
@@ -299,11 +302,7 @@ impl Renderer {
             }
         }
         for kind in kinds_of(item) {
-            self.show(&OutputEvent {
-                thread_id: thread_id.clone(),
-                at,
-                kind,
-            });
+            self.show(&OutputEvent::new(thread_id.clone(), at, kind));
         }
     }
 

@@ -19,6 +19,7 @@ mod remote;
 mod serve;
 mod stack;
 mod stack_remote;
+mod streams;
 mod tool_servers;
 mod traces;
 mod versions;

@@ -134,6 +134,28 @@ async fn serve_aws_serves_a_stacks_threads_live() {
         .filter_map(|e| e["item"]["text"].as_str())
         .collect();
     assert_eq!(texts, ["hello", "stack says hi"], "{history}");
+    // The live events carried their numbers; a client that saw only the first gets the rest
+    // from the table (the output queue's copies are gone).
+    assert!(seen.contains("id: 1\n"), "{seen}");
+    let mut resumed = reqwest::Client::new()
+        .get(format!("{api}/threads/web1/events"))
+        .header("Last-Event-ID", "1")
+        .send()
+        .await
+        .unwrap();
+    let mut rest = String::new();
+    while !rest.contains("stack says hi") {
+        let chunk = tokio::time::timeout_at(deadline, resumed.chunk())
+            .await
+            .unwrap_or_else(|_| panic!("no resumed events; saw:\n{rest}"))
+            .unwrap()
+            .expect("the stream stays open");
+        rest.push_str(&String::from_utf8_lossy(&chunk));
+    }
+    assert!(!rest.contains("id: 1\n"), "{rest}");
+    assert!(!rest.contains("event: user_message"), "{rest}");
+    assert!(rest.contains("id: 2\n"), "{rest}");
+    drop(resumed);
 
     // A recurring schedule, set by a person through the stack, lands on the thread's record.
     let (status, made) = post_json(
@@ -304,10 +326,51 @@ async fn the_api_function_answers_function_url_requests_behind_its_token() {
     )
     .await;
     assert_eq!(events["statusCode"], 200, "{events}");
+    let body = events["body"].as_str().unwrap();
+    assert!(body.contains("retry: 2000"), "{events}");
+    // It says where the thread stands; from the start, every kept event comes, numbered.
+    assert!(body.contains("event: attached"), "{body}");
+    let from_start = ask(
+        "events-from-start",
+        url_event(
+            "GET",
+            "/threads/lambda1/events",
+            "after=0&access_token=s3cret-token",
+            host.clone(),
+            None,
+        ),
+    )
+    .await;
+    let body = from_start["body"].as_str().unwrap();
+    let ids: Vec<u64> = body
+        .lines()
+        .filter_map(|l| l.strip_prefix("id: "))
+        .map(|id| id.parse().unwrap())
+        .collect();
+    assert!(ids.len() >= 2, "{body}");
+    assert_eq!(ids, (1..=ids.len() as u64).collect::<Vec<_>>(), "{body}");
     assert!(
-        events["body"].as_str().unwrap().contains("retry: 2000"),
-        "{events}"
+        body.contains("event: user_message") && body.contains("stack says hi"),
+        "{body}"
     );
+    // The page's next request (`Last-Event-ID`, as EventSource sends it) gets only what is new:
+    // nothing yet.
+    let mut resuming = host.clone();
+    resuming["last-event-id"] = json!(ids.last().unwrap().to_string());
+    let again = ask(
+        "events-again",
+        url_event(
+            "GET",
+            "/threads/lambda1/events",
+            "access_token=s3cret-token",
+            resuming,
+            None,
+        ),
+    )
+    .await;
+    let body = again["body"].as_str().unwrap();
+    assert!(!body.contains("id: "), "{body}");
+    assert!(body.contains("event: reconnect"), "{body}");
     // A malformed body is a clear 400, not a crash of the function.
     let bad = ask(
         "bad",
@@ -476,6 +539,7 @@ async fn thread_show_labels_a_notice_as_a_notice_and_an_error_as_an_error() {
             new_entries: entries,
             processed_inputs: Vec::new(),
             effects: Vec::new(),
+            events: Vec::new(),
         })
         .await
         .unwrap();

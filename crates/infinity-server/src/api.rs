@@ -3,25 +3,18 @@
 //! ([`infinity_agent_core::runtime::AgentSystem`]) and a stack's table and queues (`infinity
 //! serve --aws`, [`infinity_aws::front::StackFront`]).
 
-use std::convert::Infallible;
 use std::sync::Arc;
-use std::time::Duration;
 
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
-use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
-use infinity_agent_core::effect::{OutputEvent, OutputKind};
 use infinity_agent_core::ids::ThreadId;
 use infinity_agent_core::runtime::{Front, PostError};
 use infinity_agent_core::store::load_view;
 use serde::Deserialize;
 use serde_json::json;
-
-/// How soon a client of a host without live events reconnects to its event stream.
-const RECONNECT: Duration = Duration::from_secs(2);
 
 /// Every internal tool of the categories the hosts run agents with.
 async fn internal_tools() -> Json<Vec<infinity_agent_core::tools::internal::ListedTool>> {
@@ -41,7 +34,6 @@ pub fn routes(host: Shared) -> Router {
         .route("/threads/{id}/history", get(history))
         .route("/threads/{id}/waiting", get(waiting))
         .route("/threads/{id}/messages", post(message))
-        .route("/threads/{id}/events", get(events))
         .route("/threads/{id}/choices/{call}", post(choose))
         .route("/threads/{id}/widget-actions", post(widget_action))
         .route("/threads/{id}/interrupt", post(interrupt))
@@ -170,7 +162,12 @@ async fn history(State(system): State<Shared>, Path(id): Path<String>) -> Answer
     let view = load_view(system.threads(), &record)
         .await
         .map_err(|e| error(StatusCode::INTERNAL_SERVER_ERROR, e))?;
-    Ok(Json(view.iter().map(|e| &**e).collect::<Vec<_>>()).into_response())
+    // The last event the history includes: a client streams events after it.
+    Ok((
+        [("last-event-id", record.events.to_string())],
+        Json(view.iter().map(|e| &**e).collect::<Vec<_>>()),
+    )
+        .into_response())
 }
 
 /// `GET /threads/{id}/waiting`: what would wake the thread and each open thread below it, the
@@ -426,68 +423,6 @@ async fn set_budget(
     )?;
     let (input, root) = system.set_budget(&id, budget).await.map_err(post_error)?;
     Ok(accepted(&root, &input))
-}
-
-fn sse(event: &OutputEvent) -> Result<Event, Infallible> {
-    Ok(Event::default()
-        .event(event.kind.kind())
-        .data(serde_json::to_string(event).unwrap_or_default()))
-}
-
-async fn events(State(system): State<Shared>, Path(id): Path<String>) -> Answer {
-    let id = thread_id(&id)?;
-    // Subscribe first, so nothing falls between the replay and the live events.
-    let live = system.subscribe();
-    let mut replay = Vec::new();
-    if let Ok(Some(record)) = system.threads().load_record(&id).await {
-        let at = record.updated_at;
-        for (view_type, content) in &record.views {
-            replay.push(OutputEvent {
-                thread_id: id.clone(),
-                at,
-                kind: OutputKind::ViewUpdated {
-                    view_type: view_type.clone(),
-                    content: content.clone(),
-                },
-            });
-        }
-        for choice in &record.open_choices {
-            replay.push(OutputEvent {
-                thread_id: id.clone(),
-                at,
-                kind: OutputKind::ChoiceRequested {
-                    call_id: choice.call_id.clone(),
-                    prompt: choice.prompt.clone(),
-                    choices: choice.choices.clone(),
-                    default: choice.default,
-                },
-            });
-        }
-    }
-    use futures_util::StreamExt;
-    let replay = futures_util::stream::iter(replay.into_iter().map(|e| sse(&e)));
-    let Some(live) = live else {
-        // No live events here: what is open now, then "come back soon" (the page reloads the
-        // history on every connect, so it follows the thread a reconnect at a time).
-        let again = futures_util::stream::once(async {
-            Ok(Event::default()
-                .event("reconnect")
-                .data(json!({ "after_ms": RECONNECT.as_millis() }).to_string())
-                .retry(RECONNECT))
-        });
-        return Ok(Sse::new(replay.chain(again)).into_response());
-    };
-    let live = futures_util::stream::unfold((live, id), |(mut rx, id)| async move {
-        loop {
-            let event = rx.recv().await?;
-            if event.thread_id == id {
-                return Some((sse(&event), (rx, id)));
-            }
-        }
-    });
-    Ok(Sse::new(replay.chain(live))
-        .keep_alive(KeepAlive::default())
-        .into_response())
 }
 
 #[derive(Debug, Deserialize)]

@@ -12,9 +12,9 @@
 //! | `GET /agents/{name}` | a stored version, `NAME` (the newest) or `NAME@VERSION` (404 if none) |
 //! | `GET /threads` | every thread's record |
 //! | `GET /threads/{id}` | one thread's record (404 if unknown) |
-//! | `GET /threads/{id}/history` | its history as the model sees it |
+//! | `GET /threads/{id}/history` | its history as the model sees it (`Last-Event-ID`: the last event it includes) |
 //! | `POST /threads/{id}/messages` | `{"text": ...}`: a user message (creates the thread); `{"text", "agent": "NAME[@VERSION]"}` starts a conversation with that agent (400 for a thread that exists, 404 for an agent this host lacks) |
-//! | `GET /threads/{id}/events` | Server-Sent Events: first the thread's current views and open questions, then its output events as they happen |
+//! | `GET /threads/{id}/events` | Server-Sent Events, resumable with `Last-Event-ID` or `?after=N` (see [`events`]): what the client missed, then the thread's output events as they happen |
 //! | `POST /threads/{id}/choices/{call}` | `{"selected": N}` or `{"dismiss": true}`: answers a tool server's question |
 //! | `POST /threads/{id}/widget-actions` | `{"action": ..., "values": {...}}`: a press of a button of a `widget` the thread showed |
 //! | `POST /threads/{id}/agent` | `{"agent": "NAME"}` or `{"agent": "NAME@VERSION"}`: moves the thread to another version of its agent (400 for another agent, 404 for a version this host lacks) |
@@ -36,6 +36,7 @@
 
 pub mod api;
 pub mod artifacts;
+pub mod events;
 pub mod guard;
 pub mod migration;
 pub mod remotes;
@@ -65,7 +66,8 @@ pub fn router(host: api::Shared, access: Guard, moves: Router) -> Router {
     let pages = artifacts::routes(std::sync::Arc::clone(&host), &access);
     Router::new()
         .route("/health", get(|| async { "ok" }))
-        .merge(api::routes(host))
+        .merge(api::routes(std::sync::Arc::clone(&host)))
+        .merge(events::routes(host))
         .merge(moves)
         .layer(access.clone())
         .merge(web::routes(&access))

@@ -5,8 +5,8 @@
 //!   by Lambda without arguments ([`lambda`]), behind a Function URL (its events turned into
 //!   HTTP requests and back by `lambda_http`), every request checked against the token in
 //!   the `INFINITY_API_TOKEN_PARAMETER` SSM parameter. A Lambda answers each request whole, so
-//!   there the event stream sends what is open and asks the page to reconnect (see
-//!   [`Front::subscribe`](infinity_agent_core::runtime::Front::subscribe)).
+//!   there the event stream sends what the table kept after the client's position and asks it
+//!   to reconnect, resuming from there (see [`crate::events`]).
 //!
 //! Both serve the routes of the stack's remote machines too ([`crate::remotes::mount`] over
 //! [`TableRemotes`]); the API function also takes EventBridge's scheduled event, on which it

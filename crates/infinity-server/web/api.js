@@ -17,7 +17,8 @@ export function createApi(token) {
   const headers = (extra = {}) =>
     token ? { ...extra, Authorization: `Bearer ${token}` } : extra;
 
-  async function request(method, path, body) {
+  /** The answer's value and headers. */
+  async function send(method, path, body) {
     let response;
     try {
       response = await fetch(path, {
@@ -40,8 +41,10 @@ export function createApi(token) {
       const message = value && typeof value === "object" && value.error ? value.error : text;
       throw new ApiError(response.status, message || `${method} ${path}: ${response.status}`);
     }
-    return value;
+    return { value, headers: response.headers };
   }
+
+  const request = async (method, path, body) => (await send(method, path, body)).value;
 
   const thread = (id) => `/threads/${encodeURIComponent(id)}`;
 
@@ -51,6 +54,11 @@ export function createApi(token) {
     threads: () => request("GET", "/threads"),
     record: (id) => request("GET", thread(id)),
     history: (id) => request("GET", `${thread(id)}/history`),
+    /** The history, and the last event it includes (stream the events after it). */
+    historyAndPosition: async (id) => {
+      const { value, headers } = await send("GET", `${thread(id)}/history`);
+      return { entries: value || [], after: Number(headers.get("Last-Event-ID") || 0) };
+    },
     waiting: (id) => request("GET", `${thread(id)}/waiting`),
     sendMessage: (id, text, agent) =>
       request("POST", `${thread(id)}/messages`, agent ? { text, agent } : { text }),
@@ -64,7 +72,11 @@ export function createApi(token) {
       request("POST", `${thread(id)}/widget-actions`, { action, values }),
     interrupt: (id, tree) => request("POST", `${thread(id)}/interrupt`, { tree }),
     close: (id, tree) => request("POST", `${thread(id)}/close`, { tree }),
-    eventsUrl: (id) =>
-      `${thread(id)}/events${token ? `?access_token=${encodeURIComponent(token)}` : ""}`,
+    /** The event stream after event `after` (a reconnect resumes from the last one received). */
+    eventsUrl: (id, after) => {
+      const query = new URLSearchParams({ after: String(after) });
+      if (token) query.set("access_token", token);
+      return `${thread(id)}/events?${query}`;
+    },
   };
 }

@@ -209,13 +209,15 @@ function route() {
 }
 
 function closeCurrent() {
-  if (page.current) page.current.source.close();
+  if (page.current && page.current.source) page.current.source.close();
   page.current = null;
 }
 
 /**
- * Opens thread `id`: its event stream first, then (on every connect, so also after a
- * reconnect) its history, with the events that arrived meanwhile held back until it is shown.
+ * Opens thread `id`: its history, then its event stream from the last event the history
+ * includes. A reconnect resumes from the last event received (`EventSource` sends
+ * `Last-Event-ID`), so nothing is shown twice and nothing is missed; a `reset` (the events
+ * missed are no longer kept) or a `withdrawn` (a failed slice's events) opens it afresh.
  */
 function openThread(id) {
   closeCurrent();
@@ -224,9 +226,7 @@ function openThread(id) {
     // A conversation started here that has no record yet: nothing to load.
     fresh: !page.records.has(id),
     record: page.records.get(id) || null,
-    source: new EventSource(api.eventsUrl(id)),
-    loading: true,
-    held: [],
+    source: null,
     questions: new Map(),
     views: new Map(),
     reports: new Map(),
@@ -240,59 +240,73 @@ function openThread(id) {
   $("thread-view").hidden = false;
   $("details").hidden = false;
   $("connection").textContent = "connecting…";
-  for (const type of EVENT_TYPES) {
-    current.source.addEventListener(type, (message) => receive(current, message));
-  }
-  // A host that cannot stream (the stack's API function) ends each stream with `reconnect`:
-  // the page follows the thread a reconnect at a time, and the ends are not outages.
-  current.source.addEventListener("reconnect", () => {
-    current.polling = true;
-  });
-  // An `error` event is either the thread's own (with data) or the connection's.
-  current.source.addEventListener("error", (message) => {
-    if (message.data) {
-      receive(current, message);
-    } else if (page.current === current) {
-      $("connection").textContent =
-        current.source.readyState === EventSource.CLOSED
-          ? "disconnected (reload the page)"
-          : current.polling
-            ? LIVE_POLLING
-            : "reconnecting…";
-    }
-  });
-  current.source.addEventListener("open", () => load(current));
   showThread(current);
   renderSidebar($("thread-list"), $("no-threads"), [...page.records.values()], id, running);
   if (current.fresh) $("message").focus();
+  start(current);
 }
 
-async function load(current) {
-  current.loading = true;
-  current.held = [];
-  // The stream replays the open questions and views first: start from them alone.
-  current.questions.clear();
-  current.views.clear();
+async function start(current) {
   let history = [];
   let record = current.record;
+  let after = 0;
   if (!current.fresh) {
     try {
-      [history, record] = await Promise.all([api.history(current.id), api.record(current.id)]);
+      const [loaded, fresh] = await Promise.all([
+        api.historyAndPosition(current.id),
+        api.record(current.id),
+      ]);
+      history = loaded.entries;
+      after = loaded.after;
+      record = fresh;
     } catch (error) {
       if (page.current === current) toast(`Loading ${current.id}: ${error.message}`, true);
     }
   }
   if (page.current !== current) return;
   current.record = record;
+  // What is open now; the events after the history change it from there.
+  for (const choice of (record && record.open_choices) || []) {
+    current.questions.set(choice.call_id, { ...choice, type: "choice_requested" });
+  }
+  for (const [type, content] of Object.entries((record && record.views) || {})) {
+    current.views.set(type, content);
+  }
   transcript.showHistory(history, record);
   for (const entry of history) {
     if (entry.item && entry.item.type === "tool_result") noteReport(current, entry.item.text);
   }
-  current.loading = false;
-  $("connection").textContent = current.polling ? LIVE_POLLING : "live";
-  const held = current.held;
-  current.held = [];
-  for (const event of held) handle(current, event);
+  const source = new EventSource(api.eventsUrl(current.id, after));
+  current.source = source;
+  for (const type of EVENT_TYPES) {
+    source.addEventListener(type, (message) => receive(current, message));
+  }
+  const reopen = () => {
+    if (page.current === current) openThread(current.id);
+  };
+  source.addEventListener("reset", reopen);
+  source.addEventListener("withdrawn", reopen);
+  // A host that cannot stream (the stack's API function) ends each stream with `reconnect`:
+  // the page follows the thread a reconnect at a time, and the ends are not outages.
+  source.addEventListener("reconnect", () => {
+    current.polling = true;
+  });
+  source.addEventListener("open", () => {
+    if (page.current === current) $("connection").textContent = current.polling ? LIVE_POLLING : "live";
+  });
+  // An `error` event is either the thread's own (with data) or the connection's.
+  source.addEventListener("error", (message) => {
+    if (message.data) {
+      receive(current, message);
+    } else if (page.current === current) {
+      $("connection").textContent =
+        source.readyState === EventSource.CLOSED
+          ? "disconnected (reload the page)"
+          : current.polling
+            ? LIVE_POLLING
+            : "reconnecting…";
+    }
+  });
   showThread(current);
   showEnd();
 }
@@ -305,8 +319,7 @@ function receive(current, message) {
   } catch {
     return;
   }
-  if (current.loading) current.held.push(event);
-  else handle(current, event);
+  handle(current, event);
 }
 
 function noteReport(current, text) {

@@ -172,6 +172,7 @@ pub(super) fn admit<'a>(
         effects: Vec::new(),
         live: live_output,
         outputs: Vec::new(),
+        shown: Vec::new(),
         agent,
         model,
         session_tools,
@@ -334,6 +335,7 @@ fn refuse_delegation(
         true,
         &mut effects,
     );
+    let events = crate::commit::number_outputs(&mut record, &mut effects);
     record.status = crate::state::ThreadStatus::Closed;
     record.version = 1;
     record.history_len = 1;
@@ -352,6 +354,7 @@ fn refuse_delegation(
         }],
         processed_inputs: vec![task.id.clone()],
         effects: super::with_ids(effects, ids),
+        events,
         record,
     }
 }

@@ -64,6 +64,8 @@ pub(super) struct Draft<'a> {
     /// True: output events go to `outputs` as they happen; false: they are effects.
     pub(super) live: bool,
     pub(super) outputs: Vec<OutputEvent>,
+    /// The live output events shown so far, numbered, for the commit to keep.
+    pub(super) shown: Vec<OutputEvent>,
     pub(super) agent: Arc<Agent>,
     /// The model that answers: the agent's, or the one a person switched the thread to.
     pub(super) model: Arc<dyn crate::model::ModelProvider>,
@@ -129,7 +131,11 @@ impl Draft<'_> {
         let mut kept = Vec::with_capacity(self.effects.len());
         for effect in std::mem::take(&mut self.effects) {
             match effect {
-                Effect::Output { event } => self.outputs.push(event),
+                Effect::Output { mut event } => {
+                    crate::commit::number(&mut self.record, &mut event);
+                    self.shown.push(event.clone());
+                    self.outputs.push(event);
+                }
                 other => kept.push(other),
             }
         }
@@ -394,6 +400,11 @@ impl Draft<'_> {
         self.record.version = self.expected_version.map_or(1, |v| v + 1);
         self.record.history_len = self.own_len_at_start + self.added.len() as u64;
         self.record.updated_at = self.now;
+        let mut events = std::mem::take(&mut self.shown);
+        events.extend(crate::commit::number_outputs(
+            &mut self.record,
+            &mut self.effects,
+        ));
         let effects = super::with_ids(std::mem::take(&mut self.effects), self.ids);
         let commit = Commit {
             thread_id: self.record.id.clone(),
@@ -401,6 +412,7 @@ impl Draft<'_> {
             new_entries: self.added.iter().map(|e| (**e).clone()).collect(),
             processed_inputs: std::mem::take(&mut self.processed),
             effects,
+            events,
             record: self.record,
         };
         (Some(commit), self.completions, outputs)

@@ -569,13 +569,7 @@ async fn complete(
     let Some(live) = live else {
         return model.complete(request).await;
     };
-    let show = |kind| {
-        live(OutputEvent {
-            thread_id: thread_id.clone(),
-            at: now,
-            kind,
-        })
-    };
+    let show = |kind| live(OutputEvent::new(thread_id.clone(), now, kind));
     let streamed = std::sync::atomic::AtomicBool::new(false);
     let sink = |piece: Streamed<'_>| match piece {
         Streamed::Text(text) => {

@@ -227,6 +227,7 @@ async fn finishing_forwards_what_was_held_and_leaves_tombstones() {
         new_entries: vec![],
         processed_inputs: vec![held.id.clone()],
         effects: vec![],
+        events: Vec::new(),
     })
     .await
     .unwrap();
@@ -293,6 +294,7 @@ async fn only_a_whole_open_session_moves() {
         new_entries: vec![],
         processed_inputs: vec![],
         effects: vec![],
+        events: Vec::new(),
     })
     .await
     .unwrap();
@@ -318,6 +320,7 @@ async fn only_a_whole_open_session_moves() {
         new_entries: vec![],
         processed_inputs: vec![],
         effects: vec![],
+        events: Vec::new(),
     })
     .await
     .unwrap();
@@ -375,6 +378,7 @@ async fn a_session_comes_back_to_the_host_it_left() {
             new_entries: more,
             processed_inputs: vec![],
             effects: vec![],
+            events: Vec::new(),
         })
         .await
         .unwrap();

@@ -241,7 +241,7 @@ impl AgentSystemBuilder {
             budget: self.budget,
             workers: Mutex::new(HashMap::new()),
             acks: Mutex::new(HashMap::new()),
-            subscribers: Mutex::new(Vec::new()),
+            outlet: Mutex::default(),
             in_flight: AtomicUsize::new(0),
             activity: Notify::new(),
         });

@@ -49,6 +49,8 @@ mod clock;
 mod people;
 
 pub use people::{check_schedule, Front};
+mod shown;
+pub use shown::Following;
 mod timers;
 
 use std::collections::HashMap;
@@ -199,9 +201,15 @@ impl AgentSystem {
 
     /// A stream of every output event from now on.
     pub fn subscribe(&self) -> mpsc::UnboundedReceiver<OutputEvent> {
-        let (tx, rx) = mpsc::unbounded_channel();
-        lock(&self.inner.subscribers).push(tx);
-        rx
+        lock(&self.inner.outlet).subscribe()
+    }
+
+    /// Every output event from now on, and what `thread_id`'s running slice showed before (its
+    /// events not committed yet, the reply it is streaming): with the store's
+    /// [`events_after`](crate::store::ThreadStore::events_after), a client attaching now
+    /// misses nothing.
+    pub fn follow(&self, thread_id: &ThreadId) -> Following {
+        lock(&self.inner.outlet).follow(thread_id)
     }
 
     /// Waits until nothing is queued or running and no timer is due before `deadline` (a tokio
@@ -330,7 +338,7 @@ struct Inner {
     workers: Mutex<HashMap<ThreadId, mpsc::UnboundedSender<Input>>>,
     /// Inputs sent by an outbox effect, to be marked done once the receiver handled them.
     acks: Mutex<HashMap<InputId, (ThreadId, EffectId)>>,
-    subscribers: Mutex<Vec<mpsc::UnboundedSender<OutputEvent>>>,
+    outlet: Mutex<shown::Outlet>,
     /// Inputs queued or being processed.
     in_flight: AtomicUsize,
     activity: Notify,
@@ -435,7 +443,9 @@ impl Inner {
         let mut attempt = 0;
         loop {
             attempt += 1;
-            match self.slice(thread_id, inputs.clone()).await {
+            let result = self.slice(thread_id, inputs.clone()).await;
+            self.slice_ended(thread_id, result.is_ok());
+            match result {
                 Ok(()) => return,
                 // The model was already asked again within the slice; a store conflict or
                 // outage is worth running the slice again.
@@ -454,11 +464,11 @@ impl Inner {
                         ids.join(", ")
                     );
                     tracing::error!(thread = %thread_id, %text);
-                    self.publish(OutputEvent {
-                        thread_id: thread_id.clone(),
-                        at: self.clock.now(),
-                        kind: OutputKind::Error { text },
-                    });
+                    self.publish(OutputEvent::new(
+                        thread_id.clone(),
+                        self.clock.now(),
+                        OutputKind::Error { text },
+                    ));
                     return;
                 }
             }
@@ -524,7 +534,16 @@ impl Inner {
     }
 
     fn publish(&self, event: OutputEvent) {
-        lock(&self.subscribers).retain(|tx| tx.send(event.clone()).is_ok());
+        lock(&self.outlet).publish(event);
+    }
+
+    /// The thread's slice ended, `committed` or not: what it showed is the store's now, or is
+    /// withdrawn.
+    fn slice_ended(&self, thread_id: &ThreadId, committed: bool) {
+        let withdrawn = lock(&self.outlet).slice_ended(thread_id, committed, self.clock.now());
+        if let Some(event) = withdrawn {
+            self.publish(event);
+        }
     }
 }
 

@@ -9,7 +9,6 @@ use async_trait::async_trait;
 use super::{AgentSystem, PostError};
 use crate::catalog::AgentCatalog;
 use crate::cost::Budget;
-use crate::effect::OutputEvent;
 use crate::ids::{InputId, ThreadId};
 use crate::input::{Input, InputBody};
 use crate::library::{AllowedModels, Library};
@@ -24,10 +23,12 @@ pub trait Front: Send + Sync {
     /// Where the threads' records are.
     fn threads(&self) -> &dyn ThreadStore;
 
-    /// The host's output events from now on, every thread's; `None` when it cannot follow them
-    /// (then the HTTP API's `GET /threads/{id}/events` sends what is open now and asks the
-    /// client to reconnect soon, which reloads the history).
-    fn subscribe(&self) -> Option<tokio::sync::mpsc::UnboundedReceiver<OutputEvent>> {
+    /// The host's output events from now on, every thread's, with what `thread_id`'s running
+    /// slice showed before; `None` when it cannot follow them (then the HTTP API's `GET
+    /// /threads/{id}/events` sends what the store kept and asks the client to reconnect soon,
+    /// for what comes next).
+    fn follow(&self, thread_id: &ThreadId) -> Option<super::Following> {
+        let _ = thread_id;
         None
     }
 
@@ -309,8 +310,8 @@ impl Front for AgentSystem {
         self.inner.store.as_ref()
     }
 
-    fn subscribe(&self) -> Option<tokio::sync::mpsc::UnboundedReceiver<OutputEvent>> {
-        Some(AgentSystem::subscribe(self))
+    fn follow(&self, thread_id: &ThreadId) -> Option<super::Following> {
+        Some(AgentSystem::follow(self, thread_id))
     }
 
     fn library(&self) -> Option<&Library> {

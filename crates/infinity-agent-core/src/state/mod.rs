@@ -342,6 +342,10 @@ pub struct ThreadRecord {
     pub suspended: Option<Suspension>,
     /// Number of the thread's own history entries.
     pub history_len: u64,
+    /// Number of the output events the thread has shown and kept: the last one's
+    /// [`seq`](crate::effect::OutputEvent::seq).
+    #[serde(default, skip_serializing_if = "is_zero_u64")]
+    pub events: u64,
     /// The newest summary in the thread's view (its own, or inherited at the fork), so the engine
     /// finds it without scanning the history.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -460,6 +464,7 @@ impl ThreadRecord {
             conversation_budget_set: Budget::default(),
             suspended: None,
             history_len: 0,
+            events: 0,
             latest_summary,
             last_prompt_tokens: 0,
             migration: None,
@@ -506,6 +511,10 @@ impl ThreadRecord {
 }
 
 fn is_zero(n: &u32) -> bool {
+    *n == 0
+}
+
+fn is_zero_u64(n: &u64) -> bool {
     *n == 0
 }
 

@@ -10,6 +10,8 @@
 //! - `processed.txt`: processed input ids, one per line;
 //! - `children.jsonl`: its children's links, a line per new child and per change (the latest
 //!   line of a child wins), so a parent of thousands writes one line per change, not the list;
+//! - `events.jsonl`: the output events the thread showed, numbered, one per line (read only by
+//!   [`ThreadStore::events_after`], for clients that resume a stream; kept for the thread's life);
 //! - `outbox.jsonl`: `{"add": effect}` lines written by commits and `{"done": [ids]}` lines when
 //!   effects are performed, so marking one effect of thousands done writes one line;
 //! - `state.json`: the record (without its children) and how many bytes of each file above are
@@ -40,6 +42,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
 
+mod events;
 mod inbox;
 mod io;
 mod lock;
@@ -78,6 +81,8 @@ struct StateFile {
     children_bytes: u64,
     #[serde(default)]
     outbox_bytes: u64,
+    #[serde(default)]
+    events_bytes: u64,
 }
 
 fn format_one() -> u32 {
@@ -99,6 +104,7 @@ struct Lengths {
     processed: u64,
     children: u64,
     outbox: u64,
+    events: u64,
 }
 
 /// What is on disk for a thread besides what [`ThreadData`] holds.
@@ -224,6 +230,7 @@ fn load_thread(dir: &Path) -> Result<(ThreadData, OnDisk), StoreError> {
         processed: state.processed_bytes,
         children: state.children_bytes,
         outbox: state.outbox_bytes,
+        events: state.events_bytes,
     };
     let data = ThreadData {
         record,
@@ -375,6 +382,7 @@ impl FileStore {
             processed_bytes: u64,
             children_bytes: u64,
             outbox_bytes: u64,
+            events_bytes: u64,
         }
         let bytes = serde_json::to_vec(&StateRef {
             format: FORMAT,
@@ -383,6 +391,7 @@ impl FileStore {
             processed_bytes: lengths.processed,
             children_bytes: lengths.children,
             outbox_bytes: lengths.outbox,
+            events_bytes: lengths.events,
         })
         .map_err(|e| corrupt(dir, e))?;
         replace_state(dir, &bytes)
@@ -502,6 +511,8 @@ impl ThreadStore for FileStore {
 
         let entries_path = dir.join("entries.jsonl");
         let entries = json_lines(&entries_path, &commit.new_entries)?;
+        let events_path = dir.join(events::FILE);
+        let events = json_lines(&events_path, &commit.events)?;
         let mut processed = String::new();
         for id in &commit.processed_inputs {
             processed.push_str(id.as_str());
@@ -525,6 +536,11 @@ impl ThreadStore for FileStore {
             } else {
                 write_at(&outbox_path, outbox_at, &adds)?
             },
+            events: if events.is_empty() {
+                before.events
+            } else {
+                write_at(&events_path, before.events, &events)?
+            },
         };
         let mut record = commit.record.clone();
         record.children.clear();
@@ -543,6 +559,19 @@ impl ThreadStore for FileStore {
         // A thread this commit created counts as used now.
         inner.resident(&self.root.join("threads"), &commit.thread_id)?;
         Ok(())
+    }
+
+    async fn events_after(
+        &self,
+        thread_id: &ThreadId,
+        after: u64,
+        limit: usize,
+    ) -> Result<Vec<crate::effect::OutputEvent>, StoreError> {
+        let committed = {
+            let inner = self.lock_with(thread_id)?;
+            inner.disk.get(thread_id).map_or(0, |d| d.lengths.events)
+        };
+        events::after(&self.thread_dir(thread_id), committed, after, limit)
     }
 
     async fn complete_effects(

@@ -7,7 +7,7 @@ use async_trait::async_trait;
 
 use super::{check_version, Entries, StoreError, ThreadStore};
 use crate::commit::Commit;
-use crate::effect::PendingEffect;
+use crate::effect::{OutputEvent, PendingEffect};
 use crate::history::HistoryEntry;
 use crate::ids::{EffectId, InputId, ThreadId};
 use crate::state::ThreadRecord;
@@ -65,6 +65,9 @@ pub(crate) fn append(
 pub(crate) struct Threads {
     pub(crate) by_id: HashMap<ThreadId, ThreadData>,
     pub(crate) order: Vec<ThreadId>,
+    /// The output events each thread showed ([`MemoryStore`] only: the file store keeps them on
+    /// disk).
+    pub(crate) events: HashMap<ThreadId, Vec<OutputEvent>>,
 }
 
 impl Threads {
@@ -201,7 +204,34 @@ impl ThreadStore for MemoryStore {
     }
 
     async fn commit(&self, commit: &Commit) -> Result<(), StoreError> {
-        self.lock().commit(commit)
+        let mut threads = self.lock();
+        threads.commit(commit)?;
+        if !commit.events.is_empty() {
+            threads
+                .events
+                .entry(commit.thread_id.clone())
+                .or_default()
+                .extend(commit.events.iter().cloned());
+        }
+        Ok(())
+    }
+
+    /// Every event the thread showed is kept, for as long as the store.
+    async fn events_after(
+        &self,
+        thread_id: &ThreadId,
+        after: u64,
+        limit: usize,
+    ) -> Result<Vec<OutputEvent>, StoreError> {
+        let threads = self.lock();
+        let Some(events) = threads.events.get(thread_id) else {
+            return Ok(Vec::new());
+        };
+        // Numbered 1, 2, ...: the one after `after` is at index `after`.
+        let from = usize::try_from(after)
+            .unwrap_or(usize::MAX)
+            .min(events.len());
+        Ok(events[from..].iter().take(limit).cloned().collect())
     }
 
     async fn complete_effects(

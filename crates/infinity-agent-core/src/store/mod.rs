@@ -119,6 +119,17 @@ pub trait ThreadStore: Send + Sync + std::fmt::Debug {
     /// entries, the processed input ids and the outbox effects. All of it or none of it.
     async fn commit(&self, commit: &Commit) -> Result<(), StoreError>;
 
+    /// The thread's kept output events numbered after `after`, oldest first, at most `limit`
+    /// (for clients that resume a stream). A store keeps them for a while (each says how long):
+    /// when the first one returned is numbered past `after + 1`, the ones between are no
+    /// longer kept.
+    async fn events_after(
+        &self,
+        thread_id: &ThreadId,
+        after: u64,
+        limit: usize,
+    ) -> Result<Vec<crate::effect::OutputEvent>, StoreError>;
+
     /// Removes performed effects from a thread's outbox. Unknown ids are ignored.
     async fn complete_effects(
         &self,
@@ -261,6 +272,8 @@ pub trait ThreadStore: Send + Sync + std::fmt::Debug {
             new_entries: entries.to_vec(),
             processed_inputs: Vec::new(),
             effects: effects.to_vec(),
+            // The events it showed stay where it showed them.
+            events: Vec::new(),
         })
         .await
     }
@@ -503,6 +516,7 @@ mod tests {
                 .collect(),
             processed_inputs: Vec::new(),
             effects: Vec::new(),
+            events: Vec::new(),
         }
     }
 

@@ -294,6 +294,7 @@ pub fn describe(event: &OutputEvent) -> String {
         }
         OutputKind::Interrupted { calls, .. } => format!("interrupted {calls}"),
         OutputKind::Error { text } => format!("ERROR {text}"),
+        OutputKind::Withdrawn { after } => format!("withdrawn after {after}"),
     }
 }
 

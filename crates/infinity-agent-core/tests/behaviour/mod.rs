@@ -19,6 +19,7 @@ mod idle;
 mod limits;
 mod loops;
 mod memory;
+mod numbering;
 mod parallel_calls;
 mod plan;
 mod restart;

@@ -346,6 +346,15 @@ impl ThreadStore for SimStore {
         self.inner.processed(thread_id, input_ids).await
     }
 
+    async fn events_after(
+        &self,
+        thread_id: &ThreadId,
+        after: u64,
+        limit: usize,
+    ) -> Result<Vec<infinity_agent_core::effect::OutputEvent>, StoreError> {
+        self.inner.events_after(thread_id, after, limit).await
+    }
+
     async fn commit(&self, commit: &Commit) -> Result<(), StoreError> {
         tokio::task::yield_now().await;
         {

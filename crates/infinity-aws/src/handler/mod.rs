@@ -185,6 +185,7 @@ impl AgentHandler {
             config.table.clone(),
             config.dedup_ttl,
         )
+        .keeping_events_for(config.event_retention)
         .keeping_views(config.view_cache_bytes)
         .deferring_outbox_deletes();
         let mut library = Library::new()

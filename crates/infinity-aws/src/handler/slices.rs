@@ -203,11 +203,11 @@ impl AgentHandler {
     /// Publishes an `error` event the handler makes itself (not a slice's), with `id` as its
     /// event id; a failure to publish is logged only.
     async fn publish_error(&self, thread_id: &ThreadId, id: EffectId, text: String) {
-        let event = OutputEvent {
-            thread_id: thread_id.clone(),
-            at: Timestamp::now(),
-            kind: OutputKind::Error { text },
-        };
+        let event = OutputEvent::new(
+            thread_id.clone(),
+            Timestamp::now(),
+            OutputKind::Error { text },
+        );
         if let Err(e) = self.output_effects(&[(&id, &event)]).await {
             tracing::warn!(thread = %thread_id, error = %e, "could not publish an error event");
         }

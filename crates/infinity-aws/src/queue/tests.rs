@@ -17,13 +17,13 @@ fn batches_take_ten_messages_within_one_messages_bytes_in_order() {
 #[test]
 fn output_bodies_carry_their_id_first_within_the_limit() {
     use infinity_agent_core::effect::OutputKind;
-    let event = OutputEvent {
-        thread_id: ThreadId::new("t1").unwrap(),
-        at: Timestamp::UNIX_EPOCH,
-        kind: OutputKind::AssistantText {
+    let event = OutputEvent::new(
+        ThreadId::new("t1").unwrap(),
+        Timestamp::UNIX_EPOCH,
+        OutputKind::AssistantText {
             text: "word ".repeat(1_000),
         },
-    };
+    );
     let id = EffectId::new("fx-0001").unwrap();
     let body = with_id(&id, &event, 100_000).unwrap();
     assert!(

@@ -149,26 +149,37 @@ impl DynamoThreadStore {
                 continue;
             }
             inline -= blob.json.len();
-            let id = infinity_agent_core::ids::EffectId::generate().to_string();
-            for (n, part) in split(&blob.json).iter().enumerate() {
-                let mut item = HashMap::from([
-                    ("pk".to_owned(), AttributeValue::S(pk.to_owned())),
-                    ("sk".to_owned(), AttributeValue::S(format!("X#{id}#{n:05}"))),
-                    ("d".to_owned(), AttributeValue::S((*part).to_owned())),
-                ]);
-                if let Some(ttl) = ttl {
-                    item.insert("ttl".to_owned(), AttributeValue::N(ttl.to_string()));
-                }
-                self.client
-                    .put_item()
-                    .table_name(&*self.table)
-                    .set_item(Some(item))
-                    .send()
-                    .await
-                    .map_err(|e| sdk_error("writing value parts", e))?;
-            }
-            blob.parts_id = Some(id);
+            self.write_blob_parts(pk, blob, ttl).await?;
         }
+        Ok(())
+    }
+
+    /// Writes `blob` as parts under a fresh id, expiring at `ttl` unless adopted.
+    pub(super) async fn write_blob_parts(
+        &self,
+        pk: &str,
+        blob: &mut Blob,
+        ttl: Option<i64>,
+    ) -> Result<(), StoreError> {
+        let id = infinity_agent_core::ids::EffectId::generate().to_string();
+        for (n, part) in split(&blob.json).iter().enumerate() {
+            let mut item = HashMap::from([
+                ("pk".to_owned(), AttributeValue::S(pk.to_owned())),
+                ("sk".to_owned(), AttributeValue::S(format!("X#{id}#{n:05}"))),
+                ("d".to_owned(), AttributeValue::S((*part).to_owned())),
+            ]);
+            if let Some(ttl) = ttl {
+                item.insert("ttl".to_owned(), AttributeValue::N(ttl.to_string()));
+            }
+            self.client
+                .put_item()
+                .table_name(&*self.table)
+                .set_item(Some(item))
+                .send()
+                .await
+                .map_err(|e| sdk_error("writing value parts", e))?;
+        }
+        blob.parts_id = Some(id);
         Ok(())
     }
 

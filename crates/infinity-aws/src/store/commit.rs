@@ -24,8 +24,12 @@ impl DynamoThreadStore {
         } else {
             Some(Blob::new(&commit.effects, "outbox")?)
         };
-        let items =
-            1 + entries.len() + usize::from(outbox.is_some()) + commit.processed_inputs.len();
+        let mut events = self.events_blob(&commit.events)?;
+        let items = 1
+            + entries.len()
+            + usize::from(outbox.is_some())
+            + usize::from(events.is_some())
+            + commit.processed_inputs.len();
         if items > MAX_TRANSACTION_ITEMS {
             return Err(StoreError::Unavailable(format!(
                 "thread {}: one slice marked {} inputs processed, more than a DynamoDB transaction holds with its record ({MAX_TRANSACTION_ITEMS} items); hand the thread fewer inputs at once",
@@ -45,6 +49,18 @@ impl DynamoThreadStore {
             // Parts wait a day for this commit to adopt them, then expire.
             let pending = now_epoch() + PENDING_PARTS_TTL.as_secs() as i64;
             self.write_parts(&pk, &mut blobs, Some(pending)).await?;
+        }
+        if let Some((blob, _, expires)) = events.as_mut() {
+            // The events' parts are never adopted: they expire with the events.
+            let inline: usize = std::iter::once(&record)
+                .chain(&entries)
+                .chain(&outbox)
+                .map(Blob::inline_len)
+                .sum();
+            let room = TRANSACTION_BUDGET.saturating_sub(inline).min(INLINE_LIMIT);
+            if blob.json.len() > room {
+                self.write_blob_parts(&pk, blob, Some(*expires)).await?;
+            }
         }
         let adopted: Vec<Parts> = std::iter::once(&record)
             .chain(&entries)
@@ -118,6 +134,12 @@ impl DynamoThreadStore {
         if let Some(blob) = &outbox {
             let mut item = key(format!("O#{:020}", commit.record.version));
             blob.attributes(&mut item);
+            writes.push(TransactWriteItem::builder().put(put(item)?).build());
+        }
+        if let Some((blob, last, expires)) = &events {
+            let mut item = key(events::events_sk(*last));
+            blob.attributes(&mut item);
+            item.insert("ttl".into(), AttributeValue::N(expires.to_string()));
             writes.push(TransactWriteItem::builder().put(put(item)?).build());
         }
         let expires = now_epoch() + self.dedup_ttl.as_secs() as i64;

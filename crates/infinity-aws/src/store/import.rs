@@ -64,6 +64,7 @@ impl DynamoThreadStore {
             new_entries: Vec::new(),
             processed_inputs: Vec::new(),
             effects: effects.to_vec(),
+            events: Vec::new(),
         })
         .await
     }

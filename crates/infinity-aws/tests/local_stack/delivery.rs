@@ -305,6 +305,7 @@ async fn input_for_an_agent_the_deployment_no_longer_has_is_kept_in_the_dlq() {
             new_entries: Vec::new(),
             processed_inputs: Vec::new(),
             effects: Vec::new(),
+            events: Vec::new(),
         })
         .await
         .unwrap();

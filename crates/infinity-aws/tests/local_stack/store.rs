@@ -3,6 +3,7 @@
 use std::sync::Arc;
 
 use infinity_agent_core::commit::Commit;
+use infinity_agent_core::effect::{OutputEvent, OutputKind};
 use infinity_agent_core::history::{HistoryEntry, Item};
 use infinity_agent_core::ids::InputId;
 use infinity_agent_core::state::ThreadRecord;
@@ -38,6 +39,7 @@ fn commit(
         new_entries: new,
         processed_inputs: processed,
         effects: Vec::new(),
+        events: Vec::new(),
     }
 }
 
@@ -343,4 +345,80 @@ async fn a_new_threads_first_slice_may_hold_more_than_a_transaction() {
         store.load_record(&tid("orphan")).await.unwrap().unwrap(),
         narrow.record
     );
+}
+
+/// `n` numbered events from `first`, each an answer of `text`.
+fn numbered(thread: &str, first: u64, texts: &[String]) -> Vec<OutputEvent> {
+    texts
+        .iter()
+        .enumerate()
+        .map(|(i, text)| OutputEvent {
+            seq: Some(first + i as u64),
+            ..OutputEvent::new(
+                tid(thread),
+                Timestamp::UNIX_EPOCH,
+                OutputKind::AssistantText { text: text.clone() },
+            )
+        })
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_events_commits_showed_are_read_back_after_any_position_until_they_expire() {
+    let s = stack("rules:\n  - reply: {text: ok}\n").await;
+    let store = s.store();
+    let mut record = ThreadRecord::new(tid("shown"), "tester", None, Timestamp::UNIX_EPOCH);
+    // Three commits: two small events, one of 1 MB (stored in parts), three more.
+    let big = "x".repeat(1024 * 1024);
+    let batches = [
+        numbered("shown", 1, &["a".into(), "b".into()]),
+        numbered("shown", 3, std::slice::from_ref(&big)),
+        numbered("shown", 4, &["c".into(), "d".into(), "e".into()]),
+    ];
+    let mut version = None;
+    for events in batches {
+        let mut c = commit(&record, version, Vec::new(), Vec::new());
+        c.record.events = events.last().unwrap().seq.unwrap();
+        c.events = events;
+        store.commit(&c).await.unwrap();
+        version = Some(c.record.version);
+        record = c.record;
+    }
+    let texts = |events: Vec<OutputEvent>| -> Vec<(u64, usize)> {
+        events
+            .into_iter()
+            .map(|e| match e.kind {
+                OutputKind::AssistantText { text } => (e.seq.unwrap(), text.len()),
+                other => panic!("{other:?}"),
+            })
+            .collect()
+    };
+    let all = store.events_after(&tid("shown"), 0, 100).await.unwrap();
+    assert_eq!(
+        texts(all),
+        [(1, 1), (2, 1), (3, big.len()), (4, 1), (5, 1), (6, 1)]
+    );
+    // From the middle of a commit's events, and a page at a time.
+    let tail = store.events_after(&tid("shown"), 4, 100).await.unwrap();
+    assert_eq!(texts(tail), [(5, 1), (6, 1)]);
+    let page = store.events_after(&tid("shown"), 1, 2).await.unwrap();
+    assert_eq!(texts(page), [(2, 1), (3, big.len())]);
+    assert!(store
+        .events_after(&tid("shown"), 6, 100)
+        .await
+        .unwrap()
+        .is_empty());
+
+    // A store keeping events no time at all: what its commits showed has expired at once (before
+    // DynamoDB's own sweep), and the reader leaves it out.
+    let brief = s
+        .store()
+        .clone()
+        .keeping_events_for(std::time::Duration::ZERO);
+    let mut c = commit(&record, version, Vec::new(), Vec::new());
+    c.record.events = 7;
+    c.events = numbered("shown", 7, &["gone".into()]);
+    brief.commit(&c).await.unwrap();
+    let after = store.events_after(&tid("shown"), 5, 100).await.unwrap();
+    assert_eq!(texts(after), [(6, 1)], "the expired event is not read");
 }

@@ -87,6 +87,7 @@ fn next(record: &ThreadRecord, texts: &[&str], effects: Vec<PendingEffect>) -> C
         new_entries,
         processed_inputs: Vec::new(),
         effects,
+        events: Vec::new(),
     }
 }
 

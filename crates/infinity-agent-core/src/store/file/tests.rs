@@ -30,6 +30,7 @@ fn commit(version: Option<u64>, seq: u64, text: &str) -> Commit {
         }],
         processed_inputs: vec![InputId::new(format!("in{seq}")).unwrap()],
         effects: Vec::new(),
+        events: Vec::new(),
     }
 }
 
@@ -39,6 +40,7 @@ fn output(n: u32) -> PendingEffect {
         effect: Effect::Output {
             event: OutputEvent {
                 thread_id: id("t1"),
+                seq: None,
                 at: Timestamp::UNIX_EPOCH,
                 kind: OutputKind::Error {
                     text: format!("event {n}"),
@@ -517,4 +519,69 @@ async fn a_torn_last_inbox_line_is_dropped_and_the_rest_kept() {
     drop(store);
     let store = FileStore::open(dir.path()).unwrap();
     assert_eq!(store.inbox().await.unwrap().len(), 2);
+}
+
+/// `commit(version, seq, text)` showing `count` events numbered from `first`.
+fn showing(version: Option<u64>, seq: u64, first: u64, count: u64) -> Commit {
+    let mut c = commit(version, seq, "shown");
+    c.events = (first..first + count)
+        .map(|n| OutputEvent {
+            seq: Some(n),
+            ..OutputEvent::new(
+                id("t1"),
+                Timestamp::UNIX_EPOCH,
+                OutputKind::Error {
+                    text: format!("event {n}"),
+                },
+            )
+        })
+        .collect();
+    c.record.events = first + count - 1;
+    c
+}
+
+#[tokio::test]
+async fn the_events_shown_are_kept_and_an_unfinished_commits_are_not_read() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = FileStore::open(dir.path()).unwrap();
+    store.commit(&showing(None, 0, 1, 2)).await.unwrap();
+    store.commit(&showing(Some(1), 1, 3, 3)).await.unwrap();
+    let numbers =
+        |events: Vec<OutputEvent>| events.iter().map(|e| e.seq.unwrap()).collect::<Vec<_>>();
+    assert_eq!(
+        numbers(store.events_after(&id("t1"), 0, 100).await.unwrap()),
+        [1, 2, 3, 4, 5]
+    );
+    assert_eq!(
+        numbers(store.events_after(&id("t1"), 2, 2).await.unwrap()),
+        [3, 4]
+    );
+    // A crash after appending events but before replacing state.json: they are not read, and
+    // the next commit writes over them.
+    let events = dir.path().join("threads/t1/events.jsonl");
+    let mut f = OpenOptions::new().append(true).open(&events).unwrap();
+    f.write_all(b"{\"thread_id\":\"t1\",\"seq\":6,\"at\":\"1970-01-01T00:00:00Z\",\"type\":\"error\",\"text\":\"never\"}\n{\"half").unwrap();
+    drop(store);
+    let store = FileStore::open(dir.path()).unwrap();
+    assert_eq!(
+        numbers(store.events_after(&id("t1"), 4, 100).await.unwrap()),
+        [5]
+    );
+    store.commit(&showing(Some(2), 2, 6, 1)).await.unwrap();
+    drop(store);
+    let store = FileStore::open(dir.path()).unwrap();
+    let tail = store.events_after(&id("t1"), 4, 100).await.unwrap();
+    assert_eq!(numbers(tail.clone()), [5, 6]);
+    assert_eq!(
+        tail[1].kind,
+        OutputKind::Error {
+            text: "event 6".into()
+        }
+    );
+    // Another thread's, or none: nothing.
+    assert!(store
+        .events_after(&id("nobody"), 0, 100)
+        .await
+        .unwrap()
+        .is_empty());
 }

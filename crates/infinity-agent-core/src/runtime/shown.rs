@@ -1,0 +1,194 @@
+//! The embedded runtime's live output: every subscriber's channel, and what the slices running
+//! now have shown but not committed yet, so that a client attaching mid-slice sees the same as
+//! one that was there ([`Following`]). A slice that fails withdraws what it showed
+//! ([`OutputKind::Withdrawn`]).
+
+use std::collections::HashMap;
+
+use tokio::sync::mpsc;
+
+use crate::effect::{OutputEvent, OutputKind};
+use crate::ids::ThreadId;
+
+/// A thread's output from now on, with what its running slice showed before (see
+/// [`crate::runtime::Front::follow`]).
+#[derive(Debug)]
+pub struct Following {
+    /// Every thread's output events from now on (filter by [`OutputEvent::thread_id`]).
+    pub live: mpsc::UnboundedReceiver<OutputEvent>,
+    /// The numbered events the thread's running slice has shown and not committed yet, oldest
+    /// first (the store has the committed ones).
+    pub shown: Vec<OutputEvent>,
+    /// The text of the reply the model is streaming now, so far (empty when none is).
+    pub partial: String,
+}
+
+/// What one thread's running slice has shown.
+#[derive(Debug, Default)]
+struct Shown {
+    events: Vec<OutputEvent>,
+    partial: String,
+}
+
+/// The subscribers and the running slices' output, under one lock: a subscriber gets each
+/// event either in its snapshot or on its channel, never both and never neither.
+#[derive(Debug, Default)]
+pub(super) struct Outlet {
+    senders: Vec<mpsc::UnboundedSender<OutputEvent>>,
+    shown: HashMap<ThreadId, Shown>,
+}
+
+impl Outlet {
+    /// Every event from now on.
+    pub(super) fn subscribe(&mut self) -> mpsc::UnboundedReceiver<OutputEvent> {
+        let (tx, rx) = mpsc::unbounded_channel();
+        self.senders.push(tx);
+        rx
+    }
+
+    /// Every event from now on, and what `thread_id`'s running slice showed before.
+    pub(super) fn follow(&mut self, thread_id: &ThreadId) -> Following {
+        let live = self.subscribe();
+        let (shown, partial) = self
+            .shown
+            .get(thread_id)
+            .map(|s| (s.events.clone(), s.partial.clone()))
+            .unwrap_or_default();
+        Following {
+            live,
+            shown,
+            partial,
+        }
+    }
+
+    /// Hands `event` to every subscriber and notes it as its thread's running slice's.
+    pub(super) fn publish(&mut self, event: OutputEvent) {
+        match &event.kind {
+            OutputKind::AssistantDelta { text } => self
+                .shown
+                .entry(event.thread_id.clone())
+                .or_default()
+                .partial
+                .push_str(text),
+            OutputKind::AssistantRestarted {} => {
+                if let Some(shown) = self.shown.get_mut(&event.thread_id) {
+                    shown.partial.clear();
+                }
+            }
+            _ if event.seq.is_some() => {
+                let shown = self.shown.entry(event.thread_id.clone()).or_default();
+                // A streamed reply ends in its whole text, numbered.
+                shown.partial.clear();
+                shown.events.push(event.clone());
+            }
+            _ => {}
+        }
+        self.senders.retain(|tx| tx.send(event.clone()).is_ok());
+    }
+
+    /// The thread's slice ended: what it showed is committed (`committed`), or was not and is
+    /// withdrawn. Returns the withdrawal to publish, if any.
+    pub(super) fn slice_ended(
+        &mut self,
+        thread_id: &ThreadId,
+        committed: bool,
+        at: jiff::Timestamp,
+    ) -> Option<OutputEvent> {
+        let shown = self.shown.remove(thread_id)?;
+        if committed {
+            return None;
+        }
+        let first = shown.events.first()?.seq?;
+        Some(OutputEvent {
+            seq: None,
+            ..OutputEvent::new(
+                thread_id.clone(),
+                at,
+                OutputKind::Withdrawn { after: first - 1 },
+            )
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn event(thread: &str, seq: Option<u64>, kind: OutputKind) -> OutputEvent {
+        OutputEvent {
+            seq,
+            ..OutputEvent::new(
+                ThreadId::new(thread).unwrap(),
+                jiff::Timestamp::UNIX_EPOCH,
+                kind,
+            )
+        }
+    }
+
+    fn text(t: &str) -> OutputKind {
+        OutputKind::AssistantText { text: t.into() }
+    }
+
+    fn delta(t: &str) -> OutputKind {
+        OutputKind::AssistantDelta { text: t.into() }
+    }
+
+    #[test]
+    fn a_follower_gets_each_event_once_in_its_snapshot_or_on_its_channel() {
+        let mut outlet = Outlet::default();
+        let t = ThreadId::new("t").unwrap();
+        outlet.publish(event(
+            "t",
+            Some(4),
+            OutputKind::UserMessage { text: "hi".into() },
+        ));
+        outlet.publish(event("t", None, delta("Hel")));
+        outlet.publish(event("other", Some(9), text("elsewhere")));
+        outlet.publish(event("t", None, delta("lo")));
+        let mut following = outlet.follow(&t);
+        assert_eq!(
+            following.shown.iter().map(|e| e.seq).collect::<Vec<_>>(),
+            [Some(4)]
+        );
+        assert_eq!(following.partial, "Hello");
+        outlet.publish(event("t", None, delta("!")));
+        outlet.publish(event("t", Some(5), text("Hello!")));
+        let got: Vec<_> = std::iter::from_fn(|| following.live.try_recv().ok()).collect();
+        assert_eq!(got.len(), 2, "{got:?}");
+        // The whole text ends the streamed reply: a later follower sees no partial.
+        let later = outlet.follow(&t);
+        assert_eq!(later.partial, "");
+        assert_eq!(later.shown.len(), 2);
+    }
+
+    #[test]
+    fn a_restart_drops_the_partial_reply() {
+        let mut outlet = Outlet::default();
+        let t = ThreadId::new("t").unwrap();
+        outlet.publish(event("t", None, delta("Hel")));
+        outlet.publish(event("t", None, OutputKind::AssistantRestarted {}));
+        outlet.publish(event("t", None, delta("Bye")));
+        assert_eq!(outlet.follow(&t).partial, "Bye");
+    }
+
+    #[test]
+    fn a_failed_slice_withdraws_what_it_showed_and_a_committed_one_does_not() {
+        let mut outlet = Outlet::default();
+        let t = ThreadId::new("t").unwrap();
+        let at = jiff::Timestamp::UNIX_EPOCH;
+        outlet.publish(event("t", Some(6), text("a")));
+        outlet.publish(event("t", Some(7), text("b")));
+        let withdrawn = outlet.slice_ended(&t, false, at).expect("a withdrawal");
+        assert_eq!(withdrawn.kind, OutputKind::Withdrawn { after: 5 });
+        assert!(outlet.follow(&t).shown.is_empty(), "forgotten");
+        outlet.publish(event("t", Some(6), text("a again")));
+        assert_eq!(outlet.slice_ended(&t, true, at), None);
+        assert!(
+            outlet.follow(&t).shown.is_empty(),
+            "committed: the store has it"
+        );
+        // A slice that showed nothing numbered has nothing to withdraw.
+        outlet.publish(event("t", None, delta("x")));
+        assert_eq!(outlet.slice_ended(&t, false, at), None);
+    }
+}

@@ -1,0 +1,338 @@
+//! `GET /threads/{id}/events`: a thread's output events as Server-Sent Events, resumable.
+//!
+//! Every event a thread keeps carries its number in the thread ([`OutputEvent::seq`]) as its SSE
+//! `id`. A client that saw up to `N` comes back with `Last-Event-ID: N` (a browser's
+//! `EventSource` does so by itself) or `?after=N`, and gets exactly what it missed: first what
+//! the store kept after `N` ([`ThreadStore::events_after`](infinity_agent_core::store::ThreadStore::events_after)), then what the thread's running
+//! slice showed and has not committed yet, then the reply the model is streaming so far (one
+//! `assistant_delta`), then live events, each once (numbers already sent are skipped; a gap in
+//! the live numbers is filled from the store).
+//!
+//! A client that gives no position gets the thread as it stands: its views and open questions,
+//! then `attached` (`{"after": N}`, SSE id `N`), then everything after `N` as above. `GET
+//! /threads/{id}/history` answers with the same position in its `Last-Event-ID` header, so a
+//! client that loads the history and then streams from there sees each event once.
+//!
+//! When the events after the position are no longer all kept (a stack keeps them for its
+//! event retention, 7 days by default), or the position is past anything the thread showed,
+//! the stream says `reset` (`{"after": N}`, SSE id `N`: reload the history, the stream goes on
+//! from `N`). A host that cannot follow live events (the stack's API function) ends each stream
+//! with `reconnect`, and the client's next request resumes where it ended.
+//!
+//! Events shown live only carry no id: the streamed text (`assistant_delta`,
+//! `assistant_restarted`), a host's own errors, and `withdrawn` (`{"after": N}`: a failed slice's
+//! events after `N` are not kept; its SSE id is `N`, so a reconnect resumes from there).
+
+use std::collections::VecDeque;
+use std::convert::Infallible;
+use std::time::Duration;
+
+use axum::extract::{Path, Query, State};
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::sse::{Event, KeepAlive, Sse};
+use axum::response::{IntoResponse, Response};
+use infinity_agent_core::effect::{OutputEvent, OutputKind};
+use infinity_agent_core::ids::ThreadId;
+use infinity_agent_core::runtime::Following;
+use serde::Deserialize;
+use serde_json::json;
+
+use crate::api::{error, ApiError, Shared};
+
+/// How soon a client of a host without live events reconnects to its event stream.
+pub const RECONNECT: Duration = Duration::from_secs(2);
+
+/// How many kept events one read of the store brings.
+const PAGE: usize = 200;
+
+/// `?after=N`: the position to resume after, for clients that cannot set `Last-Event-ID` (the
+/// query may carry the page's `access_token` too).
+#[derive(Debug, Deserialize)]
+pub(crate) struct Position {
+    #[serde(default)]
+    after: Option<String>,
+}
+
+fn position(raw: &str, from: &str) -> Result<u64, ApiError> {
+    raw.trim().parse().map_err(|_| {
+        error(
+            StatusCode::BAD_REQUEST,
+            format!(
+                "{from} must be an event id (a whole number, as the events carry), not `{raw}`"
+            ),
+        )
+    })
+}
+
+/// The event as SSE: its type, its JSON, and its number as the id when it has one.
+fn sse(event: &OutputEvent) -> Event {
+    let sent = Event::default()
+        .event(event.kind.kind())
+        .data(serde_json::to_string(event).unwrap_or_default());
+    let id = match (event.seq, &event.kind) {
+        (Some(seq), _) => Some(seq),
+        (None, OutputKind::Withdrawn { after }) => Some(*after),
+        _ => None,
+    };
+    match id {
+        Some(id) => sent.id(id.to_string()),
+        None => sent,
+    }
+}
+
+/// A marker of the stream's own (`attached`, `reset`): where it stands, as data and id.
+fn marker(kind: &str, id: &ThreadId, after: u64) -> Event {
+    Event::default()
+        .event(kind)
+        .id(after.to_string())
+        .data(json!({"thread_id": id, "type": kind, "after": after}).to_string())
+}
+
+async fn events(
+    State(system): State<Shared>,
+    Path(id): Path<String>,
+    Query(query): Query<Position>,
+    headers: HeaderMap,
+) -> Result<Response, ApiError> {
+    let id = ThreadId::new(&id).map_err(|e| error(StatusCode::BAD_REQUEST, e))?;
+    let after = match headers.get("last-event-id") {
+        Some(value) => Some(position(
+            value.to_str().unwrap_or_default(),
+            "`Last-Event-ID`",
+        )?),
+        None => match &query.after {
+            Some(raw) => Some(position(raw, "`after`")?),
+            None => None,
+        },
+    };
+    // Follow first, so nothing falls between what is read now and the live events.
+    let following = system.follow(&id);
+    let record = system
+        .threads()
+        .load_record(&id)
+        .await
+        .map_err(|e| error(StatusCode::SERVICE_UNAVAILABLE, e))?;
+    let kept = record.as_ref().map_or(0, |r| r.events);
+    let shown_up_to = following
+        .as_ref()
+        .and_then(|f| f.shown.last())
+        .and_then(|e| e.seq)
+        .unwrap_or(0);
+    let mut head = VecDeque::new();
+    let last = match after {
+        // Past anything the thread showed: that client's numbers are not this thread's.
+        Some(after) if after > kept.max(shown_up_to) => {
+            head.push_back(marker("reset", &id, kept));
+            kept
+        }
+        Some(after) => after,
+        None => {
+            if let Some(record) = &record {
+                for (view_type, content) in &record.views {
+                    head.push_back(sse(&OutputEvent::new(
+                        id.clone(),
+                        record.updated_at,
+                        OutputKind::ViewUpdated {
+                            view_type: view_type.clone(),
+                            content: content.clone(),
+                        },
+                    )));
+                }
+                for choice in &record.open_choices {
+                    head.push_back(sse(&OutputEvent::new(
+                        id.clone(),
+                        record.updated_at,
+                        OutputKind::ChoiceRequested {
+                            call_id: choice.call_id.clone(),
+                            prompt: choice.prompt.clone(),
+                            choices: choice.choices.clone(),
+                            default: choice.default,
+                        },
+                    )));
+                }
+            }
+            head.push_back(marker("attached", &id, kept));
+            kept
+        }
+    };
+    let live = following.is_some();
+    let stream = Stream {
+        system,
+        id,
+        last,
+        kept,
+        first_page: true,
+        head,
+        stage: Stage::Kept,
+        following,
+    };
+    let events = futures_util::stream::unfold(stream, |mut s| async move {
+        s.next().await.map(|event| (Ok::<_, Infallible>(event), s))
+    });
+    let sse = Sse::new(events);
+    Ok(if live {
+        sse.keep_alive(KeepAlive::default()).into_response()
+    } else {
+        sse.into_response()
+    })
+}
+
+/// Where the stream is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Stage {
+    /// Reading what the store kept.
+    Kept,
+    /// Handing out what the running slice showed, and its reply so far.
+    Shown,
+    /// Following live events.
+    Live,
+    /// Ended (a host without live events: after `reconnect`).
+    Done,
+}
+
+/// One client's stream: see the module docs for the order of what it sends.
+struct Stream {
+    system: Shared,
+    id: ThreadId,
+    /// The last numbered event sent.
+    last: u64,
+    /// How many events the record counted when the stream began.
+    kept: u64,
+    first_page: bool,
+    /// Events to send before anything else.
+    head: VecDeque<Event>,
+    stage: Stage,
+    following: Option<Following>,
+}
+
+impl Stream {
+    async fn next(&mut self) -> Option<Event> {
+        loop {
+            if let Some(event) = self.head.pop_front() {
+                return Some(event);
+            }
+            match self.stage {
+                Stage::Kept => {
+                    let done = self.read_kept(None).await;
+                    if done {
+                        self.stage = Stage::Shown;
+                    }
+                }
+                Stage::Shown => {
+                    self.stage = Stage::Live;
+                    match self.following.as_mut() {
+                        Some(following) => {
+                            let shown = std::mem::take(&mut following.shown);
+                            let partial = std::mem::take(&mut following.partial);
+                            for event in shown {
+                                self.numbered(event);
+                            }
+                            if !partial.is_empty() {
+                                self.head.push_back(sse(&OutputEvent::new(
+                                    self.id.clone(),
+                                    jiff::Timestamp::now(),
+                                    OutputKind::AssistantDelta { text: partial },
+                                )));
+                            }
+                        }
+                        None => {
+                            self.stage = Stage::Done;
+                            self.head.push_back(
+                                Event::default()
+                                    .event("reconnect")
+                                    .data(json!({ "after_ms": RECONNECT.as_millis() }).to_string())
+                                    .retry(RECONNECT),
+                            );
+                        }
+                    }
+                }
+                Stage::Live => {
+                    let following = self.following.as_mut()?;
+                    let event = following.live.recv().await?;
+                    if event.thread_id != self.id {
+                        continue;
+                    }
+                    match (event.seq, &event.kind) {
+                        (Some(seq), _) if seq > self.last + 1 => {
+                            // Numbers were skipped (events that reached this host out of order):
+                            // the store has them, as they were committed before being sent.
+                            while self.last + 1 < seq {
+                                let before = self.last;
+                                self.read_kept(Some(seq - 1)).await;
+                                if self.last == before {
+                                    break;
+                                }
+                            }
+                            self.numbered(event);
+                        }
+                        (Some(_), _) => self.numbered(event),
+                        (None, OutputKind::Withdrawn { after }) => {
+                            self.last = (*after).min(self.last);
+                            self.head.push_back(sse(&event));
+                        }
+                        (None, _) => self.head.push_back(sse(&event)),
+                    }
+                }
+                Stage::Done => return None,
+            }
+        }
+    }
+
+    /// Queues a numbered event unless it was sent already.
+    fn numbered(&mut self, event: OutputEvent) {
+        let Some(seq) = event.seq else { return };
+        if seq > self.last {
+            self.last = seq;
+            self.head.push_back(sse(&event));
+        }
+    }
+
+    /// Queues one page of the kept events after the last one sent (up to `upto`, when given);
+    /// true when no more are kept. A first page that does not begin right after the position
+    /// while the thread counted more says `reset`.
+    async fn read_kept(&mut self, upto: Option<u64>) -> bool {
+        let page = match self
+            .system
+            .threads()
+            .events_after(&self.id, self.last, PAGE)
+            .await
+        {
+            Ok(page) => page,
+            Err(err) => {
+                tracing::warn!(thread = %self.id, %err, "could not read the thread's kept events");
+                self.head.push_back(
+                    Event::default().event("error").data(
+                        json!({"thread_id": self.id, "type": "error",
+                               "text": format!("the kept events could not be read: {err}")})
+                        .to_string(),
+                    ),
+                );
+                return true;
+            }
+        };
+        let complete = page.len() < PAGE;
+        if std::mem::take(&mut self.first_page) && upto.is_none() && self.kept > self.last {
+            let first = page.first().and_then(|e| e.seq);
+            if first != Some(self.last + 1) {
+                // Not kept any more: say so, and go on from what is.
+                let from = first.map_or(self.kept, |f| f - 1);
+                self.head.push_back(marker("reset", &self.id, from));
+                self.last = from;
+            }
+        }
+        for event in page {
+            if upto.is_some_and(|upto| event.seq.is_some_and(|s| s > upto)) {
+                return true;
+            }
+            self.numbered(event);
+        }
+        complete
+    }
+}
+
+/// The event stream's route, on `host`.
+pub fn routes(host: Shared) -> axum::Router {
+    axum::Router::new()
+        .route("/threads/{id}/events", axum::routing::get(events))
+        .with_state(host)
+}
