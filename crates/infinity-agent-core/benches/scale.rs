@@ -1,7 +1,8 @@
 //! Many threads on the embedded runtime: time and memory of 100,000 sleeping threads on the file
-//! store (and on the in-memory store, for comparison), and of one parent with 1,000 children.
+//! store (and on the in-memory store, for comparison), of one parent with 1,000 children, and of
+//! the web app's conversation list over 100 and 10,000 conversations.
 //! `cargo bench -p infinity-agent-core --bench scale [-- PART]` (parts: `idle_file`, `idle_memory`,
-//! `fan_out`); results in docs/benchmarks.md. Memory is the growth of the process's resident set,
+//! `fan_out`, `list`); results in docs/benchmarks.md. Memory is the growth of the process's resident set,
 //! so run one part per process (`make bench` does).
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // a bench: a failed step should stop it
@@ -153,6 +154,73 @@ fn file_store() -> (tempfile::TempDir, Arc<dyn ThreadStore>) {
     (dir, Arc::new(store))
 }
 
+/// Writes `n` conversations, each with 4 children, one commit each, a second apart.
+async fn seed_conversations(store: &dyn ThreadStore, n: usize) {
+    use infinity_agent_core::commit::Commit;
+    use infinity_agent_core::state::ThreadRecord;
+    let at = |k: usize| jiff::Timestamp::from_second(1_000_000 + k as i64).unwrap();
+    for k in 0..n {
+        let id = ThreadId::new(format!("c-{k:05}")).unwrap();
+        let mut record = ThreadRecord::new(id.clone(), "bench", None, at(k));
+        record.version = 1;
+        record.title = Some(format!("Conversation number {k}"));
+        let commit = Commit {
+            thread_id: id,
+            expected_version: None,
+            record,
+            new_entries: Vec::new(),
+            processed_inputs: Vec::new(),
+            effects: Vec::new(),
+            events: Vec::new(),
+        };
+        store.commit(&commit).await.unwrap();
+    }
+}
+
+/// The conversation list's first page (the web app's sidebar), and a title search, over 100 and
+/// 10,000 conversations: the median time of each, and the ratio.
+fn list(make: fn() -> (Option<tempfile::TempDir>, Arc<dyn ThreadStore>), label: &str) {
+    use infinity_agent_core::state::{ThreadKind, ThreadQuery};
+    let rt = runtime();
+    let mut medians = Vec::new();
+    for n in [100, 10_000] {
+        let (_dir, store) = make();
+        rt.block_on(seed_conversations(store.as_ref(), n));
+        let time = |query: &ThreadQuery| {
+            let mut runs: Vec<Duration> = (0..51)
+                .map(|_| {
+                    let started = Instant::now();
+                    let page = rt.block_on(store.list_threads(query)).unwrap();
+                    assert!(!page.threads.is_empty());
+                    started.elapsed()
+                })
+                .collect();
+            runs.sort();
+            runs[runs.len() / 2]
+        };
+        let sidebar = ThreadQuery {
+            kind: Some(ThreadKind::Conversation),
+            limit: 50,
+            ..ThreadQuery::default()
+        };
+        let search = ThreadQuery {
+            title: Some("number 7".into()),
+            ..sidebar.clone()
+        };
+        let (first, found) = (time(&sidebar), time(&search));
+        println!(
+            "list ({label}): {n:>6} conversations: first page of 50 {:>8.3} ms, title search {:>8.3} ms",
+            first.as_secs_f64() * 1e3,
+            found.as_secs_f64() * 1e3
+        );
+        medians.push(first);
+    }
+    println!(
+        "list ({label}): 10,000 / 100 conversations: {:.1}x the time for the first page",
+        medians[1].as_secs_f64() / medians[0].as_secs_f64()
+    );
+}
+
 fn main() {
     let filter: Vec<String> = std::env::args()
         .skip(1)
@@ -165,6 +233,16 @@ fn main() {
     }
     if run("idle_memory") {
         idle(Arc::new(MemoryStore::new()), "in-memory store");
+    }
+    if run("list") {
+        list(
+            || {
+                let (dir, store) = file_store();
+                (Some(dir), store)
+            },
+            "file store",
+        );
+        list(|| (None, Arc::new(MemoryStore::new())), "in-memory store");
     }
     if run("fan_out") {
         fan_out(Arc::new(MemoryStore::new()), "in-memory store");

@@ -186,7 +186,7 @@ const CRATE_LAYERS: &[(&str, &[&[&str]])] = &[
             &["display"],
             &["render"],
             &["status", "aws"],
-            &["dlq"],
+            &["dlq", "lists"],
             &["place", "people"],
             &["agents", "knowledge", "tool_servers", "migrate", "remote"],
             &["system"],

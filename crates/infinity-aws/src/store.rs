@@ -4,7 +4,7 @@
 //!
 //! | sort key `sk` | holds |
 //! |---|---|
-//! | `R` | the record (JSON in `body`) and its version `v`, checked on every commit |
+//! | `R` | the record (JSON in `body`) and its version `v`, checked on every commit; its place in lists (the `ByActivity` index, `store/list.rs`) |
 //! | `E#<seq, 20 digits>` | one history entry (JSON in `body`) |
 //! | `O#<version, 20 digits>` | the effects of the commit that made that version, until performed |
 //! | `O#retry#<time>#<n>` | an effect an operator put back (`infinity thread outbox --retry`) |
@@ -48,10 +48,12 @@ mod blob;
 mod commit;
 mod events;
 mod import;
+mod list;
 mod warm;
 
 use blob::{Blob, Parts};
 pub use events::EVENT_RETENTION;
+pub use list::LIST_INDEX;
 
 /// Values whose JSON is longer than this are split into parts.
 pub const INLINE_LIMIT: usize = 300_000;
@@ -431,6 +433,14 @@ impl ThreadStore for DynamoThreadStore {
             return self.commit_wide(commit).await;
         }
         self.commit_holding(commit, None).await
+    }
+
+    /// From the `ByActivity` index (`store/list.rs`), never a scan.
+    async fn list_threads(
+        &self,
+        query: &infinity_agent_core::state::ThreadQuery,
+    ) -> Result<infinity_agent_core::state::ThreadPage, StoreError> {
+        self.list_page(query).await
     }
 
     /// The events of the last [`EVENT_RETENTION`] (or as set with

@@ -6,6 +6,7 @@ mod commands;
 mod display;
 mod dlq;
 mod knowledge;
+mod lists;
 mod migrate;
 mod people;
 mod place;
@@ -116,6 +117,9 @@ enum ThreadCommand {
     /// Show the effects a thread still has to perform and those set aside after failing; put
     /// failed ones back (--retry) or drop them (--drop).
     Outbox(aws::OutboxArgs),
+    /// Put the threads written before this version in lists (`GET /threads`, the web app's
+    /// conversations): once, after upgrading a stack.
+    Index(lists::IndexArgs),
 }
 
 #[derive(Debug, Args)]
@@ -228,6 +232,7 @@ fn run_cli() -> std::process::ExitCode {
             Command::Send(args) => aws::send(args).await,
             Command::Thread(ThreadCommand::Show(args)) => aws::show(args).await,
             Command::Thread(ThreadCommand::Outbox(args)) => aws::outbox(args).await,
+            Command::Thread(ThreadCommand::Index(args)) => lists::index(args).await,
             Command::Tail(args) => aws::tail(args).await,
             Command::Dlq(command) => dlq::run(command).await,
             Command::Choose(args) => aws::choose(args).await,

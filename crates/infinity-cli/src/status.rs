@@ -1,66 +1,16 @@
 //! What a thread is doing, in words, from its record (`infinity threads`, chat's `/threads`).
 //!
-//! The web app says the same from the same record in `web/status.js` (`describeStatus`): the
-//! two must agree, word for word and rule for rule, so change both together. The web app also
-//! knows when the model is at work (from the event stream, "running"); a record alone does not
-//! say, so the CLI never does.
+//! The words are the core's ([`Activity`]), which the web app's `web/status.js`
+//! (`describeStatus`) must agree with, word for word and rule for rule. The web app also knows
+//! when the model is at work (from the event stream, "running"); a record alone does not say,
+//! so the CLI never does.
 
 use infinity_agent_core::model::Usage;
-use infinity_agent_core::state::{MigrationState, PendingKind, ThreadRecord, ThreadStatus};
+use infinity_agent_core::state::{Activity, ThreadRecord};
 
-use crate::render::show_time;
-
-/// The thread's state in a few words, the first that holds of: moving or moved to another host,
-/// closed, stopped at its conversation's budget, paused at an hourly limit, waiting on tool calls, sleeping, waiting on its children,
-/// waiting for a person's answer, else idle. Calls the conversation moved on from (they have a
-/// stand-in result, their real one comes as an event) are not waited on.
+/// The thread's state in a few words (see [`Activity::of`]).
 pub(crate) fn describe(record: &ThreadRecord) -> String {
-    if let Some(migration) = &record.migration {
-        return match migration.state {
-            MigrationState::Moving => format!("moving to {}", migration.to),
-            MigrationState::Moved { .. } => format!("moved to {}", migration.to),
-        };
-    }
-    if record.status == ThreadStatus::Closed {
-        return "closed".to_owned();
-    }
-    match &record.suspended {
-        Some(suspension) if suspension.budget => return "stopped: budget reached".to_owned(),
-        Some(_) => return "paused: hourly limit reached".to_owned(),
-        None => {}
-    }
-    let waited_on = || record.pending_calls.iter().filter(|call| !call.moved_on);
-    let mut tools: Vec<&str> = Vec::new();
-    for call in waited_on().filter(|call| call.kind == PendingKind::Dispatched) {
-        if !tools.contains(&call.tool.as_str()) {
-            tools.push(&call.tool);
-        }
-    }
-    if !tools.is_empty() {
-        return format!("waiting on {}", tools.join(", "));
-    }
-    let mut sleeps = waited_on().filter(|call| call.kind == PendingKind::Passive);
-    if let Some(first) = sleeps.next() {
-        let due = std::iter::once(first)
-            .chain(sleeps)
-            .filter_map(|call| call.due)
-            .min();
-        return match due {
-            Some(due) => format!("sleeping until {}", show_time(due)),
-            None => "sleeping until an event or a message".to_owned(),
-        };
-    }
-    let open = record.children.iter().filter(|child| !child.closed).count();
-    if open > 0 {
-        return format!(
-            "waiting on {open} child thread{}",
-            if open == 1 { "" } else { "s" }
-        );
-    }
-    if !record.open_choices.is_empty() {
-        return "waiting for your answer".to_owned();
-    }
-    "idle".to_owned()
+    Activity::of(record).text
 }
 
 /// What a thread used and cost, in a line: `3 completions, 1234 tokens, $0.0123`.

@@ -514,6 +514,32 @@ async fn serve_refuses_what_it_must_and_says_why() {
         .await
         .unwrap();
     assert_eq!(same_origin.status(), 200);
+    let page: serde_json::Value = same_origin.json().await.unwrap();
+    assert!(
+        page["threads"].is_array() && page.get("next").is_some(),
+        "{page}"
+    );
+
+    // A list's query that cannot be understood is refused, naming the part.
+    for (query, names) in [
+        ("limit=0", "`limit`"),
+        ("limit=many", "`limit`"),
+        ("status=sleeping", "`status`"),
+        ("kind=root", "`kind`"),
+        ("roots=yes", "`roots`"),
+        ("updated_since=yesterday", "`updated_since`"),
+        ("cursor=nowhere", "`cursor`"),
+        ("stauts=open", "stauts"),
+    ] {
+        let refused = http
+            .get(format!("{api}/threads?{query}"))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(refused.status(), 400, "{query}");
+        let text = refused.text().await.unwrap();
+        assert!(text.contains(names), "{query}: {text}");
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -768,6 +768,47 @@ async fn a_person_uses_the_web_app_in_a_real_browser() {
         .await;
     browser.screenshot(&shots, "11-cost").await;
 
+    // Many conversations: the list shows a page of them, newest first, and more on request;
+    // a search narrows it.
+    let http = reqwest::Client::new();
+    for n in 0..55 {
+        let sent = http
+            .post(format!("{base}/threads/bulk-{n:02}/messages"))
+            .bearer_auth(TOKEN)
+            .json(&serde_json::json!({"text": "hi"}))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(sent.status(), 202);
+    }
+    let listed = "document.querySelectorAll('#thread-list li').length";
+    browser
+        .wait_for(
+            "a page of conversations and a button for more",
+            &format!("{listed} === 50 && !document.getElementById('more-threads').hidden"),
+        )
+        .await;
+    browser.click("#more-threads", None).await;
+    browser
+        .wait_for(
+            "every conversation",
+            &format!(
+                "{listed} > 55 && document.getElementById('more-threads').hidden                  && document.querySelector('#thread-list li').innerText.includes('bulk-54')"
+            ),
+        )
+        .await;
+    browser.click("#thread-search", None).await;
+    browser.type_text("bulk-07").await;
+    browser
+        .wait_for(
+            "the one conversation searched for",
+            &format!(
+                "{listed} === 1 && document.getElementById('thread-list').innerText.includes('bulk-07')"
+            ),
+        )
+        .await;
+    browser.screenshot(&shots, "13-search").await;
+
     // A narrow window: one column, nothing wider than the window.
     browser.resize(420, 900).await;
     browser

@@ -5,13 +5,14 @@
 
 use std::sync::Arc;
 
-use axum::extract::{Path, State};
+use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
 use infinity_agent_core::ids::ThreadId;
 use infinity_agent_core::runtime::{Front, PostError};
+use infinity_agent_core::state::{ThreadKind, ThreadQuery, ThreadStatus};
 use infinity_agent_core::store::load_view;
 use serde::Deserialize;
 use serde_json::json;
@@ -32,6 +33,7 @@ pub fn routes(host: Shared) -> Router {
         .route("/threads", get(threads))
         .route("/threads/{id}", get(thread))
         .route("/threads/{id}/history", get(history))
+        .route("/threads/{id}/tree", get(tree))
         .route("/threads/{id}/waiting", get(waiting))
         .route("/threads/{id}/messages", post(message))
         .route("/threads/{id}/choices/{call}", post(choose))
@@ -136,15 +138,136 @@ async fn agent(State(system): State<Shared>, Path(name): Path<String>) -> Answer
     Ok(Json(found).into_response())
 }
 
-async fn threads(State(system): State<Shared>) -> Answer {
-    let ids = system
+/// `GET /threads`'s query: filters, a cursor and a limit (see [`ThreadQuery`]).
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ListParams {
+    #[serde(default)]
+    roots: Option<String>,
+    #[serde(default)]
+    kind: Option<String>,
+    #[serde(default)]
+    status: Option<String>,
+    #[serde(default)]
+    agent: Option<String>,
+    #[serde(default)]
+    title: Option<String>,
+    #[serde(default)]
+    updated_since: Option<String>,
+    #[serde(default)]
+    cursor: Option<String>,
+    #[serde(default)]
+    limit: Option<String>,
+    /// The page's token (`EventSource`-style clients send it in the query), read by the guard.
+    #[serde(default, rename = "access_token")]
+    _access_token: Option<String>,
+}
+
+fn bad(name: &str, value: &str, what: &str) -> ApiError {
+    error(
+        StatusCode::BAD_REQUEST,
+        format!("`{name}` must be {what}, not `{value}`"),
+    )
+}
+
+impl ListParams {
+    fn query(self) -> Result<ThreadQuery, ApiError> {
+        let roots = match self.roots.as_deref() {
+            None | Some("false") => false,
+            Some("true") => true,
+            Some(other) => return Err(bad("roots", other, "true or false")),
+        };
+        let kind = match self.kind.as_deref() {
+            None => None,
+            Some("conversation") => Some(ThreadKind::Conversation),
+            Some("delegation") => Some(ThreadKind::Delegation),
+            Some("child") => Some(ThreadKind::Child),
+            Some(other) => return Err(bad("kind", other, "conversation, delegation or child")),
+        };
+        let status = match self.status.as_deref() {
+            None => None,
+            Some("open") => Some(ThreadStatus::Open),
+            Some("closed") => Some(ThreadStatus::Closed),
+            Some(other) => return Err(bad("status", other, "open or closed")),
+        };
+        let updated_since = match self.updated_since.as_deref() {
+            None => None,
+            Some(raw) => Some(raw.parse::<jiff::Timestamp>().map_err(|_| {
+                bad(
+                    "updated_since",
+                    raw,
+                    "a time in RFC 3339 (2026-05-01T21:07:09Z)",
+                )
+            })?),
+        };
+        let limit = match self.limit.as_deref() {
+            None => ThreadQuery::DEFAULT_LIMIT,
+            Some(raw) => match raw.parse::<usize>() {
+                Ok(n) if (1..=ThreadQuery::MAX_LIMIT).contains(&n) => n,
+                _ => {
+                    return Err(bad(
+                        "limit",
+                        raw,
+                        &format!("a whole number from 1 to {}", ThreadQuery::MAX_LIMIT),
+                    ))
+                }
+            },
+        };
+        if let Some(cursor) = &self.cursor {
+            if infinity_agent_core::state::summary::read_cursor(cursor).is_none() {
+                return Err(bad("cursor", cursor, "the `next` of a page of this list"));
+            }
+        }
+        Ok(ThreadQuery {
+            kind,
+            roots,
+            status,
+            agent: self.agent.filter(|a| !a.is_empty()),
+            title: self.title.filter(|t| !t.trim().is_empty()),
+            updated_since,
+            cursor: self.cursor,
+            limit,
+        })
+    }
+}
+
+/// `GET /threads`: a page of threads, newest activity first (`{"threads": [summary...],
+/// "next": cursor or null}`), filtered by the query.
+async fn threads(
+    State(system): State<Shared>,
+    params: Result<Query<ListParams>, axum::extract::rejection::QueryRejection>,
+) -> Answer {
+    let Query(params) = params.map_err(|e| error(StatusCode::BAD_REQUEST, e.body_text()))?;
+    let page = system
         .threads()
-        .thread_ids()
+        .list_threads(&params.query()?)
         .await
-        .map_err(|e| error(StatusCode::INTERNAL_SERVER_ERROR, e))?;
-    let mut records = Vec::new();
-    for id in ids {
-        if let Ok(Some(record)) = system.threads().load_record(&id).await {
+        .map_err(|e| error(StatusCode::SERVICE_UNAVAILABLE, e))?;
+    Ok(Json(page).into_response())
+}
+
+/// The most threads `GET /threads/{id}/tree` reads.
+const TREE_LIMIT: usize = 1_000;
+
+/// `GET /threads/{id}/tree`: the records of the thread and of every thread below it (its
+/// children's, theirs, ...), the thread first; at most 1,000.
+async fn tree(State(system): State<Shared>, Path(id): Path<String>) -> Answer {
+    let id = thread_id(&id)?;
+    let first = record_of(system.as_ref(), &id).await?;
+    let mut queue: std::collections::VecDeque<ThreadId> =
+        first.children.iter().map(|c| c.thread_id.clone()).collect();
+    let mut records = vec![first];
+    while let Some(child) = queue.pop_front() {
+        if records.len() >= TREE_LIMIT {
+            break;
+        }
+        if let Some(record) = system
+            .threads()
+            .load_record(&child)
+            .await
+            .map_err(|e| error(StatusCode::SERVICE_UNAVAILABLE, e))?
+        {
+            queue.extend(record.children.iter().map(|c| c.thread_id.clone()));
             records.push(record);
         }
     }

@@ -10,7 +10,8 @@
 //! | `GET /tools/internal`, `GET /agents/internal-tools` | every internal tool with its category and default (as `infinity tools internal --json`) |
 //! | `GET /agents` | the default agent and the stored ones (`{"default", "stored": [{name, version, description, saved_at}]}`) |
 //! | `GET /agents/{name}` | a stored version, `NAME` (the newest) or `NAME@VERSION` (404 if none) |
-//! | `GET /threads` | every thread's record |
+//! | `GET /threads` | a page of threads, newest activity first: `{"threads": [summary...], "next": cursor}`; filters `roots`, `kind`, `status`, `agent`, `title`, `updated_since`, and `cursor`, `limit` (see [`ThreadQuery`](infinity_agent_core::state::ThreadQuery)) |
+//! | `GET /threads/{id}/tree` | the records of the thread and every thread below it |
 //! | `GET /threads/{id}` | one thread's record (404 if unknown) |
 //! | `GET /threads/{id}/history` | its history as the model sees it (`Last-Event-ID`: the last event it includes) |
 //! | `POST /threads/{id}/messages` | `{"text": ...}`: a user message (creates the thread); `{"text", "agent": "NAME[@VERSION]"}` starts a conversation with that agent (400 for a thread that exists, 404 for an agent this host lacks) |

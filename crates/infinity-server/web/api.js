@@ -51,7 +51,17 @@ export function createApi(token) {
   return {
     agents: () => request("GET", "/agents"),
     models: () => request("GET", "/models"),
-    threads: () => request("GET", "/threads"),
+    /** A page of threads (`{threads, next}`); `query` holds `GET /threads`'s filters. */
+    threads: (query = {}) => {
+      const params = new URLSearchParams();
+      for (const [name, value] of Object.entries(query)) {
+        if (value !== undefined && value !== null && value !== "") params.set(name, String(value));
+      }
+      const text = params.toString();
+      return request("GET", text ? `/threads?${text}` : "/threads");
+    },
+    /** The records of a thread and of every thread below it. */
+    tree: (id) => request("GET", `${thread(id)}/tree`),
     record: (id) => request("GET", thread(id)),
     history: (id) => request("GET", `${thread(id)}/history`),
     /** The history, and the last event it includes (stream the events after it). */

@@ -49,7 +49,17 @@ const $ = (id) => document.getElementById(id);
 // The token the page was opened with (`/?access_token=T`), kept in memory only.
 const api = createApi(new URLSearchParams(location.search).get("access_token"));
 
+/** How many conversations the list shows at first, and more at each "Show more". */
+const LIST_PAGE = 50;
+
 const page = {
+  // The conversation list: a page of summaries (`GET /threads`), how many it asks for, whether
+  // there are more, and the title search.
+  list: [],
+  listLimit: LIST_PAGE,
+  more: false,
+  search: "",
+  // The records of the open conversation's threads (`GET /threads/{root}/tree`), by id.
   records: new Map(),
   // The open thread: see `openThread`.
   current: null,
@@ -88,33 +98,70 @@ function running(id) {
 
 // --- The conversation list --------------------------------------------------------------------
 
+/** The root of the open thread's conversation. */
+function rootOf(current) {
+  const record = current.record;
+  return record && record.stack && record.stack.length ? record.stack[0] : current.id;
+}
+
+function showList(current) {
+  renderSidebar($("thread-list"), $("no-threads"), page.list, current, running);
+  $("more-threads").hidden = !page.more;
+  $("no-threads").textContent = page.search
+    ? `No conversation's title holds “${page.search}”.`
+    : "No conversations yet. Start one with “New conversation”.";
+}
+
+/** Reads the conversation list and the open conversation's records. */
 async function refreshThreads() {
-  let records;
+  const current = page.current;
+  let list;
+  let tree = null;
   try {
-    records = await api.threads();
+    list = await api.threads({ kind: "conversation", limit: page.listLimit, title: page.search });
+    // A conversation started here has no records until its first message is handled.
+    if (current && current.fresh && list.threads.some((summary) => summary.id === current.id)) {
+      current.fresh = false;
+    }
+    if (current && !current.fresh) tree = await api.tree(rootOf(current));
   } catch (error) {
     $("server-state").textContent = `Cannot reach the server: ${error.message}`;
     $("server-state").hidden = false;
     return;
   }
   $("server-state").hidden = true;
-  // Answers may cross: a record never goes back to an older version than the page has seen.
-  page.records = new Map(
-    records.map((record) => {
-      const known = page.records.get(record.id);
-      return [record.id, known && known.version > record.version ? known : record];
-    }),
-  );
-  const current = page.current;
-  if (current && page.records.has(current.id)) {
-    current.fresh = false;
-    current.record = page.records.get(current.id);
+  page.list = list.threads;
+  page.more = Boolean(list.next);
+  if (tree && page.current === current) {
+    // Answers may cross: a record never goes back to an older version than the page has seen.
+    page.records = new Map(
+      tree.map((record) => {
+        const known = page.records.get(record.id);
+        return [record.id, known && known.version > record.version ? known : record];
+      }),
+    );
+    if (page.records.has(current.id)) current.record = page.records.get(current.id);
   }
-  renderSidebar($("thread-list"), $("no-threads"), [...page.records.values()], current && current.id, running);
+  showList(current && current.id);
   if (current) {
     showThread(current);
     refreshWaiting(current);
   }
+}
+
+/** Searches the conversations' titles as a person types, a moment after the last key. */
+function searchSoon() {
+  clearTimeout(page.searchTimer);
+  page.searchTimer = setTimeout(() => {
+    page.search = $("thread-search").value.trim();
+    page.listLimit = LIST_PAGE;
+    refreshThreads();
+  }, 250);
+}
+
+function showMore() {
+  page.listLimit += LIST_PAGE;
+  refreshThreads();
 }
 
 /** What would wake each thread of the current conversation (`GET /threads/{root}/waiting`). */
@@ -202,7 +249,7 @@ function route() {
     $("welcome").hidden = false;
     $("thread-view").hidden = true;
     $("details").hidden = true;
-    renderSidebar($("thread-list"), $("no-threads"), [...page.records.values()], null, running);
+    showList(null);
     return;
   }
   if (!page.current || page.current.id !== id) openThread(id);
@@ -224,7 +271,7 @@ function openThread(id) {
   const current = {
     id,
     // A conversation started here that has no record yet: nothing to load.
-    fresh: !page.records.has(id),
+    fresh: page.agents.has(id) && !page.list.some((summary) => summary.id === id),
     record: page.records.get(id) || null,
     source: null,
     questions: new Map(),
@@ -241,8 +288,7 @@ function openThread(id) {
   $("details").hidden = false;
   $("connection").textContent = "connecting…";
   showThread(current);
-  renderSidebar($("thread-list"), $("no-threads"), [...page.records.values()], id, running);
-  if (current.fresh) $("message").focus();
+  showList(id);
   start(current);
 }
 
@@ -265,6 +311,9 @@ async function start(current) {
   }
   if (page.current !== current) return;
   current.record = record;
+  if (current.fresh) $("message").focus();
+  // The conversation's other threads, for its tree.
+  refreshSoon();
   // What is open now; the events after the history change it from there.
   for (const choice of (record && record.open_choices) || []) {
     current.questions.set(choice.call_id, { ...choice, type: "choice_requested" });
@@ -567,6 +616,8 @@ function composerKeys(event) {
 // --- Start --------------------------------------------------------------------------------------
 
 $("new-conversation").addEventListener("click", newConversation);
+$("thread-search").addEventListener("input", searchSoon);
+$("more-threads").addEventListener("click", showMore);
 $("composer").addEventListener("submit", send);
 $("message").addEventListener("keydown", composerKeys);
 $("interrupt").addEventListener("click", interrupt);

@@ -11,6 +11,7 @@ mod migration;
 mod output;
 mod plan;
 mod schedule;
+pub mod summary;
 mod toolset;
 pub mod waits;
 
@@ -33,6 +34,7 @@ pub use migration::{Migration, MigrationState};
 pub use output::{FinishStatus, ThreadOutput};
 pub use plan::{Plan, PlanStep, StepStatus};
 pub use schedule::Schedule;
+pub use summary::{Activity, ThreadKind, ThreadPage, ThreadQuery, ThreadSummary};
 pub use toolset::{Deadline, SessionTool, Toolset};
 
 /// The current schema version of [`ThreadRecord`]. Bumped on an incompatible change, with a

@@ -45,6 +45,7 @@ use serde::{Deserialize, Serialize};
 mod events;
 mod inbox;
 mod io;
+mod load;
 mod lock;
 mod resident;
 
@@ -60,6 +61,7 @@ use io::{
     committed, corrupt, io_err, json_lines, parse_lines, read_all, replace_state, sync_dir,
     write_at,
 };
+use load::load_thread;
 use lock::HeldLock;
 
 /// The current layout (see the module docs). Version 1 kept the children in the record and the
@@ -144,107 +146,6 @@ pub struct FileStore {
     inbox: Option<Arc<Mutex<inbox::Inbox>>>,
 }
 
-/// One thread's folder, loaded.
-fn load_thread(dir: &Path) -> Result<(ThreadData, OnDisk), StoreError> {
-    let state_path = dir.join("state.json");
-    let state: StateFile =
-        serde_json::from_slice(&fs::read(&state_path).map_err(|e| io_err(&state_path, e))?)
-            .map_err(|e| corrupt(&state_path, e))?;
-    let mut record = state.record;
-
-    let entries_path = dir.join("entries.jsonl");
-    let bytes = read_all(&entries_path)?;
-    let entries: Vec<HistoryEntry> = parse_lines(
-        &entries_path,
-        committed(&entries_path, &bytes, state.entries_bytes)?,
-    )?;
-    if entries.len() as u64 != record.history_len {
-        return Err(corrupt(
-            &entries_path,
-            format!(
-                "holds {} committed entries, the record says {}",
-                entries.len(),
-                record.history_len
-            ),
-        ));
-    }
-
-    let processed_path = dir.join("processed.txt");
-    let bytes = read_all(&processed_path)?;
-    let processed: HashSet<InputId> =
-        BufReader::new(committed(&processed_path, &bytes, state.processed_bytes)?)
-            .lines()
-            .map_while(Result::ok)
-            .filter_map(|l| InputId::new(l).ok())
-            .collect();
-
-    let mut disk = OnDisk {
-        current_format: state.format >= FORMAT,
-        ..OnDisk::default()
-    };
-    let outbox = if disk.current_format {
-        let children_path = dir.join("children.jsonl");
-        let bytes = read_all(&children_path)?;
-        let lines: Vec<ChildLink> = parse_lines(
-            &children_path,
-            committed(&children_path, &bytes, state.children_bytes)?,
-        )?;
-        for link in lines {
-            match record
-                .children
-                .iter_mut()
-                .find(|c| c.thread_id == link.thread_id)
-            {
-                Some(existing) => *existing = link,
-                None => record.children.push(link),
-            }
-        }
-        disk.children = record.children.clone();
-
-        let outbox_path = dir.join("outbox.jsonl");
-        let bytes = read_all(&outbox_path)?;
-        let mut outbox: Vec<PendingEffect> = Vec::new();
-        let head = committed(&outbox_path, &bytes, state.outbox_bytes)?;
-        let mut done: HashSet<EffectId> = HashSet::new();
-        for line in parse_lines::<OutboxLine>(&outbox_path, head)? {
-            match line {
-                OutboxLine::Add(effect) => outbox.push(*effect),
-                OutboxLine::Done(ids) => done.extend(ids),
-            }
-        }
-        // After the committed part only `done` lines count; an unfinished commit's `add` lines
-        // and a torn last line are ignored.
-        for line in bytes[head.len()..].split(|b| *b == b'\n') {
-            if let Ok(OutboxLine::Done(ids)) = serde_json::from_slice::<OutboxLine>(line) {
-                done.extend(ids);
-            }
-        }
-        outbox.retain(|e| !done.contains(&e.id));
-        disk.outbox_end = bytes.len() as u64;
-        outbox
-    } else {
-        state.outbox
-    };
-    disk.lengths = Lengths {
-        entries: state.entries_bytes,
-        processed: state.processed_bytes,
-        children: state.children_bytes,
-        outbox: state.outbox_bytes,
-        events: state.events_bytes,
-    };
-    let data = ThreadData {
-        record,
-        entries: Arc::new({
-            let mut list = Vec::new();
-            super::memory::append(&mut list, entries.into_iter().map(Arc::new));
-            list
-        }),
-        processed,
-        outbox,
-    };
-    Ok((data, disk))
-}
-
 impl FileStore {
     /// Opens (or creates) a store in `root`, taking its lock, and loads it. Fails with
     /// [`StoreError::Locked`], naming the holder, when another process (or another store in
@@ -313,6 +214,10 @@ impl FileStore {
         for (data, disk) in loaded {
             let id = data.record.id.clone();
             inner.threads.order.push(id.clone());
+            inner
+                .threads
+                .listing
+                .put(crate::state::ThreadSummary::of(&data.record));
             inner.disk.insert(id.clone(), disk);
             inner.threads.by_id.insert(id, data);
         }
@@ -559,6 +464,17 @@ impl ThreadStore for FileStore {
         // A thread this commit created counts as used now.
         inner.resident(&self.root.join("threads"), &commit.thread_id)?;
         Ok(())
+    }
+
+    async fn list_threads(
+        &self,
+        query: &crate::state::ThreadQuery,
+    ) -> Result<crate::state::ThreadPage, StoreError> {
+        self.lock_inner()
+            .threads
+            .listing
+            .page(query)
+            .map_err(StoreError::Corrupt)
     }
 
     async fn events_after(

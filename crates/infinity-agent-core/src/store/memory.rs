@@ -68,11 +68,15 @@ pub(crate) struct Threads {
     /// The output events each thread showed ([`MemoryStore`] only: the file store keeps them on
     /// disk).
     pub(crate) events: HashMap<ThreadId, Vec<OutputEvent>>,
+    /// Every thread's summary, in list order (the file store's threads put away too).
+    pub(crate) listing: super::listing::Listing,
 }
 
 impl Threads {
     pub(crate) fn commit(&mut self, commit: &Commit) -> Result<(), StoreError> {
         check_version(commit, self.by_id.get(&commit.thread_id).map(|d| &d.record))?;
+        self.listing
+            .put(crate::state::ThreadSummary::of(&commit.record));
         match self.by_id.get_mut(&commit.thread_id) {
             Some(data) => data.apply(commit),
             None => {
@@ -214,6 +218,13 @@ impl ThreadStore for MemoryStore {
                 .extend(commit.events.iter().cloned());
         }
         Ok(())
+    }
+
+    async fn list_threads(
+        &self,
+        query: &crate::state::ThreadQuery,
+    ) -> Result<crate::state::ThreadPage, StoreError> {
+        self.lock().listing.page(query).map_err(StoreError::Corrupt)
     }
 
     /// Every event the thread showed is kept, for as long as the store.

@@ -24,6 +24,7 @@
 //! ```
 
 mod file;
+mod listing;
 mod memory;
 
 use std::collections::HashSet;
@@ -118,6 +119,14 @@ pub trait ThreadStore: Send + Sync + std::fmt::Debug {
     /// Writes a slice's result atomically: the record (checking `expected_version`), the new
     /// entries, the processed input ids and the outbox effects. All of it or none of it.
     async fn commit(&self, commit: &Commit) -> Result<(), StoreError>;
+
+    /// A page of the threads `query` asks for, newest activity first. A store answers from what
+    /// it keeps for lists (never by reading every record); a cursor it did not make is a
+    /// [`StoreError::Corrupt`] naming it.
+    async fn list_threads(
+        &self,
+        query: &crate::state::ThreadQuery,
+    ) -> Result<crate::state::ThreadPage, StoreError>;
 
     /// The thread's kept output events numbered after `after`, oldest first, at most `limit`
     /// (for clients that resume a stream). A store keeps them for a while (each says how long):

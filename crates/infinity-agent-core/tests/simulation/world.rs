@@ -346,6 +346,13 @@ impl ThreadStore for SimStore {
         self.inner.processed(thread_id, input_ids).await
     }
 
+    async fn list_threads(
+        &self,
+        query: &infinity_agent_core::state::ThreadQuery,
+    ) -> Result<infinity_agent_core::state::ThreadPage, StoreError> {
+        self.inner.list_threads(query).await
+    }
+
     async fn events_after(
         &self,
         thread_id: &ThreadId,

@@ -93,6 +93,7 @@ impl DynamoThreadStore {
             AttributeValue::N(commit.record.version.to_string()),
         );
         record.attributes(&mut record_item);
+        list::list_attributes(&commit.record, &mut record_item)?;
         let mut record_put = Put::builder()
             .table_name(&*self.table)
             .set_item(Some(record_item));

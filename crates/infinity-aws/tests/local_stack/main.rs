@@ -9,6 +9,7 @@ mod catalog;
 mod deadline;
 mod delivery;
 mod dlq;
+mod lists;
 mod migration;
 mod oversize;
 mod remotes;

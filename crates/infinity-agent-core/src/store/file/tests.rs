@@ -356,6 +356,32 @@ async fn threads_not_used_lately_are_put_away_and_come_back_whole() {
     }
     let resident = store.lock_inner().threads.by_id.len();
     assert_eq!(resident, resident::RESIDENT_THREADS);
+    // Lists hold every thread, put away or not, without reading a folder.
+    let listed = |store: FileStore| async move {
+        let mut query = crate::state::ThreadQuery {
+            limit: 500,
+            ..Default::default()
+        };
+        let mut all = Vec::new();
+        loop {
+            let page = store.list_threads(&query).await.unwrap();
+            all.extend(page.threads.into_iter().map(|s| s.id.to_string()));
+            match page.next {
+                Some(next) => query.cursor = Some(next),
+                None => return all,
+            }
+        }
+    };
+    let mut all = listed(store.clone()).await;
+    assert_eq!(all.len(), total);
+    all.sort();
+    assert_eq!(all, (0..total).map(name).collect::<Vec<_>>());
+    assert_eq!(
+        listed(FileStore::open_read_only(dir.path()).unwrap())
+            .await
+            .len(),
+        total
+    );
 
     // The oldest is put away; its record, history and outbox read back from its folder.
     let first = id(&name(0));
