@@ -176,7 +176,14 @@ const CRATE_LAYERS: &[(&str, &[&[&str]])] = &[
         &[
             &["api"],
             &["guard"],
-            &["artifacts", "events", "web", "remotes", "migration"],
+            &[
+                "artifacts",
+                "events",
+                "markdown",
+                "web",
+                "remotes",
+                "migration",
+            ],
             &["stack"],
         ],
     ),

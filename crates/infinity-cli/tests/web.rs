@@ -96,6 +96,10 @@ rules:
   - thread: root
     when: "Sleep interrupted: new input arrived"
     reply: {text: "Awake now."}
+  # Markdown, with what a hostile text would try.
+  - thread: root
+    when: "(?m)^markdown$"
+    reply: {text: "**Bold** move, see [the docs](https://example.com/docs) or [this](javascript:window.__xss=1).\n\n<img src=x onerror=\"window.__xss=2\"><script>window.__xss=3</script>\n\n| a | b |\n|---|---|\n| 1 | 2 |"}
   - reply: {text: "ok"}
 "#;
 
@@ -319,6 +323,17 @@ async fn the_page_and_its_files_are_served_with_a_strict_policy_and_the_api_stay
 /// The texts of the transcript's entries, in order.
 const ENTRIES: &str =
     "[...document.querySelectorAll('#transcript > li')].map((li) => li.innerText.trim())";
+
+/// The transcript's entries once every agent text is rendered from Markdown.
+async fn entries(browser: &Browser) -> serde_json::Value {
+    browser
+        .wait_for(
+            "the agent's texts rendered",
+            "!document.querySelector('#transcript [data-markdown=pending]')",
+        )
+        .await;
+    browser.eval(ENTRIES).await
+}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_person_uses_the_web_app_in_a_real_browser() {
@@ -666,7 +681,7 @@ async fn a_person_uses_the_web_app_in_a_real_browser() {
     browser.screenshot(&shots, "10-interrupted").await;
 
     // The server restarts: the stream reconnects, the transcript is rebuilt, nothing doubles.
-    let before = browser.eval(ENTRIES).await;
+    let before = entries(&browser).await;
     drop(server);
     browser
         .wait_for(
@@ -683,7 +698,7 @@ async fn a_person_uses_the_web_app_in_a_real_browser() {
         )
         .await;
     assert_eq!(
-        browser.eval(ENTRIES).await,
+        entries(&browser).await,
         before,
         "the transcript after a reconnect"
     );
@@ -701,7 +716,7 @@ async fn a_person_uses_the_web_app_in_a_real_browser() {
         )
         .await;
     assert_eq!(
-        browser.eval(ENTRIES).await,
+        entries(&browser).await,
         before,
         "the transcript after a reload"
     );
@@ -712,6 +727,29 @@ async fn a_person_uses_the_web_app_in_a_real_browser() {
         "idle",
         "a thread that finished its turn is idle after a reload"
     );
+
+    // An agent's Markdown is shown as markup; what could run or reach out is not there.
+    browser.click("#message", None).await;
+    browser.type_text("markdown").await;
+    browser.press("Enter", false).await;
+    browser
+        .wait_for(
+            "the rendered Markdown",
+            "[...document.querySelectorAll('#transcript .text.markdown strong')]                .some((b) => b.innerText === 'Bold')              && document.querySelector('#transcript .text.markdown table td')?.innerText === '1'",
+        )
+        .await;
+    let checks = browser
+        .eval(
+            "(() => { const t = document.getElementById('transcript');                const docs = [...t.querySelectorAll('a')].find((a) => a.innerText === 'the docs');                const bad = [...t.querySelectorAll('a, span')].find((a) => a.innerText === 'this');                return { xss: window.__xss === undefined,                         scripts: t.querySelectorAll('script').length,                         handlers: t.querySelectorAll('[onerror], [onclick], [onload]').length,                         docs: docs && docs.getAttribute('href'),                         rel: docs && docs.getAttribute('rel'),                         target: docs && docs.getAttribute('target'),                         bad_href: bad ? bad.getAttribute('href') : 'missing' }; })()",
+        )
+        .await;
+    assert_eq!(
+        checks,
+        json!({"xss": true, "scripts": 0, "handlers": 0,
+               "docs": "https://example.com/docs", "rel": "noopener noreferrer nofollow",
+               "target": "_blank", "bad_href": null}),
+    );
+    browser.screenshot(&shots, "14-markdown").await;
 
     // The thread's model, switched from the header: the next answer comes from it.
     std::fs::write(

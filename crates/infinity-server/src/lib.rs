@@ -19,6 +19,7 @@
 //! | `POST /threads/{id}/choices/{call}` | `{"selected": N}` or `{"dismiss": true}`: answers a tool server's question |
 //! | `POST /threads/{id}/widget-actions` | `{"action": ..., "values": {...}}`: a press of a button of a `widget` the thread showed |
 //! | `POST /threads/{id}/agent` | `{"agent": "NAME"}` or `{"agent": "NAME@VERSION"}`: moves the thread to another version of its agent (400 for another agent, 404 for a version this host lacks) |
+//! | `POST /markdown` | `{"texts": [...]}`: each Markdown text as safe HTML (`{"html": [...]}`, see [`markdown`]) |
 //! | `GET /models` | the models threads may be switched to besides their agent's own (`{"allowed": [SPEC...], "set_in"}`: `--allow-model`, `INFINITY_ALLOWED_MODELS`) |
 //! | `POST /threads/{id}/model` | `{"model": "PROVIDER:MODEL"}` or `{"model": null}`: the model the thread's completions use from its next one on; only one `GET /models` lists or the agent's own (400 naming the spec and where the list is set, without reading anything it names; 400 naming why for a listed model this host cannot make) |
 //! | `POST /threads/{id}/interrupt` | cancels the thread's calls in flight (`{"tree": true}`: its descendants' too) |
@@ -39,6 +40,7 @@ pub mod api;
 pub mod artifacts;
 pub mod events;
 pub mod guard;
+pub mod markdown;
 pub mod migration;
 pub mod remotes;
 pub mod stack;
@@ -69,6 +71,7 @@ pub fn router(host: api::Shared, access: Guard, moves: Router) -> Router {
         .route("/health", get(|| async { "ok" }))
         .merge(api::routes(std::sync::Arc::clone(&host)))
         .merge(events::routes(host))
+        .merge(markdown::routes())
         .merge(moves)
         .layer(access.clone())
         .merge(web::routes(&access))

@@ -60,6 +60,8 @@ export function createApi(token) {
       const text = params.toString();
       return request("GET", text ? `/threads?${text}` : "/threads");
     },
+    /** Markdown texts as safe HTML (rendered and sanitized by the server). */
+    markdown: async (texts) => (await request("POST", "/markdown", { texts })).html,
     /** The records of a thread and of every thread below it. */
     tree: (id) => request("GET", `${thread(id)}/tree`),
     record: (id) => request("GET", thread(id)),

@@ -68,7 +68,11 @@ const page = {
   agents: new Map(),
 };
 
-const transcript = new Transcript($("transcript"), (action, values) => pressWidget(action, values));
+const transcript = new Transcript(
+  $("transcript"),
+  (action, values) => pressWidget(action, values),
+  (texts) => api.markdown(texts),
+);
 
 function toast(message, isError = false) {
   const element = $("toast");

@@ -27,12 +27,46 @@ const STILL_WAITING_PREFIX = "Still waiting:";
 export class Transcript {
   /**
    * `list` is the `<ol>` to fill; `onWidgetAction(action, values)` sends a widget's button
-   * press and returns a promise.
+   * press and returns a promise; `renderMarkdown(texts)` resolves to each text as safe HTML.
    */
-  constructor(list, onWidgetAction) {
+  constructor(list, onWidgetAction, renderMarkdown) {
     this.list = list;
     this.onWidgetAction = onWidgetAction;
+    this.renderMarkdown = renderMarkdown;
+    this.unrendered = [];
     this.reset();
+  }
+
+  /**
+   * Shows the agent's `text` in `element` as plain text at once, and as Markdown once the
+   * server has rendered it (texts shown together are rendered in one request). Until then the
+   * element is marked `data-markdown="pending"`; if rendering fails, the plain text stays.
+   */
+  markdown(element, text) {
+    element.dataset.markdown = "pending";
+    this.unrendered.push({ element, text });
+    if (this.unrendered.length > 1) return;
+    queueMicrotask(async () => {
+      const batch = this.unrendered;
+      this.unrendered = [];
+      let html = null;
+      try {
+        html = await this.renderMarkdown(batch.map((item) => item.text));
+      } catch {
+        // The plain text stays.
+      }
+      batch.forEach((item, index) => {
+        if (html && typeof html[index] === "string") {
+          // The server's sanitizer made this HTML safe; a template parses it without running
+          // anything, and the page's policy forbids inline scripts besides.
+          const template = document.createElement("template");
+          template.innerHTML = html[index];
+          item.element.replaceChildren(template.content);
+          item.element.classList.add("markdown");
+        }
+        item.element.dataset.markdown = html ? "done" : "failed";
+      });
+    });
   }
 
   /** Empties the transcript. */
@@ -219,11 +253,13 @@ export class Transcript {
       if (streamed) streamed.remove();
       return;
     }
+    const body = h("div", { class: "text" }, text);
+    this.markdown(body, text);
     const element = h(
       "li",
       { class: "entry msg assistant" },
       h("div", { class: "who" }, "Agent", " ", timeElement(at)),
-      h("div", { class: "text" }, text),
+      body,
     );
     if (streamed) {
       // The streamed text becomes the final one, in place.
