@@ -238,10 +238,8 @@ impl ThreadStore for MemoryStore {
         let Some(events) = threads.events.get(thread_id) else {
             return Ok(Vec::new());
         };
-        // Numbered 1, 2, ...: the one after `after` is at index `after`.
-        let from = usize::try_from(after)
-            .unwrap_or(usize::MAX)
-            .min(events.len());
+        // In order of their numbers (which start past 1 for a thread moved here).
+        let from = events.partition_point(|e| e.seq.is_some_and(|seq| seq <= after));
         Ok(events[from..].iter().take(limit).cloned().collect())
     }
 
@@ -280,6 +278,56 @@ mod tests {
             })
             .collect();
         list.into_iter()
+    }
+
+    #[tokio::test]
+    async fn events_are_found_by_number_also_when_they_do_not_start_at_one() {
+        // A thread moved here had shown 50 events elsewhere.
+        let store = MemoryStore::new();
+        let id = ThreadId::new("moved").unwrap();
+        let mut record = ThreadRecord::new(id.clone(), "a", None, jiff::Timestamp::UNIX_EPOCH);
+        record.version = 1;
+        record.events = 52;
+        let events: Vec<OutputEvent> = [51, 52]
+            .into_iter()
+            .map(|seq| OutputEvent {
+                seq: Some(seq),
+                ..OutputEvent::new(
+                    id.clone(),
+                    jiff::Timestamp::UNIX_EPOCH,
+                    crate::effect::OutputKind::ThreadClosed {},
+                )
+            })
+            .collect();
+        store
+            .commit(&Commit {
+                thread_id: id.clone(),
+                expected_version: None,
+                record,
+                new_entries: Vec::new(),
+                processed_inputs: Vec::new(),
+                effects: Vec::new(),
+                events,
+            })
+            .await
+            .unwrap();
+        let seqs = |after| {
+            let store = store.clone();
+            let id = id.clone();
+            async move {
+                store
+                    .events_after(&id, after, 10)
+                    .await
+                    .unwrap()
+                    .iter()
+                    .map(|e| e.seq.unwrap())
+                    .collect::<Vec<_>>()
+            }
+        };
+        assert_eq!(seqs(0).await, [51, 52]);
+        assert_eq!(seqs(50).await, [51, 52]);
+        assert_eq!(seqs(51).await, [52]);
+        assert!(seqs(52).await.is_empty());
     }
 
     #[test]
