@@ -169,10 +169,7 @@ impl ThreadSummary {
             root: record.root().clone(),
             parent: record.parent.as_ref().map(|p| p.thread_id.clone()),
             agent: record.agent.clone(),
-            title: record
-                .title
-                .as_ref()
-                .map(|t| t.chars().take(TITLE_CHARS).collect()),
+            title: Self::title_of(record),
             status: record.status,
             activity: Activity::of(record),
             created_at: record.created_at,
@@ -184,6 +181,14 @@ impl ThreadSummary {
                 record.usage
             },
         }
+    }
+
+    /// The title a summary of `record` carries (cut to a bounded length).
+    pub fn title_of(record: &ThreadRecord) -> Option<String> {
+        record
+            .title
+            .as_ref()
+            .map(|t| t.chars().take(TITLE_CHARS).collect())
     }
 
     /// The text a title search looks in: the title, or the id when there is none, in lower

@@ -214,10 +214,7 @@ impl FileStore {
         for (data, disk) in loaded {
             let id = data.record.id.clone();
             inner.threads.order.push(id.clone());
-            inner
-                .threads
-                .listing
-                .put(crate::state::ThreadSummary::of(&data.record));
+            inner.threads.listing.put(None, &data.record);
             inner.disk.insert(id.clone(), disk);
             inner.threads.by_id.insert(id, data);
         }
@@ -470,11 +467,16 @@ impl ThreadStore for FileStore {
         &self,
         query: &crate::state::ThreadQuery,
     ) -> Result<crate::state::ThreadPage, StoreError> {
-        self.lock_inner()
-            .threads
-            .listing
-            .page(query)
-            .map_err(StoreError::Corrupt)
+        let inner = self.lock_inner();
+        let threads_dir = self.root.join("threads");
+        inner.threads.listing.page(query, |id| {
+            // A thread put away is summed up from its record on disk.
+            Ok(match inner.threads.by_id.get(id) {
+                Some(data) => Some(crate::state::ThreadSummary::of(&data.record)),
+                None => load::load_record(&threads_dir.join(id.as_str()))?
+                    .map(|record| crate::state::ThreadSummary::of(&record)),
+            })
+        })
     }
 
     async fn events_after(

@@ -1,73 +1,124 @@
-//! What the in-process stores keep for lists of threads: every thread's summary, and the
-//! threads in list order (newest activity first), so a page costs about its own length to
-//! read, whatever the store holds (docs/benchmarks.md, "Lists of threads").
+//! What the in-process stores keep for lists of threads: every thread's place in list order
+//! (newest activity first) with what the filters look at, small enough to keep for every thread,
+//! also the ones the file store puts away (about 150 bytes each). A page walks about its own
+//! length of places whatever the store holds, then has the store make a summary of each thread
+//! on it (docs/benchmarks.md, "Lists of threads").
 
 use std::cmp::Reverse;
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashSet};
 use std::ops::Bound;
+use std::sync::Arc;
 
 use jiff::Timestamp;
 
 use crate::ids::ThreadId;
 use crate::state::summary::{cursor_of, read_cursor};
-use crate::state::{ThreadPage, ThreadQuery, ThreadSummary};
+use crate::state::{
+    ThreadKind, ThreadPage, ThreadQuery, ThreadRecord, ThreadStatus, ThreadSummary,
+};
+use crate::store::StoreError;
 
 /// A thread's place in list order.
 type Place = (Reverse<Timestamp>, Reverse<ThreadId>);
 
-fn place(summary: &ThreadSummary) -> Place {
-    (Reverse(summary.updated_at), Reverse(summary.id.clone()))
+/// What the filters of a list look at.
+#[derive(Debug)]
+struct Listed {
+    kind: ThreadKind,
+    status: ThreadStatus,
+    /// Shared by every thread of the agent.
+    agent: Arc<str>,
+    /// The title in lower case (a thread without one is searched by its id).
+    title: Option<Box<str>>,
 }
 
-/// Every thread's summary, in list order (each kept once, under its place).
+/// Every thread's place in list order.
 #[derive(Debug, Default)]
 pub(crate) struct Listing {
-    /// When each thread last changed: where its summary is in `order`.
-    changed: HashMap<ThreadId, Timestamp>,
-    order: BTreeMap<Place, ThreadSummary>,
+    order: BTreeMap<Place, Listed>,
+    agents: HashSet<Arc<str>>,
 }
 
 impl Listing {
-    /// Puts (or moves) a thread in the list.
-    pub(crate) fn put(&mut self, summary: ThreadSummary) {
-        if let Some(old) = self.changed.insert(summary.id.clone(), summary.updated_at) {
+    /// Puts a thread in the list, or moves it there from where it was when it changed at
+    /// `before`.
+    pub(crate) fn put(&mut self, before: Option<Timestamp>, record: &ThreadRecord) {
+        if let Some(before) = before {
             self.order
-                .remove(&(Reverse(old), Reverse(summary.id.clone())));
+                .remove(&(Reverse(before), Reverse(record.id.clone())));
         }
-        self.order.insert(place(&summary), summary);
+        let agent = match self.agents.get(record.agent.as_str()) {
+            Some(agent) => Arc::clone(agent),
+            None => {
+                let agent: Arc<str> = Arc::from(record.agent.as_str());
+                self.agents.insert(Arc::clone(&agent));
+                agent
+            }
+        };
+        let summary_title = ThreadSummary::title_of(record);
+        self.order.insert(
+            (Reverse(record.updated_at), Reverse(record.id.clone())),
+            Listed {
+                kind: ThreadKind::of(record),
+                status: record.status,
+                agent,
+                title: summary_title.map(|t| t.to_lowercase().into_boxed_str()),
+            },
+        );
     }
 
-    /// A page of the threads `query` asks for; an error names a cursor this list did not make.
-    pub(crate) fn page(&self, query: &ThreadQuery) -> Result<ThreadPage, String> {
+    /// A page of the threads `query` asks for, each summed up by `summary_of` (the store's
+    /// record of it); an error names a cursor this list did not make.
+    pub(crate) fn page(
+        &self,
+        query: &ThreadQuery,
+        mut summary_of: impl FnMut(&ThreadId) -> Result<Option<ThreadSummary>, StoreError>,
+    ) -> Result<ThreadPage, StoreError> {
         let start = match &query.cursor {
             Some(cursor) => {
-                let (at, id) = read_cursor(cursor)
-                    .ok_or_else(|| format!("`{cursor}` is not a cursor of this list"))?;
+                let (at, id) = read_cursor(cursor).ok_or_else(|| {
+                    StoreError::Corrupt(format!("`{cursor}` is not a cursor of this list"))
+                })?;
                 Bound::Excluded((Reverse(at), Reverse(id)))
             }
             None => Bound::Unbounded,
         };
         let limit = query.limit.clamp(1, ThreadQuery::MAX_LIMIT);
-        let mut found: Vec<&ThreadSummary> = self
+        let search = query.title.as_ref().map(|t| t.to_lowercase());
+        let on_page: Vec<&ThreadId> = self
             .order
             .range((start, Bound::Unbounded))
             // Newest first: a time filter ends the walk at the first older thread.
             .take_while(|((Reverse(at), _), _)| {
                 query.updated_since.is_none_or(|since| *at >= since)
             })
-            .map(|(_, summary)| summary)
-            .filter(|summary| query.admits(summary))
+            .filter(|((_, Reverse(id)), listed)| {
+                (!query.roots || listed.kind.is_root())
+                    && query.kind.is_none_or(|k| k == listed.kind)
+                    && query.status.is_none_or(|s| s == listed.status)
+                    && query.agent.as_deref().is_none_or(|a| a == &*listed.agent)
+                    && search.as_deref().is_none_or(|q| match &listed.title {
+                        Some(title) => title.contains(q),
+                        None => id.as_str().to_lowercase().contains(q),
+                    })
+            })
+            .map(|((_, Reverse(id)), _)| id)
             .take(limit + 1)
             .collect();
-        let more = found.len() > limit;
-        found.truncate(limit);
+        let more = on_page.len() > limit;
+        let mut threads = Vec::with_capacity(limit);
+        for id in on_page.into_iter().take(limit) {
+            if let Some(summary) = summary_of(id)? {
+                threads.push(summary);
+            }
+        }
         Ok(ThreadPage {
             next: if more {
-                found.last().map(|s| cursor_of(s))
+                threads.last().map(cursor_of)
             } else {
                 None
             },
-            threads: found.into_iter().cloned().collect(),
+            threads,
         })
     }
 }
@@ -75,7 +126,7 @@ impl Listing {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::state::{ParentLink, ThreadKind, ThreadRecord, ThreadStatus};
+    use crate::state::ParentLink;
 
     fn record(id: &str, at: i64, title: Option<&str>) -> ThreadRecord {
         let mut r = ThreadRecord::new(
@@ -115,9 +166,11 @@ mod tests {
         records[3].agent = "other".into();
         let mut listing = Listing::default();
         for record in &records {
-            listing.put(ThreadSummary::of(record));
+            listing.put(None, record);
         }
-        let page = |query: ThreadQuery| listing.page(&query).unwrap();
+        let summary_of =
+            |id: &ThreadId| Ok(records.iter().find(|r| &r.id == id).map(ThreadSummary::of));
+        let page = |query: ThreadQuery| listing.page(&query, summary_of).unwrap();
 
         // Newest first; at the same instant the greater id first. Two at a time, each once.
         let mut query = ThreadQuery {
@@ -178,11 +231,14 @@ mod tests {
         });
         assert_eq!(ids(&recent), ["a-1", "d", "b"]);
         assert!(listing
-            .page(&ThreadQuery {
-                cursor: Some("not-a-cursor".into()),
-                limit: 10,
-                ..ThreadQuery::default()
-            })
+            .page(
+                &ThreadQuery {
+                    cursor: Some("not-a-cursor".into()),
+                    limit: 10,
+                    ..ThreadQuery::default()
+                },
+                summary_of
+            )
             .is_err());
     }
 
@@ -190,15 +246,21 @@ mod tests {
     fn a_thread_that_changes_moves_to_the_top_once() {
         let mut listing = Listing::default();
         let mut a = record("a", 1, None);
-        listing.put(ThreadSummary::of(&a));
-        listing.put(ThreadSummary::of(&record("b", 2, None)));
+        let b = record("b", 2, None);
+        listing.put(None, &a);
+        listing.put(None, &b);
+        let before = a.updated_at;
         a.updated_at = Timestamp::from_second(3).unwrap();
-        listing.put(ThreadSummary::of(&a));
+        listing.put(Some(before), &a);
+        let records = [a, b];
         let all = listing
-            .page(&ThreadQuery {
-                limit: 10,
-                ..ThreadQuery::default()
-            })
+            .page(
+                &ThreadQuery {
+                    limit: 10,
+                    ..ThreadQuery::default()
+                },
+                |id| Ok(records.iter().find(|r| &r.id == id).map(ThreadSummary::of)),
+            )
             .unwrap();
         assert_eq!(ids(&all), ["a", "b"]);
     }

@@ -68,15 +68,18 @@ pub(crate) struct Threads {
     /// The output events each thread showed ([`MemoryStore`] only: the file store keeps them on
     /// disk).
     pub(crate) events: HashMap<ThreadId, Vec<OutputEvent>>,
-    /// Every thread's summary, in list order (the file store's threads put away too).
+    /// Every thread's place in list order (the file store's threads put away too).
     pub(crate) listing: super::listing::Listing,
 }
 
 impl Threads {
     pub(crate) fn commit(&mut self, commit: &Commit) -> Result<(), StoreError> {
         check_version(commit, self.by_id.get(&commit.thread_id).map(|d| &d.record))?;
-        self.listing
-            .put(crate::state::ThreadSummary::of(&commit.record));
+        let before = self
+            .by_id
+            .get(&commit.thread_id)
+            .map(|d| d.record.updated_at);
+        self.listing.put(before, &commit.record);
         match self.by_id.get_mut(&commit.thread_id) {
             Some(data) => data.apply(commit),
             None => {
@@ -224,7 +227,13 @@ impl ThreadStore for MemoryStore {
         &self,
         query: &crate::state::ThreadQuery,
     ) -> Result<crate::state::ThreadPage, StoreError> {
-        self.lock().listing.page(query).map_err(StoreError::Corrupt)
+        let threads = self.lock();
+        threads.listing.page(query, |id| {
+            Ok(threads
+                .by_id
+                .get(id)
+                .map(|d| crate::state::ThreadSummary::of(&d.record)))
+        })
     }
 
     /// Every event the thread showed is kept, for as long as the store.

@@ -2,6 +2,49 @@
 
 use super::*;
 
+/// Adds the links of `children.jsonl` (its first `committed_len` bytes) to `record`: the
+/// latest line of a child wins.
+fn read_children(
+    dir: &Path,
+    record: &mut ThreadRecord,
+    committed_len: u64,
+) -> Result<(), StoreError> {
+    let children_path = dir.join("children.jsonl");
+    let bytes = read_all(&children_path)?;
+    let lines: Vec<ChildLink> = parse_lines(
+        &children_path,
+        committed(&children_path, &bytes, committed_len)?,
+    )?;
+    for link in lines {
+        match record
+            .children
+            .iter_mut()
+            .find(|c| c.thread_id == link.thread_id)
+        {
+            Some(existing) => *existing = link,
+            None => record.children.push(link),
+        }
+    }
+    Ok(())
+}
+
+/// A thread's record alone, from its folder (`None` when it has none): `state.json` and its
+/// children, not its history.
+pub(super) fn load_record(dir: &Path) -> Result<Option<ThreadRecord>, StoreError> {
+    let state_path = dir.join("state.json");
+    let bytes = match fs::read(&state_path) {
+        Ok(bytes) => bytes,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(io_err(&state_path, e)),
+    };
+    let state: StateFile = serde_json::from_slice(&bytes).map_err(|e| corrupt(&state_path, e))?;
+    let mut record = state.record;
+    if state.format >= FORMAT {
+        read_children(dir, &mut record, state.children_bytes)?;
+    }
+    Ok(Some(record))
+}
+
 /// One thread's folder, loaded.
 pub(super) fn load_thread(dir: &Path) -> Result<(ThreadData, OnDisk), StoreError> {
     let state_path = dir.join("state.json");
@@ -41,22 +84,7 @@ pub(super) fn load_thread(dir: &Path) -> Result<(ThreadData, OnDisk), StoreError
         ..OnDisk::default()
     };
     let outbox = if disk.current_format {
-        let children_path = dir.join("children.jsonl");
-        let bytes = read_all(&children_path)?;
-        let lines: Vec<ChildLink> = parse_lines(
-            &children_path,
-            committed(&children_path, &bytes, state.children_bytes)?,
-        )?;
-        for link in lines {
-            match record
-                .children
-                .iter_mut()
-                .find(|c| c.thread_id == link.thread_id)
-            {
-                Some(existing) => *existing = link,
-                None => record.children.push(link),
-            }
-        }
+        read_children(dir, &mut record, state.children_bytes)?;
         disk.children = record.children.clone();
 
         let outbox_path = dir.join("outbox.jsonl");
