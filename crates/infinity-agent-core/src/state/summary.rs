@@ -234,21 +234,6 @@ impl ThreadQuery {
     pub const DEFAULT_LIMIT: usize = 50;
     /// The largest page size.
     pub const MAX_LIMIT: usize = 500;
-
-    /// True when `summary` passes every filter but the cursor.
-    pub fn admits(&self, summary: &ThreadSummary) -> bool {
-        (!self.roots || summary.kind.is_root())
-            && self.kind.is_none_or(|k| k == summary.kind)
-            && self.status.is_none_or(|s| s == summary.status)
-            && self.agent.as_ref().is_none_or(|a| *a == summary.agent)
-            && self
-                .updated_since
-                .is_none_or(|since| summary.updated_at >= since)
-            && self
-                .title
-                .as_ref()
-                .is_none_or(|q| summary.search_text().contains(&q.to_lowercase()))
-    }
 }
 
 /// One page of a list of threads.
@@ -279,10 +264,11 @@ pub fn read_cursor(cursor: &str) -> Option<(Timestamp, ThreadId)> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
-    fn record(id: &str, at: i64, title: Option<&str>) -> ThreadRecord {
+    /// A thread of the agent `helper`, changed at second `at`.
+    pub(crate) fn record(id: &str, at: i64, title: Option<&str>) -> ThreadRecord {
         let mut r = ThreadRecord::new(
             ThreadId::new(id).unwrap(),
             "helper",

@@ -126,18 +126,8 @@ impl Listing {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::state::summary::tests::record;
     use crate::state::ParentLink;
-
-    fn record(id: &str, at: i64, title: Option<&str>) -> ThreadRecord {
-        let mut r = ThreadRecord::new(
-            ThreadId::new(id).unwrap(),
-            "helper",
-            None,
-            Timestamp::from_second(at).unwrap(),
-        );
-        r.title = title.map(str::to_owned);
-        r
-    }
 
     fn ids(page: &ThreadPage) -> Vec<&str> {
         page.threads.iter().map(|s| s.id.as_str()).collect()
