@@ -10,7 +10,7 @@ EMULATOR ?= $(or $(INFINITY_EMULATOR),moto)
 # A deployed stack's name, for `make smoke`.
 STACK ?=
 
-.PHONY: package-check bench-aws bench-models help demo test fmt-check lint template-check tools browser unit unit-localstack build build-local bench deploy smoke local-up local-down clean
+.PHONY: openapi package-check bench-aws bench-models help demo test fmt-check lint template-check tools browser unit unit-localstack build build-local bench deploy smoke local-up local-down clean
 
 help:
 	@echo "make demo        run the offline demo agent on the embedded runtime"
@@ -18,6 +18,7 @@ help:
 	@echo "make build       cargo lambda build --release --arm64 (the Lambda binaries)"
 	@echo "make deploy      sam build + sam deploy --guided (AGENT=path/to/agent.yaml)"
 	@echo "make smoke       send a message through a deployed stack and wait for the reply (STACK=...)"
+	@echo "make openapi     write clients/openapi.json, the API's document, again from the code"
 	@echo "make local-up    emulators + queues/table + the real handlers in the background (AGENT=..., EMULATOR=moto|localstack)"
 	@echo "make local-down  stop all of it"
 	@echo "make bench       core benchmarks (docs/benchmarks.md)"
@@ -68,9 +69,15 @@ template-check: tools
 	$(AWS_CHECK_ENV) $(VENV)/sam validate --lint --template template.yaml
 	$(VENV)/python infra/check_alarms.py template.yaml
 
-# The local-stack tests start the emulators themselves (infra/local/emulators.sh).
+# The local-stack tests start the emulators themselves (infra/local/emulators.sh). Every server
+# the tests start checks itself against the API's document (INFINITY_CHECK_API, docs/api.md).
 unit:
-	$(CARGO) test --workspace
+	INFINITY_CHECK_API=1 $(CARGO) test --workspace
+
+# The API's document, clients/openapi.json, written again from the code (a test fails while the
+# committed one differs); the clients' types are generated from it.
+openapi:
+	INFINITY_WRITE_OPENAPI=1 $(CARGO) test -q -p infinity-server --lib openapi::tests::the_committed
 
 # The local-stack tests again, on LocalStack in host mode (installed and started by the harness).
 # `--workspace` keeps the features `unit` built with: with `-p infinity-aws` alone cargo resolves
@@ -81,7 +88,7 @@ unit-localstack: tools
 	export INFINITY_EMULATOR=localstack INFINITY_LOCAL_SQS_METRICS_SECONDS=5; \
 	bash infra/local/install.sh >/dev/null && bash infra/local/emulators.sh start >/dev/null \
 	&& $(VENV)/python infra/check_alarms.py --live template.yaml \
-	&& $(CARGO) test --workspace --test local_stack; \
+	&& INFINITY_CHECK_API=1 $(CARGO) test --workspace --test local_stack; \
 	status=$$?; bash infra/local/emulators.sh stop >/dev/null; exit $$status
 
 build:

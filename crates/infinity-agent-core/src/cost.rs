@@ -69,6 +69,20 @@ impl Serialize for Usd {
     }
 }
 
+impl schemars::JsonSchema for Usd {
+    fn inline_schema() -> bool {
+        true
+    }
+
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        "Usd".into()
+    }
+
+    fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        schemars::json_schema!({"type": "number", "minimum": 0, "description": "US dollars."})
+    }
+}
+
 impl<'de> Deserialize<'de> for Usd {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
         let dollars = f64::deserialize(deserializer)?;
@@ -134,7 +148,9 @@ impl Prices {
 
 /// A conversation's lifetime budget as a person set it (`infinity budget`, `POST
 /// /threads/{id}/budget`); what it leaves out comes from the agent's limits.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(
+    Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema,
+)]
 #[serde(deny_unknown_fields)]
 pub struct Budget {
     /// Dollars the conversation's completions may cost, all its threads together.

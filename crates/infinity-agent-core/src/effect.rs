@@ -193,7 +193,7 @@ pub enum Notification {
 pub type LiveOutput<'a> = dyn Fn(OutputEvent) + Send + Sync + 'a;
 
 /// Something to show the user. Serialized flat: `{"thread_id": ..., "type": ..., ...}`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct OutputEvent {
     /// The thread it happened on.
     pub thread_id: ThreadId,
@@ -204,6 +204,7 @@ pub struct OutputEvent {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub seq: Option<u64>,
     /// When.
+    #[schemars(with = "crate::schema::Rfc3339")]
     pub at: Timestamp,
     /// What.
     #[serde(flatten)]
@@ -244,7 +245,7 @@ impl OutputEvent {
 }
 
 /// The kinds of output event. Tagged with `type`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(tag = "type", rename_all = "snake_case")]
 pub enum OutputKind {
     /// A message entered the thread (from the user or from the parent).
@@ -304,6 +305,7 @@ pub enum OutputKind {
         call_id: CallId,
         /// Until when; absent for `sleep_until_event_or_input`.
         #[serde(default, skip_serializing_if = "Option::is_none")]
+        #[schemars(with = "Option<crate::schema::Rfc3339>")]
         until: Option<Timestamp>,
     },
     /// A tool server needs the user to authorize it; the call waits.

@@ -43,11 +43,12 @@ pub fn show_time(t: Timestamp) -> String {
 }
 
 /// One entry of a thread's own history. Entries are never changed once committed.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct HistoryEntry {
     /// Position in the thread's own history, from 0.
     pub seq: u64,
     /// When the entry was recorded.
+    #[schemars(with = "crate::schema::Rfc3339")]
     pub at: Timestamp,
     /// The input that produced this entry, if any.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -57,7 +58,7 @@ pub struct HistoryEntry {
 }
 
 /// A tool call as the model issued it (or as the runtime synthesized it).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct ToolCall {
     /// The call's id, unique within the thread tree.
     pub id: CallId,
@@ -68,7 +69,7 @@ pub struct ToolCall {
 }
 
 /// An image, base64-encoded.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Image {
     /// `image/png`, `image/jpeg`, `image/gif` or `image/webp`.
     pub media_type: String,
@@ -89,7 +90,7 @@ impl Image {
 }
 
 /// Where a text message came from.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum MessageSource {
     /// A person (or the application) sent it.
@@ -102,7 +103,7 @@ pub enum MessageSource {
 }
 
 /// The content of a history entry. Tagged with `type`; new variants may be added, never changed.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(tag = "type", rename_all = "snake_case")]
 pub enum Item {
     /// A message to the thread (user role).

@@ -168,6 +168,26 @@ macro_rules! string_id {
             }
         }
 
+        impl schemars::JsonSchema for $name {
+            fn inline_schema() -> bool {
+                true
+            }
+
+            fn schema_name() -> std::borrow::Cow<'static, str> {
+                stringify!($name).into()
+            }
+
+            fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+                schemars::json_schema!({
+                    "type": "string",
+                    "minLength": 1,
+                    "maxLength": MAX_ID_LEN,
+                    "pattern": "^[A-Za-z0-9_-]+$",
+                    "description": concat!("The ", $kind, " (letters, digits, `_` and `-`)."),
+                })
+            }
+        }
+
         impl TryFrom<String> for $name {
             type Error = IdError;
             fn try_from(value: String) -> Result<Self, IdError> {

@@ -37,6 +37,7 @@ pub mod library;
 pub mod migration;
 pub mod model;
 pub mod runtime;
+pub mod schema;
 pub mod scripted;
 pub mod state;
 pub mod store;

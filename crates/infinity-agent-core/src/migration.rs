@@ -33,7 +33,7 @@ use crate::store::{StoreError, ThreadStore};
 pub const BUNDLE_FORMAT: u32 = 1;
 
 /// A session on its way between hosts: every thread's record and own history.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Bundle {
     /// The layout version, [`BUNDLE_FORMAT`].
     pub format: u32,
@@ -44,7 +44,7 @@ pub struct Bundle {
 }
 
 /// One thread of a [`Bundle`].
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct ThreadExport {
     /// Its record, as the source had it when the move began (not marked moving).
     pub record: ThreadRecord,

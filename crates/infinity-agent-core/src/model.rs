@@ -22,7 +22,7 @@ pub enum Streamed<'a> {
 }
 
 /// A tool as the model sees it.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct ToolSpec {
     /// The name the model calls it by.
     pub name: String,
@@ -199,7 +199,9 @@ pub trait ModelProvider: Send + Sync + std::fmt::Debug {
 /// Token usage, and what it cost, of one completion or accumulated over many (a thread's, a
 /// conversation's). Providers report the tokens; the runtime prices them
 /// ([`Usage::priced`]).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(
+    Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema,
+)]
 pub struct Usage {
     /// Completions run.
     pub completions: u64,

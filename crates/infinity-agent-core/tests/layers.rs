@@ -7,7 +7,7 @@ use std::path::Path;
 
 /// The top-level modules, bottom first.
 const LAYERS: &[&[&str]] = &[
-    &["ids", "json", "text", "cost", "telemetry"],
+    &["ids", "json", "schema", "text", "cost", "telemetry"],
     &["history"],
     &["model"],
     &["state"],
@@ -184,6 +184,7 @@ const CRATE_LAYERS: &[(&str, &[&[&str]])] = &[
                 "remotes",
                 "migration",
             ],
+            &["openapi"],
             &["stack"],
         ],
     ),

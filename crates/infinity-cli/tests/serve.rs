@@ -345,6 +345,21 @@ async fn serve_refuses_what_it_must_and_says_why() {
     .await;
     let http = reqwest::Client::new();
 
+    // The contract is served, without a token, as committed for the clients.
+    let served = http
+        .get(format!("{api}/openapi.json"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(served.status(), 200);
+    let served: serde_json::Value = served.json().await.unwrap();
+    let committed: serde_json::Value =
+        serde_json::from_str(include_str!("../../../clients/openapi.json")).unwrap();
+    assert_eq!(
+        served, committed,
+        "GET /openapi.json is not clients/openapi.json"
+    );
+
     let say_to = |thread: &'static str, text: &'static str| {
         let request = http
             .post(format!("{api}/threads/{thread}/messages"))

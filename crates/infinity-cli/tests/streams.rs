@@ -68,6 +68,11 @@ impl Reader {
                 }
                 // Comments (keep-alives) carry no event.
                 if block.lines().any(|l| !l.starts_with(':')) {
+                    // Each event's data is what the API's document says the stream carries.
+                    if let Some(why) = infinity_server::openapi::check::event_problems(&sse.data) {
+                        panic!("an event the document does not describe: {why}: {sse:?}");
+                    }
+                    assert_eq!(sse.data["type"], sse.event.as_str(), "{sse:?}");
                     self.events.push(sse);
                 }
             }

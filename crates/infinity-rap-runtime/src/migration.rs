@@ -73,7 +73,7 @@ impl std::fmt::Debug for Host<'_> {
 }
 
 /// What the source is asked to start a move with.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct StartRequest {
     /// The destination, as the user named it (recorded on the source's tombstones).
     pub to: String,
@@ -84,7 +84,7 @@ pub struct StartRequest {
 }
 
 /// What the destination answers an import with.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Imported {
     /// The threads it stored (none when the same bundle was imported before).
     pub threads: Vec<ThreadId>,
@@ -93,7 +93,7 @@ pub struct Imported {
 }
 
 /// What the source is asked to finish a move with.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct FinishRequest {
     /// Each thread's forwarding URL at the destination.
     pub forward: BTreeMap<ThreadId, String>,

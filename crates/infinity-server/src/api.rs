@@ -10,12 +10,12 @@ use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
-use infinity_agent_core::ids::ThreadId;
+use infinity_agent_core::ids::{InputId, ThreadId};
 use infinity_agent_core::runtime::{Front, PostError};
 use infinity_agent_core::state::{ThreadKind, ThreadQuery, ThreadStatus};
 use infinity_agent_core::store::load_view;
-use serde::Deserialize;
-use serde_json::json;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
 
 /// Every internal tool of the categories the hosts run agents with.
 async fn internal_tools() -> Json<Vec<infinity_agent_core::tools::internal::ListedTool>> {
@@ -60,10 +60,95 @@ pub type Shared = Arc<dyn Front>;
 /// An error answer: a status and `{"error": message}`.
 pub(crate) struct ApiError(StatusCode, String);
 
+/// The body of every error answer.
+#[derive(Debug, Serialize, Deserialize, JsonSchema)]
+pub struct ErrorBody {
+    /// What went wrong, naming what was wrong with the request when it was.
+    pub error: String,
+}
+
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
-        (self.0, Json(json!({"error": self.1}))).into_response()
+        (self.0, Json(ErrorBody { error: self.1 })).into_response()
     }
+}
+
+/// 202: the input was kept, and the thread will take it.
+#[derive(Debug, Serialize, Deserialize, JsonSchema)]
+pub struct Accepted {
+    /// The thread that takes it.
+    pub thread_id: ThreadId,
+    /// The input's id: the thread's events name it when they answer it.
+    pub input_id: InputId,
+}
+
+/// `GET /models`.
+#[derive(Debug, Serialize, Deserialize, JsonSchema)]
+pub struct Models {
+    /// The models (`PROVIDER:MODEL`) threads may be switched to besides their agent's own.
+    pub allowed: Vec<String>,
+    /// Where the list is set (`--allow-model`, `INFINITY_ALLOWED_MODELS`).
+    pub set_in: String,
+}
+
+/// `GET /agents`.
+#[derive(Debug, Serialize, Deserialize, JsonSchema)]
+pub struct Agents {
+    /// The agent a new conversation gets when it names none.
+    pub default: String,
+    /// The stored agents, the newest version of each.
+    pub stored: Vec<AgentVersion>,
+}
+
+/// A stored agent's version, as listed.
+#[derive(Debug, Serialize, Deserialize, JsonSchema)]
+pub struct AgentVersion {
+    /// Its name.
+    pub name: String,
+    /// Its version, from 1.
+    pub version: u32,
+    /// Its `description:`.
+    #[serde(default)]
+    pub description: Option<String>,
+    /// When it was saved.
+    #[schemars(with = "infinity_agent_core::schema::Rfc3339")]
+    pub saved_at: jiff::Timestamp,
+}
+
+/// `GET /threads/{id}/history`: the entries, oldest first.
+pub type HistoryEntries = Vec<infinity_agent_core::history::HistoryEntry>;
+
+/// `GET /threads/{id}/waiting`.
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct WaitingTree {
+    /// The thread asked about.
+    pub thread_id: ThreadId,
+    /// How many of the threads are stuck (waiting on nothing that will come).
+    pub stuck: usize,
+    /// The thread and each open thread below it.
+    pub threads: Vec<infinity_agent_core::state::waits::Waits>,
+}
+
+/// 202 for a new schedule.
+#[derive(Debug, Serialize, Deserialize, JsonSchema)]
+pub struct ScheduleCreated {
+    /// The thread it runs on.
+    pub thread_id: ThreadId,
+    /// Its id (for `DELETE /threads/{id}/schedules/{schedule}`).
+    pub schedule_id: String,
+    /// What it does: its next occurrences.
+    pub text: String,
+}
+
+/// The answer given to a question.
+#[derive(Debug, Serialize, Deserialize, JsonSchema)]
+pub struct Chosen {
+    /// The call that asked.
+    pub call_id: String,
+    /// The index of the choice taken.
+    pub selected: usize,
+    /// The choice taken.
+    pub choice: String,
 }
 
 pub(crate) fn error(status: StatusCode, message: impl std::fmt::Display) -> ApiError {
@@ -93,7 +178,11 @@ type Answer = Result<Response, ApiError>;
 /// each thread's agent's own, and where the list is set.
 async fn models(State(system): State<Shared>) -> Answer {
     let allowed = system.allowed_models();
-    Ok(Json(json!({"allowed": allowed.specs(), "set_in": allowed.set_in()})).into_response())
+    Ok(Json(Models {
+        allowed: allowed.specs().to_vec(),
+        set_in: allowed.set_in().to_owned(),
+    })
+    .into_response())
 }
 
 /// The stored agents (the newest version of each) and the default agent.
@@ -105,14 +194,20 @@ async fn agents(State(system): State<Shared>) -> Answer {
             .map_err(|e| error(StatusCode::SERVICE_UNAVAILABLE, e))?,
         None => Vec::new(),
     };
-    let rows: Vec<serde_json::Value> = stored
-        .iter()
-        .map(|a| {
-            json!({"name": a.name, "version": a.version, "description": a.description,
-                   "saved_at": a.saved_at})
+    let stored = stored
+        .into_iter()
+        .map(|a| AgentVersion {
+            name: a.name,
+            version: a.version,
+            description: a.description,
+            saved_at: a.saved_at,
         })
         .collect();
-    Ok(Json(json!({"default": system.default_agent_name(), "stored": rows})).into_response())
+    Ok(Json(Agents {
+        default: system.default_agent_name().to_owned(),
+        stored,
+    })
+    .into_response())
 }
 
 /// One stored agent: `NAME` (the newest version) or `NAME@VERSION`.
@@ -138,27 +233,41 @@ async fn agent(State(system): State<Shared>, Path(name): Path<String>) -> Answer
     Ok(Json(found).into_response())
 }
 
-/// `GET /threads`'s query: filters, a cursor and a limit (see [`ThreadQuery`]).
-#[derive(Debug, Deserialize)]
+/// `GET /threads`'s query: filters, a cursor and a limit (see [`ThreadQuery`]). Each is read
+/// here, so that a bad one gets an error naming it; the document gives the types they take.
+#[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-struct ListParams {
+pub struct ListParams {
+    /// Only conversations people started (`true`), or every thread (`false`, the default).
     #[serde(default)]
+    #[schemars(with = "Option<bool>")]
     roots: Option<String>,
+    /// Only threads of this kind.
     #[serde(default)]
+    #[schemars(with = "Option<ThreadKind>")]
     kind: Option<String>,
+    /// Only open or only closed threads.
     #[serde(default)]
+    #[schemars(with = "Option<ThreadStatus>")]
     status: Option<String>,
+    /// Only threads of this agent.
     #[serde(default)]
     agent: Option<String>,
+    /// Only threads whose title or id contains this, ignoring case.
     #[serde(default)]
     title: Option<String>,
+    /// Only threads with activity at or after this time.
     #[serde(default)]
+    #[schemars(with = "Option<infinity_agent_core::schema::Rfc3339>")]
     updated_since: Option<String>,
+    /// The `next` of the page before.
     #[serde(default)]
     cursor: Option<String>,
+    /// How many threads a page has at most (default 50).
     #[serde(default)]
+    #[schemars(with = "Option<u16>", range(min = 1, max = 500))]
     limit: Option<String>,
-    /// The page's token (`EventSource`-style clients send it in the query), read by the guard.
+    /// The token, for clients that cannot set headers (read by the guard).
     #[serde(default, rename = "access_token")]
     _access_token: Option<String>,
 }
@@ -302,14 +411,22 @@ async fn waiting(State(system): State<Shared>, Path(id): Path<String>) -> Answer
         .map_err(|e| error(StatusCode::INTERNAL_SERVER_ERROR, e))?
         .ok_or_else(|| error(StatusCode::NOT_FOUND, format!("no thread {id}")))?;
     let stuck = threads.iter().filter(|t| t.stuck.is_some()).count();
-    Ok(Json(json!({"thread_id": id, "stuck": stuck, "threads": threads})).into_response())
+    Ok(Json(WaitingTree {
+        thread_id: id,
+        stuck,
+        threads,
+    })
+    .into_response())
 }
 
-#[derive(Debug, Deserialize)]
+/// A person's message.
+#[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-struct Message {
+pub struct Message {
+    /// The text (not empty).
     text: String,
-    /// For a new conversation: the agent that runs it (default: the server's).
+    /// For a new conversation: the agent that runs it, `NAME` or `NAME@VERSION` (default: the
+    /// server's).
     #[serde(default)]
     agent: Option<String>,
 }
@@ -332,10 +449,13 @@ async fn message(
     Ok(accepted(&id, &input))
 }
 
-#[derive(Debug, Deserialize)]
+/// A press of a widget's button.
+#[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-struct WidgetAction {
+pub struct WidgetAction {
+    /// The button's action.
     action: String,
+    /// The widget's fields, by name.
     #[serde(default)]
     values: serde_json::Map<String, serde_json::Value>,
 }
@@ -401,7 +521,11 @@ async fn create_schedule(
         .map_err(post_error)?;
     Ok((
         StatusCode::ACCEPTED,
-        Json(json!({"thread_id": id, "schedule_id": schedule, "text": text})),
+        Json(ScheduleCreated {
+            thread_id: id,
+            schedule_id: schedule,
+            text,
+        }),
     )
         .into_response())
 }
@@ -421,10 +545,13 @@ async fn delete_schedule(
 }
 
 /// 202 with the thread and the id of the input queued for it.
-fn accepted(id: &ThreadId, input: &infinity_agent_core::ids::InputId) -> Response {
+fn accepted(id: &ThreadId, input: &InputId) -> Response {
     (
         StatusCode::ACCEPTED,
-        Json(json!({"thread_id": id, "input_id": input})),
+        Json(Accepted {
+            thread_id: id.clone(),
+            input_id: input.clone(),
+        }),
     )
         .into_response()
 }
@@ -451,9 +578,10 @@ fn post_error(e: PostError) -> ApiError {
 
 /// The optional body of `close` and `interrupt`: `{"tree": true}` acts on the thread's open
 /// descendants too.
-#[derive(Debug, Default, Deserialize)]
+#[derive(Debug, Default, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-struct TreeOption {
+pub struct TreeOption {
+    /// Act on the thread's open descendants too.
     #[serde(default)]
     tree: bool,
 }
@@ -492,19 +620,30 @@ fn body_of<T: serde::de::DeserializeOwned>(body: &[u8], shape: &str) -> Result<T
     })
 }
 
+/// Moves a thread to another version of its agent.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct UseAgent {
+    /// `NAME` (the newest version) or `NAME@VERSION`: the thread's own agent.
+    agent: String,
+}
+
+/// Switches a thread's model.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct UseModel {
+    /// `PROVIDER:MODEL`, one `GET /models` lists or the agent's own; `null`: the agent's.
+    model: Option<String>,
+}
+
 /// `{"agent": "NAME" | "NAME@VERSION"}`: moves the thread to that version of its agent.
 async fn use_agent(
     State(system): State<Shared>,
     Path(id): Path<String>,
     body: axum::body::Bytes,
 ) -> Answer {
-    #[derive(Deserialize)]
-    #[serde(deny_unknown_fields)]
-    struct Body {
-        agent: String,
-    }
     let id = thread_id(&id)?;
-    let Body { agent } = body_of(&body, r#"{"agent": "NAME" or "NAME@VERSION"}"#)?;
+    let UseAgent { agent } = body_of(&body, r#"{"agent": "NAME" or "NAME@VERSION"}"#)?;
     let input = system.use_agent(&id, &agent).await.map_err(post_error)?;
     Ok(accepted(&id, &input))
 }
@@ -517,13 +656,8 @@ async fn use_model(
     Path(id): Path<String>,
     body: axum::body::Bytes,
 ) -> Answer {
-    #[derive(Deserialize)]
-    #[serde(deny_unknown_fields)]
-    struct Body {
-        model: Option<String>,
-    }
     let id = thread_id(&id)?;
-    let Body { model } = body_of(&body, r#"{"model": "PROVIDER:MODEL" or null}"#)?;
+    let UseModel { model } = body_of(&body, r#"{"model": "PROVIDER:MODEL" or null}"#)?;
     let input = system
         .use_model(&id, model.as_deref())
         .await
@@ -548,10 +682,13 @@ async fn set_budget(
     Ok(accepted(&root, &input))
 }
 
-#[derive(Debug, Deserialize)]
-struct Choice {
+/// An answer to a question: `selected` or `dismiss`.
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct Choice {
+    /// The index of the choice taken.
     #[serde(default)]
     selected: Option<usize>,
+    /// Declines to answer.
     #[serde(default)]
     dismiss: bool,
 }
@@ -581,8 +718,10 @@ async fn choose(
             _ => error(StatusCode::BAD_REQUEST, e),
         })?;
     system.post(input).await.map_err(post_error)?;
-    Ok(
-        Json(json!({"call_id": call, "selected": selected, "choice": choice.choices[selected]}))
-            .into_response(),
-    )
+    Ok(Json(Chosen {
+        choice: choice.choices.get(selected).cloned().unwrap_or_default(),
+        call_id: call,
+        selected,
+    })
+    .into_response())
 }

@@ -527,10 +527,13 @@ async fn comments(
     Ok(Json(comments).into_response())
 }
 
-#[derive(Debug, Deserialize)]
+/// A comment on a page.
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
-struct NewComment {
+pub(crate) struct NewComment {
+    /// The text (1 to 4,000 characters).
     text: String,
+    /// Who wrote it.
     #[serde(default)]
     author: Option<String>,
 }

@@ -34,8 +34,8 @@ use axum::response::{IntoResponse, Response};
 use infinity_agent_core::effect::{OutputEvent, OutputKind};
 use infinity_agent_core::ids::ThreadId;
 use infinity_agent_core::runtime::Following;
-use serde::Deserialize;
-use serde_json::json;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
 
 use crate::api::{error, ApiError, Shared};
 
@@ -47,10 +47,53 @@ const PAGE: usize = 200;
 
 /// `?after=N`: the position to resume after, for clients that cannot set `Last-Event-ID` (the
 /// query may carry the page's `access_token` too).
-#[derive(Debug, Deserialize)]
-pub(crate) struct Position {
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct Position {
+    /// The last event's number the client has (as `Last-Event-ID`, which wins).
     #[serde(default)]
+    #[schemars(with = "Option<u64>")]
     after: Option<String>,
+    /// The token, for clients that cannot set headers (read by the guard).
+    #[serde(default, rename = "access_token")]
+    _access_token: Option<String>,
+}
+
+/// The stream's own events, beside the thread's: where it stands, and when to come back.
+#[derive(Debug, Serialize, JsonSchema)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum Notice {
+    /// Without a position: the thread's views and open questions were sent, and the events
+    /// after `after` follow (the SSE id is `after`).
+    Attached {
+        /// The thread.
+        thread_id: ThreadId,
+        /// The number of the last event before the ones that follow.
+        after: u64,
+    },
+    /// The events after the position asked for are no longer all kept, or the position is
+    /// past anything the thread showed: reload the history; the stream goes on after `after`.
+    Reset {
+        /// The thread.
+        thread_id: ThreadId,
+        /// The number of the last event before the ones that follow.
+        after: u64,
+    },
+    /// The host cannot follow live events (the stack's API function): the stream ends here;
+    /// reconnect with the last id after `after_ms`.
+    Reconnect {
+        /// How long to wait, in milliseconds.
+        after_ms: u64,
+    },
+}
+
+/// The `data` of an event of the stream: one of the thread's events, or the stream's own.
+#[derive(Debug, Serialize, JsonSchema)]
+#[serde(untagged)]
+pub enum StreamData {
+    /// One of the thread's events (`type` says which, and is the SSE event's name).
+    Output(OutputEvent),
+    /// The stream's own.
+    Notice(Notice),
 }
 
 fn position(raw: &str, from: &str) -> Result<u64, ApiError> {
@@ -82,10 +125,16 @@ fn sse(event: &OutputEvent) -> Event {
 
 /// A marker of the stream's own (`attached`, `reset`): where it stands, as data and id.
 fn marker(kind: &str, id: &ThreadId, after: u64) -> Event {
+    let thread_id = id.clone();
+    let notice = if kind == "reset" {
+        Notice::Reset { thread_id, after }
+    } else {
+        Notice::Attached { thread_id, after }
+    };
     Event::default()
         .event(kind)
         .id(after.to_string())
-        .data(json!({"thread_id": id, "type": kind, "after": after}).to_string())
+        .data(serde_json::to_string(&notice).unwrap_or_default())
 }
 
 async fn events(
@@ -240,7 +289,12 @@ impl Stream {
                             self.head.push_back(
                                 Event::default()
                                     .event("reconnect")
-                                    .data(json!({ "after_ms": RECONNECT.as_millis() }).to_string())
+                                    .data(
+                                        serde_json::to_string(&Notice::Reconnect {
+                                            after_ms: RECONNECT.as_millis() as u64,
+                                        })
+                                        .unwrap_or_default(),
+                                    )
                                     .retry(RECONNECT),
                             );
                         }
@@ -300,13 +354,13 @@ impl Stream {
             Ok(page) => page,
             Err(err) => {
                 tracing::warn!(thread = %self.id, %err, "could not read the thread's kept events");
-                self.head.push_back(
-                    Event::default().event("error").data(
-                        json!({"thread_id": self.id, "type": "error",
-                               "text": format!("the kept events could not be read: {err}")})
-                        .to_string(),
-                    ),
-                );
+                self.head.push_back(sse(&OutputEvent::new(
+                    self.id.clone(),
+                    jiff::Timestamp::now(),
+                    OutputKind::Error {
+                        text: format!("the kept events could not be read: {err}"),
+                    },
+                )));
                 return true;
             }
         };

@@ -2,7 +2,7 @@
 //!
 //! On a loopback address, requests must name the server itself in `Host` (no DNS rebinding) and
 //! come from its own origin if they carry an `Origin` (no other site's page); on any other
-//! address, a bearer token is required too. `/health` is always open.
+//! address, a bearer token is required too. `/health` and `/openapi.json` are always open.
 
 use std::convert::Infallible;
 use std::future::{ready, Ready};
@@ -78,7 +78,7 @@ impl Guard {
     /// Why a request for `uri` with `headers` is refused, as the answer to give; `None` lets
     /// it through.
     pub fn refusal(&self, uri: &Uri, headers: &HeaderMap) -> Option<Response> {
-        if uri.path() == "/health" {
+        if uri.path() == "/health" || uri.path() == "/openapi.json" {
             return None;
         }
         let header = |name: header::HeaderName| headers.get(name).and_then(|v| v.to_str().ok());

@@ -6,6 +6,7 @@
 //! | Route | What |
 //! |---|---|
 //! | `GET /health` | `ok` |
+//! | `GET /openapi.json` | the API's OpenAPI 3.1 document, every route below with its types (see [`openapi`]; no token) |
 //! | `GET /`, `GET /app/{file}` | the web app (see [`web`]): its files need no token, its API calls carry it |
 //! | `GET /tools/internal`, `GET /agents/internal-tools` | every internal tool with its category and default (as `infinity tools internal --json`) |
 //! | `GET /agents` | the default agent and the stored ones (`{"default", "stored": [{name, version, description, saved_at}]}`) |
@@ -42,6 +43,7 @@ pub mod events;
 pub mod guard;
 pub mod markdown;
 pub mod migration;
+pub mod openapi;
 pub mod remotes;
 pub mod stack;
 pub mod web;
@@ -69,6 +71,7 @@ pub fn router(host: api::Shared, access: Guard, moves: Router) -> Router {
     let pages = artifacts::routes(std::sync::Arc::clone(&host), &access);
     Router::new()
         .route("/health", get(|| async { "ok" }))
+        .route("/openapi.json", get(openapi::serve))
         .merge(api::routes(std::sync::Arc::clone(&host)))
         .merge(events::routes(host))
         .merge(markdown::routes())
@@ -76,4 +79,15 @@ pub fn router(host: api::Shared, access: Guard, moves: Router) -> Router {
         .layer(access.clone())
         .merge(web::routes(&access))
         .merge(pages)
+}
+
+/// `app` (the whole of it: [`router`] with the remotes' routes, see [`remotes::mount`]),
+/// checking itself against its document when `INFINITY_CHECK_API=1` (see
+/// [`openapi::check`]).
+pub fn checked(app: Router) -> Router {
+    if openapi::check::enabled() {
+        app.layer(axum::middleware::from_fn(openapi::check::check))
+    } else {
+        app
+    }
 }

@@ -11,8 +11,8 @@ use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::routing::post;
 use axum::{Json, Router};
-use serde::Deserialize;
-use serde_json::json;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
 
 use crate::api::{error, ApiError};
 
@@ -79,10 +79,19 @@ fn keep<'v>(element: &str, attribute: &str, value: &'v str) -> Option<Cow<'v, st
     }
 }
 
-#[derive(Debug, Deserialize)]
+/// Markdown texts to render.
+#[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-struct Texts {
+pub struct Texts {
+    /// The texts.
     texts: Vec<String>,
+}
+
+/// Rendered texts.
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct Html {
+    /// Each text as safe HTML, in the order given.
+    html: Vec<String>,
 }
 
 /// `POST /markdown` (`{"texts": [...]}`): each text as safe HTML (`{"html": [...]}`).
@@ -95,7 +104,7 @@ async fn render(body: Result<Json<Texts>, JsonRejection>) -> Result<Response, Ap
         ));
     }
     let html = to_html_all(texts.iter().map(String::as_str));
-    Ok(Json(json!({ "html": html })).into_response())
+    Ok(Json(Html { html }).into_response())
 }
 
 /// The route.

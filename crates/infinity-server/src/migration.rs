@@ -14,7 +14,8 @@ use infinity_agent_core::runtime::AgentSystem;
 use infinity_rap::signing::CallbackSigner;
 use infinity_rap_runtime::client::RapClient;
 use infinity_rap_runtime::migration::{self, FinishRequest, Host, MoveError, StartRequest};
-use serde_json::json;
+use schemars::JsonSchema;
+use serde::Serialize;
 
 use crate::api::{error, ApiError};
 
@@ -81,7 +82,9 @@ pub fn refused() -> Router {
     }
     Router::new()
         .route("/threads/{id}/migration", post(refuse))
-        .route("/threads/{id}/migration/{step}", post(refuse))
+        .route("/threads/{id}/migration/finish", post(refuse))
+        .route("/threads/{id}/migration/abort", post(refuse))
+        .route("/threads/{id}/migration/forwarding", post(refuse))
         .route("/migration/import", post(refuse))
 }
 
@@ -106,6 +109,20 @@ fn root(raw: &str) -> Result<ThreadId, ApiError> {
 
 type Answer = Result<Response, ApiError>;
 
+/// A move ended.
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct Finished {
+    /// The session's root thread.
+    finished: ThreadId,
+}
+
+/// A move given up.
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct Aborted {
+    /// The session's root thread.
+    aborted: ThreadId,
+}
+
 async fn start(
     State(served): State<Arc<MigrationRoutes>>,
     Path(id): Path<String>,
@@ -122,13 +139,13 @@ async fn finish(
 ) -> Answer {
     let id = root(&id)?;
     migration::finish(served.host(), &id, &request.forward).await?;
-    Ok(Json(json!({"finished": id})).into_response())
+    Ok(Json(Finished { finished: id }).into_response())
 }
 
 async fn abort(State(served): State<Arc<MigrationRoutes>>, Path(id): Path<String>) -> Answer {
     let id = root(&id)?;
     migration::abort(served.host(), &id).await?;
-    Ok(Json(json!({"aborted": id})).into_response())
+    Ok(Json(Aborted { aborted: id }).into_response())
 }
 
 async fn forwarding(State(served): State<Arc<MigrationRoutes>>, Path(id): Path<String>) -> Answer {

@@ -32,7 +32,7 @@ pub use rules::{check_names, NameClash};
 use crate::agent::{AgentFile, AgentFileError};
 
 /// One stored version of an agent.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct StoredAgent {
     /// The agent's name (the file's `name:`).
     pub name: String,
@@ -51,6 +51,7 @@ pub struct StoredAgent {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub description: Option<String>,
     /// When it was saved.
+    #[schemars(with = "crate::schema::Rfc3339")]
     pub saved_at: Timestamp,
 }
 

@@ -5,10 +5,13 @@ use jiff::Timestamp;
 use serde::{Deserialize, Serialize};
 
 /// What a thread (or a conversation) used in the current hour.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(
+    Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema,
+)]
 pub struct HourlyUsage {
     /// The start of the hour these count (`None`: nothing counted yet).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(with = "Option<crate::schema::Rfc3339>")]
     pub hour: Option<Timestamp>,
     /// Completions run.
     #[serde(default)]
@@ -57,11 +60,12 @@ impl HourlyUsage {
 
 /// Why a thread runs no completion until a person writes to it (or, for a child, its parent),
 /// or, at its conversation's budget, until a person raises the budget.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Suspension {
     /// The limit it reached, in words.
     pub reason: String,
     /// When.
+    #[schemars(with = "crate::schema::Rfc3339")]
     pub since: Timestamp,
     /// True when the limit is the conversation's lifetime budget: a message does not lift it,
     /// raising the budget does.

@@ -6,11 +6,12 @@ use serde::{Deserialize, Serialize};
 /// Where a thread that is moving, or has moved, to another host stands. While it is set, the
 /// thread runs no completion here: a moving thread holds its inputs
 /// ([`super::ThreadRecord::held`]), a moved one forwards them to its destination.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Migration {
     /// The destination, as the user named it (a URL, or `aws`).
     pub to: String,
     /// When the move began.
+    #[schemars(with = "crate::schema::Rfc3339")]
     pub since: Timestamp,
     /// How far it got.
     #[serde(flatten)]
@@ -18,7 +19,7 @@ pub struct Migration {
 }
 
 /// How far a move got.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(tag = "state", rename_all = "snake_case")]
 pub enum MigrationState {
     /// The session's loop is stopped while its state is copied: inputs are held on the record.

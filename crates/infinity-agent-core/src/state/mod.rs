@@ -42,7 +42,7 @@ pub use toolset::{Deadline, SessionTool, Toolset};
 pub const RECORD_SCHEMA: u32 = 1;
 
 /// Whether a thread still takes input.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum ThreadStatus {
     /// The thread takes input.
@@ -52,7 +52,7 @@ pub enum ThreadStatus {
 }
 
 /// Where a child thread came from.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct ParentLink {
     /// The parent thread.
     pub thread_id: ThreadId,
@@ -73,7 +73,7 @@ pub struct ParentLink {
 }
 
 /// Where a thread's newest summary is in its view, and how many view entries it covers.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct SummaryRef {
     /// The summary entry's index in the view.
     pub index: u64,
@@ -97,7 +97,7 @@ pub fn args_preview(args: &serde_json::Value) -> serde_json::Value {
 }
 
 /// How a pending call is waited for.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum PendingKind {
     /// The result comes back through the input queue; the next completion waits for it, unless
@@ -109,7 +109,7 @@ pub enum PendingKind {
 }
 
 /// A tool call that has no result yet.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct PendingCall {
     /// The call.
     pub call_id: CallId,
@@ -120,6 +120,7 @@ pub struct PendingCall {
     /// How it is waited for.
     pub kind: PendingKind,
     /// When the call was issued.
+    #[schemars(with = "crate::schema::Rfc3339")]
     pub issued_at: Timestamp,
     /// True once the conversation moved on without the result (a placeholder result stands in
     /// the history); the real result, when it comes, is injected as a new event.
@@ -127,6 +128,7 @@ pub struct PendingCall {
     pub moved_on: bool,
     /// For timers: when the result is due.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(with = "Option<crate::schema::Rfc3339>")]
     pub due: Option<Timestamp>,
     /// True once the tool server asked the user to authorize it (RAP `oauth`): the call stays
     /// pending, invisibly to the model, until the tool sends its result.
@@ -143,7 +145,7 @@ pub struct PendingCall {
 }
 
 /// Entries held back while dispatched calls are pending (see [`ThreadRecord::deferred`]).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Deferred {
     /// The input they came from.
     pub input_id: InputId,
@@ -152,7 +154,7 @@ pub struct Deferred {
 }
 
 /// An active subscription: a tool call whose result said more events will follow.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Subscription {
     /// The subscribing call.
     pub call_id: CallId,
@@ -170,18 +172,19 @@ pub struct Subscription {
 
 /// Events a subscription's `wake_if` kept from the model, folded into a count until its next
 /// completion.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Filtered {
     /// How many.
     pub count: u64,
     /// When the first of them arrived.
+    #[schemars(with = "crate::schema::Rfc3339")]
     pub since: Timestamp,
     /// The newest of them (its first 300 characters).
     pub last: String,
 }
 
 /// A child thread as its parent sees it.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct ChildLink {
     /// The child's id.
     pub thread_id: ThreadId,
@@ -198,7 +201,7 @@ pub struct ChildLink {
 
 /// Where a delegated thread (the `agent` tool) came from: the calling thread and call, which get
 /// its result, and the conversation whose running delegations it counts against.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct DelegatedBy {
     /// The thread whose `agent` call started this one.
     pub thread_id: ThreadId,
@@ -212,7 +215,7 @@ pub struct DelegatedBy {
 }
 
 /// A running delegation of a conversation, as its root thread keeps it.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Delegation {
     /// The delegated thread.
     pub thread_id: ThreadId,
@@ -223,7 +226,7 @@ pub struct Delegation {
 }
 
 /// A question a tool server asked the user (RAP `user_choice`), open until answered.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct OpenChoice {
     /// The call that asked.
     pub call_id: CallId,
@@ -238,7 +241,7 @@ pub struct OpenChoice {
 }
 
 /// Everything about a thread except its history entries.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct ThreadRecord {
     /// Schema version of this record, see [`RECORD_SCHEMA`].
     pub schema: u32,
@@ -372,8 +375,10 @@ pub struct ThreadRecord {
     /// Incremented on every commit; the store checks it (optimistic concurrency).
     pub version: u64,
     /// When the thread was created.
+    #[schemars(with = "crate::schema::Rfc3339")]
     pub created_at: Timestamp,
     /// When the thread last committed.
+    #[schemars(with = "crate::schema::Rfc3339")]
     pub updated_at: Timestamp,
 }
 

@@ -3,7 +3,7 @@
 use serde::{Deserialize, Serialize};
 
 /// How a thread finished.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum FinishStatus {
     /// The task was done.
@@ -26,7 +26,7 @@ impl FinishStatus {
 }
 
 /// A thread's output, set by `finish`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct ThreadOutput {
     /// How it finished.
     pub status: FinishStatus,

@@ -3,7 +3,7 @@
 use serde::{Deserialize, Serialize};
 
 /// A step's status.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum StepStatus {
     /// Not started.
@@ -29,7 +29,7 @@ impl StepStatus {
 }
 
 /// One step.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct PlanStep {
     /// What to do.
     pub text: String,
@@ -38,7 +38,7 @@ pub struct PlanStep {
 }
 
 /// A thread's plan.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Plan {
     /// The steps, in order.
     pub steps: Vec<PlanStep>,

@@ -6,7 +6,7 @@ use serde::{Deserialize, Serialize};
 
 /// One recurring schedule of a thread. Each firing arms only the next occurrence (a timer, like
 /// a sleep's); the rule is read again from these fields each time.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Schedule {
     /// Its id (`sch-...`).
     pub id: String,
@@ -21,9 +21,11 @@ pub struct Schedule {
     /// The IANA zone the rule is read in.
     pub timezone: String,
     /// The local start (`YYYY-MM-DDTHH:MM:SS` in `timezone`).
+    #[schemars(with = "crate::schema::LocalDateTime")]
     pub start: jiff::civil::DateTime,
     /// No occurrence after this.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(with = "Option<crate::schema::Rfc3339>")]
     pub until: Option<Timestamp>,
     /// At most this many firings.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -32,6 +34,7 @@ pub struct Schedule {
     #[serde(default)]
     pub fired: u64,
     /// The occurrence armed now.
+    #[schemars(with = "crate::schema::Rfc3339")]
     pub next: Timestamp,
 }
 

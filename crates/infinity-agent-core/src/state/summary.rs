@@ -15,7 +15,7 @@ use crate::model::Usage;
 
 /// What a thread is doing: a word for its kind of state (`moving`, `moved`, `closed`,
 /// `suspended`, `waiting`, `sleeping`, `idle`) and a few words for a person.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Activity {
     /// The kind of state, for styling and filtering.
     pub state: String,
@@ -98,7 +98,7 @@ pub fn person_time(t: Timestamp) -> String {
 
 /// Where a thread stands among the others: a conversation a person started, the root of a
 /// conversation an agent delegated, or a child thread.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum ThreadKind {
     /// The root of a conversation a person started.
@@ -126,7 +126,7 @@ impl ThreadKind {
 }
 
 /// A thread as a list shows it: small and of a bounded size, whatever its record holds.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct ThreadSummary {
     /// The thread.
     pub id: ThreadId,
@@ -147,8 +147,10 @@ pub struct ThreadSummary {
     /// What it is doing.
     pub activity: Activity,
     /// When it was created.
+    #[schemars(with = "crate::schema::Rfc3339")]
     pub created_at: Timestamp,
     /// When it last changed.
+    #[schemars(with = "crate::schema::Rfc3339")]
     pub updated_at: Timestamp,
     /// Its record's version.
     pub version: u64,
@@ -237,7 +239,7 @@ impl ThreadQuery {
 }
 
 /// One page of a list of threads.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct ThreadPage {
     /// The threads, newest activity first.
     pub threads: Vec<ThreadSummary>,

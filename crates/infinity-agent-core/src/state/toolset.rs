@@ -5,7 +5,7 @@ use serde::{Deserialize, Serialize};
 use crate::model::ToolSpec;
 
 /// A tool a session got from a tool server.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct SessionTool {
     /// The server's base URL, as configured.
     pub server: String,
@@ -21,7 +21,7 @@ pub struct SessionTool {
 
 /// How long a dispatched call may go without a result before it gets an error result: a whole
 /// number and a unit, `s`, `m`, `h` or `d` (`90s`, `30m`, `2h`, `7d`). Kept as written.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(try_from = "String", into = "String")]
 pub struct Deadline {
     text: String,
@@ -84,7 +84,7 @@ impl From<Deadline> for String {
 }
 
 /// The tools of one session, kept on its root thread's record.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Toolset {
     /// The tools loaded.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]

@@ -13,7 +13,7 @@ use super::{PendingKind, ThreadRecord, ThreadStatus};
 use crate::ids::{CallId, ThreadId};
 
 /// What would wake one thread.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, schemars::JsonSchema)]
 pub struct Waits {
     /// The thread.
     pub thread_id: ThreadId,
@@ -46,13 +46,14 @@ pub struct Waits {
 }
 
 /// A timer.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 pub struct TimerWait {
     /// The call that set it.
     pub call_id: CallId,
     /// Its tool (`sleep`, `sleep_until`, ...).
     pub tool: String,
     /// When it fires.
+    #[schemars(with = "crate::schema::Rfc3339")]
     pub due: Timestamp,
     /// True when a message cut the wait short: the timer still fires, and its result comes as
     /// an event.
@@ -60,13 +61,14 @@ pub struct TimerWait {
 }
 
 /// A call whose result the thread waits for.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 pub struct CallWait {
     /// The call.
     pub call_id: CallId,
     /// Its tool.
     pub tool: String,
     /// When it was made.
+    #[schemars(with = "crate::schema::Rfc3339")]
     pub since: Timestamp,
     /// True when the conversation went on without it (its result comes later, as an event).
     pub moved_on: bool,
@@ -75,7 +77,7 @@ pub struct CallWait {
 }
 
 /// A call, by id and tool.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 pub struct CallRef {
     /// The call.
     pub call_id: CallId,
@@ -84,7 +86,7 @@ pub struct CallRef {
 }
 
 /// A question put to people.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 pub struct Question {
     /// The call that asks.
     pub call_id: CallId,

@@ -69,7 +69,7 @@ pub struct ArtifactMeta {
 }
 
 /// A comment a person left on a page.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Comment {
     /// Its id (`cm-` and 12 hex digits).
     pub id: String,
@@ -80,6 +80,7 @@ pub struct Comment {
     /// The version of the page they saw.
     pub version: u32,
     /// When.
+    #[schemars(with = "infinity_agent_core::schema::Rfc3339")]
     pub at: Timestamp,
     /// The thread's answers, oldest first (filled in when read).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -87,13 +88,14 @@ pub struct Comment {
 }
 
 /// The publishing thread's answer to a comment.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Answer {
     /// Its id (unique under its comment).
     pub id: String,
     /// The text.
     pub text: String,
     /// When.
+    #[schemars(with = "infinity_agent_core::schema::Rfc3339")]
     pub at: Timestamp,
 }
 

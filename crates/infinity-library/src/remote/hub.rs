@@ -39,7 +39,7 @@ pub const FORGET_AFTER: Duration = Duration::from_secs(3600);
 pub const MAX_WAIT: Duration = Duration::from_secs(25);
 
 /// A connected machine.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 pub struct RemoteInfo {
     /// Its id (`rm-...`), fresh for each connection.
     pub id: String,
@@ -50,11 +50,12 @@ pub struct RemoteInfo {
     /// False for a remote connected without `--exec`: it is listed but runs nothing.
     pub exec: bool,
     /// When it last polled.
+    #[schemars(with = "infinity_agent_core::schema::Rfc3339")]
     pub last_seen: Timestamp,
 }
 
 /// What a remote is told to do.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(tag = "type", rename_all = "snake_case")]
 pub enum Order {
     /// Run `command` with `sh -c`, killing it after `timeout_seconds`.
@@ -78,7 +79,7 @@ pub enum Order {
 }
 
 /// How a run ended, as the remote reports it.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Report {
     /// `exited`, `timeout`, `killed` or `failed` (it could not be started).
     pub status: String,

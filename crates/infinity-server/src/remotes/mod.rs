@@ -22,8 +22,8 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
 use infinity_library::remote::{HubError, RemoteHub, Report, MAX_WAIT};
-use serde::Deserialize;
-use serde_json::json;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
 
 pub use hub::MemoryRemotes;
 
@@ -40,31 +40,60 @@ fn hub_problem(err: HubError) -> Response {
     }
 }
 
-#[derive(Debug, Deserialize)]
+/// A machine connecting.
+#[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-struct Connect {
+pub struct Connect {
+    /// Its name (1 to 100 characters), as people see it.
     name: String,
+    /// Whether it runs commands without asking a person first.
     #[serde(default)]
     exec: bool,
 }
 
-#[derive(Debug, Deserialize)]
-struct Wait {
+/// 201 for a machine connected.
+#[derive(Debug, Serialize, Deserialize, JsonSchema)]
+pub struct Connected {
+    /// The remote's id, in its other routes.
+    pub id: String,
+}
+
+/// The connected machines.
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct Remotes {
+    /// Each one.
+    pub remotes: Vec<infinity_library::remote::RemoteInfo>,
+}
+
+/// A remote's orders.
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct Orders {
+    /// What to run or stop, perhaps nothing (the wait ran out).
+    pub orders: Vec<infinity_library::remote::Order>,
+}
+
+/// How long an orders request waits for one.
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct Wait {
+    /// Seconds (default 20, at most 25).
     #[serde(default)]
     wait: Option<u64>,
 }
 
-#[derive(Debug, Deserialize)]
-struct Answer {
+/// A person's answer to a command's approval.
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct Approval {
+    /// The index of the choice taken.
     selected: usize,
 }
 
 /// `app` with the routes remotes use, behind `access`, and the approval route outside it (the
-/// token in its URL is the credential, as for any `user_choice` question's `response_url`).
+/// token in its URL is the credential, as for any `user_choice` question's `response_url`);
+/// the whole, checked against the API's document when asked ([`crate::checked`]).
 pub fn mount(app: Router, hub: Hub, access: &crate::Guard) -> Router {
     let (guarded, open) = routes(hub);
     let guarded = guarded.layer(access.clone());
-    app.merge(guarded).merge(open)
+    crate::checked(app.merge(guarded).merge(open))
 }
 
 /// The routes remotes use, and the approval route.
@@ -97,14 +126,14 @@ async fn connect(
         );
     }
     match hub.connect(name, body.exec).await {
-        Ok(id) => (StatusCode::CREATED, Json(json!({"id": id}))).into_response(),
+        Ok(id) => (StatusCode::CREATED, Json(Connected { id })).into_response(),
         Err(err) => hub_problem(err),
     }
 }
 
 async fn list(State(hub): State<Hub>) -> Response {
     match hub.remotes().await {
-        Ok(remotes) => Json(json!({"remotes": remotes})).into_response(),
+        Ok(remotes) => Json(Remotes { remotes }).into_response(),
         Err(err) => hub_problem(err),
     }
 }
@@ -116,7 +145,7 @@ async fn orders(
 ) -> Response {
     let wait = Duration::from_secs(wait.wait.unwrap_or(20)).min(MAX_WAIT);
     match hub.poll(&id, wait).await {
-        Ok(orders) => Json(json!({"orders": orders})).into_response(),
+        Ok(orders) => Json(Orders { orders }).into_response(),
         Err(err) => hub_problem(err),
     }
 }
@@ -146,7 +175,7 @@ async fn report(
 async fn approve(
     State(hub): State<Hub>,
     Path(token): Path<String>,
-    body: Result<Json<Answer>, axum::extract::rejection::JsonRejection>,
+    body: Result<Json<Approval>, axum::extract::rejection::JsonRejection>,
 ) -> Response {
     let Json(body) = match body {
         Ok(body) => body,

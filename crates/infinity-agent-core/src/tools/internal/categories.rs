@@ -310,7 +310,7 @@ pub struct AgentTool<'a> {
 }
 
 /// One row of the listing for editors and `infinity tools internal`.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, schemars::JsonSchema)]
 pub struct ListedTool {
     /// The category's flag.
     pub category: &'static str,

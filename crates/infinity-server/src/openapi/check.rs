@@ -1,0 +1,165 @@
+//! A server checking itself against its document, with `INFINITY_CHECK_API=1`: every API test
+//! runs so, and so can the developers of a client. For each request it finds the operation
+//! ([`Operation::matches`]) and answers 500, naming the difference, when
+//!
+//! - a route answers that the document does not list (anything but 404 and 405);
+//! - a route accepts (2xx) a JSON body that its schema refuses;
+//! - a route answers with a status the document does not list for it;
+//! - a JSON answer does not match the schema of its status.
+//!
+//! Event streams are checked by the tests that read them (each event's `data` against
+//! `x-event-schema`).
+
+use std::collections::HashMap;
+use std::sync::{Arc, LazyLock, Mutex};
+
+use axum::body::Body;
+use axum::extract::Request;
+use axum::http::StatusCode;
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use serde_json::{json, Value};
+
+use super::{document, listed, Content, Operation};
+
+/// Set to `1` to check every request and answer against the document.
+pub const CHECK_VAR: &str = "INFINITY_CHECK_API";
+
+/// Whether this process checks itself.
+pub fn enabled() -> bool {
+    std::env::var(CHECK_VAR).is_ok_and(|v| v == "1")
+}
+
+/// Bodies larger than this are not checked (they are passed on as they are).
+const MAX_CHECKED: usize = 16 << 20;
+
+/// Where `value` breaks `schema`, one of the document's (`None`: it matches).
+pub fn problems(schema: &'static Value, value: &Value) -> Option<String> {
+    type Compiled = Arc<jsonschema::Validator>;
+    static COMPILED: LazyLock<Mutex<HashMap<usize, Compiled>>> = LazyLock::new(Default::default);
+    // The document is never dropped: a schema's address names it.
+    let key = std::ptr::from_ref(schema) as usize;
+    let cached = COMPILED.lock().ok().and_then(|c| c.get(&key).cloned());
+    let validator = match cached {
+        Some(validator) => validator,
+        None => {
+            // The schema refers into the document's components: give it them.
+            let mut root = json!({"components": document()["components"].clone()});
+            if let (Some(root), Some(schema)) = (root.as_object_mut(), schema.as_object()) {
+                root.extend(schema.clone());
+            }
+            match jsonschema::validator_for(&root) {
+                Ok(validator) => {
+                    let validator = Arc::new(validator);
+                    if let Ok(mut compiled) = COMPILED.lock() {
+                        compiled.insert(key, Arc::clone(&validator));
+                    }
+                    validator
+                }
+                Err(err) => return Some(format!("the document's schema does not compile: {err}")),
+            }
+        }
+    };
+    let found: Vec<String> = validator
+        .iter_errors(value)
+        .take(5)
+        .map(|e| format!("at `{}`: {e}", e.instance_path()))
+        .collect();
+    (!found.is_empty()).then(|| found.join("; "))
+}
+
+/// The schema of the operation's JSON request body, or of its answer with `status`, as the
+/// document has it.
+pub fn schema_in_document(op: &Operation, status: Option<u16>) -> Option<&'static Value> {
+    let item = &document()["paths"][op.path][op.method];
+    let at = match status {
+        None => &item["requestBody"],
+        Some(status) => &item["responses"][status.to_string()],
+    };
+    at["content"]["application/json"]
+        .get("schema")
+        .filter(|s| !s.is_null())
+}
+
+/// Where the `data` of an event of `GET /threads/{id}/events` breaks the document's
+/// `x-event-schema` (`None`: it matches).
+pub fn event_problems(data: &Value) -> Option<String> {
+    let schema = &document()["paths"]["/threads/{id}/events"]["get"]["responses"]["200"]["content"]
+        ["text/event-stream"]["x-event-schema"];
+    problems(schema, data)
+}
+
+fn contract_broken(what: String) -> Response {
+    tracing::error!(problem = %what, "the API broke its document");
+    (
+        StatusCode::INTERNAL_SERVER_ERROR,
+        axum::Json(json!({ "error": format!("the API broke its document: {what}") })),
+    )
+        .into_response()
+}
+
+/// The middleware.
+pub async fn check(request: Request, next: Next) -> Response {
+    static OPERATIONS: LazyLock<&'static [Operation]> = LazyLock::new(listed);
+    let method = request.method().as_str().to_owned();
+    let path = request.uri().path().to_owned();
+    let named = format!("{method} {path}");
+    let Some(op) = OPERATIONS.iter().find(|o| o.matches(&method, &path)) else {
+        let answer = next.run(request).await;
+        let status = answer.status();
+        if status == StatusCode::NOT_FOUND || status == StatusCode::METHOD_NOT_ALLOWED {
+            return answer;
+        }
+        return contract_broken(format!(
+            "{named} answered {status}, and is not in the document"
+        ));
+    };
+    let (parts, body) = request.into_parts();
+    let Ok(bytes) = axum::body::to_bytes(body, MAX_CHECKED).await else {
+        return contract_broken(format!("{named}: the request's body could not be read"));
+    };
+    let outside = match (schema_in_document(op, None), op.body) {
+        (Some(schema), _) if !bytes.iter().all(u8::is_ascii_whitespace) => {
+            match serde_json::from_slice::<Value>(&bytes) {
+                Ok(value) => problems(schema, &value),
+                Err(err) => Some(format!("not JSON: {err}")),
+            }
+        }
+        (Some(_), Some((_, true))) => Some("no body, and one is required".to_owned()),
+        _ => None,
+    };
+    let answer = next
+        .run(Request::from_parts(parts, Body::from(bytes)))
+        .await;
+    let status = answer.status();
+    if let (Some(why), true) = (&outside, status.is_success()) {
+        return contract_broken(format!(
+            "{named} accepted ({status}) a body its schema refuses: {why}"
+        ));
+    }
+    let responses = op.all_responses();
+    let Some((_, _, content)) = responses.iter().find(|(s, _, _)| *s == status.as_u16()) else {
+        return contract_broken(format!(
+            "{named} answered {status}, which the document does not list for `{}`",
+            op.id
+        ));
+    };
+    if !matches!(content, Some(Content::Json(_))) {
+        return answer;
+    }
+    let (parts, body) = answer.into_parts();
+    let Ok(bytes) = axum::body::to_bytes(body, MAX_CHECKED).await else {
+        return contract_broken(format!("{named}: its answer could not be read"));
+    };
+    let broken = match serde_json::from_slice::<Value>(&bytes) {
+        Err(err) => Some(format!("not JSON: {err}")),
+        Ok(value) => schema_in_document(op, Some(status.as_u16()))
+            .and_then(|schema| problems(schema, &value)),
+    };
+    if let Some(why) = broken {
+        return contract_broken(format!(
+            "{named} answered {status} with a body its schema refuses: {why}"
+        ));
+    }
+    Response::from_parts(parts, Body::from(bytes))
+}

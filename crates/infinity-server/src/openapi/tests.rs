@@ -1,0 +1,209 @@
+use super::*;
+use serde_json::json;
+
+/// The committed copy the clients are generated from: `make openapi` writes it.
+const COMMITTED: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../clients/openapi.json");
+
+#[test]
+fn the_committed_document_is_the_one_the_code_makes() {
+    let made = serde_json::to_string_pretty(document()).unwrap() + "\n";
+    if std::env::var_os("INFINITY_WRITE_OPENAPI").is_some() {
+        std::fs::write(COMMITTED, &made).unwrap();
+    }
+    let committed = std::fs::read_to_string(COMMITTED).unwrap_or_default();
+    assert!(
+        committed == made,
+        "clients/openapi.json is not the document the code makes: run `make openapi` and \
+         regenerate the clients"
+    );
+}
+
+/// The `(method, path)` of every route the server's routers register, read from their sources
+/// (test modules left out).
+fn routed() -> std::collections::BTreeSet<(String, String)> {
+    let methods = named_methods(&["get", "post", "delete", "put", "patch"]);
+    let mut found = std::collections::BTreeSet::new();
+    let mut files = vec![std::path::PathBuf::from(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/src"
+    ))];
+    while let Some(path) = files.pop() {
+        if path.is_dir() {
+            files.extend(std::fs::read_dir(&path).unwrap().map(|e| e.unwrap().path()));
+            continue;
+        }
+        if path.extension().is_none_or(|e| e != "rs") {
+            continue;
+        }
+        let text = std::fs::read_to_string(&path).unwrap();
+        let code = text.split("#[cfg(test)]").next().unwrap_or_default();
+        for (at, _) in code.match_indices(".route(") {
+            let rest = &code[at + ".route(".len()..];
+            let Some(path) = rest
+                .trim_start()
+                .strip_prefix('"')
+                .and_then(|r| r.split('"').next())
+            else {
+                continue;
+            };
+            // The call's text, to its closing parenthesis.
+            let mut depth = 1;
+            let end = rest
+                .char_indices()
+                .find(|&(_, c)| {
+                    depth += match c {
+                        '(' => 1,
+                        ')' => -1,
+                        _ => 0,
+                    };
+                    depth == 0
+                })
+                .map_or(rest.len(), |(i, _)| i);
+            for method in methods(&rest[..end]) {
+                found.insert((method, path.to_owned()));
+            }
+        }
+    }
+    found
+}
+
+/// The methods named in a route's handler text: `get(`, `.post(`, `routing::delete(`, ...
+fn named_methods(names: &'static [&'static str]) -> impl Fn(&str) -> Vec<String> {
+    move |text: &str| {
+        let mut out = Vec::new();
+        for name in names {
+            for (at, _) in text.match_indices(&format!("{name}(")) {
+                let before = text[..at].chars().next_back();
+                if before.is_none_or(|c| !(c.is_alphanumeric() || c == '_')) {
+                    out.push((*name).to_owned());
+                }
+            }
+        }
+        out
+    }
+}
+
+#[test]
+fn every_route_the_routers_register_is_in_the_document_and_no_other() {
+    let routed = routed();
+    assert!(routed.len() > 30, "the routes were not found: {routed:?}");
+    let listed: std::collections::BTreeSet<(String, String)> = listed()
+        .iter()
+        .map(|op| (op.method.to_owned(), op.path.to_owned()))
+        .collect();
+    let missing: Vec<_> = routed.difference(&listed).collect();
+    let extra: Vec<_> = listed.difference(&routed).collect();
+    assert!(
+        missing.is_empty(),
+        "routed but not in the document: {missing:?}"
+    );
+    assert!(
+        extra.is_empty(),
+        "in the document but not routed: {extra:?}"
+    );
+}
+
+#[test]
+fn operation_ids_are_unique_and_paths_match_their_templates() {
+    let mut ids: Vec<&str> = listed().iter().map(|op| op.id).collect();
+    ids.sort_unstable();
+    let before = ids.len();
+    ids.dedup();
+    assert_eq!(before, ids.len(), "an operationId is used twice");
+    let op = listed().iter().find(|o| o.id == "answerChoice").unwrap();
+    assert!(op.matches("POST", "/threads/t1/choices/c1"));
+    assert!(!op.matches("POST", "/threads/t1/choices/"));
+    assert!(!op.matches("GET", "/threads/t1/choices/c1"));
+    assert!(!op.matches("POST", "/threads/t1/choices/c1/x"));
+}
+
+#[test]
+fn the_stream_schema_takes_the_events_a_thread_shows_and_refuses_others() {
+    let shown = json!({"thread_id": "t1", "seq": 3, "at": "2026-05-01T21:07:09Z",
+                       "type": "assistant_text", "text": "hi"});
+    assert_eq!(check::event_problems(&shown), None);
+    let attached = json!({"thread_id": "t1", "type": "attached", "after": 3});
+    assert_eq!(check::event_problems(&attached), None);
+    for broken in [
+        json!({"thread_id": "t1", "type": "assistant_text", "text": "no time"}),
+        json!({"thread_id": "t1", "at": "2026-05-01T21:07:09Z", "type": "nonsense"}),
+        json!({"thread_id": "t 1", "type": "reset", "after": 3}),
+    ] {
+        assert!(check::event_problems(&broken).is_some(), "{broken}");
+    }
+}
+
+/// A router checked against the document whose routes break it in each way the check knows.
+async fn checked_answer(method: &str, uri: &str, body: &str) -> (u16, String) {
+    use axum::routing::{get, post};
+    use tower::ServiceExt;
+    let app = axum::Router::new()
+        .route(
+            "/threads/{id}",
+            get(|| async { axum::Json(json!({"id": "t1"})) }),
+        )
+        .route(
+            "/models",
+            get(|| async { axum::Json(json!({"allowed": [], "set_in": "x"})) }),
+        )
+        .route("/undocumented", get(|| async { "hi" }))
+        .route(
+            "/threads/{id}/messages",
+            post(|| async {
+                (
+                    axum::http::StatusCode::ACCEPTED,
+                    axum::Json(json!({"thread_id": "t1", "input_id": "i1"})),
+                )
+            }),
+        )
+        .route(
+            "/threads/{id}/close",
+            post(|| async { axum::http::StatusCode::IM_A_TEAPOT }),
+        )
+        .layer(axum::middleware::from_fn(check::check));
+    let request = axum::http::Request::builder()
+        .method(method)
+        .uri(uri)
+        .header("content-type", "application/json")
+        .body(axum::body::Body::from(body.to_owned()))
+        .unwrap();
+    let answer = app.oneshot(request).await.unwrap();
+    let status = answer.status().as_u16();
+    let bytes = axum::body::to_bytes(answer.into_body(), 1 << 20)
+        .await
+        .unwrap();
+    (status, String::from_utf8_lossy(&bytes).into_owned())
+}
+
+#[tokio::test]
+async fn the_check_answers_500_naming_each_break_of_the_document() {
+    assert_eq!(checked_answer("GET", "/models", "").await.0, 200);
+    assert_eq!(
+        checked_answer("POST", "/threads/t1/messages", r#"{"text": "hi"}"#)
+            .await
+            .0,
+        202
+    );
+    let (status, body) = checked_answer("GET", "/threads/t1", "").await;
+    assert_eq!(status, 500);
+    assert!(
+        body.contains("GET /threads/t1 answered 200 OK with a body its schema refuses"),
+        "{body}"
+    );
+    let (status, body) = checked_answer("GET", "/undocumented", "").await;
+    assert_eq!(status, 500);
+    assert!(body.contains("is not in the document"), "{body}");
+    let (status, body) = checked_answer("POST", "/threads/t1/messages", r#"{"txt": "hi"}"#).await;
+    assert_eq!(status, 500);
+    assert!(
+        body.contains("accepted (202 Accepted) a body its schema refuses"),
+        "{body}"
+    );
+    let (status, body) = checked_answer("POST", "/threads/t1/close", "").await;
+    assert_eq!(status, 500);
+    assert!(
+        body.contains("which the document does not list for `closeThread`"),
+        "{body}"
+    );
+    assert_eq!(checked_answer("GET", "/nowhere", "").await.0, 404);
+}
