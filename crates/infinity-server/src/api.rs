@@ -267,8 +267,10 @@ pub struct ListParams {
     #[serde(default)]
     #[schemars(with = "Option<u16>", range(min = 1, max = 500))]
     limit: Option<String>,
-    /// The token, for clients that cannot set headers (read by the guard).
+    /// The token, for clients that cannot set headers (read by the guard; in the document as
+    /// a security scheme).
     #[serde(default, rename = "access_token")]
+    #[schemars(skip)]
     _access_token: Option<String>,
 }
 

@@ -53,8 +53,10 @@ pub struct Position {
     #[serde(default)]
     #[schemars(with = "Option<u64>")]
     after: Option<String>,
-    /// The token, for clients that cannot set headers (read by the guard).
+    /// The token, for clients that cannot set headers (read by the guard; in the document as
+    /// a security scheme).
     #[serde(default, rename = "access_token")]
+    #[schemars(skip)]
     _access_token: Option<String>,
 }
 

@@ -433,6 +433,7 @@ fn query_parameters(schema: Schema) -> Vec<Value> {
             .as_object_mut()
             .and_then(|p| p.remove("description"))
             .unwrap_or(json!(""));
+        present(&mut property);
         out.push(json!({
             "name": name,
             "in": "query",
@@ -442,6 +443,33 @@ fn query_parameters(schema: Schema) -> Vec<Value> {
         }));
     }
     out
+}
+
+/// A query parameter's schema without its `null`: a parameter left out is absent, never null.
+fn present(schema: &mut Value) {
+    let Some(map) = schema.as_object_mut() else {
+        return;
+    };
+    if map.get("default").is_some_and(Value::is_null) {
+        map.remove("default");
+    }
+    if let Some(Value::Array(types)) = map.get_mut("type") {
+        types.retain(|t| t != "null");
+        if let [only] = types.as_slice() {
+            let only = only.clone();
+            map.insert("type".into(), only);
+        }
+    }
+    let single = match map.get_mut("anyOf") {
+        Some(Value::Array(branches)) => {
+            branches.retain(|b| b.get("type").is_none_or(|t| t != "null"));
+            (branches.len() == 1).then(|| branches.remove(0))
+        }
+        _ => None,
+    };
+    if let (Some(Value::Object(branch)), Some(_)) = (single, map.remove("anyOf")) {
+        map.extend(branch);
+    }
 }
 
 #[cfg(test)]
