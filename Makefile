@@ -10,7 +10,7 @@ EMULATOR ?= $(or $(INFINITY_EMULATOR),moto)
 # A deployed stack's name, for `make smoke`.
 STACK ?=
 
-.PHONY: openapi package-check bench-aws bench-models help demo test fmt-check lint template-check tools browser unit unit-localstack build build-local bench deploy smoke local-up local-down clean
+.PHONY: clients openapi package-check bench-aws bench-models help demo test fmt-check lint template-check tools browser unit unit-localstack build build-local bench deploy smoke local-up local-down clean
 
 help:
 	@echo "make demo        run the offline demo agent on the embedded runtime"
@@ -18,6 +18,7 @@ help:
 	@echo "make build       cargo lambda build --release --arm64 (the Lambda binaries)"
 	@echo "make deploy      sam build + sam deploy --guided (AGENT=path/to/agent.yaml)"
 	@echo "make smoke       send a message through a deployed stack and wait for the reply (STACK=...)"
+	@echo "make clients     the Python and TypeScript clients' tests, against a real infinity serve"
 	@echo "make openapi     write clients/openapi.json, the API's document, again from the code"
 	@echo "make local-up    emulators + queues/table + the real handlers in the background (AGENT=..., EMULATOR=moto|localstack)"
 	@echo "make local-down  stop all of it"
@@ -32,7 +33,7 @@ demo:
 	elif [ -n "$$OPENAI_API_KEY" ]; then model="--model openai:gpt-4.1"; fi; \
 	$(CARGO) run -q -p infinity-cli -- run --agent examples/demo/agent.yaml $$model "$(MESSAGE)"
 
-test: fmt-check lint package-check tools browser template-check unit unit-localstack
+test: fmt-check lint package-check tools browser template-check unit clients unit-localstack
 
 fmt-check:
 	$(CARGO) fmt --all -- --check
@@ -73,6 +74,14 @@ template-check: tools
 # the tests start checks itself against the API's document (INFINITY_CHECK_API, docs/api.md).
 unit:
 	INFINITY_CHECK_API=1 $(CARGO) test --workspace
+
+# The Python and TypeScript clients (clients/), each generated from clients/openapi.json and
+# tested against a real `infinity serve`: the one `unit` built (INFINITY_BIN to use another).
+# Each makes what it needs (a venv from PyPI, npm ci) on first use.
+clients:
+	@test -x "$${INFINITY_BIN:-$${CARGO_TARGET_DIR:-target}/debug/infinity}" || $(CARGO) build -q -p infinity-cli --bin infinity
+	bash clients/python/run-tests.sh -q
+	bash clients/typescript/run-tests.sh
 
 # The API's document, clients/openapi.json, written again from the code (a test fails while the
 # committed one differs); the clients' types are generated from it.

@@ -219,6 +219,19 @@ async fn serve_streams_events_and_answers_a_tool_servers_question() {
         .await
         .unwrap();
     assert_eq!(out_of_range.status().as_u16(), 400);
+    // An answer is one choice or none, never both, and names no other field.
+    for (body, status) in [
+        (json!({"selected": 1, "dismiss": true}), 400),
+        (json!({"selected": 1, "extra": 2}), 422),
+    ] {
+        let refused = http
+            .post(format!("{api}/threads/s1/choices/{call}"))
+            .json(&body)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(refused.status().as_u16(), status, "{body}");
+    }
     assert!(picker.answers.lock().unwrap().is_empty());
     let answered: Value = http
         .post(format!("{api}/threads/s1/choices/{call}"))
@@ -666,6 +679,20 @@ async fn a_person_creates_lists_and_deletes_a_threads_schedules() {
             .contains("BYHOUR value `31` is out of range"),
         "{why}"
     );
+    // Arguments are held to the tool's schema, as a model's call is: a field it does not know,
+    // or one of the wrong type, is named.
+    for (body, named) in [
+        (
+            json!({"message": "water", "cron": "0 7 * * *", "bogus": 1}),
+            "bogus",
+        ),
+        (json!({"message": 5, "cron": "0 7 * * *"}), "message"),
+    ] {
+        let refused = create(body).await.unwrap();
+        assert_eq!(refused.status(), 400);
+        let why: Value = refused.json().await.unwrap();
+        assert!(why["error"].as_str().unwrap().contains(named), "{why}");
+    }
     let long = create(json!({"message": "x".repeat(4_001), "cron": "0 7 * * *"}))
         .await
         .unwrap();

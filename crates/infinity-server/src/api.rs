@@ -684,15 +684,36 @@ async fn set_budget(
     Ok(accepted(&root, &input))
 }
 
-/// An answer to a question: `selected` or `dismiss`.
-#[derive(Debug, Deserialize, JsonSchema)]
+/// An answer to a question: `{"selected": N}` or `{"dismiss": true}`, not both.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct Choice {
-    /// The index of the choice taken.
     #[serde(default)]
     selected: Option<usize>,
-    /// Declines to answer.
     #[serde(default)]
     dismiss: bool,
+}
+
+impl JsonSchema for Choice {
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        "Choice".into()
+    }
+
+    fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        schemars::json_schema!({
+            "description": "An answer to a question: one of the choices, or none.",
+            "oneOf": [
+                {"type": "object", "title": "Selected", "required": ["selected"],
+                 "additionalProperties": false,
+                 "properties": {"selected": {"type": "integer", "minimum": 0,
+                                             "description": "The index of the choice taken."}}},
+                {"type": "object", "title": "Dismissed", "required": ["dismiss"],
+                 "additionalProperties": false,
+                 "properties": {"dismiss": {"const": true,
+                                            "description": "Declines to answer."}}},
+            ],
+        })
+    }
 }
 
 async fn choose(
@@ -702,6 +723,12 @@ async fn choose(
 ) -> Answer {
     let id = thread_id(&id)?;
     let Json(body) = body.map_err(|e| error(e.status(), e.body_text()))?;
+    if body.selected.is_some() && body.dismiss {
+        return Err(error(
+            StatusCode::BAD_REQUEST,
+            "give `selected` (an index) or `dismiss: true`, not both",
+        ));
+    }
     if body.selected.is_none() && !body.dismiss {
         return Err(error(
             StatusCode::BAD_REQUEST,

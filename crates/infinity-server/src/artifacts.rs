@@ -188,9 +188,13 @@ impl Pages {
     }
 }
 
-#[derive(Debug, Default, Deserialize)]
-struct Access {
+/// A page's query: its version, and for a private page the token (the guard's scheme in the
+/// document).
+#[derive(Debug, Default, Deserialize, schemars::JsonSchema)]
+pub(crate) struct Access {
+    #[schemars(skip)]
     access_token: Option<String>,
+    /// The version to show (default: the newest).
     v: Option<u32>,
 }
 

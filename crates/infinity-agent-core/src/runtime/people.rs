@@ -382,6 +382,20 @@ pub fn check_schedule(
     args: &serde_json::Value,
 ) -> Result<(String, String), String> {
     use crate::ids::IdSource;
+    // The arguments the tool takes, checked as a model's call to it would be: a field it does
+    // not know, or one of the wrong type, is named.
+    if let Some(spec) = crate::tools::builtin_tools()
+        .iter()
+        .map(|t| t.spec())
+        .find(|s| s.name == "schedule_create")
+    {
+        if let Ok(validator) = jsonschema::validator_for(&spec.input_schema) {
+            if let Some(why) = crate::tools::argument_problems(&validator, args, &spec.input_schema)
+            {
+                return Err(why);
+            }
+        }
+    }
     let mut ids = crate::ids::RandomIds;
     let id = format!("sch-{:012x}", ids.next_bits() & 0xffff_ffff_ffff);
     let mut scratch = record.clone();

@@ -3,7 +3,8 @@
 //! ([`Operation::matches`]) and answers 500, naming the difference, when
 //!
 //! - a route answers that the document does not list (anything but 404 and 405);
-//! - a route accepts (2xx) a JSON body that its schema refuses;
+//! - a route accepts (2xx) a JSON body that its schema refuses, or a query its parameters
+//!   refuse (one it does not list, or a value not of its type);
 //! - a route answers with a status the document does not list for it;
 //! - a JSON answer does not match the schema of its status.
 //!
@@ -89,6 +90,55 @@ pub fn event_problems(data: &Value) -> Option<String> {
     problems(schema, data)
 }
 
+/// The query parameters of each operation as one object schema (`additionalProperties: false`:
+/// a parameter the document does not list is refused), by operation id.
+fn query_schemas() -> &'static HashMap<&'static str, Value> {
+    static SCHEMAS: LazyLock<HashMap<&'static str, Value>> = LazyLock::new(|| {
+        listed()
+            .iter()
+            .map(|op| {
+                let parameters = document()["paths"][op.path][op.method]["parameters"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .filter(|p| p["in"] == "query");
+                let properties: serde_json::Map<String, Value> = parameters
+                    .filter_map(|p| Some((p["name"].as_str()?.to_owned(), p["schema"].clone())))
+                    .collect();
+                let schema = json!({"type": "object", "properties": properties,
+                                    "additionalProperties": false});
+                (op.id, schema)
+            })
+            .collect()
+    });
+    &SCHEMAS
+}
+
+/// Where `query` breaks the operation's query parameters (`None`: it matches). Each value is
+/// read as its parameter's type says (a number, `true`/`false`, or text); the token
+/// (`access_token`) is the guard's, not a parameter.
+fn query_problems(op: &Operation, query: &str) -> Option<String> {
+    let schema = query_schemas().get(op.id)?;
+    let mut given = serde_json::Map::new();
+    for (name, value) in form_urlencoded::parse(query.as_bytes()) {
+        if name == "access_token" {
+            continue;
+        }
+        let kind = &schema["properties"][name.as_ref()]["type"];
+        let read = match kind.as_str() {
+            Some("integer") => value.parse::<i64>().map_or(json!(value), |n| json!(n)),
+            Some("boolean") => match value.as_ref() {
+                "true" => json!(true),
+                "false" => json!(false),
+                _ => json!(value),
+            },
+            _ => json!(value),
+        };
+        given.insert(name.into_owned(), read);
+    }
+    problems(schema, &Value::Object(given))
+}
+
 fn contract_broken(what: String) -> Response {
     tracing::error!(problem = %what, "the API broke its document");
     (
@@ -114,6 +164,7 @@ pub async fn check(request: Request, next: Next) -> Response {
             "{named} answered {status}, and is not in the document"
         ));
     };
+    let query = query_problems(op, request.uri().query().unwrap_or_default());
     let (parts, body) = request.into_parts();
     let Ok(bytes) = axum::body::to_bytes(body, MAX_CHECKED).await else {
         return contract_broken(format!("{named}: the request's body could not be read"));
@@ -132,6 +183,11 @@ pub async fn check(request: Request, next: Next) -> Response {
         .run(Request::from_parts(parts, Body::from(bytes)))
         .await;
     let status = answer.status();
+    if let (Some(why), true) = (&query, status.is_success()) {
+        return contract_broken(format!(
+            "{named} accepted ({status}) a query its parameters refuse: {why}"
+        ));
+    }
     if let (Some(why), true) = (&outside, status.is_success()) {
         return contract_broken(format!(
             "{named} accepted ({status}) a body its schema refuses: {why}"

@@ -15,7 +15,7 @@ use std::sync::LazyLock;
 
 use axum::response::{IntoResponse, Response};
 use schemars::generate::SchemaSettings;
-use schemars::transform::{RemoveRefSiblings, ReplaceBoolSchemas};
+use schemars::transform::RemoveRefSiblings;
 use schemars::{JsonSchema, Schema, SchemaGenerator};
 use serde_json::{json, Map, Value};
 
@@ -268,9 +268,9 @@ fn generator(serializing: bool) -> SchemaGenerator {
     } else {
         SchemaSettings::draft2020_12().for_deserialize()
     };
-    let mut settings = base
-        .with_transform(RemoveRefSiblings::default())
-        .with_transform(ReplaceBoolSchemas::default());
+    // Boolean schemas stay (`additionalProperties: false`): OpenAPI 3.1 takes them, and
+    // generators read `false` as "no other fields", as the routes do.
+    let mut settings = base.with_transform(RemoveRefSiblings::default());
     settings.definitions_path = "/components/schemas".into();
     settings.meta_schema = None;
     settings.into_generator()
@@ -318,7 +318,7 @@ pub fn build(operations: &[Operation]) -> Value {
             if op.path == "/threads/{id}/history" && *status == 200 {
                 response.insert(
                     "headers".into(),
-                    json!({"Last-Event-ID": {"description": "The number of the last event the history includes: stream `GET /threads/{id}/events` after it", "schema": {"type": "string"}}}),
+                    json!({"Last-Event-ID": {"required": true, "description": "The number of the last event the history includes: stream `GET /threads/{id}/events` after it", "schema": {"type": "string", "pattern": "^[0-9]+$"}}}),
                 );
             }
             responses.insert(status.to_string(), Value::Object(response));
@@ -343,7 +343,7 @@ pub fn build(operations: &[Operation]) -> Value {
         "components": {
             "schemas": {},
             "securitySchemes": {
-                "bearer": {"type": "http", "scheme": "bearer", "description": "The server's token (INFINITY_API_TOKEN); not needed on a loopback address"},
+                "bearer": {"type": "http", "scheme": "bearer", "description": "The server's token: the one `infinity serve` prints or reads from INFINITY_SERVE_TOKEN, or a stack's API token (the SSM parameter INFINITY_API_TOKEN_PARAMETER names); not needed on a loopback address"},
                 "access_token": {"type": "apiKey", "in": "query", "name": "access_token", "description": "The token in the query, for clients that cannot set headers (EventSource)"},
             },
         },
@@ -370,19 +370,75 @@ pub fn build(operations: &[Operation]) -> Value {
     if !renamed.is_empty() {
         // Point the request side at the renamed schemas: the request bodies, the query
         // parameters and the renamed schemas themselves.
-        let rename = |value: &mut Value| rename_refs(value, &renamed);
         for (_, item) in document["paths"].as_object_mut().into_iter().flatten() {
             for (_, op) in item.as_object_mut().into_iter().flatten() {
-                rename(&mut op["requestBody"]);
-                rename(&mut op["parameters"]);
+                for part in ["requestBody", "parameters"] {
+                    if let Some(part) = op.get_mut(part) {
+                        rename_refs(part, &renamed);
+                    }
+                }
             }
         }
         for name in &renamed {
-            rename(&mut schemas[format!("{name}Input")]);
+            if let Some(schema) = schemas.get_mut(format!("{name}Input")) {
+                rename_refs(schema, &renamed);
+            }
         }
     }
     document["components"]["schemas"] = schemas;
+    tidy(&mut document);
     document
+}
+
+/// The document as its readers take it: descriptions without rustdoc's links (`` [`X`] `` and
+/// `[text](path)` read as their text), and integers without formats OpenAPI does not name
+/// (`uint64`, ...; their `minimum` says they are not negative).
+fn tidy(value: &mut Value) {
+    match value {
+        Value::Object(map) => {
+            if let Some(Value::String(text)) = map.get_mut("description") {
+                *text = unlinked(text);
+            }
+            let foreign = map
+                .get("format")
+                .and_then(Value::as_str)
+                .is_some_and(|f| f.starts_with("uint") || f == "int8" || f == "int16");
+            if foreign {
+                map.remove("format");
+            }
+            map.values_mut().for_each(tidy);
+        }
+        Value::Array(items) => items.iter_mut().for_each(tidy),
+        _ => {}
+    }
+}
+
+/// `text` with each rustdoc link (`[shown]` or `[shown](target)`) left as what it shows; a link
+/// to a web page keeps its address in parentheses.
+fn unlinked(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(open) = rest.find('[') {
+        out.push_str(&rest[..open]);
+        let after = &rest[open + 1..];
+        let Some(close) = after.find(']') else {
+            out.push_str(&rest[open..]);
+            return out;
+        };
+        out.push_str(&after[..close]);
+        rest = &after[close + 1..];
+        if let Some(target) = rest.strip_prefix('(') {
+            if let Some(end) = target.find(')') {
+                let address = &target[..end];
+                if address.starts_with("http") {
+                    out.push_str(&format!(" ({address})"));
+                }
+                rest = &target[end + 1..];
+            }
+        }
+    }
+    out.push_str(rest);
+    out
 }
 
 fn rename_refs(value: &mut Value, renamed: &[String]) {

@@ -23,14 +23,15 @@ use crate::remotes::{Approval, Connect, Connected, Orders, Remotes, Wait};
 
 const HTML: Content = Content::Other("text/html; charset=utf-8");
 
-/// `schedule_create`'s arguments, as the tool gives them to models.
+/// `schedule_create`'s arguments, as the built-in tool gives them to models (a test holds the
+/// document to have them).
 fn schedule_arguments(_: &mut SchemaGenerator) -> Schema {
-    let listed = infinity_library::categories().listing();
-    match listed.iter().find(|t| t.spec.name == "schedule_create") {
-        Some(tool) => Schema::try_from(tool.spec.input_schema.clone())
-            .unwrap_or_else(|_| json_schema!({"type": "object"})),
-        None => json_schema!({"type": "object"}),
-    }
+    infinity_agent_core::tools::builtin_tools()
+        .iter()
+        .map(|t| t.spec())
+        .find(|s| s.name == "schedule_create")
+        .and_then(|spec| Schema::try_from(spec.input_schema).ok())
+        .unwrap_or_else(|| json_schema!({"description": "the schedule_create tool is missing"}))
 }
 
 /// A migration bundle: what `infinity migrate` moves.
@@ -99,8 +100,8 @@ pub fn all() -> Vec<Operation> {
         get("/threads/{id}/events", "streamEvents")
             .about("threads", "The thread's events as Server-Sent Events, resumable with `Last-Event-ID` or `?after=N`")
             .query::<Position>()
-            .answers_with(200, "What the client missed, then the events as they happen; each numbered event's SSE `id` is its `seq`", Some(Content::Events(super::schema::<StreamData>)))
-            .errors(&[400, 404]),
+            .answers_with(200, "What the client missed, then the events as they happen; each numbered event's SSE `id` is its `seq`. A thread not made yet streams from its first event, once it is", Some(Content::Events(super::schema::<StreamData>)))
+            .errors(&[400]),
         post("/threads/{id}/messages", "postMessage")
             .about("threads", "A person's message; the first one, with `agent`, starts a conversation")
             .body::<Message>()
@@ -189,6 +190,7 @@ pub fn all() -> Vec<Operation> {
             .open(),
         get("/a/{id}", "getPage")
             .about("pages", "A published page, framed, with its comments (private pages need the token)")
+            .query::<crate::artifacts::Access>()
             .answers_with(200, "The page", Some(HTML))
             .errors(&[401, 404, 503])
             .open(),
@@ -206,11 +208,13 @@ pub fn all() -> Vec<Operation> {
             .open(),
         get("/a/{id}/comments", "listComments")
             .about("pages", "A page's comments")
+            .query::<crate::artifacts::Access>()
             .answers::<Vec<Comment>>(200, "The comments, oldest first")
             .errors(&[401, 404, 503])
             .open(),
         post("/a/{id}/comments", "postComment")
             .about("pages", "Comments on a page; the thread that published it gets the comment")
+            .query::<crate::artifacts::Access>()
             .body::<crate::artifacts::NewComment>()
             .answers::<Comment>(201, "The comment, kept")
             .errors(&[400, 401, 404, 503])

@@ -148,6 +148,10 @@ async fn checked_answer(method: &str, uri: &str, body: &str) -> (u16, String) {
         )
         .route("/undocumented", get(|| async { "hi" }))
         .route(
+            "/threads",
+            get(|| async { axum::Json(json!({"threads": [], "next": null})) }),
+        )
+        .route(
             "/threads/{id}/messages",
             post(|| async {
                 (
@@ -199,6 +203,23 @@ async fn the_check_answers_500_naming_each_break_of_the_document() {
         body.contains("accepted (202 Accepted) a body its schema refuses"),
         "{body}"
     );
+    assert_eq!(
+        checked_answer("GET", "/models?access_token=x", "").await.0,
+        200
+    );
+    assert_eq!(
+        checked_answer("GET", "/threads?limit=10&roots=true&kind=child", "")
+            .await
+            .0,
+        200
+    );
+    for query in ["limit=abc", "limit=0", "roots=yes", "kind=grandchild"] {
+        let (status, body) = checked_answer("GET", &format!("/threads?{query}"), "").await;
+        assert_eq!(status, 500, "{query}: {body}");
+    }
+    let (status, body) = checked_answer("GET", "/models?verbose=1", "").await;
+    assert_eq!(status, 500);
+    assert!(body.contains("a query its parameters refuse"), "{body}");
     let (status, body) = checked_answer("POST", "/threads/t1/close", "").await;
     assert_eq!(status, 500);
     assert!(
@@ -206,4 +227,34 @@ async fn the_check_answers_500_naming_each_break_of_the_document() {
         "{body}"
     );
     assert_eq!(checked_answer("GET", "/nowhere", "").await.0, 404);
+}
+
+#[test]
+fn every_part_of_every_operation_is_there_or_absent_never_null() {
+    for (path, item) in document()["paths"].as_object().unwrap() {
+        for (method, op) in item.as_object().unwrap() {
+            for (key, value) in op.as_object().unwrap() {
+                assert!(!value.is_null(), "{method} {path}: `{key}` is null");
+            }
+        }
+    }
+    // The schedule's body is the built-in tool's own schema, so the check holds requests to it.
+    let body = &document()["paths"]["/threads/{id}/schedules"]["post"]["requestBody"];
+    let schema = &body["content"]["application/json"]["schema"];
+    assert_eq!(schema["required"], json!(["message"]), "{schema}");
+    assert_eq!(schema["additionalProperties"], json!(false));
+    // Descriptions read without rustdoc's links.
+    assert_eq!(
+        unlinked("see [`Waits::of`] and [the seq](crate::effect::X)"),
+        "see `Waits::of` and the seq"
+    );
+    assert_eq!(
+        unlinked("[RFC 3339](https://x.example/r)"),
+        "RFC 3339 (https://x.example/r)"
+    );
+    let text = serde_json::to_string(document()).unwrap();
+    assert!(
+        !text.contains("](crate::") && !text.contains("\"uint64\""),
+        "rustdoc links or uint formats are left"
+    );
 }

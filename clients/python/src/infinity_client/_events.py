@@ -1,0 +1,256 @@
+"""A thread's event stream (``GET /threads/{id}/events``) that resumes by itself.
+
+The server numbers a thread's events 1, 2, 3, ... and sends each number as the SSE ``id``. A
+client that saw up to ``N`` reconnects with ``Last-Event-ID: N`` and gets exactly what it
+missed, each event once (docs/api.md, "Resuming"). The streams here do that for the caller:
+they remember the last id and reconnect with it when the connection drops, when the server
+ends the stream, or when it says ``reconnect`` (the stack's API function answers each request
+whole and ends every stream so). The stream's own notices (``attached``, ``reset``,
+``reconnect``) are yielded too, so the caller can act on them: ``reset`` means events were
+lost and the history should be reloaded.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Generator, Iterator
+from contextlib import AbstractAsyncContextManager, AbstractContextManager
+from dataclasses import dataclass
+from typing import Any, TypeAlias
+
+import anyio
+import httpx
+from httpx_sse import EventSource, ServerSentEvent
+from pydantic import BaseModel, ValidationError
+
+from . import models
+from ._errors import InfinityError
+
+
+@dataclass(frozen=True)
+class UnknownEvent:
+    """An event whose ``data`` the generated models do not describe.
+
+    A newer server may send event types this client does not know yet; they are handed over
+    rather than ending the stream. ``error`` says why the data did not validate.
+    """
+
+    type: str
+    data: Any
+    error: str
+
+
+StreamEvent: TypeAlias = BaseModel | UnknownEvent
+"""What an event stream yields: a variant of :class:`models.OutputEvent` (the thread's events,
+such as ``OutputEventAssistantText``), a variant of :class:`models.Notice` (the stream's own:
+``NoticeAttached``, ``NoticeReset``, ``NoticeReconnect``), or an :class:`UnknownEvent`. Each
+has a ``type``, the SSE event's name."""
+
+#: Statuses worth coming back for: the server or something in front of it is busy or restarting.
+_TRANSIENT = {429, 500, 502, 503, 504}
+
+
+def parse_event(sse: ServerSentEvent) -> StreamEvent:
+    """The typed event of one SSE message (its ``data`` checked against ``StreamData``)."""
+    try:
+        data = models.StreamData.model_validate_json(sse.data).root
+    except ValidationError as error:
+        try:
+            raw: Any = json.loads(sse.data)
+        except ValueError:
+            raw = sse.data
+        return UnknownEvent(type=sse.event, data=raw, error=str(error))
+    # StreamData is OutputEvent | Notice, each a discriminated union of its own.
+    return data.root
+
+
+class _Position:
+    """Where a stream stands, and how long to wait before coming back.
+
+    Shared by the sync and async streams so that both resume the same way.
+    """
+
+    def __init__(self, after: int | None, retry_delay: float, max_delay: float) -> None:
+        self.last_event_id: int | None = after
+        self.retry_delay = retry_delay
+        self.max_delay = max_delay
+        self.failures = 0
+        self._asked_delay: float | None = None
+
+    def headers(self) -> dict[str, str]:
+        """The headers of the next request: the position, when there is one."""
+        headers = {"Accept": "text/event-stream", "Cache-Control": "no-store"}
+        if self.last_event_id is not None:
+            headers["Last-Event-ID"] = str(self.last_event_id)
+        return headers
+
+    def take(self, sse: ServerSentEvent) -> StreamEvent | None:
+        """Notes the message's id and retry, and types it (``None``: nothing to hand over)."""
+        # httpx-sse carries the last id over to messages without one; a new connection starts
+        # from "" again, which must not forget the position.
+        if sse.id and sse.id.isdigit():
+            self.last_event_id = int(sse.id)
+        if sse.retry is not None:
+            self.retry_delay = sse.retry / 1000
+        if not sse.data:
+            # A keep-alive comment: httpx-sse dispatches it once an id was seen, where the SSE
+            # spec dispatches nothing for a message without data.
+            return None
+        event = parse_event(sse)
+        if isinstance(event, models.NoticeReconnect):
+            self._asked_delay = event.after_ms / 1000
+        return event
+
+    def connected(self) -> None:
+        """A connection was accepted: failures so far no longer count."""
+        self.failures = 0
+
+    def failed(self, max_retries: int | None, error: Exception) -> None:
+        """Counts a failed attempt, re-raising ``error`` past ``max_retries`` in a row."""
+        self.failures += 1
+        if max_retries is not None and self.failures > max_retries:
+            raise error
+
+    def delay(self) -> float:
+        """How long to wait before the next connection.
+
+        What the server asked for with ``reconnect`` wins; otherwise the SSE ``retry`` delay
+        (or the client's own), doubled for each failure in a row, capped at ``max_delay``. A
+        stream that simply ended comes back after the plain retry delay.
+        """
+        if self._asked_delay is not None:
+            asked, self._asked_delay = self._asked_delay, None
+            return asked
+        if self.failures == 0:
+            return self.retry_delay
+        return min(self.max_delay, self.retry_delay * 2.0 ** (self.failures - 1))
+
+
+def _refusal(response: httpx.Response) -> InfinityError:
+    """The error of a stream the server would not open (its body read).
+
+    Raised at once unless the status is worth retrying: a bad position, an unknown route or
+    no token would get the same answer again.
+    """
+    error = InfinityError.from_response(response)
+    if response.status_code not in _TRANSIENT:
+        raise error
+    return error
+
+
+class EventStream(AbstractContextManager["EventStream"]):
+    """The events of one thread, as an iterator that never misses or repeats one.
+
+    Made by :meth:`Client.events`. It connects on the first ``next()``, and iterates until
+    closed (a thread's stream has no end: break out, or ``close()`` it; using it in a ``with``
+    block does so). ``last_event_id`` is the position reached, to resume from later, in this
+    process or another one, with ``client.events(thread, after=stream.last_event_id)``.
+    """
+
+    def __init__(
+        self,
+        open_stream: Callable[[dict[str, str]], AbstractContextManager[httpx.Response]],
+        position: _Position,
+        max_retries: int | None,
+    ) -> None:
+        self._open = open_stream
+        self._position = position
+        self._max_retries = max_retries
+        self._events = self._run()
+        self.connections = 0
+        """How many connections the stream has opened so far (reconnections included)."""
+
+    @property
+    def last_event_id(self) -> int | None:
+        """The number of the last event received (``None`` before any position is known)."""
+        return self._position.last_event_id
+
+    def __iter__(self) -> Iterator[StreamEvent]:
+        return self
+
+    def __next__(self) -> StreamEvent:
+        return next(self._events)
+
+    def close(self) -> None:
+        """Closes the connection; the iteration ends."""
+        self._events.close()
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    def _run(self) -> Generator[StreamEvent, None, None]:
+        position = self._position
+        while True:
+            try:
+                self.connections += 1
+                with self._open(position.headers()) as response:
+                    if response.status_code == 200:
+                        position.connected()
+                        for sse in EventSource(response).iter_sse():
+                            if (event := position.take(sse)) is not None:
+                                yield event
+                    else:
+                        response.read()
+                        position.failed(self._max_retries, _refusal(response))
+            except httpx.TransportError as error:
+                # Dropped, timed out, refused: come back where the stream stood.
+                position.failed(self._max_retries, error)
+            time.sleep(position.delay())
+
+
+class AsyncEventStream(AbstractAsyncContextManager["AsyncEventStream"]):
+    """The async twin of :class:`EventStream`, made by :meth:`AsyncClient.events`.
+
+    Use it with ``async with``, or ``await stream.aclose()`` when done, so the connection is
+    closed at once rather than when the stream is garbage collected.
+    """
+
+    def __init__(
+        self,
+        open_stream: Callable[[dict[str, str]], AbstractAsyncContextManager[httpx.Response]],
+        position: _Position,
+        max_retries: int | None,
+    ) -> None:
+        self._open = open_stream
+        self._position = position
+        self._max_retries = max_retries
+        self._events = self._run()
+        self.connections = 0
+        """How many connections the stream has opened so far (reconnections included)."""
+
+    @property
+    def last_event_id(self) -> int | None:
+        """The number of the last event received (``None`` before any position is known)."""
+        return self._position.last_event_id
+
+    def __aiter__(self) -> AsyncIterator[StreamEvent]:
+        return self
+
+    async def __anext__(self) -> StreamEvent:
+        return await self._events.__anext__()
+
+    async def aclose(self) -> None:
+        """Closes the connection; the iteration ends."""
+        await self._events.aclose()
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.aclose()
+
+    async def _run(self) -> AsyncGenerator[StreamEvent, None]:
+        position = self._position
+        while True:
+            try:
+                self.connections += 1
+                async with self._open(position.headers()) as response:
+                    if response.status_code == 200:
+                        position.connected()
+                        async for sse in EventSource(response).aiter_sse():
+                            if (event := position.take(sse)) is not None:
+                                yield event
+                    else:
+                        await response.aread()
+                        position.failed(self._max_retries, _refusal(response))
+            except httpx.TransportError as error:
+                position.failed(self._max_retries, error)
+            await anyio.sleep(position.delay())

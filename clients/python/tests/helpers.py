@@ -1,0 +1,61 @@
+"""Reading event streams in tests with a deadline."""
+
+from __future__ import annotations
+
+import queue
+import threading
+import time
+from collections.abc import Callable
+
+from infinity_client import EventStream, StreamEvent, UnknownEvent
+
+
+class Reader:
+    """Iterates a sync :class:`EventStream` on a thread, so a test can wait with a deadline.
+
+    A blocking ``next()`` cannot time out by itself (a live stream only ever pauses), so the
+    events are passed through a queue; ``seen`` keeps every event read so far, in order.
+    """
+
+    def __init__(self, stream: EventStream) -> None:
+        self.stream = stream
+        self.seen: list[StreamEvent] = []
+        self._queue: queue.Queue[StreamEvent | BaseException] = queue.Queue()
+        threading.Thread(target=self._run, daemon=True).start()
+
+    def _run(self) -> None:
+        try:
+            for event in self.stream:
+                self._queue.put(event)
+        except BaseException as error:  # handed to the test
+            self._queue.put(error)
+
+    def until(
+        self, matches: Callable[[StreamEvent], bool], what: str, timeout: float = 20.0
+    ) -> StreamEvent:
+        """Reads until an event ``matches``, returning it; fails after ``timeout`` seconds."""
+        deadline = time.monotonic() + timeout
+        while True:
+            remaining = deadline - time.monotonic()
+            try:
+                item = self._queue.get(timeout=max(remaining, 0.001))
+            except queue.Empty:
+                raise AssertionError(
+                    f"no {what} within {timeout}s; saw {[e.type for e in self.seen]}"
+                ) from None
+            if isinstance(item, BaseException):
+                raise item
+            self.seen.append(item)
+            assert not isinstance(item, UnknownEvent), f"an event the document lacks: {item}"
+            if matches(item):
+                return item
+
+
+def of_type(kind: str, **fields: object) -> Callable[[StreamEvent], bool]:
+    """A matcher: an event of type ``kind`` whose attributes equal ``fields``."""
+    return lambda e: e.type == kind and all(getattr(e, k, None) == v for k, v in fields.items())
+
+
+def numbered(events: list[StreamEvent]) -> list[int]:
+    """The ``seq`` of the kept (numbered) events, in the order received."""
+    return [e.seq for e in events if getattr(e, "seq", None) is not None]
