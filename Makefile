@@ -83,8 +83,8 @@ clients:
 	bash clients/python/run-tests.sh -q
 	bash clients/typescript/run-tests.sh
 
-# The API's document, clients/openapi.json, written again from the code (a test fails while the
-# committed one differs); the clients' types are generated from it.
+# The API's document, clients/openapi.json, and its Markdown, docs/api-reference.md, written
+# again from the code (a test fails while either differs); the clients' types come from it.
 openapi:
 	INFINITY_WRITE_OPENAPI=1 $(CARGO) test -q -p infinity-server --lib openapi::tests::the_committed
 

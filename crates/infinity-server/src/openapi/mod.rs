@@ -5,10 +5,12 @@
 //! itself against it ([`check`]): that is how the API's tests validate what they send and get.
 //!
 //! The committed copy, `clients/openapi.json`, is what the Python and TypeScript clients are
-//! generated from; `make openapi` writes it again (a test fails while it differs).
+//! generated from, and `docs/api-reference.md` its Markdown for people ([`reference`](mod@reference));
+//! `make openapi` writes both again (a test fails while either differs).
 
 pub mod check;
 pub mod operations;
+pub mod reference;
 
 use std::collections::BTreeMap;
 use std::sync::LazyLock;
@@ -230,17 +232,21 @@ fn error_meaning(status: u16) -> &'static str {
     }
 }
 
-/// What a path parameter is.
-fn parameter_meaning(name: &str) -> &'static str {
-    match name {
-        "id" => "The thread's id (letters, digits, `_` and `-`); for `/a/{id}` and `/remotes/{id}`, the page's or the remote's",
-        "call" => "The id of the tool call that asked",
-        "schedule" => "The schedule's id",
-        "name" => "A stored agent, `NAME` (its newest version) or `NAME@VERSION`; for `/app/{name}`, a file of the web app",
-        "token" => "The approval's token, from the question's link",
-        "run" => "The run's id, from the order",
-        "key" => "The page's key",
-        "version" => "The page's version",
+/// What a path parameter of `path` is.
+fn parameter_meaning(path: &str, name: &str) -> &'static str {
+    match (path.split('/').nth(1).unwrap_or_default(), name) {
+        ("a", "id") => "The page's id",
+        ("a", "key") => "The page's key",
+        ("a", "version") => "The page's version",
+        ("a", "name") => "The file's name",
+        ("remotes", "id") => "The remote's id",
+        ("remotes", "token") => "The approval's token, from the question's link",
+        ("remotes", "run") => "The run's id, from the order",
+        ("app", "name") => "The file's name",
+        ("agents", "name") => "A stored agent: `NAME` (its newest version) or `NAME@VERSION`",
+        (_, "id") => "The thread's id (letters, digits, `_` and `-`)",
+        (_, "call") => "The id of the tool call that asked",
+        (_, "schedule") => "The schedule's id",
         _ => "",
     }
 }
@@ -294,7 +300,7 @@ pub fn build(operations: &[Operation]) -> Value {
             .filter_map(|p| p.strip_prefix('{')?.strip_suffix('}'))
             .map(|name| {
                 json!({"name": name, "in": "path", "required": true,
-                       "description": parameter_meaning(name), "schema": {"type": "string"}})
+                       "description": parameter_meaning(op.path, name), "schema": {"type": "string"}})
             })
             .collect();
         if let Some(query) = op.query {

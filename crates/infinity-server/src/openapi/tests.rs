@@ -1,14 +1,18 @@
 use super::*;
 use serde_json::json;
 
-/// The committed copy the clients are generated from: `make openapi` writes it.
+/// The committed copies: the document the clients are generated from, and its Markdown.
+/// `make openapi` writes them.
 const COMMITTED: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../clients/openapi.json");
+const REFERENCE: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../docs/api-reference.md");
 
 #[test]
 fn the_committed_document_is_the_one_the_code_makes() {
     let made = serde_json::to_string_pretty(document()).unwrap() + "\n";
+    let reference = reference::markdown(document());
     if std::env::var_os("INFINITY_WRITE_OPENAPI").is_some() {
         std::fs::write(COMMITTED, &made).unwrap();
+        std::fs::write(REFERENCE, &reference).unwrap();
     }
     let committed = std::fs::read_to_string(COMMITTED).unwrap_or_default();
     assert!(
@@ -16,6 +20,16 @@ fn the_committed_document_is_the_one_the_code_makes() {
         "clients/openapi.json is not the document the code makes: run `make openapi` and \
          regenerate the clients"
     );
+    let written = std::fs::read_to_string(REFERENCE).unwrap_or_default();
+    assert!(
+        written == reference,
+        "docs/api-reference.md is not the document's: run `make openapi`"
+    );
+    // Every route is in the reference, under its method.
+    for op in listed() {
+        let heading = format!("### `{} {}`", op.method.to_uppercase(), op.path);
+        assert!(reference.contains(&heading), "{heading} is missing");
+    }
 }
 
 /// The `(method, path)` of every route the server's routers register, read from their sources
