@@ -277,6 +277,20 @@ async fn the_api_function_answers_function_url_requests_behind_its_token() {
     let page = ask("2", url_event("GET", "/", "", host.clone(), None)).await;
     assert_eq!(page["statusCode"], 200, "{page}");
     assert!(page["body"].as_str().unwrap().contains("<html"), "{page}");
+    // The API's document, with no token, as committed for the clients.
+    let document = ask(
+        "2b",
+        url_event("GET", "/openapi.json", "", host.clone(), None),
+    )
+    .await;
+    assert_eq!(document["statusCode"], 200, "{document}");
+    let served: Value = serde_json::from_str(document["body"].as_str().unwrap()).unwrap();
+    let committed: Value =
+        serde_json::from_str(include_str!("../../../clients/openapi.json")).unwrap();
+    assert!(
+        served == committed,
+        "the API function's /openapi.json is not clients/openapi.json"
+    );
 
     // With it: a message goes on the stack's queue and the agent handler answers it.
     let sent = ask(
