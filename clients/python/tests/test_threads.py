@@ -154,6 +154,31 @@ def test_interrupt_cancels_the_call_in_flight(
     reader.until(of_type("assistant_text", text="you said still here"), "the next reply")
 
 
+def test_a_message_to_a_busy_thread_is_refused_or_queued_as_it_says(
+    client: Client, thread_id: str, rap: RapServer
+) -> None:
+    client.send_message(thread_id, "hang")
+    reader = Reader(client.events(thread_id, after=0))
+    call = reader.until(of_type("tool_call", name="hang"), "the hanging call")
+    assert isinstance(call, OutputEventToolCall)
+    wait_for(
+        "the call to be dispatched",
+        lambda: [i for i in rap.recorded.snapshot("invocations") if i["id"] == call.call_id],
+    )
+    # Refused at once, saying why; nothing reaches the thread.
+    with pytest.raises(InfinityError) as refused:
+        client.send_message(thread_id, "say too soon", while_busy="reject")
+    assert refused.value.status == 409 and "busy" in refused.value.message
+    # Kept until the turn ends, and only then answered.
+    client.send_message(thread_id, "say after the turn", while_busy=models.WhileBusy.queue)
+    wait_for("the queued message", lambda: client.waiting(thread_id).threads[0].queued == 1)
+    assert not [e for e in reader.seen if isinstance(e, OutputEventAssistantText)]
+    # The turn ends when the hanging call does: here, interrupted.
+    client.interrupt(thread_id)
+    reader.until(of_type("assistant_text", text="you said after the turn"), "the queued answer")
+    assert not any("too soon" in getattr(e, "text", "") for e in reader.seen)
+
+
 def test_closing_a_thread_with_its_children(client: Client, thread_id: str, rap: RapServer) -> None:
     client.send_message(thread_id, "spawn")
     tree = wait_for("the child thread", lambda: (t := client.tree(thread_id)) and len(t) == 2 and t)

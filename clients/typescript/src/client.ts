@@ -22,6 +22,7 @@ import type {
   ThreadRecord,
   ThreadSummary,
   WaitingTree,
+  WhileBusy,
 } from "./types.js";
 
 /** Where the API is and how to reach it. */
@@ -68,14 +69,24 @@ export class InfinityClient {
   }
 
   /**
-   * Sends a person's message to a thread; the first message creates it. `agent` (`NAME` or
-   * `NAME@VERSION`) starts the new conversation with that stored agent instead of the server's
-   * default. The answer comes as the thread's events (`streamEvents`).
+   * Posts a person's message to a thread; the first one creates the thread. `agent` (`NAME` or
+   * `NAME@VERSION`) picks the agent of a new conversation. `whileBusy` says what the message does
+   * if the thread is busy (a call it made has no result yet) instead of what its agent says:
+   * `move_on`, `queue` (answered once the turn ends), `interrupt` or `reject` (a busy thread
+   * answers 409). The answer (202) means the message is kept: the reply comes as events.
    */
-  async sendMessage(threadId: string, text: string, options: { agent?: string } = {}): Promise<Accepted> {
+  async sendMessage(
+    threadId: string,
+    text: string,
+    options: { agent?: string; whileBusy?: WhileBusy } = {},
+  ): Promise<Accepted> {
     return request(this.#http, "post", "/threads/{id}/messages", {
       path: { id: threadId },
-      body: options.agent === undefined ? { text } : { text, agent: options.agent },
+      body: {
+        text,
+        ...(options.agent === undefined ? {} : { agent: options.agent }),
+        ...(options.whileBusy === undefined ? {} : { while_busy: options.whileBusy }),
+      },
     });
   }
 

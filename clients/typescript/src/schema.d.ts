@@ -1102,6 +1102,13 @@ export interface components {
             agent?: string | null;
             /** @description The text (not empty). */
             text: string;
+            /**
+             * @description What the message does if the thread is busy (a call it made has no result yet), instead
+             *     of what its agent says: `move_on`, `queue`, `interrupt` or `reject` (409 at once when
+             *     the thread is busy).
+             * @default null
+             */
+            while_busy?: components["schemas"]["WhileBusy"] | null;
         };
         /** @description Where a text message came from. */
         MessageSource: {
@@ -1808,6 +1815,11 @@ export interface components {
             pending_calls?: components["schemas"]["PendingCall"][];
             /** @description The thread's plan (the `plan` internal tools). */
             plan?: components["schemas"]["Plan"] | null;
+            /**
+             * @description People's messages that arrived while the thread was busy under the `queue` policy
+             *     (`WhileBusy::Queue`), in arrival order: the model answers them once its turn ends.
+             */
+            queued?: components["schemas"]["Deferred"][];
             /** @description Recurring schedules (the `schedule_*` tools); closing the thread deletes them. */
             schedules?: components["schemas"]["Schedule"][];
             /** @description Schema version of this record, see `RECORD_SCHEMA`. */
@@ -1855,6 +1867,12 @@ export interface components {
                     [key: string]: unknown;
                 };
             };
+            /**
+             * @description What a person's message does while the thread is busy, when the message does not say:
+             *     its agent's `while_busy:`, as its last slice saw it (absent: `move_on`). Hosts read it to
+             *     refuse a message at once under `reject`.
+             */
+            while_busy?: components["schemas"]["WhileBusy"] | null;
         };
         /** @description Everything about a thread except its history entries. */
         ThreadRecordInput: {
@@ -1971,6 +1989,11 @@ export interface components {
             pending_calls?: components["schemas"]["PendingCall"][];
             /** @description The thread's plan (the `plan` internal tools). */
             plan?: components["schemas"]["Plan"] | null;
+            /**
+             * @description People's messages that arrived while the thread was busy under the `queue` policy
+             *     (`WhileBusy::Queue`), in arrival order: the model answers them once its turn ends.
+             */
+            queued?: components["schemas"]["Deferred"][];
             /** @description Recurring schedules (the `schedule_*` tools); closing the thread deletes them. */
             schedules?: components["schemas"]["ScheduleInput"][];
             /** @description Schema version of this record, see `RECORD_SCHEMA`. */
@@ -2018,6 +2041,12 @@ export interface components {
                     [key: string]: unknown;
                 };
             };
+            /**
+             * @description What a person's message does while the thread is busy, when the message does not say:
+             *     its agent's `while_busy:`, as its last slice saw it (absent: `move_on`). Hosts read it to
+             *     refuse a message at once under `reject`.
+             */
+            while_busy?: components["schemas"]["WhileBusy"] | null;
         };
         /** @description Whether a thread still takes input. */
         ThreadStatus: "open" | "closed";
@@ -2186,6 +2215,8 @@ export interface components {
             paused: string | null;
             /** @description Questions put to people, waiting for an answer. */
             questions: components["schemas"]["Question"][];
+            /** @description People's messages waiting for its turn to end (`while_busy: queue`). */
+            queued?: number;
             /** @description Recurring schedules: each occurrence sends it a message. */
             schedules: string[];
             /** @description Why it is stuck, when it waits on nothing that can wake it: see `Waits::of`. */
@@ -2197,6 +2228,13 @@ export interface components {
             /** @description Timers: a sleep ends (or a wait gives up) at `due`. */
             timers: components["schemas"]["TimerWait"][];
         };
+        /**
+         * @description What a person's message does when it arrives while the thread is busy: while a call it
+         *     dispatched (a tool server's, a delegation, a question to a person) has no result yet and the
+         *     conversation has not moved on from it. An agent file sets it (`while_busy:`), a message may
+         *     override it. A sleeping thread is not busy: a message wakes it, whatever the policy.
+         */
+        WhileBusy: "move_on" | "queue" | "interrupt" | "reject";
         /** @description A press of a widget's button. */
         WidgetAction: {
             /** @description The button's action. */
@@ -2293,7 +2331,7 @@ export interface operations {
             };
             header?: never;
             path: {
-                /** @description The thread's id (letters, digits, `_` and `-`); for `/a/{id}` and `/remotes/{id}`, the page's or the remote's */
+                /** @description The page's id */
                 id: string;
             };
             cookie?: never;
@@ -2355,7 +2393,7 @@ export interface operations {
             };
             header?: never;
             path: {
-                /** @description The thread's id (letters, digits, `_` and `-`); for `/a/{id}` and `/remotes/{id}`, the page's or the remote's */
+                /** @description The page's id */
                 id: string;
             };
             cookie?: never;
@@ -2417,7 +2455,7 @@ export interface operations {
             };
             header?: never;
             path: {
-                /** @description The thread's id (letters, digits, `_` and `-`); for `/a/{id}` and `/remotes/{id}`, the page's or the remote's */
+                /** @description The page's id */
                 id: string;
             };
             cookie?: never;
@@ -2516,13 +2554,13 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
-                /** @description The thread's id (letters, digits, `_` and `-`); for `/a/{id}` and `/remotes/{id}`, the page's or the remote's */
+                /** @description The page's id */
                 id: string;
                 /** @description The page's key */
                 key: string;
                 /** @description The page's version */
                 version: string;
-                /** @description A stored agent, `NAME` (its newest version) or `NAME@VERSION`; for `/app/{name}`, a file of the web app */
+                /** @description The file's name */
                 name: string;
             };
             cookie?: never;
@@ -2572,7 +2610,7 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
-                /** @description The thread's id (letters, digits, `_` and `-`); for `/a/{id}` and `/remotes/{id}`, the page's or the remote's */
+                /** @description The page's id */
                 id: string;
                 /** @description The page's key */
                 key: string;
@@ -2718,7 +2756,7 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
-                /** @description A stored agent, `NAME` (its newest version) or `NAME@VERSION`; for `/app/{name}`, a file of the web app */
+                /** @description A stored agent: `NAME` (its newest version) or `NAME@VERSION` */
                 name: string;
             };
             cookie?: never;
@@ -2786,7 +2824,7 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
-                /** @description A stored agent, `NAME` (its newest version) or `NAME@VERSION`; for `/app/{name}`, a file of the web app */
+                /** @description The file's name */
                 name: string;
             };
             cookie?: never;
@@ -3319,7 +3357,7 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
-                /** @description The thread's id (letters, digits, `_` and `-`); for `/a/{id}` and `/remotes/{id}`, the page's or the remote's */
+                /** @description The remote's id */
                 id: string;
             };
             cookie?: never;
@@ -3379,7 +3417,7 @@ export interface operations {
             };
             header?: never;
             path: {
-                /** @description The thread's id (letters, digits, `_` and `-`); for `/a/{id}` and `/remotes/{id}`, the page's or the remote's */
+                /** @description The remote's id */
                 id: string;
             };
             cookie?: never;
@@ -3438,7 +3476,7 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
-                /** @description The thread's id (letters, digits, `_` and `-`); for `/a/{id}` and `/remotes/{id}`, the page's or the remote's */
+                /** @description The remote's id */
                 id: string;
                 /** @description The run's id, from the order */
                 run: string;
@@ -3610,7 +3648,7 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
-                /** @description The thread's id (letters, digits, `_` and `-`); for `/a/{id}` and `/remotes/{id}`, the page's or the remote's */
+                /** @description The thread's id (letters, digits, `_` and `-`) */
                 id: string;
             };
             cookie?: never;
@@ -3678,7 +3716,7 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
-                /** @description The thread's id (letters, digits, `_` and `-`); for `/a/{id}` and `/remotes/{id}`, the page's or the remote's */
+                /** @description The thread's id (letters, digits, `_` and `-`) */
                 id: string;
             };
             cookie?: never;
@@ -3786,7 +3824,7 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
-                /** @description The thread's id (letters, digits, `_` and `-`); for `/a/{id}` and `/remotes/{id}`, the page's or the remote's */
+                /** @description The thread's id (letters, digits, `_` and `-`) */
                 id: string;
             };
             cookie?: never;
@@ -3894,7 +3932,7 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
-                /** @description The thread's id (letters, digits, `_` and `-`); for `/a/{id}` and `/remotes/{id}`, the page's or the remote's */
+                /** @description The thread's id (letters, digits, `_` and `-`) */
                 id: string;
                 /** @description The id of the tool call that asked */
                 call: string;
@@ -4013,7 +4051,7 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
-                /** @description The thread's id (letters, digits, `_` and `-`); for `/a/{id}` and `/remotes/{id}`, the page's or the remote's */
+                /** @description The thread's id (letters, digits, `_` and `-`) */
                 id: string;
             };
             cookie?: never;
@@ -4124,7 +4162,7 @@ export interface operations {
             };
             header?: never;
             path: {
-                /** @description The thread's id (letters, digits, `_` and `-`); for `/a/{id}` and `/remotes/{id}`, the page's or the remote's */
+                /** @description The thread's id (letters, digits, `_` and `-`) */
                 id: string;
             };
             cookie?: never;
@@ -4174,7 +4212,7 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
-                /** @description The thread's id (letters, digits, `_` and `-`); for `/a/{id}` and `/remotes/{id}`, the page's or the remote's */
+                /** @description The thread's id (letters, digits, `_` and `-`) */
                 id: string;
             };
             cookie?: never;
@@ -4244,7 +4282,7 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
-                /** @description The thread's id (letters, digits, `_` and `-`); for `/a/{id}` and `/remotes/{id}`, the page's or the remote's */
+                /** @description The thread's id (letters, digits, `_` and `-`) */
                 id: string;
             };
             cookie?: never;
@@ -4352,7 +4390,7 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
-                /** @description The thread's id (letters, digits, `_` and `-`); for `/a/{id}` and `/remotes/{id}`, the page's or the remote's */
+                /** @description The thread's id (letters, digits, `_` and `-`) */
                 id: string;
             };
             cookie?: never;
@@ -4460,7 +4498,7 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
-                /** @description The thread's id (letters, digits, `_` and `-`); for `/a/{id}` and `/remotes/{id}`, the page's or the remote's */
+                /** @description The thread's id (letters, digits, `_` and `-`) */
                 id: string;
             };
             cookie?: never;
@@ -4577,7 +4615,7 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
-                /** @description The thread's id (letters, digits, `_` and `-`); for `/a/{id}` and `/remotes/{id}`, the page's or the remote's */
+                /** @description The thread's id (letters, digits, `_` and `-`) */
                 id: string;
             };
             cookie?: never;
@@ -4663,7 +4701,7 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
-                /** @description The thread's id (letters, digits, `_` and `-`); for `/a/{id}` and `/remotes/{id}`, the page's or the remote's */
+                /** @description The thread's id (letters, digits, `_` and `-`) */
                 id: string;
             };
             cookie?: never;
@@ -4780,7 +4818,7 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
-                /** @description The thread's id (letters, digits, `_` and `-`); for `/a/{id}` and `/remotes/{id}`, the page's or the remote's */
+                /** @description The thread's id (letters, digits, `_` and `-`) */
                 id: string;
             };
             cookie?: never;
@@ -4866,7 +4904,7 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
-                /** @description The thread's id (letters, digits, `_` and `-`); for `/a/{id}` and `/remotes/{id}`, the page's or the remote's */
+                /** @description The thread's id (letters, digits, `_` and `-`) */
                 id: string;
             };
             cookie?: never;
@@ -4974,7 +5012,7 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
-                /** @description The thread's id (letters, digits, `_` and `-`); for `/a/{id}` and `/remotes/{id}`, the page's or the remote's */
+                /** @description The thread's id (letters, digits, `_` and `-`) */
                 id: string;
             };
             cookie?: never;
@@ -5042,7 +5080,7 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
-                /** @description The thread's id (letters, digits, `_` and `-`); for `/a/{id}` and `/remotes/{id}`, the page's or the remote's */
+                /** @description The thread's id (letters, digits, `_` and `-`) */
                 id: string;
             };
             cookie?: never;
@@ -5163,7 +5201,7 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
-                /** @description The thread's id (letters, digits, `_` and `-`); for `/a/{id}` and `/remotes/{id}`, the page's or the remote's */
+                /** @description The thread's id (letters, digits, `_` and `-`) */
                 id: string;
                 /** @description The schedule's id */
                 schedule: string;
@@ -5242,7 +5280,7 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
-                /** @description The thread's id (letters, digits, `_` and `-`); for `/a/{id}` and `/remotes/{id}`, the page's or the remote's */
+                /** @description The thread's id (letters, digits, `_` and `-`) */
                 id: string;
             };
             cookie?: never;
@@ -5310,7 +5348,7 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
-                /** @description The thread's id (letters, digits, `_` and `-`); for `/a/{id}` and `/remotes/{id}`, the page's or the remote's */
+                /** @description The thread's id (letters, digits, `_` and `-`) */
                 id: string;
             };
             cookie?: never;
@@ -5378,7 +5416,7 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
-                /** @description The thread's id (letters, digits, `_` and `-`); for `/a/{id}` and `/remotes/{id}`, the page's or the remote's */
+                /** @description The thread's id (letters, digits, `_` and `-`) */
                 id: string;
             };
             cookie?: never;

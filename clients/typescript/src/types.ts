@@ -30,6 +30,8 @@ export type Schedule = Schemas["Schedule"];
 export type ScheduleCreated = Schemas["ScheduleCreated"];
 /** A conversation's lifetime budget (what it leaves out stays as it was). */
 export type Budget = Schemas["Budget"];
+/** What a message does if the thread is busy: `move_on`, `queue`, `interrupt` or `reject`. */
+export type WhileBusy = Schemas["WhileBusy"];
 /** What would wake a thread and each open thread below it. */
 export type WaitingTree = Schemas["WaitingTree"];
 /** The models threads may be switched to besides their agent's own. */

@@ -21,7 +21,7 @@ const SCRIPT = String.raw`rules:
   - when: "^hang$"
     reply:
       tool_calls: [{name: hang, args: {}}]
-  - when: "^say (.+)$"
+  - when: "(?m)^say (.+)$"
     reply: {text: "you said $1"}
   - when: "^stream$"
     reply: {text: "Streaming this reply word by word."}
@@ -203,6 +203,21 @@ test("interrupting cancels the call in flight and tells its tool server", async 
   );
   const after = await client.getWaiting(id);
   assert.deepEqual(after.threads.flatMap((t) => t.calls), []);
+});
+
+test("a message to a busy thread is refused or queued, as it says", async () => {
+  const id = threadId("busy");
+  const { events } = follow(id, 0);
+  await client.sendMessage(id, "hang");
+  const call = await events.waitFor("the call", is("tool_call", (e) => e.name === "hang"));
+  await until("the tool server to get the call", () => tools.invocations.some((c) => c.id === call.call_id));
+  // Refused at once, saying why.
+  await refused(client.sendMessage(id, "say too soon", { whileBusy: "reject" }), 409, /busy/);
+  // Kept until the turn ends, then answered.
+  await client.sendMessage(id, "say after the turn", { whileBusy: "queue" });
+  await until("the queued message", async () => (await client.getWaiting(id)).threads[0]?.queued === 1);
+  await client.interrupt(id);
+  await events.waitFor("the queued answer", is("assistant_text", (e) => e.text === "you said after the turn"));
 });
 
 test("closing a thread: it takes no more input", async () => {

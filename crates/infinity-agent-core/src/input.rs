@@ -40,6 +40,7 @@ impl Input {
             InputBody::UserMessage {
                 text: text.into(),
                 agent: None,
+                while_busy: None,
             },
         )
     }
@@ -58,6 +59,10 @@ pub enum InputBody {
         /// thread that exists.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         agent: Option<String>,
+        /// What the message does if the thread is busy, instead of what its agent says
+        /// (`while_busy:`, default `move_on`).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        while_busy: Option<crate::state::WhileBusy>,
     },
     /// The result of a dispatched call.
     ToolResult {
@@ -411,7 +416,8 @@ mod tests {
             input.body,
             InputBody::UserMessage {
                 text: "hi".into(),
-                agent: None
+                agent: None,
+                while_busy: None,
             }
         );
         let back = serde_json::to_value(&input).unwrap();

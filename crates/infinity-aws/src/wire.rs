@@ -163,7 +163,9 @@ mod tests {
             .unwrap(),
         );
         assert_eq!(i.id.as_str(), "m1");
-        assert!(matches!(&i.body, InputBody::UserMessage { text, agent: None } if text == "hi"));
+        assert!(
+            matches!(&i.body, InputBody::UserMessage { text, agent: None, .. } if text == "hi")
+        );
         let i = inline(
             parse_input(
                 r#"{"type":"user_message","thread_id":"t1","text":"hi"}"#,
@@ -173,6 +175,35 @@ mod tests {
             .unwrap(),
         );
         assert_eq!(i.id.as_str(), "abc123");
+    }
+
+    #[test]
+    fn a_user_message_on_the_queue_says_what_it_does_while_the_thread_is_busy() {
+        use infinity_agent_core::state::WhileBusy;
+        let i = inline(
+            parse_input(
+                r#"{"type":"user_message","thread_id":"t1","text":"hi","while_busy":"queue"}"#,
+                Some("t1"),
+                Some("abc123"),
+            )
+            .unwrap(),
+        );
+        assert!(matches!(
+            &i.body,
+            InputBody::UserMessage {
+                while_busy: Some(WhileBusy::Queue),
+                ..
+            }
+        ));
+        let refused = parse_input(
+            r#"{"type":"user_message","thread_id":"t1","text":"hi","while_busy":"later"}"#,
+            Some("t1"),
+            Some("abc123"),
+        );
+        assert!(
+            refused.is_err(),
+            "an unknown policy is refused, not ignored"
+        );
     }
 
     #[test]

@@ -12,7 +12,7 @@ use clap::Args;
 use infinity_agent_core::effect::OutputEvent;
 use infinity_agent_core::host::InputSender;
 use infinity_agent_core::ids::{InputId, ThreadId};
-use infinity_agent_core::input::Input;
+use infinity_agent_core::input::{Input, InputBody};
 use infinity_agent_core::state::ThreadStatus;
 use infinity_agent_core::store::{load_view, ThreadStore};
 use infinity_aws::config::Clients;
@@ -52,6 +52,11 @@ pub struct SendArgs {
     /// command line holds.
     #[arg(long, conflicts_with = "message", value_name = "FILE")]
     file: Option<std::path::PathBuf>,
+    /// What the message does if the thread is busy (a call it made has no result yet), instead
+    /// of what its agent says: move_on, queue, interrupt or reject (refused here when the table
+    /// is known and the thread is busy).
+    #[arg(long, value_name = "POLICY")]
+    while_busy: Option<infinity_agent_core::state::WhileBusy>,
 }
 
 #[derive(Debug, Args)]
@@ -211,6 +216,13 @@ pub async fn send(args: SendArgs) -> Result<u8> {
             if record.status == ThreadStatus::Closed {
                 anyhow::bail!("thread {thread} is closed; it takes no more messages");
             }
+            let policy = args.while_busy.or(record.while_busy).unwrap_or_default();
+            if policy == infinity_agent_core::state::WhileBusy::Reject && record.is_busy() {
+                anyhow::bail!(
+                    "{}",
+                    infinity_agent_core::runtime::PostError::Busy(thread.clone())
+                );
+            }
         }
         sender = sender.with_stash(store);
     }
@@ -230,6 +242,9 @@ pub async fn send(args: SendArgs) -> Result<u8> {
         anyhow::bail!("the message is empty (or only whitespace); write some text");
     }
     let mut input = Input::user_message(thread.clone(), message);
+    if let InputBody::UserMessage { while_busy, .. } = &mut input.body {
+        *while_busy = args.while_busy;
+    }
     if let Some(id) = args.id {
         input.id = InputId::new(id)?;
     }

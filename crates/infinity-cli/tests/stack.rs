@@ -662,3 +662,97 @@ async fn infinity_on(stack: &Stack, args: &[&str]) -> String {
     );
     stdout
 }
+
+/// A tool server whose one tool, `hold`, takes calls and never answers them: a thread that
+/// calls it stays busy until it is interrupted.
+async fn holding_tool_server() -> String {
+    use axum::routing::{get, post};
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let base = format!("http://{}", listener.local_addr().unwrap());
+    let manifest = json!({"name": "holder", "endpoint": format!("{base}/invoke"), "tools": [
+        {"name": "hold", "description": "Holds on.",
+         "inputSchema": {"type": "object", "additionalProperties": false}}]});
+    let app = axum::Router::new()
+        .route(
+            "/.well-known/rap-toolset",
+            get(move || async move { axum::Json(manifest) }),
+        )
+        .route("/invoke", post(|| async { "ok" }))
+        .route("/cancel_tool_call", post(|| async { "ok" }))
+        .route("/close_thread", post(|| async { "ok" }));
+    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+    base
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn on_a_stack_a_message_to_a_busy_thread_is_refused_or_queued_as_it_says() {
+    use infinity_agent_core::ids::ThreadId;
+    use infinity_agent_core::store::ThreadStore;
+    let holder = holding_tool_server().await;
+    let agent = format!(
+        "name: tester\nmodel: script:script.yaml\ntool_servers: [{holder}]\nwhile_busy: reject\n"
+    );
+    let script = "rules:\n  - when: \"(?m)^hold$\"\n    reply:\n      tool_calls: [{name: hold, args: {}}]\n  - when: \"(?m)^say (.+)$\"\n    reply: {text: \"you said $1\"}\n  - reply: {text: \"ok\"}\n";
+    let stack = stack_with(&agent, script, &[]).await;
+    let store = infinity_aws::store::DynamoThreadStore::new(
+        stack.clients.dynamodb.clone(),
+        stack.env["INFINITY_TABLE"].clone(),
+        Duration::from_secs(86_400),
+    );
+    let thread = ThreadId::new("busy1").unwrap();
+    let record = || async { store.load_record(&thread).await.unwrap() };
+    infinity_on(&stack, &["send", "--thread", "busy1", "hold"]).await;
+    eventually("the held call", || async {
+        record().await.is_some_and(|r| r.is_busy())
+    })
+    .await;
+    assert_eq!(
+        record().await.unwrap().while_busy,
+        Some(infinity_agent_core::state::WhileBusy::Reject),
+        "the agent's policy is on the record, where hosts read it"
+    );
+    // The agent's `reject`: refused at once, saying why.
+    let env = stack.env.clone();
+    let refused = tokio::task::spawn_blocking(move || {
+        std::process::Command::new(env!("CARGO_BIN_EXE_infinity"))
+            .envs(env)
+            .args(["send", "--thread", "busy1", "say too soon"])
+            .output()
+            .unwrap()
+    })
+    .await
+    .unwrap();
+    assert!(!refused.status.success());
+    let why = String::from_utf8_lossy(&refused.stderr);
+    assert!(
+        why.contains("busy") && why.contains("while_busy: reject"),
+        "{why}"
+    );
+    // The message's own `queue`: kept on the record through the queue and the handler.
+    infinity_on(
+        &stack,
+        &[
+            "send",
+            "--thread",
+            "busy1",
+            "--while-busy",
+            "queue",
+            "say after",
+        ],
+    )
+    .await;
+    eventually("the queued message", || async {
+        record().await.is_some_and(|r| r.queued.len() == 1)
+    })
+    .await;
+    // The turn ends with the interruption; the queued message is answered then.
+    infinity_on(&stack, &["interrupt", "busy1"]).await;
+    eventually("the queued answer", || async {
+        let shown = infinity_on(&stack, &["thread", "show", "busy1"]).await;
+        shown.contains("you said after")
+    })
+    .await;
+    let shown = infinity_on(&stack, &["thread", "show", "busy1"]).await;
+    assert!(!shown.contains("too soon"), "{shown}");
+    assert!(record().await.unwrap().queued.is_empty());
+}

@@ -77,6 +77,7 @@ export function renderWaiting(container, waits) {
     lines.push(`paused: ${waits.paused}; ${resume}`);
   }
   if (waits.outbox) lines.push(`${waits.outbox} effect(s) still to perform`);
+  if (waits.queued) lines.push(`${waits.queued} message(s) queued until the turn ends`);
   replace(
     container,
     waits.stuck ? h("p", { class: "stuck", role: "alert" }, `Stuck: ${waits.stuck}`) : null,

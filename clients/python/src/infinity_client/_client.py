@@ -33,6 +33,7 @@ from .models import (
     ScheduleCreated,
     ThreadKind,
     ThreadPage,
+    WhileBusy,
     ThreadRecord,
     ThreadStatus,
     ThreadSummary,
@@ -122,8 +123,15 @@ class _Routes:
     """The thread routes as :class:`_Call` values, shared by both clients."""
 
     @staticmethod
-    def send_message(thread_id: str, text: str, agent: str | None) -> _Call[Accepted]:
-        message = Message(text=text) if agent is None else Message(text=text, agent=agent)
+    def send_message(
+        thread_id: str, text: str, agent: str | None, while_busy: WhileBusy | str | None
+    ) -> _Call[Accepted]:
+        fields: dict[str, Any] = {"text": text}
+        if agent is not None:
+            fields["agent"] = agent
+        if while_busy is not None:
+            fields["while_busy"] = WhileBusy(while_busy)
+        message = Message(**fields)
         return _Call(
             "POST",
             _path("/threads/{}/messages", thread_id),
@@ -284,14 +292,23 @@ class Client:
         raise_for_status(response)
         return call.read(response)
 
-    def send_message(self, thread_id: str, text: str, *, agent: str | None = None) -> Accepted:
+    def send_message(
+        self,
+        thread_id: str,
+        text: str,
+        *,
+        agent: str | None = None,
+        while_busy: WhileBusy | str | None = None,
+    ) -> Accepted:
         """Posts a person's message to a thread; the first one creates the thread.
 
         ``agent`` (``NAME`` or ``NAME@VERSION``) picks the agent of a new conversation; without
-        it the server's default runs it. The answer (202) means the message is kept: the
-        reply comes as events.
+        it the server's default runs it. ``while_busy`` (``move_on``, ``queue``, ``interrupt``
+        or ``reject``) says what the message does if the thread is busy, instead of what its
+        agent says; under ``reject`` a busy thread answers 409 (:class:`InfinityError`). The
+        answer (202) means the message is kept: the reply comes as events.
         """
-        return self._send(_Routes.send_message(thread_id, text, agent))
+        return self._send(_Routes.send_message(thread_id, text, agent, while_busy))
 
     def list_threads(
         self,
@@ -507,10 +524,15 @@ class AsyncClient:
         return call.read(response)
 
     async def send_message(
-        self, thread_id: str, text: str, *, agent: str | None = None
+        self,
+        thread_id: str,
+        text: str,
+        *,
+        agent: str | None = None,
+        while_busy: WhileBusy | str | None = None,
     ) -> Accepted:
         """See :meth:`Client.send_message`."""
-        return await self._send(_Routes.send_message(thread_id, text, agent))
+        return await self._send(_Routes.send_message(thread_id, text, agent, while_busy))
 
     async def list_threads(
         self,

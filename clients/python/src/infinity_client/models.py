@@ -672,25 +672,6 @@ class ListedTool(BaseModel):
     """
 
 
-class Message(BaseModel):
-    """
-    A person's message.
-    """
-
-    model_config = ConfigDict(
-        extra='forbid',
-    )
-    agent: str | None = None
-    """
-    For a new conversation: the agent that runs it, `NAME` or `NAME@VERSION` (default: the
-    server's).
-    """
-    text: str
-    """
-    The text (not empty).
-    """
-
-
 class MessageSourceUser(BaseModel):
     """
     A person (or the application) sent it.
@@ -2306,6 +2287,10 @@ class Waits(BaseModel):
     """
     Questions put to people, waiting for an answer.
     """
+    queued: Annotated[int | None, Field(ge=0)] = None
+    """
+    People's messages waiting for its turn to end (`while_busy: queue`).
+    """
     schedules: list[str]
     """
     Recurring schedules: each occurrence sends it a message.
@@ -2327,6 +2312,35 @@ class Waits(BaseModel):
     timers: list[TimerWait]
     """
     Timers: a sleep ends (or a wait gives up) at `due`.
+    """
+
+
+class WhileBusy(str, Enum):
+    """
+    What a person's message does when it arrives while the thread is busy: while a call it
+    dispatched (a tool server's, a delegation, a question to a person) has no result yet and the
+    conversation has not moved on from it. An agent file sets it (`while_busy:`), a message may
+    override it. A sleeping thread is not busy: a message wakes it, whatever the policy.
+    """
+
+    move_on = 'move_on'
+    """
+    The conversation moves on: the calls in flight get stand-in results (their real results
+    come later, as events) and the model answers the message now.
+    """
+    queue = 'queue'
+    """
+    The message waits until the thread's turn ends (every call answered, the model done),
+    then the model answers it.
+    """
+    interrupt = 'interrupt'
+    """
+    The calls in flight are cancelled (their tool servers told so), then the model answers
+    the message.
+    """
+    reject = 'reject'
+    """
+    The message is refused, with an error naming why; the thread goes on with its turn.
     """
 
 
@@ -2394,6 +2408,31 @@ class Item(
     ]
     """
     The content of a history entry. Tagged with `type`; new variants may be added, never changed.
+    """
+
+
+class Message(BaseModel):
+    """
+    A person's message.
+    """
+
+    model_config = ConfigDict(
+        extra='forbid',
+    )
+    agent: str | None = None
+    """
+    For a new conversation: the agent that runs it, `NAME` or `NAME@VERSION` (default: the
+    server's).
+    """
+    text: str
+    """
+    The text (not empty).
+    """
+    while_busy: WhileBusy | None = None
+    """
+    What the message does if the thread is busy (a call it made has no result yet), instead
+    of what its agent says: `move_on`, `queue`, `interrupt` or `reject` (409 at once when
+    the thread is busy).
     """
 
 
@@ -2791,6 +2830,11 @@ class ThreadRecord(BaseModel):
     """
     The thread's plan (the `plan` internal tools).
     """
+    queued: list[Deferred] | None = None
+    """
+    People's messages that arrived while the thread was busy under the `queue` policy
+    (`WhileBusy::Queue`), in arrival order: the model answers them once its turn ends.
+    """
     schedules: list[Schedule] | None = None
     """
     Recurring schedules (the `schedule_*` tools); closing the thread deletes them.
@@ -2840,6 +2884,12 @@ class ThreadRecord(BaseModel):
     views: dict[str, dict[str, Any]] | None = None
     """
     The latest content of each of the thread's views (RAP `view_update`), by view type.
+    """
+    while_busy: WhileBusy | None = None
+    """
+    What a person's message does while the thread is busy, when the message does not say:
+    its agent's `while_busy:`, as its last slice saw it (absent: `move_on`). Hosts read it to
+    refuse a message at once under `reject`.
     """
 
 
@@ -2983,6 +3033,11 @@ class ThreadRecordInput(BaseModel):
     """
     The thread's plan (the `plan` internal tools).
     """
+    queued: list[Deferred] | None = None
+    """
+    People's messages that arrived while the thread was busy under the `queue` policy
+    (`WhileBusy::Queue`), in arrival order: the model answers them once its turn ends.
+    """
     schedules: list[ScheduleInput] | None = None
     """
     Recurring schedules (the `schedule_*` tools); closing the thread deletes them.
@@ -3039,6 +3094,12 @@ class ThreadRecordInput(BaseModel):
     views: dict[str, dict[str, Any]] | None = None
     """
     The latest content of each of the thread's views (RAP `view_update`), by view type.
+    """
+    while_busy: WhileBusy | None = None
+    """
+    What a person's message does while the thread is busy, when the message does not say:
+    its agent's `while_busy:`, as its last slice saw it (absent: `move_on`). Hosts read it to
+    refuse a message at once under `reject`.
     """
 
 

@@ -41,6 +41,11 @@ pub struct AgentFile {
     /// Limits.
     #[serde(default)]
     pub limits: Limits,
+    /// What a person's message does when it arrives while a call the thread made has no result
+    /// yet: `move_on` (the default), `queue`, `interrupt` or `reject` (see
+    /// [`crate::state::WhileBusy`]). A message may say otherwise.
+    #[serde(default)]
+    pub while_busy: crate::state::WhileBusy,
     /// Which internal tool categories are on (see [`crate::tools::internal`]).
     #[serde(default)]
     pub internal_tools: crate::tools::internal::InternalToolsConfig,

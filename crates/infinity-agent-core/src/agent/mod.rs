@@ -12,7 +12,7 @@ use serde::Deserialize;
 use crate::cost::{Budget, Usd};
 use crate::ids::ThreadId;
 use crate::model::{ModelProvider, Priced};
-use crate::state::Toolset;
+use crate::state::{Toolset, WhileBusy};
 use crate::tools::internal::delegation::{AgentTool, SubAgent};
 use crate::tools::internal::{Categories, InternalTools, Skill, ToolSettings};
 use crate::tools::servers::{session_registry, ToolServerConfig};
@@ -95,6 +95,8 @@ pub struct AgentSpec {
     pub model: Arc<dyn ModelProvider>,
     /// Limits.
     pub limits: Limits,
+    /// What a person's message does while the thread is busy (`while_busy:`).
+    pub while_busy: WhileBusy,
     /// Internal tool categories, with their settings.
     pub internal_tools: InternalTools,
     /// What `finish` results must match, if anything.
@@ -130,6 +132,7 @@ impl AgentSpec {
             system_prompt: system_prompt.into(),
             model,
             limits: Limits::default(),
+            while_busy: WhileBusy::default(),
             internal_tools: InternalTools::default(),
             output_schema: None,
             skills: Vec::new(),
@@ -156,6 +159,7 @@ impl AgentSpec {
             system_prompt: file.system.clone(),
             model,
             limits: file.limits,
+            while_busy: file.while_busy,
             internal_tools: file.internal_tools(),
             output_schema: file.output_schema.clone(),
             skills: file.load_skills(fetched)?,
@@ -188,6 +192,8 @@ pub struct Agent {
     pub tools: Arc<ToolRegistry>,
     /// Its limits.
     pub limits: Limits,
+    /// What a person's message does while the thread is busy (`while_busy:`).
+    pub while_busy: WhileBusy,
     /// Tool servers whose tools each new session discovers.
     pub tool_servers: Vec<ToolServerConfig>,
     /// The compiled tools of recent sessions, by root thread (see [`Agent::session_tools`]).
@@ -223,6 +229,7 @@ impl Agent {
             model,
             tools: Arc::new(tools),
             limits: Limits::default(),
+            while_busy: WhileBusy::default(),
             tool_servers: Vec::new(),
             sessions: Mutex::default(),
         }
@@ -259,6 +266,7 @@ impl Agent {
         let tools = ToolRegistry::for_agent(categories, &spec.internal_tools, &settings, &tools)?;
         let mut agent = Self::new(spec.name, spec.system_prompt, spec.model, tools);
         agent.limits = spec.limits;
+        agent.while_busy = spec.while_busy;
         agent.tool_servers = spec.tool_servers;
         agent.version = spec.version;
         Ok(agent)
@@ -327,6 +335,21 @@ mod tests {
 
     fn parse(text: &str) -> Result<AgentFile, AgentFileError> {
         AgentFile::parse(text, Path::new("agents/a.yaml"))
+    }
+
+    #[test]
+    fn while_busy_is_read_and_a_policy_it_does_not_know_is_named() {
+        let file = parse("name: a\nmodel: script:s\nwhile_busy: queue\n").unwrap();
+        assert_eq!(file.while_busy, WhileBusy::Queue);
+        assert_eq!(
+            parse("name: a\nmodel: script:s\n").unwrap().while_busy,
+            WhileBusy::MoveOn
+        );
+        let bad = parse("name: a\nmodel: script:s\nwhile_busy: later\n")
+            .unwrap_err()
+            .to_string();
+        assert!(bad.contains("while_busy") && bad.contains("later"), "{bad}");
+        assert!(bad.contains("move_on") && bad.contains("reject"), "{bad}");
     }
 
     #[test]

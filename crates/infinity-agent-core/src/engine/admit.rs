@@ -197,6 +197,9 @@ pub(super) fn admit<'a>(
     for text in problems {
         draft.output(crate::effect::OutputKind::Error { text });
     }
+    // The agent's policy for messages that find the thread busy, where hosts read it.
+    let policy = draft.agent.while_busy;
+    draft.record.while_busy = (policy != crate::state::WhileBusy::MoveOn).then_some(policy);
     for (text, is_error) in moves {
         if is_error {
             draft.output(crate::effect::OutputKind::Error { text: text.clone() });

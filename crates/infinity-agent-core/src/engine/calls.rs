@@ -31,12 +31,16 @@ impl Draft<'_> {
             self.cancel_pending();
             return None;
         }
-        if self.record.has_dispatched_pending() || self.turn_ended {
+        if self.record.has_dispatched_pending() {
             return None;
         }
         self.flush_deferred();
-        if !self.needs_answer() {
-            return None;
+        if self.turn_ended || !self.needs_answer() {
+            // The turn is over: messages queued while it ran start the next one.
+            if !self.flush_queued() {
+                return None;
+            }
+            self.turn_ended = false;
         }
         if self.held_by_limits() {
             return None;

@@ -4,7 +4,7 @@ use serde_json::json;
 
 use crate::effect::{Effect, Notification, OutputKind};
 use crate::history::{
-    show_time, HistoryView, Item, MessageSource, ToolCall, INJECTED_TOOL, INTERRUPTED_IDLE_NOTICE,
+    show_time, HistoryView, Item, ToolCall, INJECTED_TOOL, INTERRUPTED_IDLE_NOTICE,
     INTERRUPTED_NOTICE,
 };
 use crate::ids::{CallId, InputId, ThreadId};
@@ -45,6 +45,9 @@ pub enum DropReason {
     /// that came another way is dropped, with an error on the thread saying so.
     #[error("the message is empty")]
     EmptyMessage,
+    /// A person's message found the thread busy under `while_busy: reject`.
+    #[error("the thread is busy and refuses messages (while_busy: reject)")]
+    Busy,
     /// An input for the root thread reached a child.
     #[error("{0} go to the root thread")]
     NotRoot(&'static str),
@@ -84,13 +87,15 @@ pub enum DropReason {
     CategoryEvent(String),
 }
 
-type Applied = Result<(), DropReason>;
+pub(super) type Applied = Result<(), DropReason>;
 
 impl Draft<'_> {
     /// Applies one input.
     pub(super) fn apply(&mut self, body: InputBody) -> Applied {
         match body {
-            InputBody::UserMessage { text, .. } => self.user_message(text),
+            InputBody::UserMessage {
+                text, while_busy, ..
+            } => self.user_message(text, while_busy),
             InputBody::MessageFromParent { text } => self.message_from_parent(text),
             InputBody::ToolResult {
                 call_id,
@@ -193,36 +198,6 @@ impl Draft<'_> {
             return Err(DropReason::NotRoot("usage reports"));
         }
         self.add_reported(&usage, &total);
-        Ok(())
-    }
-
-    fn user_message(&mut self, text: String) -> Applied {
-        if crate::text::is_blank(&text) {
-            self.notice_error(
-                "A message with no text (empty, or only whitespace) was not passed on to the \
-                 model."
-                    .to_owned(),
-            );
-            return Err(DropReason::EmptyMessage);
-        }
-        self.carried = 0;
-        self.actionable(vec![Item::user(text)]);
-        self.lift_suspension(true);
-        Ok(())
-    }
-
-    fn message_from_parent(&mut self, text: String) -> Applied {
-        let Some(parent) = self.record.parent.as_ref().map(|p| p.thread_id.clone()) else {
-            return Err(DropReason::NoParent);
-        };
-        if crate::text::is_blank(&text) {
-            return Err(DropReason::EmptyMessage);
-        }
-        self.actionable(vec![Item::Message {
-            text,
-            from: MessageSource::Parent { thread_id: parent },
-        }]);
-        self.lift_suspension(false);
         Ok(())
     }
 
@@ -483,7 +458,7 @@ impl Draft<'_> {
     /// model is not asked to answer: the thread waits for the person's next message. With
     /// nothing in flight (no pending call, no open question, no open child to pass it to), the
     /// event and the notice say so instead.
-    fn interrupt(&mut self, tree: bool) -> Applied {
+    pub(super) fn interrupt(&mut self, tree: bool) -> Applied {
         let nothing_in_flight = self.record.pending_calls.is_empty()
             && self.record.open_choices.is_empty()
             && !(tree && self.record.children.iter().any(|c| !c.closed));

@@ -67,6 +67,7 @@ mod compaction;
 mod filters;
 mod inputs;
 mod limits;
+mod messages;
 mod schedules;
 mod timeline;
 

@@ -110,6 +110,7 @@ fn user(id: &str, text: &str) -> Input {
         InputBody::UserMessage {
             text: text.into(),
             agent: None,
+            while_busy: None,
         },
     )
 }

@@ -271,6 +271,25 @@ impl Draft<'_> {
         self.current_input = current;
     }
 
+    /// Appends the messages queued while the thread was busy ([`crate::state::WhileBusy::Queue`]),
+    /// once it is not (its turn is over): true when there were any.
+    pub(super) fn flush_queued(&mut self) -> bool {
+        if self.record.queued.is_empty() || self.record.is_busy() {
+            return false;
+        }
+        self.move_on();
+        let current = self.current_input.take();
+        for queued in std::mem::take(&mut self.record.queued) {
+            self.current_input = Some(queued.input_id);
+            for item in queued.items {
+                self.append(item);
+            }
+        }
+        self.current_input = current;
+        self.carried = 0;
+        true
+    }
+
     /// The conversation moves on without the results of pending calls: each gets a stand-in
     /// result now; its real result, if one comes, is injected later as an event.
     pub(super) fn move_on(&mut self) {

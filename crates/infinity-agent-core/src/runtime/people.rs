@@ -12,7 +12,7 @@ use crate::cost::Budget;
 use crate::ids::{InputId, ThreadId};
 use crate::input::{Input, InputBody};
 use crate::library::{AllowedModels, Library};
-use crate::state::{ThreadRecord, ThreadStatus};
+use crate::state::{ThreadRecord, ThreadStatus, WhileBusy};
 use crate::store::ThreadStore;
 
 /// A host's front desk: where a person's inputs to threads are checked and posted. A host gives
@@ -78,6 +78,19 @@ pub trait Front: Send + Sync {
         thread_id: &ThreadId,
         text: String,
     ) -> Result<InputId, PostError> {
+        self.post_message(thread_id, text, None).await
+    }
+
+    /// [`Front::post_user_message`], doing `while_busy` if the thread is busy instead of what
+    /// its agent says. Refused at once ([`PostError::Busy`]) when the thread is busy and the
+    /// policy is `reject`; a message that finds it busy only once its slice runs is refused
+    /// there, by an `error` event.
+    async fn post_message(
+        &self,
+        thread_id: &ThreadId,
+        text: String,
+        while_busy: Option<WhileBusy>,
+    ) -> Result<InputId, PostError> {
         if crate::text::is_blank(&text) {
             return Err(PostError::EmptyMessage(thread_id.clone()));
         }
@@ -85,9 +98,19 @@ pub trait Front: Send + Sync {
             if record.status == ThreadStatus::Closed {
                 return Err(PostError::Closed(thread_id.clone()));
             }
+            let policy = while_busy.or(record.while_busy).unwrap_or_default();
+            if policy == WhileBusy::Reject && record.is_busy() {
+                return Err(PostError::Busy(thread_id.clone()));
+            }
         }
-        self.post(Input::user_message(thread_id.clone(), text))
-            .await
+        let mut input = Input::user_message(thread_id.clone(), text);
+        if let InputBody::UserMessage {
+            while_busy: slot, ..
+        } = &mut input.body
+        {
+            *slot = while_busy;
+        }
+        self.post(input).await
     }
 
     /// Starts the conversation `thread_id` (a thread that does not exist yet) with a person's
@@ -116,6 +139,7 @@ pub trait Front: Send + Sync {
             InputBody::UserMessage {
                 text,
                 agent: Some(agent.to_owned()),
+                while_busy: None,
             },
         ))
         .await

@@ -108,6 +108,43 @@ pub enum PendingKind {
     Passive,
 }
 
+/// What a person's message does when it arrives while the thread is busy: while a call it
+/// dispatched (a tool server's, a delegation, a question to a person) has no result yet and the
+/// conversation has not moved on from it. An agent file sets it (`while_busy:`), a message may
+/// override it. A sleeping thread is not busy: a message wakes it, whatever the policy.
+#[derive(
+    Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema,
+)]
+#[serde(rename_all = "snake_case")]
+pub enum WhileBusy {
+    /// The conversation moves on: the calls in flight get stand-in results (their real results
+    /// come later, as events) and the model answers the message now.
+    #[default]
+    MoveOn,
+    /// The message waits until the thread's turn ends (every call answered, the model done),
+    /// then the model answers it.
+    Queue,
+    /// The calls in flight are cancelled (their tool servers told so), then the model answers
+    /// the message.
+    Interrupt,
+    /// The message is refused, with an error naming why; the thread goes on with its turn.
+    Reject,
+}
+
+impl WhileBusy {
+    /// Every policy, as agent files and messages spell them.
+    pub const NAMES: &'static str = "move_on, queue, interrupt or reject";
+}
+
+impl std::str::FromStr for WhileBusy {
+    type Err = String;
+
+    fn from_str(text: &str) -> Result<Self, String> {
+        serde_json::from_value(serde_json::Value::String(text.to_owned()))
+            .map_err(|_| format!("`{text}` is not a policy: {}", Self::NAMES))
+    }
+}
+
 /// A tool call that has no result yet.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct PendingCall {
@@ -300,6 +337,15 @@ pub struct ThreadRecord {
     /// results instead.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub deferred: Vec<Deferred>,
+    /// People's messages that arrived while the thread was busy under the `queue` policy
+    /// ([`WhileBusy::Queue`]), in arrival order: the model answers them once its turn ends.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub queued: Vec<Deferred>,
+    /// What a person's message does while the thread is busy, when the message does not say:
+    /// its agent's `while_busy:`, as its last slice saw it (absent: `move_on`). Hosts read it to
+    /// refuse a message at once under `reject`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub while_busy: Option<WhileBusy>,
     /// Active subscriptions.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub subscriptions: Vec<Subscription>,
@@ -458,6 +504,8 @@ impl ThreadRecord {
             views: Default::default(),
             pending_calls: Vec::new(),
             deferred: Vec::new(),
+            queued: Vec::new(),
+            while_busy: None,
             subscriptions: Vec::new(),
             schedules: Vec::new(),
             category_notes: BTreeMap::new(),
@@ -497,6 +545,11 @@ impl ThreadRecord {
     /// The root thread of this thread's tree.
     pub fn root(&self) -> &ThreadId {
         self.stack.first().unwrap_or(&self.id)
+    }
+
+    /// Whether a person's message finds the thread busy (see [`WhileBusy`]).
+    pub fn is_busy(&self) -> bool {
+        self.has_dispatched_pending()
     }
 
     /// True while a dispatched call has no result.

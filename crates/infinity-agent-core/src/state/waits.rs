@@ -41,8 +41,15 @@ pub struct Waits {
     pub budget: bool,
     /// Effects it committed and has still to perform (the host's outbox).
     pub outbox: usize,
+    /// People's messages waiting for its turn to end (`while_busy: queue`).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub queued: usize,
     /// Why it is stuck, when it waits on nothing that can wake it: see [`Waits::of`].
     pub stuck: Option<String>,
+}
+
+fn is_zero(n: &usize) -> bool {
+    *n == 0
 }
 
 /// A timer.
@@ -116,6 +123,7 @@ impl Waits {
             paused: None,
             budget: false,
             outbox: 0,
+            queued: record.queued.len(),
             stuck: None,
         };
         if closed {

@@ -97,6 +97,8 @@ pub struct Setup {
     pub categories: crate::tools::internal::Categories,
     /// A run's deadline and the time one completion may take (`with_deadline`).
     pub deadline: Option<(tokio::time::Instant, std::time::Duration)>,
+    /// The test agent's `while_busy:`.
+    pub while_busy: crate::state::WhileBusy,
 }
 
 impl Setup {
@@ -118,6 +120,7 @@ impl Setup {
             categories: Default::default(),
             deadline: None,
             prices: None,
+            while_busy: Default::default(),
         }
     }
 
@@ -130,6 +133,7 @@ impl Setup {
         };
         let mut agent = AgentSpec::new("tester", "You are a test agent.", model);
         agent.limits = self.limits;
+        agent.while_busy = self.while_busy;
         agent.internal_tools = self.internal_tools;
         agent.output_schema = self.output_schema;
         agent.skills = self.skills;

@@ -28,6 +28,7 @@ async fn a_blank_message_is_refused_at_the_door_and_dropped_past_it() {
         InputBody::UserMessage {
             text: " \n ".into(),
             agent: None,
+            while_busy: None,
         },
     )
     .await;

@@ -33,4 +33,5 @@ mod tree;
 mod use_model;
 mod waiting;
 mod wake_if;
+mod while_busy;
 mod widget;

@@ -484,6 +484,7 @@ impl Sim {
                 InputBody::UserMessage {
                     text: format!("request {}", self.messages),
                     agent: None,
+                    while_busy: None,
                 }
             },
         };

@@ -150,6 +150,12 @@ fn describe(waits: &Waits, now: jiff::Timestamp) -> Vec<String> {
             waits.outbox
         ));
     }
+    if waits.queued > 0 {
+        lines.push(format!(
+            "  queued  {} message(s), answered when the turn ends",
+            waits.queued
+        ));
+    }
     let summary = match (&waits.stuck, lines.is_empty()) {
         (Some(why), _) => format!("{heading}: STUCK: {why}"),
         (None, true) => format!("{heading}: idle, waiting for a message"),

@@ -69,7 +69,32 @@ pub async fn stack_with(agent: &str, script: &str, extra: &[(&str, String)]) -> 
     let agent = build_agent(&AgentFile::load(&agent_path).unwrap())
         .await
         .unwrap();
-    let handler = Arc::new(AgentHandler::new(&clients, &config, agent));
+    // Tool servers in the agent file: their callbacks come to the callback function's handler,
+    // served over HTTP in this process as `infinity-local` does.
+    let tool_servers = if agent.tool_servers.is_empty() {
+        None
+    } else {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("http://{}", listener.local_addr().unwrap());
+        let signer = infinity_rap::signing::CallbackSigner::new(
+            b"the CLI stack's callback secret, 32+ bytes".to_vec(),
+            &url,
+        )
+        .unwrap();
+        let sender = infinity_aws::queue::SqsInputSender::new(
+            clients.sqs.clone(),
+            config.input_queue_url.clone(),
+        );
+        let callbacks = infinity_aws::tool_servers::CallbackHandler::new(signer.clone(), sender);
+        let app = infinity_aws::tool_servers::local_router(Arc::new(callbacks));
+        tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+        let client = infinity_rap_runtime::client::RapClient::new(signer)
+            .with_configured(&agent.tool_servers)
+            .unwrap();
+        Some(Arc::new(client))
+    };
+    let handler =
+        Arc::new(AgentHandler::new(&clients, &config, agent).with_tool_servers(tool_servers));
     let runner = LocalRunner::new(clients.clone(), config, handler);
     tokio::spawn(runner.run());
     Stack {

@@ -3,6 +3,8 @@
 //! ([`infinity_agent_core::runtime::AgentSystem`]) and a stack's table and queues (`infinity
 //! serve --aws`, [`infinity_aws::front::StackFront`]).
 
+mod bodies;
+
 use std::sync::Arc;
 
 use axum::extract::{Path, Query, State};
@@ -15,7 +17,9 @@ use infinity_agent_core::runtime::{Front, PostError};
 use infinity_agent_core::state::{ThreadKind, ThreadQuery, ThreadStatus};
 use infinity_agent_core::store::load_view;
 use schemars::JsonSchema;
-use serde::{Deserialize, Serialize};
+use serde::Deserialize;
+
+pub use bodies::*;
 
 /// Every internal tool of the categories the hosts run agents with.
 async fn internal_tools() -> Json<Vec<infinity_agent_core::tools::internal::ListedTool>> {
@@ -60,95 +64,10 @@ pub type Shared = Arc<dyn Front>;
 /// An error answer: a status and `{"error": message}`.
 pub(crate) struct ApiError(StatusCode, String);
 
-/// The body of every error answer.
-#[derive(Debug, Serialize, Deserialize, JsonSchema)]
-pub struct ErrorBody {
-    /// What went wrong, naming what was wrong with the request when it was.
-    pub error: String,
-}
-
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
         (self.0, Json(ErrorBody { error: self.1 })).into_response()
     }
-}
-
-/// 202: the input was kept, and the thread will take it.
-#[derive(Debug, Serialize, Deserialize, JsonSchema)]
-pub struct Accepted {
-    /// The thread that takes it.
-    pub thread_id: ThreadId,
-    /// The input's id: the thread's events name it when they answer it.
-    pub input_id: InputId,
-}
-
-/// `GET /models`.
-#[derive(Debug, Serialize, Deserialize, JsonSchema)]
-pub struct Models {
-    /// The models (`PROVIDER:MODEL`) threads may be switched to besides their agent's own.
-    pub allowed: Vec<String>,
-    /// Where the list is set (`--allow-model`, `INFINITY_ALLOWED_MODELS`).
-    pub set_in: String,
-}
-
-/// `GET /agents`.
-#[derive(Debug, Serialize, Deserialize, JsonSchema)]
-pub struct Agents {
-    /// The agent a new conversation gets when it names none.
-    pub default: String,
-    /// The stored agents, the newest version of each.
-    pub stored: Vec<AgentVersion>,
-}
-
-/// A stored agent's version, as listed.
-#[derive(Debug, Serialize, Deserialize, JsonSchema)]
-pub struct AgentVersion {
-    /// Its name.
-    pub name: String,
-    /// Its version, from 1.
-    pub version: u32,
-    /// Its `description:`.
-    #[serde(default)]
-    pub description: Option<String>,
-    /// When it was saved.
-    #[schemars(with = "infinity_agent_core::schema::Rfc3339")]
-    pub saved_at: jiff::Timestamp,
-}
-
-/// `GET /threads/{id}/history`: the entries, oldest first.
-pub type HistoryEntries = Vec<infinity_agent_core::history::HistoryEntry>;
-
-/// `GET /threads/{id}/waiting`.
-#[derive(Debug, Serialize, JsonSchema)]
-pub struct WaitingTree {
-    /// The thread asked about.
-    pub thread_id: ThreadId,
-    /// How many of the threads are stuck (waiting on nothing that will come).
-    pub stuck: usize,
-    /// The thread and each open thread below it.
-    pub threads: Vec<infinity_agent_core::state::waits::Waits>,
-}
-
-/// 202 for a new schedule.
-#[derive(Debug, Serialize, Deserialize, JsonSchema)]
-pub struct ScheduleCreated {
-    /// The thread it runs on.
-    pub thread_id: ThreadId,
-    /// Its id (for `DELETE /threads/{id}/schedules/{schedule}`).
-    pub schedule_id: String,
-    /// What it does: its next occurrences.
-    pub text: String,
-}
-
-/// The answer given to a question.
-#[derive(Debug, Serialize, Deserialize, JsonSchema)]
-pub struct Chosen {
-    /// The call that asked.
-    pub call_id: String,
-    /// The index of the choice taken.
-    pub selected: usize,
-    /// The choice taken.
-    pub choice: String,
 }
 
 pub(crate) fn error(status: StatusCode, message: impl std::fmt::Display) -> ApiError {
@@ -421,18 +340,6 @@ async fn waiting(State(system): State<Shared>, Path(id): Path<String>) -> Answer
     .into_response())
 }
 
-/// A person's message.
-#[derive(Debug, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct Message {
-    /// The text (not empty).
-    text: String,
-    /// For a new conversation: the agent that runs it, `NAME` or `NAME@VERSION` (default: the
-    /// server's).
-    #[serde(default)]
-    agent: Option<String>,
-}
-
 async fn message(
     State(system): State<Shared>,
     Path(id): Path<String>,
@@ -445,21 +352,10 @@ async fn message(
     }
     let input = match &body.agent {
         Some(agent) => system.start_conversation(&id, body.text, agent).await,
-        None => system.post_user_message(&id, body.text).await,
+        None => system.post_message(&id, body.text, body.while_busy).await,
     }
     .map_err(post_error)?;
     Ok(accepted(&id, &input))
-}
-
-/// A press of a widget's button.
-#[derive(Debug, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct WidgetAction {
-    /// The button's action.
-    action: String,
-    /// The widget's fields, by name.
-    #[serde(default)]
-    values: serde_json::Map<String, serde_json::Value>,
 }
 
 /// `POST /threads/{id}/widget-actions`: a person pressed a button of a widget the thread showed
@@ -567,7 +463,9 @@ fn post_error(e: PostError) -> ApiError {
         | PostError::BadBudget(_)
         | PostError::EmptyMessage(_) => error(StatusCode::BAD_REQUEST, e),
         PostError::NoAgent(_) => error(StatusCode::NOT_FOUND, e),
-        PostError::Closed(_) | PostError::OpenChildren { .. } => error(StatusCode::CONFLICT, e),
+        PostError::Closed(_) | PostError::OpenChildren { .. } | PostError::Busy(_) => {
+            error(StatusCode::CONFLICT, e)
+        }
         PostError::Unknown(_) => error(StatusCode::NOT_FOUND, e),
         // The input was not kept (the store's inbox, the queue): nothing was accepted.
         PostError::Store(ref err) if err.is_retryable() => {
@@ -576,16 +474,6 @@ fn post_error(e: PostError) -> ApiError {
         PostError::Unavailable(_) => error(StatusCode::SERVICE_UNAVAILABLE, e),
         _ => error(StatusCode::INTERNAL_SERVER_ERROR, e),
     }
-}
-
-/// The optional body of `close` and `interrupt`: `{"tree": true}` acts on the thread's open
-/// descendants too.
-#[derive(Debug, Default, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct TreeOption {
-    /// Act on the thread's open descendants too.
-    #[serde(default)]
-    tree: bool,
 }
 
 fn tree_option(body: &[u8]) -> Result<bool, ApiError> {
@@ -620,22 +508,6 @@ fn body_of<T: serde::de::DeserializeOwned>(body: &[u8], shape: &str) -> Result<T
             format!("the body must be {shape}: {e}"),
         )
     })
-}
-
-/// Moves a thread to another version of its agent.
-#[derive(Debug, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct UseAgent {
-    /// `NAME` (the newest version) or `NAME@VERSION`: the thread's own agent.
-    agent: String,
-}
-
-/// Switches a thread's model.
-#[derive(Debug, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct UseModel {
-    /// `PROVIDER:MODEL`, one `GET /models` lists or the agent's own; `null`: the agent's.
-    model: Option<String>,
 }
 
 /// `{"agent": "NAME" | "NAME@VERSION"}`: moves the thread to that version of its agent.
@@ -682,38 +554,6 @@ async fn set_budget(
     )?;
     let (input, root) = system.set_budget(&id, budget).await.map_err(post_error)?;
     Ok(accepted(&root, &input))
-}
-
-/// An answer to a question: `{"selected": N}` or `{"dismiss": true}`, not both.
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct Choice {
-    #[serde(default)]
-    selected: Option<usize>,
-    #[serde(default)]
-    dismiss: bool,
-}
-
-impl JsonSchema for Choice {
-    fn schema_name() -> std::borrow::Cow<'static, str> {
-        "Choice".into()
-    }
-
-    fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
-        schemars::json_schema!({
-            "description": "An answer to a question: one of the choices, or none.",
-            "oneOf": [
-                {"type": "object", "title": "Selected", "required": ["selected"],
-                 "additionalProperties": false,
-                 "properties": {"selected": {"type": "integer", "minimum": 0,
-                                             "description": "The index of the choice taken."}}},
-                {"type": "object", "title": "Dismissed", "required": ["dismiss"],
-                 "additionalProperties": false,
-                 "properties": {"dismiss": {"const": true,
-                                            "description": "Declines to answer."}}},
-            ],
-        })
-    }
 }
 
 async fn choose(
