@@ -52,7 +52,7 @@ fi
 document="${OPENAPI:-$here/../openapi.json}"
 step "validating $document (openapi-spec-validator)"
 if ! "$venv/bin/openapi-spec-validator" "$document"; then
-    echo "run-tests.sh: the OpenAPI document is not valid OpenAPI 3.1 (README.md, \"Document problems\")"
+    echo "run-tests.sh: the OpenAPI document is not valid OpenAPI 3.1: fix the Rust side (crates/infinity-server/src/openapi) and run make openapi"
     failed+=("document validation")
 fi
 
