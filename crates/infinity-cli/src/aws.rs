@@ -216,8 +216,7 @@ pub async fn send(args: SendArgs) -> Result<u8> {
             if record.status == ThreadStatus::Closed {
                 anyhow::bail!("thread {thread} is closed; it takes no more messages");
             }
-            let policy = args.while_busy.or(record.while_busy).unwrap_or_default();
-            if policy == infinity_agent_core::state::WhileBusy::Reject && record.is_busy() {
+            if record.refuses_message(args.while_busy) {
                 anyhow::bail!(
                     "{}",
                     infinity_agent_core::runtime::PostError::Busy(thread.clone())

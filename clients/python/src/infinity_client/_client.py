@@ -189,9 +189,9 @@ class _Routes:
 
     @staticmethod
     def create_schedule(thread_id: str, arguments: dict[str, Any]) -> _Call[ScheduleCreated]:
-        # The document gives this body as a bare {"type": "object"} (see README, "Document
-        # problems"), so there is no generated model to build it with: the arguments are those
-        # of the `schedule_create` tool, checked by the server (400 naming what is wrong).
+        # The arguments of the `schedule_create` tool, as the document gives them in place (no
+        # named model is generated for them); the server holds them to the tool's schema (400
+        # naming what is wrong).
         body = {name: value for name, value in arguments.items() if value is not None}
         return _Call(
             "POST",

@@ -260,9 +260,16 @@ impl Draft<'_> {
         if self.record.deferred.is_empty() || self.record.has_dispatched_pending() {
             return;
         }
+        let deferred = std::mem::take(&mut self.record.deferred);
+        self.append_held(deferred);
+    }
+
+    /// Appends entries held back, each under the input it came from, after stand-in results
+    /// for the calls still pending.
+    fn append_held(&mut self, held: Vec<crate::state::Deferred>) {
         self.move_on();
         let current = self.current_input.take();
-        for deferred in std::mem::take(&mut self.record.deferred) {
+        for deferred in held {
             self.current_input = Some(deferred.input_id);
             for item in deferred.items {
                 self.append(item);
@@ -277,15 +284,8 @@ impl Draft<'_> {
         if self.record.queued.is_empty() || self.record.is_busy() {
             return false;
         }
-        self.move_on();
-        let current = self.current_input.take();
-        for queued in std::mem::take(&mut self.record.queued) {
-            self.current_input = Some(queued.input_id);
-            for item in queued.items {
-                self.append(item);
-            }
-        }
-        self.current_input = current;
+        let queued = std::mem::take(&mut self.record.queued);
+        self.append_held(queued);
         self.carried = 0;
         true
     }

@@ -98,8 +98,7 @@ pub trait Front: Send + Sync {
             if record.status == ThreadStatus::Closed {
                 return Err(PostError::Closed(thread_id.clone()));
             }
-            let policy = while_busy.or(record.while_busy).unwrap_or_default();
-            if policy == WhileBusy::Reject && record.is_busy() {
+            if record.refuses_message(while_busy) {
                 return Err(PostError::Busy(thread_id.clone()));
             }
         }

@@ -552,6 +552,12 @@ impl ThreadRecord {
         self.has_dispatched_pending()
     }
 
+    /// Whether a person's message with this policy (`None`: the agent's) is refused now: the
+    /// thread is busy and the policy is `reject`. Hosts check it before posting.
+    pub fn refuses_message(&self, while_busy: Option<WhileBusy>) -> bool {
+        self.is_busy() && while_busy.or(self.while_busy).unwrap_or_default() == WhileBusy::Reject
+    }
+
     /// True while a dispatched call has no result.
     pub fn has_dispatched_pending(&self) -> bool {
         self.pending_calls

@@ -34,11 +34,6 @@ fn schedule_arguments(_: &mut SchemaGenerator) -> Schema {
         .unwrap_or_else(|| json_schema!({"description": "the schedule_create tool is missing"}))
 }
 
-/// A migration bundle: what `infinity migrate` moves.
-fn bundle(generator: &mut SchemaGenerator) -> Schema {
-    super::schema::<Bundle>(generator)
-}
-
 /// The operations, in the order the document lists them.
 pub fn all() -> Vec<Operation> {
     vec![
@@ -163,7 +158,7 @@ pub fn all() -> Vec<Operation> {
         post("/threads/{id}/migration", "startMigration")
             .about("migration", "Starts moving a session away: its bundle (embedded host with a store only; 409 otherwise)")
             .body::<StartRequest>()
-            .answers_with(200, "The session's bundle", Some(Content::Json(bundle)))
+            .answers::<Bundle>(200, "The session's bundle")
             .errors(&[400, 404, 409, 502, 503]),
         post("/threads/{id}/migration/finish", "finishMigration")
             .about("migration", "Ends a move: the session here forwards to its new host")
@@ -180,7 +175,7 @@ pub fn all() -> Vec<Operation> {
             .errors(&[400, 404, 409, 502, 503]),
         post("/migration/import", "importMigration")
             .about("migration", "Takes in a session's bundle")
-            .body_from(bundle)
+            .body::<Bundle>()
             .answers::<Imported>(200, "The threads taken in, and where their tool servers now send")
             .errors(&[400, 404, 409, 413, 502, 503]),
         get("/a", "listPages")
