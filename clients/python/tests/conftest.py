@@ -14,17 +14,19 @@ import socket
 import subprocess
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import httpx
 import pytest
 
-from infinity_client import Client, InfinityError
+from infinity_client import Client, InfinityError, ToolHandler
 
+from .helpers import Runner
 from .rap_server import RapServer
+
 
 def _workspace_binary() -> str:
     """The workspace's debug build of `infinity` (`cargo build -p infinity-cli`)."""
@@ -38,8 +40,33 @@ T = TypeVar("T")
 
 # The painter agent's scripted model. `(?m)` because after an interruption the text a rule
 # sees starts with the runtime's notice, on a line of its own.
+#
+# The client tools' rules come first: a tool result reads as `NAME ARGS -> TEXT`, and the child
+# spawned by `spawn color` calls `pick_color` itself (its task reads "Your task: color kid").
 SCRIPT = r"""
 rules:
+  - when: "(?m)^color (\\w+)$"
+    reply:
+      tool_calls: [{name: pick_color, args: {for: "$1"}}]
+  - when: "(?m)^both$"
+    reply:
+      tool_calls: [{name: measure, args: {}}, {name: pick_color, args: {for: "both"}}]
+  - when: "(?m)^spawn color$"
+    reply:
+      tool_calls: [{name: spawn_thread, args: {instructions: "color kid", child_of: "${stack}"}}]
+  - thread: child
+    when: "Your task: color (\\w+)"
+    reply:
+      tool_calls: [{name: pick_color, args: {for: "$1"}}]
+  - when: "(?m)^retitle (.+)$"
+    reply:
+      tool_calls: [{name: set_title, args: {title: "$1"}}]
+  - when: "measure \\{\\} -> (.*)"
+    reply: {text: "measured $1"}
+  - when: "pick_color \\{.*?\\} -> (.*)"
+    reply: {text: "colored $1"}
+  - when: "set_title \\{.*?\\} -> (.*)"
+    reply: {text: "titled: $1"}
   - thread: child
     reply: {text: "child here"}
   - when: "(?m)^pick$"
@@ -56,6 +83,21 @@ rules:
   - when: "(?m)^say (.+)$"
     reply: {text: "you said $1"}
   - reply: {text: "ok"}
+"""
+
+# The painter's client tools (the application answers their calls) and its approval rule.
+CLIENT_TOOLS = """
+client_tools:
+  - name: pick_color
+    description: Asks the user for a colour.
+    input_schema: {type: object, properties: {for: {type: string}}, required: [for]}
+    deadline: 10m
+  - name: measure
+    description: Measures the canvas.
+    input_schema: {type: object}
+approvals:
+  - tools: [set_title]
+    deadline: 1h
 """
 
 # A second model people may switch threads to (`--allow-model`).
@@ -201,7 +243,7 @@ def serve(tmp_path_factory: pytest.TempPathFactory, rap: RapServer) -> Iterator[
     (home / "script.yaml").write_text(SCRIPT)
     (home / "other.yaml").write_text(OTHER_SCRIPT)
     (home / "agent.yaml").write_text(
-        f"name: painter\nmodel: script:script.yaml\ntool_servers: [{rap.base_url}]\n"
+        f"name: painter\nmodel: script:script.yaml\ntool_servers: [{rap.base_url}]\n" + CLIENT_TOOLS
     )
     serve = start_serve(
         home / "agent.yaml",
@@ -217,6 +259,25 @@ def serve(tmp_path_factory: pytest.TempPathFactory, rap: RapServer) -> Iterator[
 def client(serve: Serve) -> Iterator[Client]:
     with Client(serve.base_url) as client:
         yield client
+
+
+@pytest.fixture
+def runners(client: Client) -> Iterator[Callable[..., Runner]]:
+    """Starts sync ``run_tools`` runners beside the test (``runners(thread, handlers)``);
+    any still running when the test ends is stopped."""
+    started: list[Runner] = []
+
+    def start(thread_id: str, handlers: Mapping[str, ToolHandler], **options: Any) -> Runner:
+        runner = Runner(client, thread_id, handlers, **options)
+        started.append(runner)
+        return runner
+
+    yield start
+    for runner in started:
+        runner.stop.set()
+    for runner in started:
+        if not runner.ended():
+            runner.finish()
 
 
 @pytest.fixture

@@ -1,13 +1,14 @@
-"""Reading event streams in tests with a deadline."""
+"""Reading event streams in tests with a deadline, and running client tools beside a test."""
 
 from __future__ import annotations
 
 import queue
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from typing import Any
 
-from infinity_client import EventStream, StreamEvent, UnknownEvent
+from infinity_client import Client, EventStream, StreamEvent, ToolAnswer, ToolHandler, UnknownEvent
 
 
 class Reader:
@@ -59,3 +60,50 @@ def of_type(kind: str, **fields: object) -> Callable[[StreamEvent], bool]:
 def numbered(events: list[StreamEvent]) -> list[int]:
     """The ``seq`` of the kept (numbered) events, in the order received."""
     return [e.seq for e in events if getattr(e, "seq", None) is not None]
+
+
+class Runner:
+    """A sync ``run_tools`` on a thread of its own, so that a test can go on meanwhile.
+
+    ``finish()`` sets its stop flag, waits for it to return and gives what it returned,
+    raising what it raised; ``ended()`` says whether it returned by itself.
+    """
+
+    def __init__(
+        self,
+        client: Client,
+        thread_id: str,
+        handlers: Mapping[str, ToolHandler],
+        **options: Any,
+    ) -> None:
+        self.stop = threading.Event()
+        self._answers: list[ToolAnswer] | None = None
+        self._error: BaseException | None = None
+        self._thread = threading.Thread(
+            target=self._run, args=(client, thread_id, handlers, options), daemon=True
+        )
+        self._thread.start()
+
+    def _run(
+        self,
+        client: Client,
+        thread_id: str,
+        handlers: Mapping[str, ToolHandler],
+        options: dict[str, Any],
+    ) -> None:
+        try:
+            self._answers = client.run_tools(thread_id, handlers, stop=self.stop, **options)
+        except BaseException as error:  # handed to the test by finish()
+            self._error = error
+
+    def ended(self) -> bool:
+        return not self._thread.is_alive()
+
+    def finish(self, timeout: float = 20.0) -> list[ToolAnswer]:
+        self.stop.set()
+        self._thread.join(timeout)
+        assert not self._thread.is_alive(), f"run_tools did not return within {timeout}s"
+        if self._error is not None:
+            raise self._error
+        assert self._answers is not None
+        return self._answers

@@ -1,7 +1,8 @@
-"""The async client against a real ``infinity serve``."""
+"""The async client against a real ``infinity serve``, its client-tool runner included."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import AsyncIterator
 
 import anyio
@@ -13,7 +14,10 @@ from infinity_client import (
     OutputEventAssistantText,
     OutputEventChoiceRequested,
     StreamEvent,
+    ToolAnswer,
     UnknownEvent,
+    current_tool_call,
+    models,
 )
 
 from .conftest import Serve
@@ -111,3 +115,78 @@ async def test_listing_and_controls(aclient: AsyncClient, thread_id: str) -> Non
     with pytest.raises(InfinityError) as closed:
         await aclient.send_message(ids[2], "say hello?")
     assert closed.value.status == 409
+
+
+async def _reply(client: AsyncClient, thread_id: str) -> str | None:
+    """The thread's last entry when it is the model's words (None until the thread exists)."""
+    try:
+        entries = (await client.history(thread_id)).entries
+    except InfinityError as error:
+        if error.status == 404:
+            return None
+        raise
+    item = entries[-1].item.root if entries else None
+    return item.text if isinstance(item, models.ItemAssistant) else None
+
+
+async def test_the_async_runner_answers_with_async_and_plain_handlers(
+    aclient: AsyncClient, thread_id: str
+) -> None:
+    async def pick_color(args: dict[str, object]) -> dict[str, object]:
+        await anyio.sleep(0)
+        assert current_tool_call().name == "pick_color"
+        return {"color": "teal", "for": args["for"]}
+
+    def measure(args: dict[str, object]) -> str:  # a plain one runs in a worker thread
+        return f"3x4 m ({current_tool_call().name})"
+
+    stop = anyio.Event()
+    answers: list[ToolAnswer] = []
+
+    async def run() -> None:
+        answers.extend(
+            await aclient.run_tools(
+                thread_id, {"pick_color": pick_color, "measure": measure}, stop=stop
+            )
+        )
+
+    with anyio.fail_after(20):
+        async with anyio.create_task_group() as group:
+            group.start_soon(run)
+            await aclient.send_message(thread_id, "both")
+            while await _reply(aclient, thread_id) != "measured 3x4 m (measure)":
+                await anyio.sleep(0.02)
+            stop.set()
+
+    items = [entry.item.root for entry in (await aclient.history(thread_id)).entries]
+    results = {i.name: i for i in items if isinstance(i, models.ItemToolResult)}
+    assert results["pick_color"].text == json.dumps({"color": "teal", "for": "both"})
+    assert results["measure"].text == "3x4 m (measure)"
+    assert sorted((a.name, a.accepted, a.is_error) for a in answers) == [
+        ("measure", True, False),
+        ("pick_color", True, False),
+    ]
+
+    with pytest.raises(InfinityError) as late:
+        await aclient.post_tool_result(thread_id, results["measure"].call_id, "again")
+    assert late.value.status == 409 and results["measure"].call_id in late.value.message
+
+
+async def test_the_async_runner_sends_an_async_handlers_error(
+    aclient: AsyncClient, thread_id: str
+) -> None:
+    async def pick_color(args: dict[str, object]) -> str:
+        raise KeyError("palette")
+
+    async with anyio.create_task_group() as group:
+        group.start_soon(aclient.run_tools, thread_id, {"pick_color": pick_color})
+        await aclient.send_message(thread_id, "color sky")
+        with anyio.fail_after(20):
+            while (text := await _reply(aclient, thread_id)) is None:
+                await anyio.sleep(0.02)
+        # Cancelling the task stops the runner too.
+        group.cancel_scope.cancel()
+    assert text == "colored KeyError: 'palette'"
+    items = [entry.item.root for entry in (await aclient.history(thread_id)).entries]
+    [result] = [i for i in items if isinstance(i, models.ItemToolResult)]
+    assert result.is_error is True and result.text == "KeyError: 'palette'"

@@ -7,7 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from .conftest import Serve
+from .conftest import Serve, start_serve, stop_serve
 
 EXAMPLE = Path(__file__).parent.parent / "examples" / "quickstart.py"
 
@@ -39,3 +39,19 @@ def test_the_readme_quickstart_runs(serve: Serve) -> None:
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout.splitlines() == ["you said hello", "open"]
+
+
+def test_the_readme_client_tools_example_runs(tmp_path: Path) -> None:
+    readme = (Path(__file__).parent.parent / "README.md").read_text()
+    block = readme.split("## Client tools", 1)[1].split("```python\n", 1)[1].split("```", 1)[0]
+    agent = Path(__file__).parent.parent / "examples" / "client_tools" / "agent.yaml"
+    serve = start_serve(agent, tmp_path / "store", tmp_path / "serve.log", [])
+    try:
+        env = {**os.environ, "INFINITY_URL": serve.base_url}
+        done = subprocess.run(
+            [sys.executable, "-c", block], env=env, capture_output=True, text=True, timeout=30
+        )
+        assert done.returncode == 0, done.stderr + serve.log_tail()
+        assert done.stdout.splitlines() == ["Painting it teal."]
+    finally:
+        stop_serve(serve)

@@ -6,6 +6,7 @@
 import { EventStream, type StreamOptions } from "./events.js";
 import { exchange, request, type Http } from "./http.js";
 import type { paths } from "./schema.js";
+import { ToolRunner, type RunToolsOptions, type ToolAnswer, type ToolHandler } from "./tools.js";
 import type {
   Accepted,
   Agents,
@@ -145,13 +146,49 @@ export class InfinityClient {
 
   /**
    * Answers a question a tool server asked (a `choice_requested` event, or the record's
-   * `open_choices`): `{selected: N}` picks choice N, `{dismiss: true}` sends its default.
+   * `open_choices`): `{selected: N}` picks choice N, `{dismiss: true}` sends its default. An
+   * approval (a call waiting for a person's say, from the agent file's `approvals:`) is such a
+   * question: `{selected: 0}` runs the call, `{dismiss: true}` declines it.
    */
   async answerChoice(threadId: string, callId: string, choice: Choice): Promise<Chosen> {
     return request(this.#http, "post", "/threads/{id}/choices/{call}", {
       path: { id: threadId, call: callId },
       body: choice,
     });
+  }
+
+  /**
+   * Answers a call of a client tool (a `client_tool_call` event) with its result: `text` is what
+   * the model reads (JSON or any text), `isError` says the call failed. Throws `InfinityError`
+   * 409 when the call waits for no result (it has one already, is past its deadline, was
+   * cancelled, or is no client tool's call). Two answers to a call at once: the first is kept.
+   */
+  async postToolResult(threadId: string, callId: string, text: string, options: { isError?: boolean } = {}): Promise<Accepted> {
+    return request(this.#http, "post", "/threads/{id}/tool_results/{call}", {
+      path: { id: threadId, call: callId },
+      body: { text, is_error: options.isError ?? false },
+    });
+  }
+
+  /**
+   * Runs the thread's client tools: answers each call of a tool in `handlers` with what its
+   * handler returns (a string as it is, anything else as JSON; a promise is awaited; a thrown
+   * error is sent as an error result), until `signal` aborts or the thread closes. Resolves
+   * with the results it posted.
+   *
+   * It follows the thread's events from no position, so the calls made while no runner ran
+   * (after a crash, say) come first. Each call's handler runs once per runner; a call answered
+   * elsewhere meanwhile (409) is skipped; calls of tools without a handler are left alone. With
+   * `followChildren` (the default) the threads spawned below are followed too. A handler may
+   * run again for a call after the application restarts (the runtime keeps the first answer
+   * only): make handlers with side effects idempotent, e.g. keyed by `call.call_id`.
+   *
+   * ```ts
+   * await client.runTools("t1", { pick_color: ({ for: what }) => `teal, for the ${what}` }, { signal });
+   * ```
+   */
+  async runTools(threadId: string, handlers: Record<string, ToolHandler>, options: RunToolsOptions = {}): Promise<ToolAnswer[]> {
+    return new ToolRunner(this, threadId, handlers, options.followChildren ?? true).run(options.signal);
   }
 
   /** Cancels the thread's calls in flight (`tree`: its descendants' too). */

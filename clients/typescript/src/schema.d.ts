@@ -636,6 +636,23 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/threads/{id}/tool_results/{call}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** The application's result for a call of a client tool (an agent file's `client_tools:`), named by the `client_tool_call` event */
+        post: operations["postToolResult"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/threads/{id}/tree": {
         parameters: {
             query?: never;
@@ -771,6 +788,8 @@ export interface components {
             /** @description The index of the choice taken. */
             selected: number;
         };
+        /** @description What an approval question answers when its deadline passes unanswered. */
+        ApprovalDefault: "decline" | "approve";
         /**
          * @description A conversation's lifetime budget as a person set it (`infinity budget`, `POST
          *     /threads/{id}/budget`); what it leaves out comes from the agent's limits.
@@ -799,10 +818,17 @@ export interface components {
         };
         /** @description A call whose result the thread waits for. */
         CallWait: {
+            /**
+             * @description True while it waits for a person's approval to run (its question is among
+             *     `Waits::questions`).
+             */
+            approval?: boolean;
             /** @description True while its tool server waits for a person to authorize it. */
             authorizing: boolean;
             /** @description The call. */
             call_id: string;
+            /** @description True for a client tool's call: the application that runs it answers. */
+            client?: boolean;
             /** @description True when the conversation went on without it (its result comes later, as an event). */
             moved_on: boolean;
             /**
@@ -845,6 +871,22 @@ export interface components {
             choice: string;
             /** @description The index of the choice taken. */
             selected: number;
+        };
+        /**
+         * @description A client tool's call, as the record holds it until the application answers (see
+         *     `PendingCall::client`).
+         */
+        ClientCall: {
+            /**
+             * @description The call's arguments, whole (at most `MAX_HELD_ARGS_BYTES`): a stream that attaches
+             *     shows the call again with them.
+             */
+            args: unknown;
+            /**
+             * @description The tool's deadline, if it has one (a tool server's is in the session's `Toolset`):
+             *     kept so that a thread moved to another host arms it there again.
+             */
+            deadline?: components["schemas"]["Deadline"] | null;
         };
         /** @description A comment a person left on a page. */
         Comment: {
@@ -1190,7 +1232,10 @@ export interface components {
             default: number;
             /** @description The question. */
             prompt: string;
-            /** @description Where the answer goes. */
+            /**
+             * @description Where the answer goes; empty for a question the runtime asked itself (an approval),
+             *     which the answer's input settles.
+             */
             response_url: string;
         };
         /** @description What a remote is told to do. */
@@ -1315,6 +1360,31 @@ export interface components {
             /** @constant */
             type: "choice_requested";
         } | {
+            /** @description True when nobody answered and the question's deadline did (an approval's default). */
+            by_deadline?: boolean;
+            /** @description The call whose question it was. */
+            call_id: string;
+            /** @description Its text. */
+            choice: string;
+            /** @description The option taken, numbered from 0. */
+            selected: number;
+            /** @constant */
+            type: "choice_answered";
+        } | {
+            /** @description The arguments, checked against the tool's schema. */
+            args: unknown;
+            /** @description The call, which the answer names. */
+            call_id: string;
+            /**
+             * Format: date-time
+             * @description When the call gets an error result if no answer came, if its tool has a deadline.
+             */
+            deadline?: string | null;
+            /** @description The tool. */
+            name: string;
+            /** @constant */
+            type: "client_tool_call";
+        } | {
             /** @description Its content (empty: the view was cleared). */
             content: {
                 [key: string]: unknown;
@@ -1391,8 +1461,44 @@ export interface components {
             /** @description The tool name of that call. */
             tool: string;
         };
+        /** @description A call waiting for a person's approval (see `PendingCall::approval`). */
+        PendingApproval: {
+            /**
+             * @description The call's arguments, whole (at most `MAX_HELD_ARGS_BYTES`): they run as they are
+             *     once approved.
+             */
+            args: unknown;
+            /** @description How long after the call the question answers itself, if its rule sets a deadline. */
+            deadline?: components["schemas"]["Deadline"] | null;
+            /**
+             * @description What it answers then.
+             * @default decline
+             */
+            default: components["schemas"]["ApprovalDefault"];
+        };
+        /** @description A call waiting for a person's approval (see `PendingCall::approval`). */
+        PendingApprovalInput: {
+            /**
+             * @description The call's arguments, whole (at most `MAX_HELD_ARGS_BYTES`): they run as they are
+             *     once approved.
+             */
+            args: unknown;
+            /** @description How long after the call the question answers itself, if its rule sets a deadline. */
+            deadline?: components["schemas"]["Deadline"] | null;
+            /**
+             * @description What it answers then.
+             * @default decline
+             */
+            default?: components["schemas"]["ApprovalDefault"];
+        };
         /** @description A tool call that has no result yet. */
         PendingCall: {
+            /**
+             * @description For a call that waits for a person's approval before it runs (an agent file's
+             *     `approvals:`): what runs once approved. The call's question is among the thread's
+             *     `open_choices`.
+             */
+            approval?: components["schemas"]["PendingApproval"] | null;
             /** @description The call's arguments (a preview, see `args_preview`). */
             args: unknown;
             /**
@@ -1402,6 +1508,11 @@ export interface components {
             authorizing?: boolean;
             /** @description The call. */
             call_id: string;
+            /**
+             * @description For a call of a client tool (an agent file's `client_tools:`): the calling application
+             *     runs it and posts its result.
+             */
+            client?: components["schemas"]["ClientCall"] | null;
             /**
              * @description True when the call delegated a task to a thread of its own (`agent`, a configured
              *     agent's tool, `execute_tool` of an agent): cancelling it closes that thread.
@@ -2108,6 +2219,16 @@ export interface components {
             id: string;
             /** @description The tool's name. */
             name: string;
+        };
+        /** @description The application's result for a call of a client tool. */
+        ToolResult: {
+            /**
+             * @description True when the call failed: the model reads `text` as the error.
+             * @default false
+             */
+            is_error?: boolean;
+            /** @description The result, as the model reads it (JSON, or any text). */
+            text: string;
         };
         /** @description The tools of one session, kept on its root thread's record. */
         Toolset: {
@@ -5257,6 +5378,116 @@ export interface operations {
             };
             /** @description Not in this state (a closed thread, open children, a move under way) */
             409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The store or queue is unavailable; nothing was accepted, try again */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    postToolResult: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The thread's id (letters, digits, `_` and `-`) */
+                id: string;
+                /** @description The id of the tool call that asked */
+                call: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["ToolResult"];
+            };
+        };
+        responses: {
+            /** @description Accepted: kept, and the thread will take it (two answers at once: the first) */
+            202: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Accepted"];
+                };
+            };
+            /** @description The request is not one this route takes; the error names what is wrong */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description No token, or a wrong one */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Refused: a `Host` that is not this server's, or an `Origin` that is not its own pages' */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Nothing by that name or id */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Not in this state (a closed thread, open children, a move under way) */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The body is too big */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The body is not JSON (`Content-Type: application/json`) */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The body's JSON is not the shape this route takes; the error names what is wrong */
+            422: {
                 headers: {
                     [name: string]: unknown;
                 };

@@ -40,6 +40,15 @@ export type Models = Schemas["Models"];
 export type Agents = Schemas["Agents"];
 /** One of a thread's output events (`type` says which). */
 export type OutputEvent = Schemas["OutputEvent"];
+/**
+ * The model called a client tool (`client_tools:` in the agent file): answer with
+ * `postToolResult(thread_id, call_id, ...)`, or let `runTools` do it.
+ */
+export type ClientToolCall = Extract<OutputEvent, { type: "client_tool_call" }>;
+/** A question was answered (a person's answer to an approval, or its deadline's). */
+export type ChoiceAnswered = Extract<OutputEvent, { type: "choice_answered" }>;
+/** The body of `POST /threads/{id}/tool_results/{call}`: a client tool's result. */
+export type ToolResult = Schemas["ToolResult"];
 /** The event stream's own events: `attached`, `reset` and `reconnect`. */
 export type Notice = Schemas["Notice"];
 

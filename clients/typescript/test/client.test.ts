@@ -3,16 +3,46 @@
  * agent on the scripted model, and a tiny RAP tool server that asks questions and hangs.
  */
 import assert from "node:assert/strict";
+import { setMaxListeners } from "node:events";
 import { after, before, test } from "node:test";
 
-import { InfinityClient, InfinityError, type EventStream, type ThreadSummary } from "../src/index.js";
+import { InfinityClient, InfinityError, type EventStream, type ThreadSummary, type ToolAnswer, type ToolHandler } from "../src/index.js";
 import { Collector, document, is } from "./support/contract.js";
 import { startProxy } from "./support/proxy.js";
 import { INFINITY_BIN, OPENAPI_DOCUMENT, startServer, until, type Served } from "./support/server.js";
 import { startToolServer, type ToolServer } from "./support/toolServer.js";
 
-/** The painter: picks a colour by asking (`pick`), hangs on request, and answers the rest. */
+/**
+ * The painter: picks a colour by asking (`pick`), hangs on request, and answers the rest. Its
+ * client tools, which the tests answer: `color X` calls `pick_color {for: X}` and replies
+ * `colored RESULT`; `both` calls `measure` and `pick_color` at once and replies `measured RESULT`
+ * once both have answered; `spawn color` spawns a child that calls `pick_color {for: kid}`.
+ * `retitle X` calls `set_title`, which waits for a person's approval. A tool result reaches a
+ * rule as `NAME ARGS -> TEXT`.
+ */
 const SCRIPT = String.raw`rules:
+  - when: "(?m)^color (\\w+)$"
+    reply:
+      tool_calls: [{name: pick_color, args: {for: "$1"}}]
+  - when: "(?m)^both$"
+    reply:
+      tool_calls: [{name: measure, args: {}}, {name: pick_color, args: {for: "both"}}]
+  - when: "(?m)^spawn color$"
+    reply:
+      tool_calls: [{name: spawn_thread, args: {instructions: "color kid", child_of: "${"$"}{stack}"}}]
+  - thread: child
+    when: "Your task: color (\\w+)"
+    reply:
+      tool_calls: [{name: pick_color, args: {for: "$1"}}]
+  - when: "(?m)^retitle (.+)$"
+    reply:
+      tool_calls: [{name: set_title, args: {title: "$1"}}]
+  - when: "measure \\{\\} -> (.*)"
+    reply: {text: "measured $1"}
+  - when: "pick_color \\{.*?\\} -> (.*)"
+    reply: {text: "colored $1"}
+  - when: "set_title \\{.*?\\} -> (.*)"
+    reply: {text: "titled: $1"}
   - when: "^pick$"
     reply:
       tool_calls: [{name: pick, args: {}}]
@@ -28,11 +58,27 @@ const SCRIPT = String.raw`rules:
   - reply: {text: "ok"}
 `;
 
+/** The painter's client tools (the tests answer their calls) and its approval rule. */
+const CLIENT_TOOLS = `client_tools:
+  - name: pick_color
+    description: Asks the user for a colour.
+    input_schema: {type: object, properties: {for: {type: string}}, required: [for]}
+    deadline: 10m
+  - name: measure
+    description: Measures the canvas.
+    input_schema: {type: object}
+approvals:
+  - tools: [set_title]
+    deadline: 1h
+`;
+
 let server: Served;
 let tools: ToolServer;
 let client: InfinityClient;
-/** Stops every stream a test opened, when the tests end. */
+/** Stops every stream a test opened, and every `runTools`, when the tests end. */
 const streams = new AbortController();
+// Each stream and runner listens to it until the end: more than the default ten.
+setMaxListeners(100, streams.signal);
 
 /** Thread ids unique to this run, so that nothing depends on what else the server holds. */
 const run = Math.random().toString(36).slice(2, 8);
@@ -40,7 +86,7 @@ const threadId = (name: string): string => `${name}-${run}`;
 
 before(async () => {
   tools = await startToolServer();
-  server = await startServer({ name: "painter", script: SCRIPT, toolServers: [tools.url] });
+  server = await startServer({ name: "painter", script: SCRIPT, toolServers: [tools.url], extra: CLIENT_TOOLS });
   client = new InfinityClient({ baseUrl: server.url });
 });
 
@@ -375,4 +421,225 @@ test("errors carry the status and the server's message", async () => {
     400,
     /\S/,
   );
+});
+
+// Client tools and approvals.
+
+/** The history's results of the tool's calls. */
+async function results(id: string, tool = "pick_color"): Promise<{ call_id: string; text: string; is_error?: boolean }[]> {
+  const { entries } = await client.getHistory(id);
+  return entries.flatMap((e) => (e.item.type === "tool_result" && e.item.name === tool ? [e.item] : []));
+}
+
+/** The text of the thread's last entry, when it is the model's words. */
+async function reply(id: string): Promise<string | undefined> {
+  const item = (await client.getHistory(id)).entries.at(-1)?.item;
+  return item?.type === "assistant" ? (item.text ?? undefined) : undefined;
+}
+
+/** The thread's (and its children's) client calls waiting for a result. */
+async function owed(id: string): Promise<{ call_id: string; tool: string }[]> {
+  return (await client.getWaiting(id)).threads.flatMap((t) => t.calls.filter((c) => c.client === true));
+}
+
+/** Runs `runTools` beside the test; `stop()` aborts it and gives what it resolved to. */
+function runner(id: string, handlers: Record<string, ToolHandler>, options: { followChildren?: boolean } = {}) {
+  const controller = new AbortController();
+  streams.signal.addEventListener("abort", () => controller.abort(), { once: true });
+  let ended = false;
+  const done = client.runTools(id, handlers, { ...options, signal: controller.signal }).finally(() => (ended = true));
+  return {
+    done,
+    ended: () => ended,
+    stop: async (): Promise<ToolAnswer[]> => {
+      controller.abort();
+      return done;
+    },
+  };
+}
+
+test("a client tool's call is answered by runTools, and the model reads the result", async () => {
+  const id = threadId("tools");
+  const asked: [unknown, string][] = [];
+  const tools = runner(id, {
+    pick_color: (args: { for: string }, call) => {
+      asked.push([args, call.call_id]);
+      return "teal";
+    },
+  });
+  await client.sendMessage(id, "color sky");
+  await until("the reply", async () => (await reply(id)) === "colored teal");
+  const [result, ...more] = await results(id);
+  assert.deepEqual(more, []);
+  assert.ok(result !== undefined);
+  assert.equal(result.text, "teal");
+  assert.notEqual(result.is_error, true);
+  assert.deepEqual(asked, [[{ for: "sky" }, result.call_id]]);
+  assert.deepEqual(await tools.stop(), [
+    { threadId: id, callId: result.call_id, name: "pick_color", text: "teal", isError: false, accepted: true },
+  ]);
+  assert.deepEqual(await owed(id), []);
+});
+
+test("a handler that throws gives an error result", async () => {
+  const id = threadId("tools-throw");
+  const tools = runner(id, {
+    pick_color: async () => {
+      throw new RangeError("no colours left");
+    },
+  });
+  await client.sendMessage(id, "color sky");
+  const text = await until("the reply", () => reply(id));
+  assert.equal(text, "colored RangeError: no colours left");
+  const [result] = await results(id);
+  assert.equal(result?.is_error, true);
+  assert.equal(result?.text, "RangeError: no colours left");
+  const [answer] = await tools.stop();
+  assert.equal(answer?.isError, true);
+  assert.equal(answer?.accepted, true);
+});
+
+test("a runner started later answers the calls still owed: the snapshot re-sends them", async () => {
+  const id = threadId("tools-later");
+  // The model calls the tool while no runner runs (the application is down)...
+  await client.sendMessage(id, "color sea");
+  const [call] = await until("the call to wait", async () => ((await owed(id)).length === 1 ? owed(id) : undefined));
+  assert.equal(call?.tool, "pick_color");
+  // ... and a stream attached without a position re-sends it, unnumbered, before `attached`.
+  const { events } = follow(id);
+  const resent = await events.waitFor("the call re-sent", is("client_tool_call"));
+  await events.waitFor("attached", is("attached"));
+  assert.equal(resent.call_id, call?.call_id);
+  assert.deepEqual(resent.args, { for: "sea" });
+  assert.equal(resent.seq, undefined);
+  assert.match(resent.deadline ?? "", /^\d{4}-/);
+
+  // A runner started afresh answers it.
+  const tools = runner(id, { pick_color: (args: { for: string }) => `deep blue for the ${args.for}` });
+  await until("the reply", async () => (await reply(id)) === "colored deep blue for the sea");
+  assert.deepEqual((await results(id)).map((r) => r.call_id), [call?.call_id]);
+  assert.deepEqual((await tools.stop()).map((a) => a.callId), [call?.call_id]);
+});
+
+test("two runners at once answer a call once, and neither fails", async () => {
+  const id = threadId("tools-two");
+  await client.sendMessage(id, "color sky");
+  const [call] = await until("the call to wait", async () => ((await owed(id)).length === 1 ? owed(id) : undefined));
+  const ran: string[] = [];
+  const handler = (name: string) => () => {
+    ran.push(name);
+    return `${name}'s teal`;
+  };
+  const first = runner(id, { pick_color: handler("first") });
+  const second = runner(id, { pick_color: handler("second") });
+  const text = await until("the reply", () => reply(id));
+
+  const found = await results(id);
+  assert.equal(found.length, 1);
+  assert.equal(found[0]?.call_id, call?.call_id);
+  assert.ok(["first's teal", "second's teal"].includes(found[0]?.text ?? ""), found[0]?.text);
+  assert.equal(text, `colored ${found[0]?.text}`);
+  // Each ran the handler at most once (the second may have found the call answered already);
+  // one of them got through. (A handler that ran as the runner stopped may have posted nothing.)
+  const answers = [...(await first.stop()), ...(await second.stop())];
+  assert.ok(answers.every((a) => a.callId === call?.call_id));
+  assert.ok(ran.length === 1 || ran.length === 2, `ran ${ran.join(", ")}`);
+  assert.equal(new Set(ran).size, ran.length, `ran ${ran.join(", ")}`);
+  assert.ok(answers.length <= ran.length);
+  assert.ok(answers.some((a) => a.accepted && a.text === found[0]?.text));
+});
+
+test("calls without a handler are left alone; a JSON result; a late answer is refused with 409", async () => {
+  const id = threadId("tools-alone");
+  const tools = runner(id, { pick_color: (args: { for: string }) => ({ color: "teal", for: args.for }) });
+  await client.sendMessage(id, "both");
+  const [picked] = await until("the pick_color result", async () => ((await results(id)).length ? results(id) : undefined));
+  assert.equal(picked?.text, JSON.stringify({ color: "teal", for: "both" }));
+  // The runner has no handler for `measure`: its call waits for another application.
+  const [measure] = await until("only measure to wait", async () => ((await owed(id)).length === 1 ? owed(id) : undefined));
+  assert.equal(measure?.tool, "measure");
+  const accepted = await client.postToolResult(id, measure?.call_id ?? "", "3x4 m");
+  assert.equal(accepted.thread_id, id);
+  await until("the reply", async () => (await reply(id)) === "measured 3x4 m");
+  assert.deepEqual((await results(id, "measure")).map((r) => r.text), ["3x4 m"]);
+  assert.deepEqual((await tools.stop()).map((a) => a.name), ["pick_color"]);
+
+  const late = picked?.call_id ?? "";
+  await refused(client.postToolResult(id, late, "red", { isError: true }), 409, new RegExp(late));
+  await refused(client.postToolResult(threadId("nobody"), late, "red"), 404, /no thread/);
+  await refused(client.postToolResult(id, "not a call id", "red"), 400, /call id/);
+});
+
+test("runTools follows the threads spawned below, also those spawned while it did not run", async () => {
+  const id = threadId("tools-children");
+  const children = async (): Promise<string[]> => (await client.getTree(id)).slice(1).map((r) => r.id);
+  const tools = runner(id, { pick_color: (args: { for: string }) => `teal for the ${args.for}` });
+  await client.sendMessage(id, "spawn color");
+  const [first] = await until("the child", async () => ((await children()).length === 1 ? children() : undefined));
+  assert.ok(first !== undefined);
+  await until("the child's reply", async () => (await reply(first)) === "colored teal for the kid");
+  assert.deepEqual((await results(first)).map((r) => r.text), ["teal for the kid"]);
+  assert.deepEqual((await tools.stop()).map((a) => [a.threadId, a.name]), [[first, "pick_color"]]);
+
+  // A child whose call waits while no runner runs: found through the parent's record.
+  await client.sendMessage(id, "spawn color");
+  const [call] = await until("the second child's call", async () => ((await owed(id)).length === 1 ? owed(id) : undefined));
+  const second = (await children()).find((c) => c !== first);
+  assert.ok(second !== undefined);
+  const later = runner(id, { pick_color: () => "teal again" });
+  await until("the second child's reply", async () => (await reply(second)) === "colored teal again");
+  assert.deepEqual((await later.stop()).map((a) => [a.threadId, a.callId]), [[second, call?.call_id]]);
+});
+
+test("runTools ends when its thread closes, and at once on a closed thread", async () => {
+  const id = threadId("tools-closed");
+  await started(id);
+  const tools = runner(id, { pick_color: () => "teal" });
+  await client.closeThread(id);
+  await until("the runner to end", () => tools.ended());
+  assert.deepEqual(await tools.done, []);
+  const again = runner(id, { pick_color: () => "teal" });
+  await until("the second runner to end", () => again.ended());
+  assert.deepEqual(await again.done, []);
+});
+
+test("an approval: asked as a question, the call runs once approved, or not when declined", async () => {
+  const id = threadId("approve");
+  const { events } = follow(id, 0);
+  await client.sendMessage(id, "retitle Sunflowers");
+  const question = await events.waitFor("the approval question", is("choice_requested"));
+  assert.deepEqual(question.choices, ["Run it", "Do not run it"]);
+  assert.equal(question.default, 1);
+  assert.match(question.prompt, /set_title/);
+  const waiting = await until("the call to wait for approval", async () =>
+    (await client.getWaiting(id)).threads.flatMap((t) => t.calls.filter((c) => c.approval === true)).at(0),
+  );
+  assert.equal(waiting.call_id, question.call_id);
+  assert.equal(waiting.tool, "set_title");
+
+  assert.deepEqual(await client.answerChoice(id, question.call_id, { selected: 0 }), {
+    call_id: question.call_id,
+    selected: 0,
+    choice: "Run it",
+  });
+  const answered = await events.waitFor("the answer", is("choice_answered"));
+  assert.deepEqual([answered.call_id, answered.selected, answered.choice, answered.by_deadline], [question.call_id, 0, "Run it", undefined]);
+  await events.waitFor("the reply", is("assistant_text", (e) => e.text === `titled: Title set to "Sunflowers".`));
+  assert.equal((await client.getThread(id)).title, "Sunflowers");
+
+  // Dismissed, the question answers its default: the call does not run.
+  const from = events.events.length;
+  await client.sendMessage(id, "retitle Weeds");
+  const again = await events.waitFor("the second question", is("choice_requested"), from);
+  await client.answerChoice(id, again.call_id, { dismiss: true });
+  const declined = await events.waitFor("the decline", is("choice_answered", (e) => e.call_id === again.call_id));
+  assert.deepEqual([declined.selected, declined.choice], [1, "Do not run it"]);
+  const result = await events.waitFor("the result", is("tool_result", (e) => e.call_id === again.call_id));
+  assert.equal(result.is_error, true);
+  await events.waitFor("the reply", is("assistant_text", (e) => e.text.startsWith("titled: Not run")), from);
+  assert.equal((await client.getThread(id)).title, "Sunflowers");
+});
+
+test("runTools rejects with what it cannot go past: a refused stream", async () => {
+  await refused(client.runTools("no spaces allowed", { pick_color: () => "teal" }, { signal: streams.signal }), 400, /\S/);
 });

@@ -326,6 +326,33 @@ pub enum OutputKind {
         /// The option sent on dismissal.
         default: usize,
     },
+    /// A question was answered (by a person, or by its deadline); it is no longer open.
+    ChoiceAnswered {
+        /// The call whose question it was.
+        call_id: CallId,
+        /// The option taken, numbered from 0.
+        selected: usize,
+        /// Its text.
+        choice: String,
+        /// True when nobody answered and the question's deadline did (an approval's default).
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        by_deadline: bool,
+    },
+    /// The model called a client tool: the application that runs it answers with `POST
+    /// /threads/{id}/tool_results/{call_id}` (or a `tool_result` input). Shown once the call is
+    /// recorded, so an answer posted at once finds it.
+    ClientToolCall {
+        /// The call, which the answer names.
+        call_id: CallId,
+        /// The tool.
+        name: String,
+        /// The arguments, checked against the tool's schema.
+        args: serde_json::Value,
+        /// When the call gets an error result if no answer came, if its tool has a deadline.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        #[schemars(with = "Option<crate::schema::Rfc3339>")]
+        deadline: Option<Timestamp>,
+    },
     /// New content for one of the thread's views.
     ViewUpdated {
         /// The view's type.
@@ -397,12 +424,23 @@ impl OutputKind {
             OutputKind::PlanUpdated { .. } => "plan_updated",
             OutputKind::AuthorizationRequested { .. } => "authorization_requested",
             OutputKind::ChoiceRequested { .. } => "choice_requested",
+            OutputKind::ChoiceAnswered { .. } => "choice_answered",
+            OutputKind::ClientToolCall { .. } => "client_tool_call",
             OutputKind::ViewUpdated { .. } => "view_updated",
             OutputKind::Finished { .. } => "finished",
             OutputKind::Widget { .. } => "widget",
             OutputKind::Error { .. } => "error",
             OutputKind::Withdrawn { .. } => "withdrawn",
         }
+    }
+
+    /// True for an event that asks someone to answer (a question, a client tool's call): it is
+    /// shown only once its slice is committed, so an answer sent at once finds what it answers.
+    pub fn awaits_answer(&self) -> bool {
+        matches!(
+            self,
+            OutputKind::ChoiceRequested { .. } | OutputKind::ClientToolCall { .. }
+        )
     }
 }
 

@@ -315,6 +315,14 @@ pub enum InputBody {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         result: Option<String>,
     },
+    /// A call waiting for a person's approval reached its rule's deadline (`approvals:` in the
+    /// agent file): the rule's default answers the question, unless a person did first.
+    ApprovalDeadline {
+        /// The call.
+        call_id: CallId,
+        /// The deadline as the agent file gives it (e.g. `24h`), for the call's result.
+        after: String,
+    },
 }
 
 impl InputBody {
@@ -380,6 +388,7 @@ impl InputBody {
             InputBody::ScheduleDelete { .. } => "schedule_delete",
             InputBody::ScheduleCreate { .. } => "schedule_create",
             InputBody::CallDeadline { .. } => "call_deadline",
+            InputBody::ApprovalDeadline { .. } => "approval_deadline",
             InputBody::MemoryWrite { .. } => "memory_write",
             InputBody::WidgetAction { .. } => "widget_action",
             InputBody::CategoryEvent { .. } => "category_event",

@@ -412,27 +412,47 @@ pub fn rearm(record: &ThreadRecord, toolset: Option<&Toolset>) -> Vec<Effect> {
                 due,
             });
         }
-        let deadline = toolset
-            .and_then(|t| t.get(&pending.tool))
-            .and_then(|t| t.deadline.as_ref());
-        if let (PendingKind::Dispatched, Some(deadline)) = (pending.kind, deadline) {
-            let due = pending
-                .issued_at
-                .checked_add(jiff::SignedDuration::from_secs(deadline.seconds() as i64));
-            if let Ok(due) = due {
-                effects.push(Effect::SendAt {
-                    input: Input {
-                        id: InputId::derived(pending.call_id.as_str(), "deadline"),
-                        thread_id: record.id.clone(),
-                        body: InputBody::CallDeadline {
-                            call_id: pending.call_id.clone(),
-                            after: deadline.as_str().to_owned(),
-                            result: None,
-                        },
-                    },
-                    due,
-                });
+        if pending.kind != PendingKind::Dispatched {
+            continue;
+        }
+        // An approval's question has its rule's deadline; a client tool's call keeps its
+        // tool's, a tool server's is in the session's toolset.
+        if let Some(approval) = &pending.approval {
+            if let Some(deadline) = &approval.deadline {
+                if let Some(due) = deadline.due_from(pending.issued_at) {
+                    effects.push(Effect::SendAt {
+                        input: crate::tools::approval::deadline_input(
+                            &record.id,
+                            &pending.call_id,
+                            deadline.as_str().to_owned(),
+                        ),
+                        due,
+                    });
+                }
             }
+            continue;
+        }
+        let deadline = match &pending.client {
+            Some(client) => client.deadline.as_ref(),
+            None => toolset
+                .and_then(|t| t.get(&pending.tool))
+                .and_then(|t| t.deadline.as_ref()),
+        };
+        if let Some((deadline, due)) =
+            deadline.and_then(|d| Some((d, d.due_from(pending.issued_at)?)))
+        {
+            effects.push(Effect::SendAt {
+                input: Input {
+                    id: InputId::derived(pending.call_id.as_str(), "deadline"),
+                    thread_id: record.id.clone(),
+                    body: InputBody::CallDeadline {
+                        call_id: pending.call_id.clone(),
+                        after: deadline.as_str().to_owned(),
+                        result: None,
+                    },
+                },
+                due,
+            });
         }
     }
     effects

@@ -319,12 +319,17 @@ pub async fn show(args: ShowArgs) -> Result<u8> {
         );
     }
     for p in &record.pending_calls {
-        crate::out!(
-            "  pending {} {} {}",
-            p.tool,
-            p.call_id,
+        let waits = if p.approval.is_some() {
+            " (waiting for a person's approval: the question below)".to_owned()
+        } else if p.client.is_some() {
+            format!(
+                " (a client tool's: its application answers, or `infinity tool-result {} {} TEXT`)",
+                record.id, p.call_id
+            )
+        } else {
             p.due.map(|d| format!("until {d}")).unwrap_or_default()
-        );
+        };
+        crate::out!("  pending {} {} {waits}", p.tool, p.call_id);
     }
     for c in &record.children {
         crate::out!(

@@ -55,6 +55,9 @@ enum Command {
     Dlq(dlq::DlqCommand),
     /// Answer a tool server's question on a thread of an AWS (or local) stack.
     Choose(aws::ChooseArgs),
+    /// Send the result of a client tool's call (an agent file's `client_tools:`) to a thread of
+    /// an AWS (or local) stack, as the application that runs the tool would.
+    ToolResult(people::ToolResultArgs),
     /// Interrupt a thread of an AWS (or local) stack: cancel its calls in flight.
     Interrupt(people::InterruptArgs),
     /// Close a thread of an AWS (or local) stack, and every thread below it.
@@ -230,6 +233,7 @@ fn run_cli() -> std::process::ExitCode {
             Command::Status(args) => commands::waiting::status(args).await,
             Command::Serve(args) => commands::serve::serve(args).await,
             Command::Send(args) => aws::send(args).await,
+            Command::ToolResult(args) => people::tool_result(args).await,
             Command::Thread(ThreadCommand::Show(args)) => aws::show(args).await,
             Command::Thread(ThreadCommand::Outbox(args)) => aws::outbox(args).await,
             Command::Thread(ThreadCommand::Index(args)) => lists::index(args).await,

@@ -1,5 +1,5 @@
 //! What a person sends to a thread of a deployed (or local) AWS stack from outside it:
-//! `interrupt`, `close`, `use-agent`, `budget`, and the thread's recurring schedules (`schedules add|list|rm`; `list`
+//! `interrupt`, `close`, `use-agent`, `budget`, `tool-result`, and the thread's recurring schedules (`schedules add|list|rm`; `list`
 //! reads a store folder too).
 
 use std::path::PathBuf;
@@ -53,6 +53,60 @@ pub async fn interrupt(args: InterruptArgs) -> Result<u8> {
         "sent interrupt {id} to thread {}{below} ({calls} call(s) in flight)",
         target.thread
     );
+    Ok(0)
+}
+
+#[derive(Debug, Args)]
+pub struct ToolResultArgs {
+    #[command(flatten)]
+    endpoint: Endpoint,
+    /// The thread.
+    thread: String,
+    /// The client tool's call (the `client_tool_call` event's `call_id`).
+    call: String,
+    /// The result, as the model reads it.
+    #[arg(required_unless_present = "file")]
+    text: Option<String>,
+    /// Read the result from this file instead (`-`: standard input).
+    #[arg(long, conflicts_with = "text", value_name = "FILE")]
+    file: Option<PathBuf>,
+    /// The call failed: the model reads the text as its error.
+    #[arg(long)]
+    error: bool,
+    /// The input queue (default: $INFINITY_INPUT_QUEUE_URL).
+    #[arg(long)]
+    queue_url: Option<String>,
+    /// The table (default: $INFINITY_TABLE), to refuse a call that does not wait for a result.
+    #[arg(long)]
+    table: Option<String>,
+}
+
+/// `infinity tool-result THREAD CALL TEXT`: the result of a client tool's call, as the
+/// application that runs the tool would post it (`POST /threads/{id}/tool_results/{call}` on
+/// `infinity serve`).
+pub async fn tool_result(args: ToolResultArgs) -> Result<u8> {
+    let target = OpenThread::find(&args.endpoint, args.queue_url, args.table, &args.thread).await?;
+    let call = infinity_agent_core::ids::CallId::new(&args.call)?;
+    infinity_agent_core::runtime::check_client_call(&target.record, &call)?;
+    let text = match (args.text, args.file) {
+        (Some(text), _) => text,
+        (None, Some(path)) if path.as_os_str() == "-" => {
+            let mut text = String::new();
+            std::io::Read::read_to_string(&mut std::io::stdin(), &mut text)
+                .map_err(|e| anyhow!("reading the result from standard input: {e}"))?;
+            text
+        }
+        (None, Some(path)) => std::fs::read_to_string(&path)
+            .map_err(|e| anyhow!("reading the result from {}: {e}", path.display()))?,
+        (None, None) => anyhow::bail!("give the result, or --file FILE"),
+    };
+    let input =
+        infinity_agent_core::runtime::client_result(&target.thread, &call, text, args.error);
+    target
+        .sender
+        .send_to_input_queue(&input, &target.thread, &input.id)
+        .await?;
+    crate::out!("sent the result of call {call} to thread {}", target.thread);
     Ok(0)
 }
 
@@ -227,12 +281,13 @@ impl OpenThread {
         let queue_url = setting(queue_url, "INFINITY_INPUT_QUEUE_URL", "input queue URL")?;
         let table = setting(table, "INFINITY_TABLE", "table")?;
         let clients = Clients::from_env_with_endpoint(endpoint.endpoint.as_deref()).await;
-        let (_, thread, record) = load_thread(&clients, table, thread).await?;
+        let (store, thread, record) = load_thread(&clients, table, thread).await?;
         if record.status == ThreadStatus::Closed {
             anyhow::bail!("thread {thread} is closed");
         }
         Ok(Self {
-            sender: SqsInputSender::new(clients.sqs.clone(), queue_url),
+            // An input too big for a message (a long result) is stored in the table.
+            sender: SqsInputSender::new(clients.sqs.clone(), queue_url).with_stash(store),
             thread,
             record,
         })

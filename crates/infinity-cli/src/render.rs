@@ -222,6 +222,23 @@ impl Renderer {
                     .collect();
                 format!("choice for call {call_id}: {prompt} {}", options.join("  "))
             }
+            OutputKind::ChoiceAnswered {
+                call_id,
+                choice,
+                by_deadline,
+                ..
+            } => format!(
+                "choice for call {call_id} answered{}: {choice}",
+                if *by_deadline { " by its deadline" } else { "" }
+            ),
+            OutputKind::ClientToolCall {
+                call_id,
+                name,
+                args,
+                ..
+            } => format!(
+                "client tool {name} {args}: call {call_id} waits for the application's result"
+            ),
             OutputKind::ViewUpdated { view_type, content } => {
                 if content.is_empty() {
                     format!("view {view_type} cleared")

@@ -77,6 +77,8 @@ mod tests {
             authorizing: false,
             delegated: false,
             trace: None,
+            client: None,
+            approval: None,
         }
     }
 
@@ -144,6 +146,14 @@ mod tests {
         r.pending_calls
             .push(call("c3", "lookup", PendingKind::Dispatched, None));
         assert_eq!(describe(&r), "waiting on lookup, fetch");
+        let mut asking = call("c4", "send_mail", PendingKind::Dispatched, None);
+        asking.approval = Some(Box::new(infinity_agent_core::state::PendingApproval {
+            args: serde_json::json!({}),
+            deadline: None,
+            default: Default::default(),
+        }));
+        r.pending_calls.push(asking);
+        assert_eq!(describe(&r), "waiting for your approval of send_mail");
         r.suspended = Some(Suspension {
             reason: "completions per hour".to_owned(),
             since: Timestamp::UNIX_EPOCH,

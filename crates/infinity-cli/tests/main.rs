@@ -15,6 +15,7 @@ mod artifacts;
 mod cli;
 mod meta;
 mod migrate;
+mod people;
 mod remote;
 mod serve;
 mod stack;

@@ -642,7 +642,7 @@ async fn a_conversation_on_a_stack_stops_at_its_budget_until_a_person_raises_it(
 
 /// Runs `infinity ARGS` against the stack (its `INFINITY_*` variables); its stdout, once it
 /// exited 0.
-async fn infinity_on(stack: &Stack, args: &[&str]) -> String {
+pub(crate) async fn infinity_on(stack: &Stack, args: &[&str]) -> String {
     let env = stack.env.clone();
     let args: Vec<String> = args.iter().map(|a| (*a).to_owned()).collect();
     let out = tokio::task::spawn_blocking(move || {

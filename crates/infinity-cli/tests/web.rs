@@ -73,6 +73,14 @@ rules:
   - thread: root
     when: "picked (\\w+)"
     reply: {text: "You picked $1."}
+  # A client tool the test answers as its application would, once a person approved the call.
+  - thread: root
+    when: "^measure$"
+    reply:
+      tool_calls: [{name: measure, args: {what: "the table"}}]
+  - thread: root
+    when: "-> (\\d+ cm)$"
+    reply: {text: "It measures $1."}
   - thread: root
     when: "^wrap up$"
     reply:
@@ -150,7 +158,8 @@ async fn serve(dir: &Path, tool_server: Option<&str>) -> (Server, String) {
         // Prices for the script (a tenth of a cent a token), so the conversation costs money.
         format!(
             "name: webtest\nmodel: script:script.yaml\nprices: {{input: 1000, output: 1000}}\n\
-             {servers}"
+             client_tools:\n  - {{name: measure, description: Measures a thing., deadline: 1d}}\n\
+             approvals:\n  - {{tools: [measure], deadline: 1d}}\n{servers}"
         ),
     )
     .unwrap();
@@ -523,6 +532,55 @@ async fn a_person_uses_the_web_app_in_a_real_browser() {
         )
         .await;
     browser.screenshot(&shots, "06-answered").await;
+
+    // Any tool may wait for a person's approval: asked like a tool server's question, with the
+    // arguments; approved, a client tool's call waits for its application, whose answer the
+    // model reads.
+    browser.click("#message", None).await;
+    browser.type_text("measure").await;
+    browser.press("Enter", false).await;
+    browser
+        .wait_for(
+            "the approval question, its call and the thread waiting for it",
+            "document.querySelector('.question .prompt')?.innerText.includes('Run the tool `measure`') \
+             && document.querySelector('.question .prompt').innerText.includes('\"what\": \"the table\"') \
+             && document.querySelector('[data-tool=measure] .call-state')?.innerText === 'waiting for approval' \
+             && document.getElementById('thread-status').innerText === 'waiting for your approval of measure'",
+        )
+        .await;
+    browser.screenshot(&shots, "06b-approval").await;
+    browser.click(".question .choice", Some("Run it")).await;
+    browser
+        .wait_for(
+            "the approved call waiting for its application",
+            "document.querySelector('.question') === null \
+             && document.querySelector('[data-tool=measure] .call-state')?.innerText === 'waiting for the application' \
+             && document.getElementById('thread-status').innerText === 'waiting on measure'",
+        )
+        .await;
+    let thread = browser.eval("location.hash.replace('#/thread/', '')").await;
+    let call = browser
+        .eval("document.querySelector('[data-tool=measure]').dataset.call")
+        .await;
+    let posted = reqwest::Client::new()
+        .post(format!(
+            "{base}/threads/{}/tool_results/{}",
+            thread.as_str().unwrap(),
+            call.as_str().unwrap()
+        ))
+        .bearer_auth(TOKEN)
+        .json(&json!({"text": "82 cm"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(posted.status(), 202, "{}", posted.text().await.unwrap());
+    browser
+        .wait_for(
+            "the application's result, and the agent's answer",
+            "document.getElementById('transcript').innerText.includes('It measures 82 cm.') \
+             && document.querySelector('[data-tool=measure] .call-state')?.innerText === 'done'",
+        )
+        .await;
 
     // The keyboard: Tab leads from the message box to Send, with a visible focus ring.
     browser.click("#message", None).await;

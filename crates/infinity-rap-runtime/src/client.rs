@@ -600,6 +600,8 @@ pub fn find_choice<'a>(
 /// Answers a `user_choice` question of `thread`: POSTs `{id, selected}` to its `response_url`,
 /// once (the spec forbids retrying or replaying answers), and returns the option sent with the
 /// input that closes the question on the thread (`user_choice_answered`), for the host's queue.
+/// A question the runtime asked itself (an approval, with no `response_url`) is answered by
+/// that input alone.
 /// `None` dismisses the question: the tool server gets its default. The index is checked
 /// before anything is sent.
 pub async fn answer_choice(
@@ -613,6 +615,18 @@ pub async fn answer_choice(
             selected,
             count: choice.choices.len(),
         });
+    }
+    let input = infinity_agent_core::input::Input {
+        id: infinity_agent_core::ids::InputId::derived(choice.call_id.as_str(), "answered"),
+        thread_id: thread.clone(),
+        body: infinity_agent_core::input::InputBody::UserChoiceAnswered {
+            call_id: choice.call_id.clone(),
+            selected,
+        },
+    };
+    // A question the runtime asked itself (an approval): the input is the answer.
+    if choice.response_url.is_empty() {
+        return Ok((selected, input));
     }
     let body = wire::UserChoiceResponse {
         id: choice.call_id.to_string(),
@@ -632,13 +646,5 @@ pub async fn answer_choice(
             response.status()
         )));
     }
-    let input = infinity_agent_core::input::Input {
-        id: infinity_agent_core::ids::InputId::derived(choice.call_id.as_str(), "answered"),
-        thread_id: thread.clone(),
-        body: infinity_agent_core::input::InputBody::UserChoiceAnswered {
-            call_id: choice.call_id.clone(),
-            selected,
-        },
-    };
     Ok((selected, input))
 }

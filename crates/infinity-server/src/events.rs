@@ -8,8 +8,8 @@
 //! `assistant_delta`), then live events, each once (numbers already sent are skipped; a gap in
 //! the live numbers is filled from the store).
 //!
-//! A client that gives no position gets the thread as it stands: its views and open questions,
-//! then `attached` (`{"after": N}`, SSE id `N`), then everything after `N` as above. `GET
+//! A client that gives no position gets the thread as it stands: its views, its open questions
+//! and the calls of client tools that wait for their application, then `attached` (`{"after": N}`, SSE id `N`), then everything after `N` as above. `GET
 //! /threads/{id}/history` answers with the same position in its `Last-Event-ID` header, so a
 //! client that loads the history and then streams from there sees each event once.
 //!
@@ -200,6 +200,15 @@ async fn events(
                             default: choice.default,
                         },
                     )));
+                }
+                // A client tool's calls still waiting, so that an application that attaches
+                // (again, after a crash) runs what it owes.
+                for kind in record
+                    .pending_calls
+                    .iter()
+                    .filter_map(infinity_agent_core::tools::client::call_event)
+                {
+                    head.push_back(sse(&OutputEvent::new(id.clone(), record.updated_at, kind)));
                 }
             }
             head.push_back(marker("attached", &id, kept));

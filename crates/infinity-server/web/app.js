@@ -37,6 +37,8 @@ const EVENT_TYPES = [
   "plan_updated",
   "authorization_requested",
   "choice_requested",
+  "choice_answered",
+  "client_tool_call",
   "view_updated",
   "finished",
   "widget",
@@ -419,6 +421,9 @@ function handle(current, event) {
     case "choice_requested":
       current.questions.set(event.call_id, event);
       break;
+    case "choice_answered":
+      current.questions.delete(event.call_id);
+      break;
     case "view_updated":
       if (Object.keys(event.content || {}).length === 0) current.views.delete(event.view_type);
       else current.views.set(event.view_type, event.content);
@@ -454,6 +459,7 @@ function showThread(current) {
   const record = current.record;
   const status = describeStatus(record, running(current.id));
   const closed = Boolean(record && record.status === "closed");
+  transcript.markPending(record);
   $("thread-title").textContent = threadName(record, current.id);
   const statusElement = $("thread-status");
   statusElement.textContent = status.text;

@@ -61,11 +61,15 @@ export function renderWaiting(container, waits) {
     lines.push(`timer: ${timer.tool} fires ${showTime(timer.due)}${how}`);
   }
   for (const call of waits.calls) {
-    const how = call.authorizing
-      ? ", waiting for a person to authorize it"
-      : call.moved_on
-        ? ", the conversation went on without it"
-        : "";
+    const how = call.approval
+      ? ", waiting for a person's approval to run"
+      : call.authorizing
+        ? ", waiting for a person to authorize it"
+        : call.moved_on
+          ? ", the conversation went on without it"
+          : call.client
+            ? ", waiting for the application that runs it"
+            : "";
     lines.push(`call: ${call.tool} since ${showTime(call.since)}${how}`);
   }
   for (const subscription of waits.subscriptions) lines.push(`events from ${subscription.tool}`);

@@ -45,7 +45,12 @@ export function describeStatus(record, running = false) {
   if (record.suspended) return { state: "suspended", text: "paused: hourly limit reached" };
   if (running) return { state: "running", text: "running" };
   const waitedOn = (record.pending_calls || []).filter((call) => !call.moved_on);
-  const dispatched = waitedOn.filter((call) => call.kind === "dispatched");
+  const asking = waitedOn.filter((call) => call.kind === "dispatched" && call.approval);
+  if (asking.length > 0) {
+    const names = [...new Set(asking.map((call) => call.tool))].join(", ");
+    return { state: "waiting", text: `waiting for your approval of ${names}` };
+  }
+  const dispatched = waitedOn.filter((call) => call.kind === "dispatched" && !call.approval);
   if (dispatched.length > 0) {
     const names = [...new Set(dispatched.map((call) => call.tool))].join(", ");
     return { state: "waiting", text: `waiting on ${names}` };

@@ -77,6 +77,7 @@ export class Transcript {
     this.streaming = null;
     this.needsAnswer = false;
     this.sleepDue = new Map();
+    this.waiting = new Map();
   }
 
   /** True when the newest entry is one the model answers (a message, a tool result). */
@@ -113,6 +114,7 @@ export class Transcript {
     for (const call of record ? record.pending_calls || [] : []) {
       if (call.due) this.markSleeping(call.call_id, call.due);
     }
+    this.markPending(record);
   }
 
   showEntry(entry, target) {
@@ -186,6 +188,13 @@ export class Transcript {
       case "authorization_requested":
         this.authorization(event.call_id, event.auth_url);
         return true;
+      case "client_tool_call":
+        this.markWaiting(event.call_id, "waiting for the application");
+        return true;
+      case "choice_answered":
+        // An approval's answer: the call runs now, or its result says it did not.
+        if (event.selected === 0) this.markWaiting(event.call_id, "running");
+        return false;
       default:
         return false;
     }
@@ -298,6 +307,7 @@ export class Transcript {
     this.calls.set(id, { name, args, state, result, display, element });
     this.needsAnswer = false;
     if (this.sleepDue.has(id)) this.markSleeping(id, this.sleepDue.get(id));
+    if (this.waiting.has(id)) this.markWaiting(id, this.waiting.get(id));
   }
 
   toolResult(result, target) {
@@ -362,6 +372,22 @@ export class Transcript {
       ? h("time", { datetime: date.toISOString(), title: date.toString() }, showTime(until))
       : until;
     call.state.replaceChildren("sleeping until ", due);
+  }
+
+  /** Marks the calls `record` says wait for a person's approval or for their application. */
+  markPending(record) {
+    for (const call of record ? record.pending_calls || [] : []) {
+      if (call.approval) this.markWaiting(call.call_id, "waiting for approval");
+      else if (call.client) this.markWaiting(call.call_id, "waiting for the application");
+    }
+  }
+
+  /** Says what a call still running waits for (a person's approval, its application). */
+  markWaiting(id, text) {
+    this.waiting.set(id, text);
+    const call = this.calls.get(id);
+    if (!call || !call.state.classList.contains("pending")) return;
+    call.state.textContent = text;
   }
 
   notice(at, text, isError, target) {

@@ -17,6 +17,7 @@ from . import models
 from ._client import DEFAULT_BASE_URL, AsyncClient, Client, History
 from ._errors import InfinityError
 from ._events import AsyncEventStream, EventStream, StreamEvent, UnknownEvent
+from ._tools import StopFlag, ToolAnswer, ToolHandler, current_tool_call
 from .models import (
     Accepted,
     NoticeAttached,
@@ -24,10 +25,13 @@ from .models import (
     NoticeReset,
     OutputEventAssistantDelta,
     OutputEventAssistantText,
+    OutputEventChoiceAnswered,
     OutputEventChoiceRequested,
+    OutputEventClientToolCall,
     OutputEventError,
     OutputEventInterrupted,
     OutputEventThreadClosed,
+    OutputEventThreadSpawned,
     OutputEventToolCall,
     OutputEventToolResult,
     OutputEventUserMessage,
@@ -52,19 +56,26 @@ __all__ = [
     "NoticeReset",
     "OutputEventAssistantDelta",
     "OutputEventAssistantText",
+    "OutputEventChoiceAnswered",
     "OutputEventChoiceRequested",
+    "OutputEventClientToolCall",
     "OutputEventError",
     "OutputEventInterrupted",
     "OutputEventThreadClosed",
+    "OutputEventThreadSpawned",
     "OutputEventToolCall",
     "OutputEventToolResult",
     "OutputEventUserMessage",
     "OutputEventWithdrawn",
     "Schedule",
+    "StopFlag",
     "StreamEvent",
     "ThreadPage",
     "ThreadRecord",
     "ThreadSummary",
+    "ToolAnswer",
+    "ToolHandler",
     "UnknownEvent",
+    "current_tool_call",
     "models",
 ]

@@ -8,18 +8,20 @@ against the generated models, so a server that drifts from its document is notic
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from enum import Enum
 from typing import Any, Generic, TypeVar
 from urllib.parse import quote
 
+import anyio
 import httpx
 from pydantic import BaseModel, TypeAdapter
 
 from ._errors import raise_for_status
 from ._events import AsyncEventStream, EventStream, _Position
+from ._tools import StopFlag, ToolAnswer, ToolHandler, _ToolRunner
 from .models import (
     Accepted,
     Agents,
@@ -37,6 +39,7 @@ from .models import (
     ThreadRecord,
     ThreadStatus,
     ThreadSummary,
+    ToolResult,
     TreeOption,
     UseAgent,
     UseModel,
@@ -166,6 +169,17 @@ class _Routes:
         )
 
     @staticmethod
+    def post_tool_result(
+        thread_id: str, call_id: str, text: str, is_error: bool
+    ) -> _Call[Accepted]:
+        return _Call(
+            "POST",
+            _path("/threads/{}/tool_results/{}", thread_id, call_id),
+            _model(Accepted),
+            body=_body(ToolResult(text=text, is_error=is_error)),
+        )
+
+    @staticmethod
     def interrupt(thread_id: str, tree: bool) -> _Call[Accepted]:
         return _Call(
             "POST",
@@ -276,6 +290,8 @@ class Client:
         timeout: httpx.Timeout | float = DEFAULT_TIMEOUT,
     ) -> None:
         self._http = httpx.Client(base_url=base_url, headers=_headers(token), timeout=timeout)
+        # For run_tools, which follows streams with an AsyncClient of its own.
+        self._settings = (base_url, token, timeout)
 
     def close(self) -> None:
         """Closes the client's connections (not a thread: see :meth:`close_thread`)."""
@@ -407,8 +423,60 @@ class Client:
         self, thread_id: str, call_id: str, selected: int | None = None, *, dismiss: bool = False
     ) -> Chosen:
         """Answers the question a tool call asked: the index ``selected``, or ``dismiss=True``
-        for the question's default."""
+        for the question's default. An approval (a call waiting for a person's say, from the
+        agent file's ``approvals:``) is such a question: ``0`` runs the call, ``dismiss=True``
+        declines it."""
         return self._send(_Routes.answer_choice(thread_id, call_id, selected, dismiss))
+
+    def post_tool_result(
+        self, thread_id: str, call_id: str, text: str, *, is_error: bool = False
+    ) -> Accepted:
+        """Answers a call of a client tool (a ``client_tool_call`` event) with its result.
+
+        ``text`` is what the model reads (JSON or any text); ``is_error=True`` says the call
+        failed. Raises :class:`InfinityError` with 409 when the call waits for no result (it
+        has one already, is past its deadline, was cancelled, or is no client tool's call).
+        Two answers to the same call at once: the runtime keeps the first.
+        """
+        return self._send(_Routes.post_tool_result(thread_id, call_id, text, is_error))
+
+    def run_tools(
+        self,
+        thread_id: str,
+        handlers: Mapping[str, ToolHandler],
+        *,
+        stop: StopFlag | None = None,
+        follow_children: bool = True,
+    ) -> list[ToolAnswer]:
+        """Runs the client tools of a thread: answers each call of a tool in ``handlers`` with
+        what its handler returns, until ``stop`` is set or the thread closes.
+
+        ``handlers`` maps tool names to functions of the call's arguments (a ``dict``). A
+        ``str`` result is sent as it is, anything else as JSON; an exception becomes an error
+        result naming it. Handlers run in worker threads, several at once when calls come
+        together; :func:`current_tool_call` gives the call a handler is answering.
+
+        The stream starts without a position, so the calls still waiting (made while no
+        runner ran) come first. Each call's handler runs once per runner; a call answered
+        elsewhere meanwhile (409) is skipped. Calls of tools without a handler are left for
+        another application. With ``follow_children`` the threads spawned below are followed
+        too. ``stop`` is a ``threading.Event`` (anything with ``is_set()``); blocks until it
+        is set, or the thread closes, and returns the results posted. The handler of a call
+        still unanswered when the application stopped runs again when it starts again: make
+        handlers with side effects idempotent.
+
+        It runs an event loop of its own (with an :class:`AsyncClient` like this client): from
+        async code, use :meth:`AsyncClient.run_tools` instead.
+        """
+        base_url, token, timeout = self._settings
+
+        async def run() -> list[ToolAnswer]:
+            async with AsyncClient(base_url, token=token, timeout=timeout) as client:
+                return await client.run_tools(
+                    thread_id, handlers, stop=stop, follow_children=follow_children
+                )
+
+        return anyio.run(run)
 
     def interrupt(self, thread_id: str, *, tree: bool = False) -> Accepted:
         """Cancels the thread's calls in flight (``tree``: its descendants' too)."""
@@ -620,6 +688,29 @@ class AsyncClient:
     ) -> Chosen:
         """See :meth:`Client.answer_choice`."""
         return await self._send(_Routes.answer_choice(thread_id, call_id, selected, dismiss))
+
+    async def post_tool_result(
+        self, thread_id: str, call_id: str, text: str, *, is_error: bool = False
+    ) -> Accepted:
+        """See :meth:`Client.post_tool_result`."""
+        return await self._send(_Routes.post_tool_result(thread_id, call_id, text, is_error))
+
+    async def run_tools(
+        self,
+        thread_id: str,
+        handlers: Mapping[str, ToolHandler],
+        *,
+        stop: StopFlag | None = None,
+        follow_children: bool = True,
+    ) -> list[ToolAnswer]:
+        """See :meth:`Client.run_tools`; returns when ``stop`` is set or the thread closes.
+
+        A handler may be ``async def`` (awaited in the loop, cancelled when the run ends) or
+        a plain function (run in a worker thread). ``stop`` is an ``asyncio.Event`` or
+        ``anyio.Event`` (anything with ``is_set()``); cancelling the task stops it as well.
+        """
+        runner = _ToolRunner(self, thread_id, handlers, stop=stop, follow_children=follow_children)
+        return await runner.run()
 
     async def interrupt(self, thread_id: str, *, tree: bool = False) -> Accepted:
         """See :meth:`Client.interrupt`."""

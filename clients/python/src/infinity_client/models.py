@@ -133,6 +133,21 @@ class Approval(BaseModel):
     """
 
 
+class ApprovalDefault(str, Enum):
+    """
+    What an approval question answers when its deadline passes unanswered.
+    """
+
+    decline = 'decline'
+    """
+    The call does not run; the model is told nobody approved it in time.
+    """
+    approve = 'approve'
+    """
+    The call runs.
+    """
+
+
 class Budget(BaseModel):
     """
     A conversation's lifetime budget as a person set it (`infinity budget`, `POST
@@ -174,6 +189,11 @@ class CallWait(BaseModel):
     A call whose result the thread waits for.
     """
 
+    approval: bool | None = None
+    """
+    True while it waits for a person's approval to run (its question is among
+    `Waits::questions`).
+    """
     authorizing: bool
     """
     True while its tool server waits for a person to authorize it.
@@ -183,6 +203,10 @@ class CallWait(BaseModel):
     ]
     """
     The call.
+    """
+    client: bool | None = None
+    """
+    True for a client tool's call: the application that runs it answers.
     """
     moved_on: bool
     """
@@ -868,7 +892,8 @@ class OpenChoice(BaseModel):
     """
     response_url: str
     """
-    Where the answer goes.
+    Where the answer goes; empty for a question the runtime asked itself (an approval),
+    which the answer's input settles.
     """
 
 
@@ -1298,6 +1323,94 @@ class OutputEventChoiceRequested(BaseModel):
     type: Literal['choice_requested']
 
 
+class OutputEventChoiceAnswered(BaseModel):
+    """
+    A question was answered (by a person, or by its deadline); it is no longer open.
+    """
+
+    at: AwareDatetime
+    """
+    When.
+    """
+    seq: Annotated[int | None, Field(ge=0)] = None
+    """
+    The event's number in its thread (1, 2, ...; the SSE `id` of `GET
+    /threads/{id}/events`), given when its slice commits it; a client that saw events up to
+    `N` resumes after `N` and misses nothing. Absent for what is shown live only (streamed
+    text, a host's own errors): those are not kept.
+    """
+    thread_id: Annotated[
+        str, Field(max_length=128, min_length=1, pattern='^[A-Za-z0-9_-]+$')
+    ]
+    """
+    The thread it happened on.
+    """
+    by_deadline: bool | None = None
+    """
+    True when nobody answered and the question's deadline did (an approval's default).
+    """
+    call_id: Annotated[
+        str, Field(max_length=128, min_length=1, pattern='^[A-Za-z0-9_-]+$')
+    ]
+    """
+    The call whose question it was.
+    """
+    choice: str
+    """
+    Its text.
+    """
+    selected: Annotated[int, Field(ge=0)]
+    """
+    The option taken, numbered from 0.
+    """
+    type: Literal['choice_answered']
+
+
+class OutputEventClientToolCall(BaseModel):
+    """
+    The model called a client tool: the application that runs it answers with `POST
+    /threads/{id}/tool_results/{call_id}` (or a `tool_result` input). Shown once the call is
+    recorded, so an answer posted at once finds it.
+    """
+
+    at: AwareDatetime
+    """
+    When.
+    """
+    seq: Annotated[int | None, Field(ge=0)] = None
+    """
+    The event's number in its thread (1, 2, ...; the SSE `id` of `GET
+    /threads/{id}/events`), given when its slice commits it; a client that saw events up to
+    `N` resumes after `N` and misses nothing. Absent for what is shown live only (streamed
+    text, a host's own errors): those are not kept.
+    """
+    thread_id: Annotated[
+        str, Field(max_length=128, min_length=1, pattern='^[A-Za-z0-9_-]+$')
+    ]
+    """
+    The thread it happened on.
+    """
+    args: Any
+    """
+    The arguments, checked against the tool's schema.
+    """
+    call_id: Annotated[
+        str, Field(max_length=128, min_length=1, pattern='^[A-Za-z0-9_-]+$')
+    ]
+    """
+    The call, which the answer names.
+    """
+    deadline: AwareDatetime | None = None
+    """
+    When the call gets an error result if no answer came, if its tool has a deadline.
+    """
+    name: str
+    """
+    The tool.
+    """
+    type: Literal['client_tool_call']
+
+
 class OutputEventViewUpdated(BaseModel):
     """
     New content for one of the thread's views.
@@ -1559,6 +1672,8 @@ class OutputEvent(
         | OutputEventSleeping
         | OutputEventAuthorizationRequested
         | OutputEventChoiceRequested
+        | OutputEventChoiceAnswered
+        | OutputEventClientToolCall
         | OutputEventViewUpdated
         | OutputEventPlanUpdated
         | OutputEventWidget
@@ -1581,6 +1696,8 @@ class OutputEvent(
         | OutputEventSleeping
         | OutputEventAuthorizationRequested
         | OutputEventChoiceRequested
+        | OutputEventChoiceAnswered
+        | OutputEventClientToolCall
         | OutputEventViewUpdated
         | OutputEventPlanUpdated
         | OutputEventWidget
@@ -1593,6 +1710,46 @@ class OutputEvent(
     ]
     """
     Something to show the user. Serialized flat: `{"thread_id": ..., "type": ..., ...}`.
+    """
+
+
+class PendingApproval(BaseModel):
+    """
+    A call waiting for a person's approval (see `PendingCall::approval`).
+    """
+
+    args: Any
+    """
+    The call's arguments, whole (at most `MAX_HELD_ARGS_BYTES`): they run as they are
+    once approved.
+    """
+    deadline: Deadline | None = None
+    """
+    How long after the call the question answers itself, if its rule sets a deadline.
+    """
+    default: ApprovalDefault
+    """
+    What it answers then.
+    """
+
+
+class PendingApprovalInput(BaseModel):
+    """
+    A call waiting for a person's approval (see `PendingCall::approval`).
+    """
+
+    args: Any
+    """
+    The call's arguments, whole (at most `MAX_HELD_ARGS_BYTES`): they run as they are
+    once approved.
+    """
+    deadline: Deadline | None = None
+    """
+    How long after the call the question answers itself, if its rule sets a deadline.
+    """
+    default: ApprovalDefault | None = 'decline'
+    """
+    What it answers then.
     """
 
 
@@ -2108,6 +2265,24 @@ class ToolCall(BaseModel):
     """
 
 
+class ToolResult(BaseModel):
+    """
+    The application's result for a call of a client tool.
+    """
+
+    model_config = ConfigDict(
+        extra='forbid',
+    )
+    is_error: bool | None = False
+    """
+    True when the call failed: the model reads `text` as the error.
+    """
+    text: str
+    """
+    The result, as the model reads it (JSON, or any text).
+    """
+
+
 class Toolset(BaseModel):
     """
     The tools of one session, kept on its root thread's record.
@@ -2362,6 +2537,24 @@ class WidgetAction(BaseModel):
     """
 
 
+class ClientCall(BaseModel):
+    """
+    A client tool's call, as the record holds it until the application answers (see
+    `PendingCall::client`).
+    """
+
+    args: Any
+    """
+    The call's arguments, whole (at most `MAX_HELD_ARGS_BYTES`): a stream that attaches
+    shows the call again with them.
+    """
+    deadline: Deadline | None = None
+    """
+    The tool's deadline, if it has one (a tool server's is in the session's `Toolset`):
+    kept so that a thread moved to another host arms it there again.
+    """
+
+
 class ItemMessage(BaseModel):
     """
     A message to the thread (user role).
@@ -2479,6 +2672,12 @@ class PendingCall(BaseModel):
     A tool call that has no result yet.
     """
 
+    approval: PendingApproval | None = None
+    """
+    For a call that waits for a person's approval before it runs (an agent file's
+    `approvals:`): what runs once approved. The call's question is among the thread's
+    `open_choices`.
+    """
     args: Any
     """
     The call's arguments (a preview, see `args_preview`).
@@ -2493,6 +2692,11 @@ class PendingCall(BaseModel):
     ]
     """
     The call.
+    """
+    client: ClientCall | None = None
+    """
+    For a call of a client tool (an agent file's `client_tools:`): the calling application
+    runs it and posts its result.
     """
     delegated: bool | None = None
     """

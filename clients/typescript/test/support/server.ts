@@ -27,6 +27,8 @@ export interface AgentSpec {
   name: string;
   script: string;
   toolServers?: string[];
+  /** More of the agent file, as YAML: e.g. its `client_tools:` and `approvals:`. */
+  extra?: string;
 }
 
 /** A running server. */
@@ -44,25 +46,32 @@ export async function startServer(agent: AgentSpec): Promise<Served> {
   const dir = await mkdtemp(join(tmpdir(), "infinity-client-test-"));
   await writeFile(join(dir, "script.yaml"), agent.script);
   const servers = agent.toolServers?.length ? `tool_servers: [${agent.toolServers.join(", ")}]\n` : "";
-  await writeFile(join(dir, "agent.yaml"), `name: ${agent.name}\nmodel: script:script.yaml\n${servers}`);
+  await writeFile(join(dir, "agent.yaml"), `name: ${agent.name}\nmodel: script:script.yaml\n${servers}${agent.extra ?? ""}`);
+  try {
+    const served = await startServerWith(join(dir, "agent.yaml"));
+    const stop = async (): Promise<void> => {
+      await served.stop();
+      await rm(dir, { recursive: true, force: true });
+    };
+    return { ...served, stop };
+  } catch (error) {
+    await rm(dir, { recursive: true, force: true });
+    throw error;
+  }
+}
+
+/** Starts `infinity serve --agent AGENT_FILE` (an example's agent, say), as `startServer` does. */
+export async function startServerWith(agentFile: string): Promise<Served> {
   let failure = "";
   for (let attempt = 0; attempt < 5; attempt++) {
     const port = await freePort();
-    const started = await launch(join(dir, "agent.yaml"), port);
+    const started = await launch(agentFile, port);
     if (started.ok) {
       const { child, output } = started;
-      return {
-        url: `http://127.0.0.1:${port}`,
-        output,
-        stop: async () => {
-          await stopChild(child);
-          await rm(dir, { recursive: true, force: true });
-        },
-      };
+      return { url: `http://127.0.0.1:${port}`, output, stop: () => stopChild(child) };
     }
     failure = started.output();
   }
-  await rm(dir, { recursive: true, force: true });
   throw new Error(`infinity serve did not start:\n${failure}`);
 }
 

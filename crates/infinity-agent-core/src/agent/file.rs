@@ -62,6 +62,12 @@ pub struct AgentFile {
     /// Stored agents offered as tools that delegate to them (see [`crate::catalog`]).
     #[serde(default)]
     pub agents: Vec<String>,
+    /// Tools the calling application runs (see [`crate::tools::client`]).
+    #[serde(default)]
+    pub client_tools: Vec<crate::tools::client::ClientToolFile>,
+    /// Tools whose calls wait for a person's approval (see [`crate::tools::approval`]).
+    #[serde(default)]
+    pub approvals: Vec<crate::tools::approval::ApprovalRule>,
     /// The older spelling of `internal_tools: {remote: {allow: ...}}`: commands the `remote`
     /// category's `remote_exec` runs without asking a person first. Read into that category's
     /// settings ([`AgentFile::internal_tools`]), which check it when the agent is built.
@@ -261,6 +267,56 @@ impl AgentFile {
             if !listed.insert(crate::tools::internal::delegation::agent_tool_name(agent)) {
                 return Err(invalid("agents", format!("`{agent}` is listed twice")));
             }
+        }
+        let mut clients = std::collections::HashSet::new();
+        for tool in &file.client_tools {
+            let ok = !tool.name.is_empty()
+                && tool.name.len() <= 64
+                && tool
+                    .name
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-'));
+            if !ok {
+                return Err(invalid(
+                    "client_tools",
+                    format!(
+                        "`{}` is not a tool name (1 to 64 ASCII letters, digits, `_` or `-`)",
+                        tool.name
+                    ),
+                ));
+            }
+            if !clients.insert(tool.name.as_str()) {
+                return Err(invalid(
+                    "client_tools",
+                    format!("`{}` is listed twice", tool.name),
+                ));
+            }
+            if tool
+                .input_schema
+                .get("type")
+                .and_then(serde_json::Value::as_str)
+                != Some("object")
+            {
+                return Err(invalid(
+                    "client_tools",
+                    format!(
+                        "the input_schema of `{}` must be an object schema (`type: object`)",
+                        tool.name
+                    ),
+                ));
+            }
+            jsonschema::validator_for(&tool.input_schema).map_err(|e| {
+                invalid(
+                    "client_tools",
+                    format!(
+                        "the input_schema of `{}` is not a valid JSON Schema: {e}",
+                        tool.name
+                    ),
+                )
+            })?;
+        }
+        if let Some(problem) = file.approvals.iter().find_map(|rule| rule.problem()) {
+            return Err(invalid("approvals", problem));
         }
         if let Some(schema) = &file.output_schema {
             jsonschema::validator_for(schema)

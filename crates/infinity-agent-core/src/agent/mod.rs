@@ -13,6 +13,8 @@ use crate::cost::{Budget, Usd};
 use crate::ids::ThreadId;
 use crate::model::{ModelProvider, Priced};
 use crate::state::{Toolset, WhileBusy};
+use crate::tools::approval::ApprovalRule;
+use crate::tools::client::{ClientTool, ClientToolFile};
 use crate::tools::internal::delegation::{AgentTool, SubAgent};
 use crate::tools::internal::{Categories, InternalTools, Skill, ToolSettings};
 use crate::tools::servers::{session_registry, ToolServerConfig};
@@ -107,6 +109,10 @@ pub struct AgentSpec {
     pub tool_servers: Vec<ToolServerConfig>,
     /// Stored agents offered as tools that delegate to them (`agents:` of the file).
     pub sub_agents: Vec<SubAgent>,
+    /// Tools the calling application runs (`client_tools:`).
+    pub client_tools: Vec<ClientToolFile>,
+    /// Tools whose calls wait for a person's approval (`approvals:`).
+    pub approvals: Vec<ApprovalRule>,
     /// The stored version this is, if it is one.
     pub version: Option<u32>,
 }
@@ -138,6 +144,8 @@ impl AgentSpec {
             skills: Vec::new(),
             tool_servers: Vec::new(),
             sub_agents: Vec::new(),
+            client_tools: Vec::new(),
+            approvals: Vec::new(),
             version: None,
         }
     }
@@ -172,6 +180,8 @@ impl AgentSpec {
                     description: None,
                 })
                 .collect(),
+            client_tools: file.client_tools.clone(),
+            approvals: file.approvals.clone(),
             version: None,
         })
     }
@@ -196,6 +206,8 @@ pub struct Agent {
     pub while_busy: WhileBusy,
     /// Tool servers whose tools each new session discovers.
     pub tool_servers: Vec<ToolServerConfig>,
+    /// Tools whose calls wait for a person's approval (`approvals:`), first rule first.
+    pub approvals: Vec<ApprovalRule>,
     /// The compiled tools of recent sessions, by root thread (see [`Agent::session_tools`]).
     sessions: Mutex<HashMap<ThreadId, (Toolset, Arc<ToolRegistry>)>>,
 }
@@ -231,6 +243,7 @@ impl Agent {
             limits: Limits::default(),
             while_busy: WhileBusy::default(),
             tool_servers: Vec::new(),
+            approvals: Vec::new(),
             sessions: Mutex::default(),
         }
     }
@@ -263,11 +276,15 @@ impl Agent {
             }
             tools.push(Arc::new(AgentTool::to(sub)));
         }
+        for tool in spec.client_tools {
+            tools.push(Arc::new(ClientTool::new(tool)));
+        }
         let tools = ToolRegistry::for_agent(categories, &spec.internal_tools, &settings, &tools)?;
         let mut agent = Self::new(spec.name, spec.system_prompt, spec.model, tools);
         agent.limits = spec.limits;
         agent.while_busy = spec.while_busy;
         agent.tool_servers = spec.tool_servers;
+        agent.approvals = spec.approvals;
         agent.version = spec.version;
         Ok(agent)
     }
@@ -335,6 +352,47 @@ mod tests {
 
     fn parse(text: &str) -> Result<AgentFile, AgentFileError> {
         AgentFile::parse(text, Path::new("agents/a.yaml"))
+    }
+
+    #[test]
+    fn client_tools_and_approvals_are_read_and_what_is_wrong_with_them_is_named() {
+        let file = parse(
+            "name: a\nmodel: script:s\nclient_tools:\n  - {name: pick, description: d, deadline: 5m}\n\
+             approvals:\n  - {tools: [pick, \"send_*\"], deadline: 1d, default: approve}\n",
+        )
+        .unwrap();
+        assert_eq!(file.client_tools[0].name, "pick");
+        assert_eq!(file.client_tools[0].input_schema["type"], "object");
+        assert_eq!(file.approvals[0].pattern_for("send_mail"), Some("send_*"));
+        for (text, named) in [
+            (
+                "client_tools: [{name: \"a b\", description: d}]",
+                "`a b` is not a tool name",
+            ),
+            (
+                "client_tools: [{name: x, description: d}, {name: x, description: e}]",
+                "`x` is listed twice",
+            ),
+            (
+                "client_tools: [{name: x, description: d, input_schema: {type: string}}]",
+                "must be an object schema",
+            ),
+            (
+                "client_tools: [{name: x, description: d, deadline: soon}]",
+                "deadline `soon`",
+            ),
+            ("approvals: [{tools: []}]", "lists no tools"),
+            (
+                "approvals: [{tools: [x], default: approve}]",
+                "without a `deadline`",
+            ),
+            ("approvals: [{tools: [x], default: maybe}]", "maybe"),
+        ] {
+            let err = parse(&format!("name: a\nmodel: script:s\n{text}\n"))
+                .unwrap_err()
+                .to_string();
+            assert!(err.contains(named), "{text}: {err}");
+        }
     }
 
     #[test]

@@ -18,6 +18,21 @@ use super::compaction::SUMMARY_SYSTEM;
 use super::timeline::Draft;
 use super::Purpose;
 
+/// What running a tool came to (see [`Draft::perform`]).
+pub(super) enum Performed {
+    /// Its result, now.
+    Now {
+        /// The result text.
+        text: String,
+        /// True when the call failed.
+        is_error: bool,
+        /// True when the turn ends with it (`finish`).
+        end_turn: bool,
+    },
+    /// It waits: the call to keep pending.
+    Later(PendingCall),
+}
+
 impl Draft<'_> {
     /// What the slice asks the model next, or `None` when the loop is over: the thread is
     /// closed, waits for a dispatched call, ended its turn, has nothing to answer, or reached
@@ -279,7 +294,7 @@ impl Draft<'_> {
         telemetry::set(&span, "gen_ai.tool.name", call.name.clone());
         telemetry::set(&span, "gen_ai.tool.call.id", call.id.to_string());
         telemetry::set(&span, "infinity.tool.outcome", outcome);
-        if matches!(outcome, "dispatched" | "waiting") {
+        if matches!(outcome, "dispatched" | "waiting" | "approval") {
             if let Some(pending) = self.record.pending_calls.last_mut() {
                 pending.trace = telemetry::traceparent(&span);
             }
@@ -289,19 +304,76 @@ impl Draft<'_> {
     }
 
     /// Runs a call; what came of it, for its span: `result`, `error`, `rejected` (not run),
-    /// `end_turn`, `dispatched` (its result comes later), `waiting` (a sleep, a subscription).
+    /// `end_turn`, `dispatched` (its result comes later), `waiting` (a sleep, a subscription),
+    /// `approval` (it waits for a person's yes).
     fn run_tool_in(&mut self, call: &ToolCall) -> &'static str {
-        let agent = std::sync::Arc::clone(&self.agent);
-        let session = self.session_tools.clone();
-        let offered = OfferedTools::new(&agent.tools, session.as_deref());
-        let tool = match offered.check(&call.name, &call.args, &self.record) {
+        let tool = match self.checked_tool(call) {
             Ok(tool) => tool,
-            Err(rejection) => {
-                let text = rejection.message(&call.name, &offered.specs_for(&self.record, None));
+            Err(text) => {
                 self.append(Item::tool_error(call.id.clone(), call.name.clone(), text));
                 return "rejected";
             }
         };
+        if let Some(outcome) = self.ask_approval(call) {
+            return outcome;
+        }
+        let (id, name) = (call.id.clone(), call.name.clone());
+        match self.perform(call, tool.as_ref()) {
+            Performed::Now {
+                text,
+                end_turn: true,
+                ..
+            } => {
+                self.turn_ended = true;
+                self.append(Item::tool_result(id, name, text));
+                "end_turn"
+            }
+            Performed::Now {
+                text,
+                is_error: true,
+                ..
+            } => {
+                self.append(Item::tool_error(id, name, text));
+                "error"
+            }
+            Performed::Now { text, .. } => {
+                self.append(Item::tool_result(id, name, text));
+                "result"
+            }
+            Performed::Later(pending) => {
+                let outcome = if pending.kind == PendingKind::Dispatched {
+                    "dispatched"
+                } else {
+                    "waiting"
+                };
+                self.record.pending_calls.push(pending);
+                outcome
+            }
+        }
+    }
+
+    /// The tool `call` names, once its arguments passed its schema; otherwise the error result
+    /// the call gets (naming the tools this thread has, when it has none by that name).
+    pub(super) fn checked_tool(
+        &self,
+        call: &ToolCall,
+    ) -> Result<std::sync::Arc<dyn crate::tools::Tool>, String> {
+        let session = self.session_tools.clone();
+        let offered = OfferedTools::new(&self.agent.tools, session.as_deref());
+        offered
+            .check(&call.name, &call.args, &self.record)
+            .map(std::sync::Arc::clone)
+            .map_err(|rejection| {
+                rejection.message(&call.name, &offered.specs_for(&self.record, None))
+            })
+    }
+
+    /// Runs `tool` for `call`: what it answered now, or the pending call that waits for its
+    /// result (a dispatched call, a client tool's, a sleep).
+    pub(super) fn perform(&mut self, call: &ToolCall, tool: &dyn crate::tools::Tool) -> Performed {
+        let agent = std::sync::Arc::clone(&self.agent);
+        let session = self.session_tools.clone();
+        let offered = OfferedTools::new(&agent.tools, session.as_deref());
         let threads_left = self.threads_left();
         let before = self.effects.len();
         let outcome = {
@@ -319,49 +391,46 @@ impl Draft<'_> {
             };
             tool.call(&call.args, &mut ctx)
         };
-        let started = starts_threads(&self.effects[before..]);
-        let delegated = self.effects[before..].iter().any(|e| {
+        let made = &self.effects[before..];
+        let started = starts_threads(made);
+        let delegated = made.iter().any(|e| {
             matches!(e, Effect::Send { input } if matches!(input.body, InputBody::DelegatedTask { .. }))
         });
+        let client = crate::tools::client::held_call(made).map(Box::new);
         self.count_threads(started);
         self.flush_live();
-        let (id, name) = (call.id.clone(), call.name.clone());
-        match outcome {
-            ToolOutcome::EndTurn { text } => {
-                self.turn_ended = true;
-                self.append(Item::tool_result(id, name, text));
-                "end_turn"
-            }
-            ToolOutcome::Result {
-                text,
-                is_error: false,
-            } => {
-                self.append(Item::tool_result(id, name, text));
-                "result"
-            }
-            ToolOutcome::Result {
-                text,
-                is_error: true,
-            } => {
-                self.append(Item::tool_error(id, name, text));
-                "error"
-            }
-            ToolOutcome::Dispatched => {
-                self.add_pending(call, PendingKind::Dispatched, None);
-                if let Some(pending) = self.record.pending_calls.last_mut() {
-                    pending.delegated = delegated;
+        let (kind, due) = match outcome {
+            ToolOutcome::Dispatched => (PendingKind::Dispatched, None),
+            ToolOutcome::Passive { due } => (PendingKind::Passive, due),
+            ToolOutcome::Result { text, is_error } => {
+                return Performed::Now {
+                    text,
+                    is_error,
+                    end_turn: false,
                 }
-                "dispatched"
             }
-            ToolOutcome::Passive { due } => {
-                self.add_pending(call, PendingKind::Passive, due);
-                "waiting"
+            ToolOutcome::EndTurn { text } => {
+                return Performed::Now {
+                    text,
+                    is_error: false,
+                    end_turn: true,
+                }
             }
-        }
+        };
+        let mut pending = self.new_pending(call, kind, due);
+        pending.delegated = delegated;
+        pending.client = client;
+        Performed::Later(pending)
     }
 
-    fn add_pending(&mut self, call: &ToolCall, kind: PendingKind, due: Option<jiff::Timestamp>) {
-        self.record.pending_calls.push(PendingCall {
+    /// A pending call for `call`, issued now.
+    pub(super) fn new_pending(
+        &self,
+        call: &ToolCall,
+        kind: PendingKind,
+        due: Option<jiff::Timestamp>,
+    ) -> PendingCall {
+        PendingCall {
             call_id: call.id.clone(),
             tool: call.name.clone(),
             args: crate::state::args_preview(&call.args),
@@ -372,7 +441,9 @@ impl Draft<'_> {
             authorizing: false,
             delegated: false,
             trace: None,
-        });
+            client: None,
+            approval: None,
+        }
     }
 
     /// True while something can still bring this thread input of its own accord: a call's

@@ -54,6 +54,12 @@ pub enum DropReason {
     /// No call with this id is pending.
     #[error("no pending call {0}")]
     NoPendingCall(CallId),
+    /// A result (or a deadline) for a call that has not run: it waits for a person's approval.
+    #[error("call {0} waits for a person's approval and has not run")]
+    AwaitsApproval(CallId),
+    /// No call with this id waits for approval (answered already, or never asked).
+    #[error("no call {0} waits for approval")]
+    NoApproval(CallId),
     /// No sleep with this id is pending.
     #[error("no pending sleep {0}")]
     NoPendingSleep(CallId),
@@ -186,6 +192,9 @@ impl Draft<'_> {
                 after,
                 result,
             } => self.call_deadline(call_id, after, result),
+            InputBody::ApprovalDeadline { call_id, after } => {
+                self.approval_deadline(call_id, &after)
+            }
         }
     }
 
@@ -202,6 +211,7 @@ impl Draft<'_> {
     }
 
     fn tool_result(&mut self, call_id: CallId, subscription: bool, result: CallResult) -> Applied {
+        self.refuse_unapproved(&call_id)?;
         let Some(pending) = self.take_pending(&call_id) else {
             return Err(DropReason::NoPendingCall(call_id));
         };
@@ -509,10 +519,22 @@ impl Draft<'_> {
         Ok(())
     }
 
+    /// Refuses what would end a call that waits for a person's approval other than its answer
+    /// (a result nobody should have, a tool's deadline timer): it has not run.
+    fn refuse_unapproved(&self, call_id: &CallId) -> Applied {
+        match self.record.pending(call_id) {
+            Some(pending) if pending.approval.is_some() => {
+                Err(DropReason::AwaitsApproval(call_id.clone()))
+            }
+            _ => Ok(()),
+        }
+    }
+
     /// A dispatched call reached the deadline its tool server has in the agent file: it gets an
     /// error result (or the one its tool set for this end) and the server is told to cancel it;
     /// a result that comes later is dropped.
     fn call_deadline(&mut self, call_id: CallId, after: String, result: Option<String>) -> Applied {
+        self.refuse_unapproved(&call_id)?;
         let Some(pending) = self.take_pending(&call_id) else {
             return Err(DropReason::NoPendingCall(call_id));
         };
@@ -524,10 +546,14 @@ impl Draft<'_> {
             self.resolve(pending, CallResult::text(text));
             return Ok(());
         }
-        let text = format!(
-            "Error: no result from the tool server within {after} (the deadline its agent file \
-             sets); the call was cancelled. You may try again or tell the user."
-        );
+        let text = if pending.client.is_some() {
+            crate::tools::client::deadline_text(&after)
+        } else {
+            format!(
+                "Error: no result from the tool server within {after} (the deadline its agent \
+                 file sets); the call was cancelled. You may try again or tell the user."
+            )
+        };
         self.resolve(pending, CallResult::error(text));
         Ok(())
     }
@@ -537,7 +563,10 @@ impl Draft<'_> {
     /// tools' waits and timers need nothing (their inputs are dropped once the call is no longer
     /// pending).
     pub(super) fn cancel_call(&mut self, call: &crate::state::PendingCall) {
-        if call.kind != PendingKind::Dispatched {
+        // A call waiting for approval never left; a client tool's application sees its
+        // result (an interruption, a stand-in) on the event stream.
+        if call.kind != PendingKind::Dispatched || call.approval.is_some() || call.client.is_some()
+        {
             return;
         }
         if call.delegated || call.tool == delegation::TOOL {
@@ -571,13 +600,37 @@ impl Draft<'_> {
         Ok(())
     }
 
+    /// A question was answered: a tool server's (the answer went to it, its result follows) or
+    /// an approval the runtime asked (0 runs the call).
     fn user_choice_answered(&mut self, call_id: CallId, selected: usize) -> Applied {
-        let before = self.record.open_choices.len();
-        self.record.open_choices.retain(|c| c.call_id != call_id);
-        if self.record.open_choices.len() == before {
+        let Some(at) = self
+            .record
+            .open_choices
+            .iter()
+            .position(|c| c.call_id == call_id)
+        else {
             return Err(DropReason::NoOpenChoice(call_id));
+        };
+        let choice = self.record.open_choices.remove(at);
+        tracing::info!(thread = %self.record.id, call = %call_id, selected, "user choice answered");
+        let approval = self
+            .record
+            .pending(&call_id)
+            .is_some_and(|p| p.approval.is_some());
+        match self.take_pending(&call_id) {
+            Some(pending) if approval => {
+                self.settle_approval(pending, selected == crate::tools::approval::RUN, None);
+            }
+            other => {
+                self.record.pending_calls.extend(other);
+                self.output(OutputKind::ChoiceAnswered {
+                    call_id,
+                    selected,
+                    choice: choice.choices.get(selected).cloned().unwrap_or_default(),
+                    by_deadline: false,
+                });
+            }
         }
-        tracing::info!(thread = %self.record.id, call = %call_id, selected, "user choice sent");
         Ok(())
     }
 

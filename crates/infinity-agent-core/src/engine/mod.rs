@@ -61,6 +61,7 @@
 //! `compaction`, and `calls` (the completion loop and tool calls).
 
 mod admit;
+mod approvals;
 pub(crate) use admit::held_inputs;
 mod calls;
 mod compaction;

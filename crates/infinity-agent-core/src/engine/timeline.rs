@@ -131,6 +131,10 @@ impl Draft<'_> {
         let mut kept = Vec::with_capacity(self.effects.len());
         for effect in std::mem::take(&mut self.effects) {
             match effect {
+                // Shown after the commit, like a host without live output shows every event.
+                Effect::Output { event } if event.kind.awaits_answer() => {
+                    kept.push(Effect::Output { event });
+                }
                 Effect::Output { mut event } => {
                     crate::commit::number(&mut self.record, &mut event);
                     self.shown.push(event.clone());
@@ -305,6 +309,11 @@ impl Draft<'_> {
                     show_time(due)
                 ),
                 (PendingKind::Passive, None) => "Woke up: new input arrived.".to_owned(),
+                (PendingKind::Dispatched, _) if p.approval.is_some() => format!(
+                    "{STILL_WAITING_PREFIX} a person was asked to approve this call and has not \
+                     answered yet. New input arrived meanwhile; if they approve, the call runs \
+                     and its result arrives as an event."
+                ),
                 (PendingKind::Dispatched, _) if p.authorizing => format!(
                     "{STILL_WAITING_PREFIX} the user was asked to authorize this tool and has \
                      not yet. New input arrived meanwhile; the call's result will arrive as an \

@@ -69,6 +69,8 @@ async fn session(store: &MemoryStore) {
         authorizing: false,
         delegated: false,
         trace: None,
+        client: None,
+        approval: None,
     });
     root.schedules.push(crate::state::Schedule {
         id: "sch-daily".into(),
@@ -109,6 +111,8 @@ async fn session(store: &MemoryStore) {
         authorizing: false,
         delegated: false,
         trace: None,
+        client: None,
+        approval: None,
     });
     put(store, root, 150).await;
     put(store, child, 4).await;

@@ -48,7 +48,7 @@ mod builder;
 mod clock;
 mod people;
 
-pub use people::{check_schedule, Front};
+pub use people::{check_client_call, check_schedule, client_result, Front};
 mod shown;
 pub use shown::Following;
 mod timers;
@@ -132,6 +132,10 @@ pub enum PostError {
     /// agent's `while_busy:`, is `reject`.
     #[error("thread {0} is busy (a call it made has no result yet) and refuses messages until it is done (while_busy: reject); send it again later, or with another policy (move_on, queue, interrupt)")]
     Busy(ThreadId),
+    /// A client tool's result for a call that does not wait for one from the application:
+    /// why (it has its result already, was cancelled, is not a client tool's, never was).
+    #[error("{0}")]
+    NoClientCall(String),
     /// The store could not be read.
     #[error(transparent)]
     Store(#[from] StoreError),
@@ -588,8 +592,9 @@ impl EffectPerformer for Inner {
     }
 
     async fn output(&self, events: &[&OutputEvent]) -> Result<(), OutputError> {
+        let mut outlet = lock(&self.outlet);
         for event in events {
-            self.publish((*event).clone());
+            outlet.publish_committed((*event).clone());
         }
         Ok(())
     }

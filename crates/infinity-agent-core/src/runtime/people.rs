@@ -313,6 +313,24 @@ pub trait Front: Send + Sync {
         .await
     }
 
+    /// Hands the result of a client tool's call (an agent file's `client_tools:`) to the
+    /// thread that waits for it. Refused for an unknown or closed thread, and for a call that
+    /// does not wait for the application ([`PostError::NoClientCall`]: answered already,
+    /// cancelled, past its deadline, not a client tool's). The input's id comes from the call,
+    /// so two answers that pass at once are taken once (the first).
+    async fn post_tool_result(
+        &self,
+        thread_id: &ThreadId,
+        call_id: &crate::ids::CallId,
+        text: String,
+        is_error: bool,
+    ) -> Result<InputId, PostError> {
+        let record = self.open_record(thread_id).await?;
+        check_client_call(&record, call_id)?;
+        self.post(client_result(thread_id, call_id, text, is_error))
+            .await
+    }
+
     /// The thread's record, refused when it is unknown or closed.
     async fn open_record(&self, thread_id: &ThreadId) -> Result<ThreadRecord, PostError> {
         match self.threads().load_record(thread_id).await? {
@@ -431,4 +449,58 @@ pub fn check_schedule(
         Some(id.clone()),
     )?;
     Ok((id, text))
+}
+
+/// Whether `record`'s thread waits for the application's result of `call_id` (a client tool's
+/// call without a result yet); [`PostError::NoClientCall`] says why not.
+pub fn check_client_call(
+    record: &ThreadRecord,
+    call_id: &crate::ids::CallId,
+) -> Result<(), PostError> {
+    let thread_id = &record.id;
+    match record.pending(call_id) {
+        Some(pending) if pending.client.is_some() => Ok(()),
+        Some(pending) => Err(PostError::NoClientCall(format!(
+            "call {call_id} of thread {thread_id} is a call of `{}`, not of a client tool: its \
+             result comes from whoever runs that tool",
+            pending.tool
+        ))),
+        None => {
+            let waiting: Vec<&str> = record
+                .pending_calls
+                .iter()
+                .filter(|p| p.client.is_some())
+                .map(|p| p.call_id.as_str())
+                .collect();
+            Err(PostError::NoClientCall(format!(
+                "thread {thread_id} has no call {call_id} waiting for a result: it has its \
+                 result already (answered, cancelled, or past its deadline), or never was; \
+                 client calls waiting: {}",
+                if waiting.is_empty() {
+                    "none".to_owned()
+                } else {
+                    waiting.join(", ")
+                }
+            )))
+        }
+    }
+}
+
+/// The input that hands the application's result of a client tool's call to its thread. Its id
+/// comes from the call, so answers sent twice are taken once (the first).
+pub fn client_result(
+    thread_id: &ThreadId,
+    call_id: &crate::ids::CallId,
+    text: String,
+    is_error: bool,
+) -> Input {
+    Input {
+        id: InputId::derived(call_id.as_str(), "client-result"),
+        thread_id: thread_id.clone(),
+        body: if is_error {
+            InputBody::tool_error(call_id.clone(), text)
+        } else {
+            InputBody::tool_result(call_id.clone(), text)
+        },
+    }
 }

@@ -86,6 +86,12 @@ impl Outlet {
         self.senders.retain(|tx| tx.send(event.clone()).is_ok());
     }
 
+    /// Hands a committed event to every subscriber (one shown after its slice's commit: the
+    /// store has it, so it is not noted as the running slice's).
+    pub(super) fn publish_committed(&mut self, event: OutputEvent) {
+        self.senders.retain(|tx| tx.send(event.clone()).is_ok());
+    }
+
     /// The thread's slice ended: what it showed is committed (`committed`), or was not and is
     /// withdrawn. Returns the withdrawal to publish, if any.
     pub(super) fn slice_ended(

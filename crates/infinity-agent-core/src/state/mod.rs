@@ -179,6 +179,61 @@ pub struct PendingCall {
     /// result links to it ([`crate::telemetry`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub trace: Option<String>,
+    /// For a call of a client tool (an agent file's `client_tools:`): the calling application
+    /// runs it and posts its result.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub client: Option<Box<ClientCall>>,
+    /// For a call that waits for a person's approval before it runs (an agent file's
+    /// `approvals:`): what runs once approved. The call's question is among the thread's
+    /// [`open_choices`](ThreadRecord::open_choices).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub approval: Option<Box<PendingApproval>>,
+}
+
+/// The most bytes of arguments (as JSON) the record keeps whole for a call that someone outside
+/// the runtime must see until it is answered: a call waiting for approval (it runs with them),
+/// a client tool's call (its application may ask for it again after a restart). A bigger call
+/// gets an error result instead; every other call keeps an [`args_preview`].
+pub const MAX_HELD_ARGS_BYTES: usize = 32_000;
+
+/// A client tool's call, as the record holds it until the application answers (see
+/// [`PendingCall::client`]).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct ClientCall {
+    /// The call's arguments, whole (at most [`MAX_HELD_ARGS_BYTES`]): a stream that attaches
+    /// shows the call again with them.
+    pub args: serde_json::Value,
+    /// The tool's deadline, if it has one (a tool server's is in the session's [`Toolset`]):
+    /// kept so that a thread moved to another host arms it there again.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub deadline: Option<Deadline>,
+}
+
+/// A call waiting for a person's approval (see [`PendingCall::approval`]).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct PendingApproval {
+    /// The call's arguments, whole (at most [`MAX_HELD_ARGS_BYTES`]): they run as they are
+    /// once approved.
+    pub args: serde_json::Value,
+    /// How long after the call the question answers itself, if its rule sets a deadline.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub deadline: Option<Deadline>,
+    /// What it answers then.
+    #[serde(default)]
+    pub default: ApprovalDefault,
+}
+
+/// What an approval question answers when its deadline passes unanswered.
+#[derive(
+    Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema,
+)]
+#[serde(rename_all = "snake_case")]
+pub enum ApprovalDefault {
+    /// The call does not run; the model is told nobody approved it in time.
+    #[default]
+    Decline,
+    /// The call runs.
+    Approve,
 }
 
 /// Entries held back while dispatched calls are pending (see [`ThreadRecord::deferred`]).
@@ -273,7 +328,8 @@ pub struct OpenChoice {
     pub choices: Vec<String>,
     /// The option sent on dismissal.
     pub default: usize,
-    /// Where the answer goes.
+    /// Where the answer goes; empty for a question the runtime asked itself (an approval),
+    /// which the answer's input settles.
     pub response_url: String,
 }
 

@@ -32,7 +32,8 @@ impl Activity {
     }
 
     /// The first that holds of: moving or moved to another host, closed, stopped at its
-    /// conversation's budget, paused at an hourly limit, waiting on tool calls, sleeping,
+    /// conversation's budget, paused at an hourly limit, waiting for a person's approval of
+    /// tool calls, waiting on tool calls (a client tool's among them), sleeping,
     /// waiting on its children, waiting for a person's answer, else idle. Calls the
     /// conversation moved on from (they have a stand-in result, their real one comes as an
     /// event) are not waited on.
@@ -59,10 +60,20 @@ impl Activity {
         }
         let waited_on = || record.pending_calls.iter().filter(|call| !call.moved_on);
         let mut tools: Vec<&str> = Vec::new();
+        let mut approvals: Vec<&str> = Vec::new();
         for call in waited_on().filter(|call| call.kind == PendingKind::Dispatched) {
-            if !tools.contains(&call.tool.as_str()) {
-                tools.push(&call.tool);
+            let names = if call.approval.is_some() {
+                &mut approvals
+            } else {
+                &mut tools
+            };
+            if !names.contains(&call.tool.as_str()) {
+                names.push(&call.tool);
             }
+        }
+        if !approvals.is_empty() {
+            let text = format!("waiting for your approval of {}", approvals.join(", "));
+            return Self::new("waiting", text);
         }
         if !tools.is_empty() {
             return Self::new("waiting", format!("waiting on {}", tools.join(", ")));

@@ -41,6 +41,14 @@ impl Deadline {
     pub fn as_str(&self) -> &str {
         &self.text
     }
+
+    /// When it passes for what started at `start` (`None` past the end of time).
+    pub fn due_from(&self, start: jiff::Timestamp) -> Option<jiff::Timestamp> {
+        let seconds = i64::try_from(self.seconds).ok()?;
+        start
+            .checked_add(jiff::SignedDuration::from_secs(seconds))
+            .ok()
+    }
 }
 
 impl TryFrom<String> for Deadline {

@@ -81,6 +81,13 @@ pub struct CallWait {
     pub moved_on: bool,
     /// True while its tool server waits for a person to authorize it.
     pub authorizing: bool,
+    /// True for a client tool's call: the application that runs it answers.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub client: bool,
+    /// True while it waits for a person's approval to run (its question is among
+    /// [`Waits::questions`]).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub approval: bool,
 }
 
 /// A call, by id and tool.
@@ -145,6 +152,8 @@ impl Waits {
                     since: call.issued_at,
                     moved_on: call.moved_on,
                     authorizing: call.authorizing,
+                    client: call.client.is_some(),
+                    approval: call.approval.is_some(),
                 }),
             }
         }
@@ -215,6 +224,8 @@ mod tests {
             authorizing: false,
             delegated: false,
             trace: None,
+            client: None,
+            approval: None,
         }
     }
 

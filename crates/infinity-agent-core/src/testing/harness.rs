@@ -99,6 +99,10 @@ pub struct Setup {
     pub deadline: Option<(tokio::time::Instant, std::time::Duration)>,
     /// The test agent's `while_busy:`.
     pub while_busy: crate::state::WhileBusy,
+    /// The test agent's `client_tools:`.
+    pub client_tools: Vec<crate::tools::client::ClientToolFile>,
+    /// The test agent's `approvals:`.
+    pub approvals: Vec<crate::tools::approval::ApprovalRule>,
 }
 
 impl Setup {
@@ -121,6 +125,8 @@ impl Setup {
             deadline: None,
             prices: None,
             while_busy: Default::default(),
+            client_tools: Vec::new(),
+            approvals: Vec::new(),
         }
     }
 
@@ -139,6 +145,8 @@ impl Setup {
         agent.skills = self.skills;
         agent.tool_servers = self.tool_servers;
         agent.sub_agents = self.sub_agents;
+        agent.client_tools = self.client_tools;
+        agent.approvals = self.approvals;
         let mut builder = AgentSystemBuilder::new()
             .with_agent(agent)
             .with_tool(Arc::new(SetTitle))
@@ -290,6 +298,15 @@ pub fn describe(event: &OutputEvent) -> String {
         OutputKind::ChoiceRequested {
             prompt, choices, ..
         } => format!("choose {prompt} {choices:?}"),
+        OutputKind::ChoiceAnswered {
+            choice,
+            by_deadline,
+            ..
+        } => format!(
+            "chosen {choice}{}",
+            if *by_deadline { " (deadline)" } else { "" }
+        ),
+        OutputKind::ClientToolCall { name, args, .. } => format!("client call {name} {args}"),
         OutputKind::ViewUpdated { view_type, content } => {
             format!(
                 "view {view_type} {}",

@@ -11,8 +11,10 @@
 //! Tools of tool servers are registry tools like the others ([`servers::ServerTool`]): the
 //! registry checks their arguments and they dispatch.
 
+pub mod approval;
 mod arguments;
 pub(crate) mod builtin;
+pub mod client;
 pub mod internal;
 mod registry;
 pub mod servers;

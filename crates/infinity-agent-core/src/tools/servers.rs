@@ -393,10 +393,7 @@ impl Tool for ServerTool {
             args,
         );
         if let Some(deadline) = &self.tool.deadline {
-            let due = ctx
-                .now
-                .checked_add(jiff::SignedDuration::from_secs(deadline.seconds() as i64));
-            if let Ok(due) = due {
+            if let Some(due) = deadline.due_from(ctx.now) {
                 ctx.emit(Effect::SendAt {
                     input: Input {
                         id: InputId::derived(ctx.call.id.as_str(), "deadline"),

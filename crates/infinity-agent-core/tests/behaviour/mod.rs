@@ -21,6 +21,7 @@ mod loops;
 mod memory;
 mod numbering;
 mod parallel_calls;
+mod people;
 mod plan;
 mod restart;
 mod retries;

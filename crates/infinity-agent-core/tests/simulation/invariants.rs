@@ -179,6 +179,14 @@ impl Snapshot {
                     {
                         note("calls cut by a close")
                     }
+                    Item::ToolResult { text, .. } if text.starts_with("Not run: ") => {
+                        note("approvals declined")
+                    }
+                    Item::ToolResult { text, .. }
+                        if text.starts_with("Error: the application that runs this tool") =>
+                    {
+                        note("client calls past their deadline")
+                    }
                     Item::Message { text, .. } if text.starts_with("[widget]") => {}
                     Item::Assistant {
                         synthetic: true, ..
@@ -251,6 +259,24 @@ fn check_thread(
             return Err(format!(
                 "{t}: the record keeps {size} bytes of call {call}'s arguments"
             ));
+        }
+    }
+    // What a call holds whole until someone outside answers it is bounded.
+    for pending in &record.pending_calls {
+        let held = pending
+            .approval
+            .as_ref()
+            .map(|a| &a.args)
+            .into_iter()
+            .chain(pending.client.as_ref().map(|c| &c.args));
+        for args in held {
+            let size = infinity_agent_core::json::json_len(args);
+            if size > infinity_agent_core::state::MAX_HELD_ARGS_BYTES {
+                return Err(format!(
+                    "{t}: call {} holds {size} bytes of arguments",
+                    pending.call_id
+                ));
+            }
         }
     }
     if let Some(output) = &record.output {
@@ -346,6 +372,32 @@ fn check_thread(
             if !armed {
                 return Err(format!("{t}: the timer of sleep {call} is lost"));
             }
+        }
+        let call = &pending.call_id;
+        // An approval waits on its question, and on its deadline (every rule here has one).
+        if pending.approval.is_some() {
+            let asked = record.open_choices.iter().any(|c| &c.call_id == call);
+            let timed = in_flight.any(
+                t,
+                |b| matches!(b, InputBody::ApprovalDeadline { call_id, .. } if call_id == call),
+            );
+            if !(asked && timed) {
+                return Err(format!(
+                    "{t}: the approval of call {call} is lost (question open: {asked}, deadline armed: {timed})"
+                ));
+            }
+            continue;
+        }
+        // A client tool's call waits on its application, and on its deadline.
+        if pending.client.is_some() {
+            let timed = in_flight.any(
+                t,
+                |b| matches!(b, InputBody::CallDeadline { call_id, .. } if call_id == call),
+            );
+            if !timed {
+                return Err(format!("{t}: the deadline of client call {call} is lost"));
+            }
+            continue;
         }
         // No tool server call lost.
         if pending.kind == PendingKind::Dispatched && pending.tool == "lookup" {

@@ -78,7 +78,19 @@ impl Sim {
         let lookup: Arc<dyn Tool> = Arc::new(DispatchedTool("lookup"));
         let mut alpha = AgentSpec::new("alpha", "You are alpha.", alpha_model.clone());
         alpha.internal_tools = InternalTools::builder().agent(true).build();
+        // Alpha's lookups wait for a person's approval (the deadline runs them), and it has a
+        // tool its application runs; beta's sleeps wait for approval too (the deadline declines).
+        alpha.client_tools = vec![serde_yaml_ng::from_str(
+            "{name: pick, description: Asks the application., input_schema: {type: object}, deadline: 30m}",
+        )
+        .unwrap()];
+        alpha.approvals =
+            vec![
+                serde_yaml_ng::from_str("{tools: [lookup], deadline: 20m, default: approve}")
+                    .unwrap(),
+            ];
         let mut beta = AgentSpec::new("beta", "You are beta.", beta_model.clone());
+        beta.approvals = vec![serde_yaml_ng::from_str("{tools: [sleep], deadline: 10m}").unwrap()];
         // Tight hourly limits, so runs suspend threads, lift them and refuse spawns.
         beta.limits = Limits {
             max_completions_per_slice: 4,
@@ -606,6 +618,8 @@ impl Sim {
         );
         coverage.insert("outputs truncated", net.outputs_truncated);
         coverage.insert("authorization detours", net.authorizations_shown);
+        coverage.insert("approvals asked", net.approvals_asked);
+        coverage.insert("client calls shown", net.client_calls_shown);
         coverage.insert(
             "duplicates dropped",
             net.dropped
@@ -719,6 +733,10 @@ fn every_seed_keeps_every_invariant() {
             "sleeps interrupted",
             "calls still running at a message",
             "authorization detours",
+            "approvals asked",
+            "approvals declined",
+            "client calls shown",
+            "client calls past their deadline",
             "interruptions",
             "undeliverable calls",
             "calls cut by a close",

@@ -143,6 +143,9 @@ impl ModelProvider for SimModel {
         let mut calls = Vec::new();
         match (request.is_root, pick) {
             (_, 0..=19) => return Ok(text("Done for now.")),
+            (_, 30..=34) if offered("pick") => {
+                calls.push(call("pick", json!({"for": format!("p{pick}")}), id(0)))
+            }
             (_, 20..=34) => calls.push(call("lookup", json!({"q": format!("q{pick}")}), id(0))),
             (_, 35..=46) => {
                 let seconds = 1 + pick * 13 % 1200;

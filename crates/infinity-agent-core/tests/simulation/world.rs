@@ -18,7 +18,7 @@ use infinity_agent_core::ids::{CallId, EffectId, InputId, ThreadId};
 use infinity_agent_core::input::{Input, InputBody};
 use infinity_agent_core::state::ThreadRecord;
 use infinity_agent_core::store::{MemoryStore, StoreError, ThreadStore};
-use jiff::Timestamp;
+use jiff::{SignedDuration, Timestamp};
 
 use crate::simulation::rng::Rng;
 
@@ -106,6 +106,10 @@ pub struct Net {
     pub outputs_truncated: usize,
     /// Authorization links shown to the user.
     pub authorizations_shown: usize,
+    /// Approval questions shown to people.
+    pub approvals_asked: usize,
+    /// Client tools' calls shown to their application.
+    pub client_calls_shown: usize,
     pub notifications: usize,
 }
 
@@ -133,6 +137,8 @@ impl Net {
             outputs: 0,
             outputs_truncated: 0,
             authorizations_shown: 0,
+            approvals_asked: 0,
+            client_calls_shown: 0,
             notifications: 0,
         }
     }
@@ -149,6 +155,81 @@ impl Net {
             queue.push_back(input.clone());
         }
         queue.push_back(input);
+    }
+
+    /// Puts an input on the timers, due at `due` (people and applications answer later), and
+    /// records it as sent.
+    pub fn later(&mut self, due: Timestamp, input: Input) {
+        self.sent
+            .entry(input.thread_id.clone())
+            .or_default()
+            .insert(input.id.clone());
+        self.timers.push((due, input));
+    }
+
+    /// Someone outside answers what an event asks, some time later: a person an approval
+    /// (run it, or not; sometimes twice, or never, when its deadline answers), an application
+    /// a client tool's call (once, twice, twice differently, or never, past its deadline).
+    /// Shown again after a crash, an event is answered again.
+    fn answer_later(&mut self, event: &OutputEvent) {
+        let after = |net: &mut Net| {
+            let delay = SignedDuration::from_secs(1 + net.rng.below(1_800) as i64);
+            net.now + delay
+        };
+        let thread = &event.thread_id;
+        match &event.kind {
+            OutputKind::ChoiceRequested { call_id, .. } => {
+                self.approvals_asked += 1;
+                let answer = |suffix: &str, selected: usize| {
+                    server_input(
+                        thread,
+                        call_id,
+                        suffix,
+                        InputBody::UserChoiceAnswered {
+                            call_id: call_id.clone(),
+                            selected,
+                        },
+                    )
+                };
+                let roll = self.rng.below(100);
+                let selected = (roll % 2) as usize;
+                if roll < 60 {
+                    let due = after(self);
+                    self.later(due, answer("answered", selected));
+                }
+                if roll < 15 {
+                    let due = after(self);
+                    self.later(due, answer("answered-again", 1 - selected));
+                }
+            }
+            OutputKind::ClientToolCall { call_id, .. } => {
+                self.client_calls_shown += 1;
+                let result = |suffix: &str, text: String| {
+                    server_input(
+                        thread,
+                        call_id,
+                        suffix,
+                        InputBody::tool_result(call_id.clone(), text),
+                    )
+                };
+                let roll = self.rng.below(100);
+                if roll < 75 {
+                    let due = after(self);
+                    self.later(
+                        due,
+                        result("client-result", format!("picked for {call_id}")),
+                    );
+                }
+                if roll < 25 {
+                    let due = after(self);
+                    self.later(
+                        due,
+                        result("client-result-again", format!("picked again for {call_id}")),
+                    );
+                }
+            }
+            _ => {}
+        }
     }
 
     /// False once the host has "crashed"; counts down to the crash otherwise.
@@ -308,6 +389,7 @@ impl EffectPerformer for Shared {
             if matches!(event.kind, OutputKind::AuthorizationRequested { .. }) {
                 net.authorizations_shown += 1;
             }
+            net.answer_later(event);
         }
         net.outputs += events.len();
         Ok(())

@@ -34,7 +34,7 @@ pub(crate) async fn chat(args: ChatArgs) -> Result<u8> {
     if args.agent.store.is_some() {
         print_threads(system.store().as_ref()).await?;
     }
-    eprintln!("Talking to thread {thread}. /threads lists threads, /choose [CALL] INDEX or /dismiss [CALL] answers a tool's question, /interrupt cancels the calls in flight, /quit or Ctrl-C leaves (state is kept with --store).");
+    eprintln!("Talking to thread {thread}. /threads lists threads, /choose [CALL] INDEX or /dismiss [CALL] answers a tool's question (or an approval), /result [CALL] TEXT or /error [CALL] TEXT answers a client tool's call, /interrupt cancels the calls in flight, /quit or Ctrl-C leaves (state is kept with --store).");
     let mut lines = tokio::io::BufReader::new(tokio::io::stdin()).lines();
     loop {
         tokio::select! {
@@ -55,10 +55,15 @@ pub(crate) async fn chat(args: ChatArgs) -> Result<u8> {
                             eprintln!("error: {}", report(&err));
                         }
                     }
+                    command if command.starts_with("/result ") || command.starts_with("/error ") => {
+                        if let Err(err) = chat_result(&system, &thread, command).await {
+                            eprintln!("error: {}", report(&err));
+                        }
+                    }
                     command if command.starts_with('/') => eprintln!(
                         "unknown command {command}: /threads, /choose [CALL] INDEX, /dismiss [CALL], \
-                         /interrupt and /quit are known (a message that starts with / needs a \
-                         space first)"
+                         /result [CALL] TEXT, /error [CALL] TEXT, /interrupt and /quit are known (a \
+                         message that starts with / needs a space first)"
                     ),
                     text => {
                         if let Err(err) = system.post_user_message(&thread, text.to_owned()).await {
@@ -97,5 +102,42 @@ async fn chat_choose(system: &AgentSystem, thread: &ThreadId, command: &str) -> 
         infinity_rap_runtime::client::answer_choice(&record.id, choice, index).await?;
     system.accept(input).await?;
     eprintln!("answered {}: {}", choice.call_id, choice.choices[selected]);
+    Ok(())
+}
+
+/// `/result [CALL] TEXT` or `/error [CALL] TEXT` in `infinity chat`: a person answers a client
+/// tool's call as its application would. `CALL` may be left out while one call waits.
+async fn chat_result(system: &AgentSystem, thread: &ThreadId, command: &str) -> Result<()> {
+    let (verb, rest) = command.split_once(' ').unwrap_or((command, ""));
+    let record = system
+        .record(thread)
+        .await?
+        .with_context(|| format!("thread {thread} does not exist yet"))?;
+    let waiting: Vec<&str> = record
+        .pending_calls
+        .iter()
+        .filter(|p| p.client.is_some())
+        .map(|p| p.call_id.as_str())
+        .collect();
+    let rest = rest.trim_start();
+    let (call, text) = match rest.split_once(' ') {
+        Some((first, text)) if waiting.contains(&first) => (first, text.trim_start()),
+        _ => match waiting.as_slice() {
+            [only] => (*only, rest),
+            [] => bail!("thread {thread} has no client tool's call waiting for a result"),
+            many => bail!(
+                "several client calls wait ({}): name one, /result CALL TEXT",
+                many.join(", ")
+            ),
+        },
+    };
+    if text.trim().is_empty() {
+        bail!("usage: {verb} [CALL] TEXT (the result, as the model reads it)");
+    }
+    let call = infinity_agent_core::ids::CallId::new(call)?;
+    system
+        .post_tool_result(thread, &call, text.to_owned(), verb == "/error")
+        .await?;
+    eprintln!("sent the result of call {call}");
     Ok(())
 }

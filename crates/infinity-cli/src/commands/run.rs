@@ -109,12 +109,12 @@ pub(crate) async fn run(mut args: RunArgs) -> Result<u8> {
                 Some(event) = events.recv() => show(&mut renderer, &event),
             }
         };
-        let WaitOutcome::Idle { next_timer: None } = outcome else {
+        let WaitOutcome::Idle { next_timer } = outcome else {
             break (outcome, Owed::default());
         };
         let owed = owed(&system, &thread).await;
         // Nobody can answer a tool's question under `run`: it gets its default now, so the
-        // call can go on.
+        // call can go on (an approval's default declines the call, whatever its deadline would).
         let mut answered_now = false;
         for (thread_id, choice) in &owed.questions {
             if !answered.insert(choice.call_id.clone()) {
@@ -141,8 +141,41 @@ pub(crate) async fn run(mut args: RunArgs) -> Result<u8> {
                 ),
             }
         }
+        // Nor does any application run a client tool: its call gets an error result now.
+        for (thread_id, call) in &owed.client_calls {
+            if !answered.insert(call.call_id.clone()) {
+                continue;
+            }
+            let text = format!(
+                "No result: `{}` is a client tool, which the application that talks to the agent \
+                 runs, and nothing runs client tools under `infinity run`. Tell the user.",
+                call.tool
+            );
+            let input =
+                infinity_agent_core::runtime::client_result(thread_id, &call.call_id, text, true);
+            eprintln!(
+                "note: call {} of the client tool `{}` got an error result (nothing runs client \
+                 tools under `infinity run`; an application answers them through `infinity \
+                 serve`, or a person with /result in `infinity chat`)",
+                call.call_id, call.tool
+            );
+            match system.accept(input).await {
+                Ok(_) => answered_now = true,
+                Err(err) => eprintln!(
+                    "warning: the result of call {} was not kept: {err}",
+                    call.call_id
+                ),
+            }
+        }
         if answered_now {
             continue;
+        }
+        if next_timer.is_some() {
+            let sleeping = Owed {
+                sleeps: owed.sleeps,
+                ..Owed::default()
+            };
+            break (outcome, sleeping);
         }
         let now = tokio::time::Instant::now();
         if owed.is_empty() && !graced && now < deadline {
@@ -210,7 +243,8 @@ pub(crate) async fn run(mut args: RunArgs) -> Result<u8> {
                     owed.subscriptions.join("; ")
                 );
             }
-            if let Some(due) = next_timer {
+            // (A timer that only ends a call already answered, a deadline's, is no sleep.)
+            if let Some(due) = next_timer.filter(|_| owed.sleeps) {
                 eprintln!(
                     "note: a thread sleeps until {due}, after the {}s timeout; stopping here",
                     args.timeout
@@ -236,8 +270,12 @@ struct Owed {
     calls: Vec<String>,
     /// Active subscriptions, the same way.
     subscriptions: Vec<String>,
-    /// Tools' questions nobody has answered yet.
+    /// Tools' questions nobody has answered yet (approvals among them).
     questions: Vec<(ThreadId, infinity_agent_core::state::OpenChoice)>,
+    /// True when a thread sleeps with a timer, or has a recurring schedule.
+    sleeps: bool,
+    /// Calls of client tools, which nothing under `run` answers.
+    client_calls: Vec<(ThreadId, infinity_agent_core::state::PendingCall)>,
 }
 
 impl Owed {
@@ -258,7 +296,13 @@ async fn owed(system: &AgentSystem, root: &ThreadId) -> Owed {
         if record.status == ThreadStatus::Closed {
             continue;
         }
+        owed.sleeps |= !record.schedules.is_empty();
         for call in &record.pending_calls {
+            owed.sleeps |=
+                call.kind == infinity_agent_core::state::PendingKind::Passive && call.due.is_some();
+            if call.client.is_some() {
+                owed.client_calls.push((record.id.clone(), call.clone()));
+            }
             if call.kind == infinity_agent_core::state::PendingKind::Dispatched {
                 owed.calls.push(format!(
                     "call {} ({}) in thread {id}",

@@ -105,10 +105,16 @@ fn describe(waits: &Waits, now: jiff::Timestamp) -> Vec<String> {
         ));
     }
     for call in &waits.calls {
-        let how = match (call.moved_on, call.authorizing) {
-            (_, true) => ", waiting for a person to authorize it",
-            (true, false) => ", the conversation went on without it",
-            (false, false) => "",
+        let how = if call.approval {
+            ", waiting for a person's approval to run"
+        } else if call.authorizing {
+            ", waiting for a person to authorize it"
+        } else if call.moved_on {
+            ", the conversation went on without it"
+        } else if call.client {
+            ", waiting for the application that runs it"
+        } else {
+            ""
         };
         lines.push(format!(
             "  call    {} since {} ({}{how})",

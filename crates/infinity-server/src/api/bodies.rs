@@ -108,6 +108,17 @@ pub struct Message {
     pub(crate) while_busy: Option<WhileBusy>,
 }
 
+/// The application's result for a call of a client tool.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ToolResult {
+    /// The result, as the model reads it (JSON, or any text).
+    pub(crate) text: String,
+    /// True when the call failed: the model reads `text` as the error.
+    #[serde(default)]
+    pub(crate) is_error: bool,
+}
+
 /// A press of a widget's button.
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]

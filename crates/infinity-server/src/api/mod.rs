@@ -41,6 +41,7 @@ pub fn routes(host: Shared) -> Router {
         .route("/threads/{id}/waiting", get(waiting))
         .route("/threads/{id}/messages", post(message))
         .route("/threads/{id}/choices/{call}", post(choose))
+        .route("/threads/{id}/tool_results/{call}", post(tool_result))
         .route("/threads/{id}/widget-actions", post(widget_action))
         .route("/threads/{id}/interrupt", post(interrupt))
         .route("/threads/{id}/agent", post(use_agent))
@@ -358,6 +359,25 @@ async fn message(
     Ok(accepted(&id, &input))
 }
 
+/// `POST /threads/{id}/tool_results/{call}`: the application's result for a call of one of the
+/// thread's client tools (202; 404 for an unknown thread, 409 for a closed one or a call that
+/// does not wait for the application: answered already, cancelled, not a client tool's).
+async fn tool_result(
+    State(system): State<Shared>,
+    Path((id, call)): Path<(String, String)>,
+    body: Result<Json<ToolResult>, axum::extract::rejection::JsonRejection>,
+) -> Answer {
+    let id = thread_id(&id)?;
+    let call = infinity_agent_core::ids::CallId::new(&call)
+        .map_err(|e| error(StatusCode::BAD_REQUEST, e))?;
+    let Json(body) = body.map_err(|e| error(e.status(), e.body_text()))?;
+    let input = system
+        .post_tool_result(&id, &call, body.text, body.is_error)
+        .await
+        .map_err(post_error)?;
+    Ok(accepted(&id, &input))
+}
+
 /// `POST /threads/{id}/widget-actions`: a person pressed a button of a widget the thread showed
 /// (202; 404 for an unknown thread, 409 for a closed one).
 async fn widget_action(
@@ -463,9 +483,10 @@ fn post_error(e: PostError) -> ApiError {
         | PostError::BadBudget(_)
         | PostError::EmptyMessage(_) => error(StatusCode::BAD_REQUEST, e),
         PostError::NoAgent(_) => error(StatusCode::NOT_FOUND, e),
-        PostError::Closed(_) | PostError::OpenChildren { .. } | PostError::Busy(_) => {
-            error(StatusCode::CONFLICT, e)
-        }
+        PostError::Closed(_)
+        | PostError::OpenChildren { .. }
+        | PostError::Busy(_)
+        | PostError::NoClientCall(_) => error(StatusCode::CONFLICT, e),
         PostError::Unknown(_) => error(StatusCode::NOT_FOUND, e),
         // The input was not kept (the store's inbox, the queue): nothing was accepted.
         PostError::Store(ref err) if err.is_retryable() => {

@@ -14,7 +14,7 @@ use schemars::{json_schema, Schema, SchemaGenerator};
 use super::{delete, get, post, Content, Operation};
 use crate::api::{
     Accepted, Agents, Choice, Chosen, HistoryEntries, ListParams, Message, Models, ScheduleCreated,
-    TreeOption, UseAgent, UseModel, WaitingTree, WidgetAction,
+    ToolResult, TreeOption, UseAgent, UseModel, WaitingTree, WidgetAction,
 };
 use crate::events::{Position, StreamData};
 use crate::markdown::{Html, Texts};
@@ -107,6 +107,11 @@ pub fn all() -> Vec<Operation> {
             .body::<Choice>()
             .answers::<Chosen>(200, "The answer given")
             .errors(&[400, 404, 409, 502, 503]),
+        post("/threads/{id}/tool_results/{call}", "postToolResult")
+            .about("threads", "The application's result for a call of a client tool (an agent file's `client_tools:`), named by the `client_tool_call` event")
+            .body::<ToolResult>()
+            .answers::<Accepted>(202, "Accepted: kept, and the thread will take it (two answers at once: the first)")
+            .errors(&[400, 404, 409, 413, 503]),
         post("/threads/{id}/widget-actions", "pressWidget")
             .about("threads", "A press of a button of a widget the thread showed")
             .body::<WidgetAction>()
