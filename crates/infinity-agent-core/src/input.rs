@@ -33,6 +33,21 @@ impl Input {
         }
     }
 
+    /// The timer input that ends the dispatched call `call_id` when its deadline (`after`, as
+    /// the agent file gives it) has passed: its id comes from the call, so the timer armed
+    /// again (after a move to another host) counts once.
+    pub fn call_deadline(thread_id: &ThreadId, call_id: &CallId, after: &str) -> Self {
+        Self {
+            id: InputId::derived(call_id.as_str(), "deadline"),
+            thread_id: thread_id.clone(),
+            body: InputBody::CallDeadline {
+                call_id: call_id.clone(),
+                after: after.to_owned(),
+                result: None,
+            },
+        }
+    }
+
     /// A user message with a fresh id.
     pub fn user_message(thread_id: ThreadId, text: impl Into<String>) -> Self {
         Self::new(

@@ -442,15 +442,7 @@ pub fn rearm(record: &ThreadRecord, toolset: Option<&Toolset>) -> Vec<Effect> {
             deadline.and_then(|d| Some((d, d.due_from(pending.issued_at)?)))
         {
             effects.push(Effect::SendAt {
-                input: Input {
-                    id: InputId::derived(pending.call_id.as_str(), "deadline"),
-                    thread_id: record.id.clone(),
-                    body: InputBody::CallDeadline {
-                        call_id: pending.call_id.clone(),
-                        after: deadline.as_str().to_owned(),
-                        result: None,
-                    },
-                },
+                input: Input::call_deadline(&record.id, &pending.call_id, deadline.as_str()),
                 due,
             });
         }

@@ -147,19 +147,21 @@ impl Draft<'_> {
         }
     }
 
+    /// Takes the pending call `call_id` if it waits for a person's approval (the others stay
+    /// where they are).
+    pub(super) fn take_unapproved(&mut self, call_id: &CallId) -> Option<PendingCall> {
+        let waits = self
+            .record
+            .pending(call_id)
+            .is_some_and(|p| p.approval.is_some());
+        waits.then(|| self.take_pending(call_id)).flatten()
+    }
+
     /// The approval `call_id` waits for got no answer within its rule's deadline (`after`):
     /// the rule's default settles it. Dropped when it is settled already.
     pub(super) fn approval_deadline(&mut self, call_id: CallId, after: &str) -> Applied {
-        let waits = self
-            .record
-            .pending(&call_id)
-            .is_some_and(|p| p.approval.is_some());
-        let pending = match self.take_pending(&call_id) {
-            Some(pending) if waits => pending,
-            other => {
-                self.record.pending_calls.extend(other);
-                return Err(DropReason::NoApproval(call_id));
-            }
+        let Some(pending) = self.take_unapproved(&call_id) else {
+            return Err(DropReason::NoApproval(call_id));
         };
         self.record.open_choices.retain(|c| c.call_id != call_id);
         let approved = pending

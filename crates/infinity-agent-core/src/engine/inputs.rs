@@ -613,23 +613,16 @@ impl Draft<'_> {
         };
         let choice = self.record.open_choices.remove(at);
         tracing::info!(thread = %self.record.id, call = %call_id, selected, "user choice answered");
-        let approval = self
-            .record
-            .pending(&call_id)
-            .is_some_and(|p| p.approval.is_some());
-        match self.take_pending(&call_id) {
-            Some(pending) if approval => {
+        match self.take_unapproved(&call_id) {
+            Some(pending) => {
                 self.settle_approval(pending, selected == crate::tools::approval::RUN, None);
             }
-            other => {
-                self.record.pending_calls.extend(other);
-                self.output(OutputKind::ChoiceAnswered {
-                    call_id,
-                    selected,
-                    choice: choice.choices.get(selected).cloned().unwrap_or_default(),
-                    by_deadline: false,
-                });
-            }
+            None => self.output(OutputKind::ChoiceAnswered {
+                call_id,
+                selected,
+                choice: choice.choices.get(selected).cloned().unwrap_or_default(),
+                by_deadline: false,
+            }),
         }
         Ok(())
     }

@@ -460,6 +460,12 @@ pub fn check_client_call(
     let thread_id = &record.id;
     match record.pending(call_id) {
         Some(pending) if pending.client.is_some() => Ok(()),
+        Some(pending) if pending.approval.is_some() => Err(PostError::NoClientCall(format!(
+            "call {call_id} of thread {thread_id} (`{}`) waits for a person's approval and has \
+             not run: a client tool's call is shown to its application (`client_tool_call`) once \
+             approved",
+            pending.tool
+        ))),
         Some(pending) => Err(PostError::NoClientCall(format!(
             "call {call_id} of thread {thread_id} is a call of `{}`, not of a client tool: its \
              result comes from whoever runs that tool",

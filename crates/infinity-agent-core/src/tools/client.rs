@@ -9,7 +9,6 @@ use serde::Deserialize;
 
 use super::{Tool, ToolContext, ToolOutcome};
 use crate::effect::{Effect, OutputKind};
-use crate::ids::InputId;
 use crate::input::{Input, InputBody};
 use crate::model::ToolSpec;
 use crate::state::{ClientCall, Deadline, PendingCall, MAX_HELD_ARGS_BYTES};
@@ -86,15 +85,7 @@ impl Tool for ClientTool {
         let due = self.file.deadline.as_ref().and_then(|deadline| {
             let due = deadline.due_from(ctx.now)?;
             ctx.emit(Effect::SendAt {
-                input: Input {
-                    id: InputId::derived(ctx.call.id.as_str(), "deadline"),
-                    thread_id: ctx.record.id.clone(),
-                    body: InputBody::CallDeadline {
-                        call_id: ctx.call.id.clone(),
-                        after: deadline.as_str().to_owned(),
-                        result: None,
-                    },
-                },
+                input: Input::call_deadline(&ctx.record.id, &ctx.call.id, deadline.as_str()),
                 due,
             });
             Some(due)

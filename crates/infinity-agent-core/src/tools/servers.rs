@@ -20,8 +20,7 @@ use serde::{Deserialize, Serialize};
 use super::{Tool, ToolContext, ToolOutcome, ToolRegistry, BUILTIN_TOOL_NAMES};
 use crate::effect::{Effect, ServerTarget};
 use crate::history::INJECTED_TOOL;
-use crate::ids::InputId;
-use crate::input::{Input, InputBody};
+use crate::input::Input;
 use crate::model::ToolSpec;
 use crate::state::{Deadline, SessionTool, Toolset};
 
@@ -395,15 +394,7 @@ impl Tool for ServerTool {
         if let Some(deadline) = &self.tool.deadline {
             if let Some(due) = deadline.due_from(ctx.now) {
                 ctx.emit(Effect::SendAt {
-                    input: Input {
-                        id: InputId::derived(ctx.call.id.as_str(), "deadline"),
-                        thread_id: ctx.record.id.clone(),
-                        body: InputBody::CallDeadline {
-                            call_id: ctx.call.id.clone(),
-                            after: deadline.as_str().to_owned(),
-                            result: None,
-                        },
-                    },
+                    input: Input::call_deadline(&ctx.record.id, &ctx.call.id, deadline.as_str()),
                     due,
                 });
             }

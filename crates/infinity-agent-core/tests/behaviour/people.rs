@@ -311,6 +311,14 @@ async fn an_approved_client_tool_call_goes_to_the_application_and_an_interrupt_w
     h.say("main", "paint").await;
     let (call, _) = question(&h).await;
     assert!(!h.lines("main").iter().any(|l| l.starts_with("client call")));
+    let early = h
+        .system
+        .post_tool_result(&tid("main"), &call, "too soon".to_owned(), false)
+        .await;
+    let Err(PostError::NoClientCall(why)) = early else {
+        panic!("{early:?}");
+    };
+    assert!(why.contains("waits for a person's approval"), "{why}");
     h.send("main", answer(&call, 0)).await;
     let (client, _) = client_call(&h);
     assert_eq!(client, call);
