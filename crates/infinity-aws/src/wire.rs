@@ -178,6 +178,35 @@ mod tests {
     }
 
     #[test]
+    fn a_client_tools_result_on_the_queue_has_the_apis_shape() {
+        // `{"text", "is_error"}` as `POST /threads/{id}/tool_results/{call}` takes, with the
+        // call and the thread; the id the API would give it makes it one input with any other
+        // answer to the call.
+        let i = inline(
+            parse_input(
+                r#"{"type":"tool_result","thread_id":"t1","call_id":"call-1","text":"teal","is_error":true,"id":"call-1-client-result"}"#,
+                Some("t1"),
+                None,
+            )
+            .unwrap(),
+        );
+        let api = infinity_agent_core::runtime::client_result(
+            &ThreadId::new("t1").unwrap(),
+            &infinity_agent_core::ids::CallId::new("call-1").unwrap(),
+            "teal".to_owned(),
+            true,
+        );
+        assert_eq!(i, api);
+        let refused = parse_input(
+            r#"{"type":"tool_result","thread_id":"t1","text":"teal"}"#,
+            Some("t1"),
+            Some("abc123"),
+        )
+        .unwrap_err();
+        assert!(refused.to_string().contains("call_id"), "{refused}");
+    }
+
+    #[test]
     fn a_user_message_on_the_queue_says_what_it_does_while_the_thread_is_busy() {
         use infinity_agent_core::state::WhileBusy;
         let i = inline(
