@@ -9,7 +9,8 @@
 //! the live numbers is filled from the store).
 //!
 //! A client that gives no position gets the thread as it stands: its views, its open questions
-//! and the calls of client tools that wait for their application, then `attached` (`{"after": N}`, SSE id `N`), then everything after `N` as above. `GET
+//! and the calls of client tools that wait for their application, then `attached`
+//! (`{"after": N}`, SSE id `N`), then everything after `N` as above. `GET
 //! /threads/{id}/history` answers with the same position in its `Last-Event-ID` header, so a
 //! client that loads the history and then streams from there sees each event once.
 //!

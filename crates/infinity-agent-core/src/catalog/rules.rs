@@ -1,10 +1,12 @@
 //! The name rule a version must pass to be saved: a tool the agent defines (a configured
-//! sub-agent, a tool server's tool) may not have the name of a built-in tool, nor of an internal
-//! tool of a category the agent has on. A category that is off frees its names.
+//! sub-agent, a client tool, a tool server's tool) may not have the name of a built-in tool, nor
+//! of an internal tool of a category the agent has on. A category that is off frees its names.
 //!
 //! A version saved before the rule caught something (a tool server added a tool, a category's
 //! default changed) still runs: the clashing tool is left out with a warning and the rest stay
-//! (see [`crate::tools::servers::assemble`] and [`crate::agent::Agent::from_spec`]).
+//! (see [`crate::tools::servers::assemble`] and [`crate::agent::Agent::from_spec`]). A clashing
+//! client tool is the exception: the agent is refused, naming it, since an application that
+//! runs the tool would otherwise wait for calls that never come.
 
 use std::fmt;
 
@@ -17,7 +19,7 @@ use crate::tools::BUILTIN_TOOL_NAMES;
 pub struct NameClash {
     /// The tool's name.
     pub name: String,
-    /// Where the agent's tool comes from (`agents:` or a tool server's URL).
+    /// Where the agent's tool comes from (`agents:`, `client_tools:` or a tool server's URL).
     pub source: String,
     /// The internal tool's category, or `None` for a built-in tool (which cannot be turned off).
     pub category: Option<&'static str>,
@@ -61,6 +63,11 @@ pub fn check_names(
                 "agents:".to_owned(),
             )
         })
+        .chain(
+            file.client_tools
+                .iter()
+                .map(|tool| (tool.name.clone(), "client_tools:".to_owned())),
+        )
         .chain(server_tools.iter().cloned());
     let mut clashes = Vec::new();
     for (name, source) in own {

@@ -176,6 +176,14 @@ fn names_of_the_agents_tools_may_not_take_internal_or_built_in_ones() {
     assert!(check_names(&off, &Categories::core(), &servers).is_empty());
     let opt_in = file("name: a\nmodel: script:x.yaml\nagents: [agent]\n");
     assert!(check_names(&opt_in, &Categories::core(), &[]).is_empty());
+    let client = file(
+        "name: a\nmodel: script:x.yaml\nclient_tools: [{name: plan_create, description: d}]\n",
+    );
+    let clash = &check_names(&client, &Categories::core(), &[])[0];
+    assert_eq!(
+        (clash.name.as_str(), clash.source.as_str(), clash.category),
+        ("plan_create", "client_tools:", Some("plan"))
+    );
     let turned_on =
         file("name: a\nmodel: script:x.yaml\ninternal_tools: {agent: true}\nagents: [agent]\n");
     assert_eq!(

@@ -125,16 +125,10 @@ pub fn question(
             pretty[shown.len()..].chars().count()
         ));
     }
-    if pattern == tool {
-        prompt.push_str(&format!(
-            "Asked because the agent file requires approval for `{tool}`."
-        ));
-    } else {
-        prompt.push_str(&format!(
-            "Asked because the agent file requires approval for `{}`.",
-            visible(pattern)
-        ));
-    }
+    prompt.push_str(&format!(
+        "Asked because the agent file requires approval for `{}`.",
+        visible(pattern)
+    ));
     if let Some((due, rule)) = due {
         let outcome = match rule.default {
             ApprovalDefault::Decline => "it is declined",
