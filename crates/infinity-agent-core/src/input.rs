@@ -1,11 +1,15 @@
 //! Input messages: everything that reaches a thread arrives on its input queue as one of these.
 
+mod answer;
+
 use jiff::Timestamp;
 use serde::{Deserialize, Serialize};
 
 use crate::history::Item;
 use crate::ids::{CallId, InputId, ThreadId};
 use crate::state::{DelegatedBy, Delegation, ParentLink};
+
+pub use answer::{Answer, AnswerTo, Answered, MAX_KEPT_INPUT_BYTES};
 
 /// One message on a thread's input queue.
 ///

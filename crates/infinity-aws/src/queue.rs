@@ -11,6 +11,7 @@ use infinity_agent_core::effect::OutputEvent;
 use infinity_agent_core::host::{InputSender, OutputError, SendError, Timers};
 use infinity_agent_core::ids::{EffectId, InputId, ThreadId};
 use infinity_agent_core::input::Input;
+use infinity_agent_core::runtime::PostError;
 use jiff::Timestamp;
 
 use crate::config::AwsConfig;
@@ -285,6 +286,26 @@ impl SqsInputSender {
             }
         }
         results
+    }
+}
+
+impl SqsInputSender {
+    /// Queueing with this sender, as a front posts inputs
+    /// ([`PostInput`](infinity_agent_core::runtime::PostInput)).
+    pub fn poster<'a>(
+        &'a self,
+    ) -> impl Fn(Input) -> futures_util::future::BoxFuture<'a, Result<InputId, PostError>>
+           + Send
+           + Sync
+           + 'a {
+        move |input| {
+            Box::pin(async move {
+                self.send_to_input_queue(&input, &input.thread_id, &input.id)
+                    .await
+                    .map_err(|e| PostError::Unavailable(e.to_string()))?;
+                Ok(input.id)
+            })
+        }
     }
 }
 

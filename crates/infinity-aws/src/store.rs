@@ -10,6 +10,7 @@
 //! | `O#retry#<time>#<n>` | an effect an operator put back (`infinity thread outbox --retry`) |
 //! | `F#<time>#<n>` | an effect set aside after its attempts failed, for an operator |
 //! | `P#<input id>` | a processed-input marker, expiring through the table's `ttl` |
+//! | `A#<call id>#<question or result>` | the answer that stands for a call people or an application answer (`store/answers.rs`) |
 //! | `L#<seq, 20 digits>` | the output events of one commit, the last numbered `seq` (JSON list in `body`), expiring through `ttl` after the event retention (`store/events.rs`) |
 //! | `I#<input id>` | an input too big for a message, stored for it (expires after [`STASH_TTL`]) |
 //! | `U#<message id>` | an input-queue message no slice can use, kept aside (expires after [`STASH_TTL`]) |
@@ -38,11 +39,13 @@ use aws_sdk_dynamodb::Client;
 use infinity_agent_core::commit::Commit;
 use infinity_agent_core::effect::PendingEffect;
 use infinity_agent_core::history::HistoryEntry;
-use infinity_agent_core::ids::{EffectId, InputId, ThreadId};
+use infinity_agent_core::ids::{CallId, EffectId, InputId, ThreadId};
+use infinity_agent_core::input::{Answer, AnswerTo};
 use infinity_agent_core::state::ThreadRecord;
 use infinity_agent_core::store::{SliceState, StoreError, ThreadStore};
 use serde::Serialize;
 
+mod answers;
 mod aside;
 mod blob;
 mod commit;
@@ -333,6 +336,31 @@ impl ThreadStore for DynamoThreadStore {
             .into_iter()
             .flat_map(|item| item.effects)
             .collect())
+    }
+
+    async fn claim_answer(
+        &self,
+        thread_id: &ThreadId,
+        answer: &Answer,
+    ) -> Result<Option<Answer>, StoreError> {
+        self.claim(thread_id, answer).await
+    }
+
+    async fn standing_answer(
+        &self,
+        thread_id: &ThreadId,
+        call_id: &CallId,
+        to: AnswerTo,
+    ) -> Result<Option<Answer>, StoreError> {
+        self.standing(thread_id, call_id, to).await
+    }
+
+    async fn withdraw_answer(
+        &self,
+        thread_id: &ThreadId,
+        answer: &Answer,
+    ) -> Result<(), StoreError> {
+        self.withdraw(thread_id, answer).await
     }
 
     async fn import_thread(

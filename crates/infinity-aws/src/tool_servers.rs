@@ -68,23 +68,6 @@ pub enum ToolServerSetupError {
     Config(#[from] infinity_rap_runtime::client::ClientConfigError),
 }
 
-/// Why a question could not be answered.
-#[derive(Debug, thiserror::Error)]
-pub enum AnswerError {
-    /// The table could not be read.
-    #[error(transparent)]
-    Store(#[from] infinity_agent_core::store::StoreError),
-    /// No such thread.
-    #[error("thread {0} does not exist")]
-    NoThread(infinity_agent_core::ids::ThreadId),
-    /// No such question, or the answer could not be delivered.
-    #[error(transparent)]
-    Choice(#[from] infinity_rap_runtime::client::ChoiceError),
-    /// The input that closes the question could not be queued.
-    #[error(transparent)]
-    Send(#[from] infinity_agent_core::host::SendError),
-}
-
 /// The callback secret: `INFINITY_CALLBACK_SECRET`, or the SSM parameter named by
 /// `INFINITY_CALLBACK_SECRET_PARAMETER`.
 pub async fn callback_secret_from_env() -> Result<Vec<u8>, ToolServerSetupError> {
@@ -207,30 +190,27 @@ pub async fn rap_client_for(agent: &Agent) -> Result<Option<Arc<RapClient>>, Too
     Ok(Some(Arc::new(client)))
 }
 
-/// Answers a tool server's question (`user_choice`) on a thread of the stack: reads the open
-/// question from the table, POSTs the answer to the tool server, and queues the input that
-/// closes the question. `selected: None` dismisses it (the default is sent). Returns the question
-/// and the option sent.
+/// Answers a question (a tool server's `user_choice`, or an approval) on a thread of the stack:
+/// the first answer stands ([`answer_question`](infinity_rap_runtime::client::answer_question):
+/// kept in the table, sent to the tool server, then queued); a later one is refused naming it.
+/// `selected: None` dismisses it (the default is sent).
 pub async fn answer_choice(
     store: &crate::store::DynamoThreadStore,
     sender: &SqsInputSender,
     thread: &infinity_agent_core::ids::ThreadId,
     call: &str,
     selected: Option<usize>,
-) -> Result<(infinity_agent_core::state::OpenChoice, usize), AnswerError> {
-    use infinity_agent_core::host::InputSender;
-    use infinity_agent_core::store::ThreadStore;
-    let record = store
-        .load_record(thread)
-        .await?
-        .ok_or_else(|| AnswerError::NoThread(thread.clone()))?;
-    let choice = infinity_rap_runtime::client::find_choice(&record, Some(call))?.clone();
-    let (selected, input) =
-        infinity_rap_runtime::client::answer_choice(thread, &choice, selected).await?;
-    sender
-        .send_to_input_queue(&input, thread, &input.id)
-        .await?;
-    Ok((choice, selected))
+) -> Result<infinity_rap_runtime::client::Chosen, infinity_rap_runtime::client::ChoiceError> {
+    let post = sender.poster();
+    infinity_rap_runtime::client::answer_question(
+        store,
+        &post,
+        thread,
+        Some(call),
+        selected,
+        jiff::Timestamp::now(),
+    )
+    .await
 }
 
 /// The callback function: Function URL requests in, inputs on the input queue out.

@@ -155,13 +155,14 @@ pub async fn choose(args: ChooseArgs) -> Result<u8> {
         DynamoThreadStore::new(clients.dynamodb.clone(), table, Duration::from_secs(86_400));
     let sender = SqsInputSender::new(clients.sqs, queue_url);
     let thread = ThreadId::new(args.thread.as_str())?;
-    let (choice, selected) =
+    let chosen =
         infinity_aws::tool_servers::answer_choice(&store, &sender, &thread, &args.call, args.index)
             .await?;
     crate::out!(
-        "answered {} with {selected}: {}",
-        choice.call_id,
-        choice.choices[selected]
+        "answered {} with {}: {}",
+        chosen.question.call_id,
+        chosen.selected,
+        chosen.choice()
     );
     Ok(0)
 }

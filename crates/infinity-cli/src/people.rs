@@ -87,7 +87,6 @@ pub struct ToolResultArgs {
 pub async fn tool_result(args: ToolResultArgs) -> Result<u8> {
     let target = OpenThread::find(&args.endpoint, args.queue_url, args.table, &args.thread).await?;
     let call = infinity_agent_core::ids::CallId::new(&args.call)?;
-    infinity_agent_core::runtime::check_client_call(&target.record, &call)?;
     let text = match (args.text, args.file) {
         (Some(text), _) => text,
         (None, Some(path)) if path.as_os_str() == "-" => {
@@ -100,12 +99,16 @@ pub async fn tool_result(args: ToolResultArgs) -> Result<u8> {
             .map_err(|e| anyhow!("reading the result from {}: {e}", path.display()))?,
         (None, None) => anyhow::bail!("give the result, or --file FILE"),
     };
-    let input =
-        infinity_agent_core::runtime::client_result(&target.thread, &call, text, args.error);
-    target
-        .sender
-        .send_to_input_queue(&input, &target.thread, &input.id)
-        .await?;
+    infinity_agent_core::runtime::give_tool_result(
+        &target.store,
+        &target.sender.poster(),
+        &target.record,
+        &call,
+        text,
+        args.error,
+        jiff::Timestamp::now(),
+    )
+    .await?;
     crate::out!("sent the result of call {call} to thread {}", target.thread);
     Ok(0)
 }
@@ -267,6 +270,7 @@ pub async fn use_agent(args: UseAgentArgs) -> Result<u8> {
 
 struct OpenThread {
     sender: SqsInputSender,
+    store: DynamoThreadStore,
     thread: ThreadId,
     record: ThreadRecord,
 }
@@ -287,7 +291,8 @@ impl OpenThread {
         }
         Ok(Self {
             // An input too big for a message (a long result) is stored in the table.
-            sender: SqsInputSender::new(clients.sqs.clone(), queue_url).with_stash(store),
+            sender: SqsInputSender::new(clients.sqs.clone(), queue_url).with_stash(store.clone()),
+            store,
             thread,
             record,
         })

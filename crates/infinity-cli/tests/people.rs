@@ -131,7 +131,11 @@ async fn on_a_stack_client_tools_and_approvals_wait_for_their_answers() {
     };
     assert!(!again.status.success());
     let why = String::from_utf8_lossy(&again.stderr);
-    assert!(why.contains("no call") && why.contains(&call), "{why}");
+    assert!(
+        why.contains(&format!("call {call} has its result already"))
+            && why.contains("a result of 4 bytes"),
+        "{why}"
+    );
 
     // The same through the API (`serve --aws`, the API function's router): the call is in the
     // stream's snapshot, the answer is taken once.
@@ -203,6 +207,23 @@ async fn on_a_stack_client_tools_and_approvals_wait_for_their_answers() {
     .await;
     let ap2 = record("ap2").await.unwrap();
     assert!(ap2.pending_calls.is_empty() && ap2.open_choices.is_empty());
+    // Choosing again says the question was answered, with what, and fails.
+    let env = stack.env.clone();
+    let again = tokio::task::spawn_blocking(move || {
+        std::process::Command::new(env!("CARGO_BIN_EXE_infinity"))
+            .envs(env)
+            .args(["choose", "ap2", &asked, "0"])
+            .output()
+            .unwrap()
+    })
+    .await
+    .unwrap();
+    assert!(!again.status.success());
+    let why = String::from_utf8_lossy(&again.stderr);
+    assert!(
+        why.contains("\"Do not run it\" (option 1); this answer was not taken"),
+        "{why}"
+    );
 }
 
 /// The history entries of `thread` (on `api`) that mention `text`.
@@ -319,4 +340,139 @@ approvals:\n  - {tools: [set_title], deadline: 8s, default: approve}\n  - {tools
         std::fs::read(dir.path().join("state/inbox.jsonl")).is_ok_and(|b| b.is_empty())
     })
     .await;
+}
+
+/// How many of the thread's tool results contain `text`.
+async fn results_with(api: &str, thread: &str, text: &str) -> usize {
+    let (_, history) = get_json(&format!("{api}/threads/{thread}/history")).await;
+    history.as_array().map_or(0, |entries| {
+        entries
+            .iter()
+            .filter(|e| e["item"]["type"] == "tool_result")
+            .filter(|e| e["item"]["text"].as_str().is_some_and(|t| t.contains(text)))
+            .count()
+    })
+}
+
+/// The first answer to a call stands, whoever sends it and however close together: a person's
+/// "Run it" and "Do not run it" sent at the same moment (three times over), a decline half a
+/// second after an approval, two applications posting a client tool's result at once. Exactly
+/// one answer gets its 2xx, every other a 409 naming the one that stands, and the tool runs if
+/// and only if that one says so.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_first_answer_stands_and_every_other_is_refused_naming_it() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("agent.yaml"), AGENT).unwrap();
+    std::fs::write(dir.path().join("script.yaml"), SCRIPT).unwrap();
+    let (_server, api) = common::serve_in(dir.path(), &["--agent", "agent.yaml"]).await;
+    let question = |thread: String| {
+        let url = format!("{api}/threads/{thread}");
+        async move {
+            let call = |record: Value| {
+                record["open_choices"][0]["call_id"]
+                    .as_str()
+                    .map(str::to_owned)
+            };
+            until("the approval's question", || async {
+                call(get_json(&url).await.1).is_some()
+            })
+            .await;
+            call(get_json(&url).await.1).unwrap()
+        }
+    };
+    for round in 0..3 {
+        let thread = format!("nap{round}");
+        let url = format!("{api}/threads/{thread}/messages");
+        assert_eq!(post_json(&url, json!({"text": "nap"})).await.0, 202);
+        let call = question(thread.clone()).await;
+        let choose = format!("{api}/threads/{thread}/choices/{call}");
+        let (run, decline) = tokio::join!(
+            post_json(&choose, json!({"selected": 0})),
+            post_json(&choose, json!({"selected": 1})),
+        );
+        let (won, lost) = match (run.0, decline.0) {
+            (200, 409) => (0, &decline.1),
+            (409, 200) => (1, &run.1),
+            other => {
+                panic!("round {round}: one answer must stand, got {other:?}: {run:?} {decline:?}")
+            }
+        };
+        let stands = ["\"Run it\" (option 0)", "\"Do not run it\" (option 1)"][won];
+        let why = lost["error"].as_str().unwrap_or_default();
+        assert!(why.contains(stands), "round {round}: {why}");
+        // The tool ran if and only if the answer that stands said so.
+        until("the answer's turn", || async {
+            results_with(&api, &thread, "Slept until").await
+                + results_with(&api, &thread, "Not run").await
+                == 1
+        })
+        .await;
+        assert_eq!(
+            results_with(&api, &thread, "Slept until").await,
+            usize::from(won == 0),
+            "round {round}: {stands} stood"
+        );
+        // Answering again, the same or another way, is refused the same way.
+        for selected in [0, 1] {
+            let (status, body) = post_json(&choose, json!({"selected": selected})).await;
+            assert_eq!(status, 409, "{body}");
+            assert!(
+                body["error"].as_str().unwrap_or_default().contains(stands),
+                "{body}"
+            );
+        }
+    }
+
+    // A decline sent half a second after an approval is refused; the call runs.
+    let url = format!("{api}/threads/late/messages");
+    assert_eq!(post_json(&url, json!({"text": "nap"})).await.0, 202);
+    let call = question("late".to_owned()).await;
+    let choose = format!("{api}/threads/late/choices/{call}");
+    assert_eq!(post_json(&choose, json!({"selected": 0})).await.0, 200);
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let (status, body) = post_json(&choose, json!({"selected": 1})).await;
+    assert_eq!(status, 409, "{body}");
+    until("the approved nap", || async {
+        results_with(&api, "late", "Slept until").await == 1
+    })
+    .await;
+    assert_eq!(results_with(&api, "late", "Not run").await, 0);
+
+    // Two results for one client tool's call at once: one is taken, the other told so.
+    let url = format!("{api}/threads/paint/messages");
+    assert_eq!(post_json(&url, json!({"text": "paint"})).await.0, 202);
+    let waiting = || async {
+        let (_, record) = get_json(&format!("{api}/threads/paint")).await;
+        serde_json::from_value::<ThreadRecord>(record)
+            .ok()
+            .as_ref()
+            .and_then(client_call)
+    };
+    until("the client tool's call", || async {
+        waiting().await.is_some()
+    })
+    .await;
+    let results = format!(
+        "{api}/threads/paint/tool_results/{}",
+        waiting().await.unwrap()
+    );
+    let (teal, red) = tokio::join!(
+        post_json(&results, json!({"text": "teal"})),
+        post_json(&results, json!({"text": "crimson red"})),
+    );
+    let (winner, refusal) = match (teal.0, red.0) {
+        (202, 409) => ("teal", &red.1),
+        (409, 202) => ("crimson red", &teal.1),
+        other => panic!("one result must be taken, got {other:?}: {teal:?} {red:?}"),
+    };
+    let why = refusal["error"].as_str().unwrap_or_default();
+    assert!(
+        why.contains(&format!("a result of {} bytes", winner.len())),
+        "{why}"
+    );
+    until("the result's turn", || async {
+        entries_with(&api, "paint", &format!("got: {winner}")).await == 1
+    })
+    .await;
+    assert_eq!(entries_with(&api, "paint", "got: ").await, 1);
 }

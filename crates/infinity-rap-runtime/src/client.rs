@@ -548,9 +548,12 @@ impl ToolDispatcher for RapClient {
 }
 
 /// Why a user's choice could not be answered.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum ChoiceError {
+    /// No thread has this id.
+    #[error("no thread {0}")]
+    NoThread(infinity_agent_core::ids::ThreadId),
     /// The thread has no such open question.
     #[error("thread {thread} has no open question{}{}", call.as_deref().map(|c| format!(" for call {c}")).unwrap_or_default(), if open.is_empty() { String::new() } else { format!(" (open: {})", open.join(", ")) })]
     NoQuestion {
@@ -569,9 +572,15 @@ pub enum ChoiceError {
         /// How many choices there are.
         count: usize,
     },
-    /// The tool server did not take the answer.
+    /// The tool server did not take the answer (it was not kept: the question may be answered
+    /// again).
     #[error("the tool server did not take the answer: {0}")]
     Delivery(String),
+    /// The answer was not taken: the question was answered already
+    /// ([`PostError::Answered`](infinity_agent_core::runtime::PostError::Answered), naming the
+    /// answer that stands), the thread is closed, or the answer could not be kept or queued.
+    #[error(transparent)]
+    Refused(infinity_agent_core::runtime::PostError),
 }
 
 /// The open question of `record` for `call`, or its newest one when `call` is `None`.
@@ -597,54 +606,139 @@ pub fn find_choice<'a>(
     })
 }
 
-/// Answers a `user_choice` question of `thread`: POSTs `{id, selected}` to its `response_url`,
-/// once (the spec forbids retrying or replaying answers), and returns the option sent with the
-/// input that closes the question on the thread (`user_choice_answered`), for the host's queue.
-/// A question the runtime asked itself (an approval, with no `response_url`) is answered by
-/// that input alone.
-/// `None` dismisses the question: the tool server gets its default. The index is checked
-/// before anything is sent.
-pub async fn answer_choice(
+/// A question answered.
+#[derive(Debug, Clone)]
+pub struct Chosen {
+    /// The question.
+    pub question: infinity_agent_core::state::OpenChoice,
+    /// The option chosen.
+    pub selected: usize,
+    /// The input that closes the question on the thread (`user_choice_answered`).
+    pub input_id: infinity_agent_core::ids::InputId,
+}
+
+impl Chosen {
+    /// The chosen option's text.
+    pub fn choice(&self) -> &str {
+        self.question
+            .choices
+            .get(self.selected)
+            .map_or("", String::as_str)
+    }
+}
+
+/// Answers a question of `thread` (the one of `call`, or its newest when `None`): a tool
+/// server's `user_choice`, or an approval the runtime asked. `selected: None` dismisses it (its
+/// default is chosen). The first answer stands (see
+/// [`give_answer`](infinity_agent_core::runtime::give_answer)): it is kept in `threads`, sent
+/// to the tool server's `response_url` once (the spec forbids retrying or replaying answers; a
+/// question the runtime asked itself has none), and queued with `post`; any later answer is
+/// refused naming it. The index is checked before anything is kept or sent.
+pub async fn answer_question(
+    threads: &dyn infinity_agent_core::store::ThreadStore,
+    post: &infinity_agent_core::runtime::PostInput<'_>,
     thread: &infinity_agent_core::ids::ThreadId,
-    choice: &infinity_agent_core::state::OpenChoice,
+    call: Option<&str>,
     selected: Option<usize>,
-) -> Result<(usize, infinity_agent_core::input::Input), ChoiceError> {
-    let selected = selected.unwrap_or(choice.default);
-    if selected >= choice.choices.len() {
+    now: jiff::Timestamp,
+) -> Result<Chosen, ChoiceError> {
+    use infinity_agent_core::input::{Answer, Answered};
+    use infinity_agent_core::runtime::PostError;
+    use infinity_agent_core::state::ThreadStatus;
+    let refused = |e: PostError| ChoiceError::Refused(e);
+    let record = threads
+        .load_record(thread)
+        .await
+        .map_err(|e| refused(e.into()))?
+        .ok_or_else(|| ChoiceError::NoThread(thread.clone()))?;
+    if record.status == ThreadStatus::Closed {
+        return Err(refused(PostError::Closed(thread.clone())));
+    }
+    let question = match find_choice(&record, call) {
+        Ok(question) => question.clone(),
+        Err(none) => {
+            // Answered already (or cancelled): say by what.
+            let call = call.and_then(|c| infinity_agent_core::ids::CallId::new(c).ok());
+            let standing = match &call {
+                Some(call) => threads
+                    .standing_answer(thread, call, infinity_agent_core::input::AnswerTo::Question)
+                    .await
+                    .map_err(|e| refused(e.into()))?,
+                None => None,
+            };
+            return Err(match standing {
+                Some(standing) => {
+                    let same = matches!((&standing.what, selected), (Answered::Choice { selected: s, .. }, Some(given)) if *s == given);
+                    refused(PostError::Answered {
+                        standing: Box::new(standing),
+                        same,
+                    })
+                }
+                None => none,
+            });
+        }
+    };
+    let selected = selected.unwrap_or(question.default);
+    let Some(choice) = question.choices.get(selected).cloned() else {
         return Err(ChoiceError::OutOfRange {
             selected,
-            count: choice.choices.len(),
+            count: question.choices.len(),
         });
-    }
+    };
+    let call_id = question.call_id.clone();
     let input = infinity_agent_core::input::Input {
-        id: infinity_agent_core::ids::InputId::derived(choice.call_id.as_str(), "answered"),
+        id: infinity_agent_core::ids::InputId::derived(call_id.as_str(), "answered"),
         thread_id: thread.clone(),
         body: infinity_agent_core::input::InputBody::UserChoiceAnswered {
-            call_id: choice.call_id.clone(),
+            call_id: call_id.clone(),
             selected,
         },
     };
-    // A question the runtime asked itself (an approval): the input is the answer.
-    if choice.response_url.is_empty() {
-        return Ok((selected, input));
-    }
-    let body = wire::UserChoiceResponse {
-        id: choice.call_id.to_string(),
+    let answer = Answer::new(call_id, Answered::Choice { selected, choice }, &input, now);
+    let deliver = (!question.response_url.is_empty()).then(|| {
+        let url = question.response_url.clone();
+        let body = wire::UserChoiceResponse {
+            id: question.call_id.to_string(),
+            selected,
+        };
+        Box::pin(async move {
+            deliver_choice(&url, &body)
+                .await
+                .map_err(PostError::Undelivered)
+        }) as futures_util::future::BoxFuture<'_, _>
+    });
+    let input_id = infinity_agent_core::runtime::give_answer(
+        threads,
+        post,
+        thread,
+        Ok(()),
+        answer,
+        input,
+        deliver,
+    )
+    .await
+    .map_err(|e| match e {
+        PostError::Undelivered(why) => ChoiceError::Delivery(why),
+        other => refused(other),
+    })?;
+    Ok(Chosen {
+        question,
         selected,
-    };
+        input_id,
+    })
+}
+
+/// POSTs a person's answer to a tool server's question, once.
+async fn deliver_choice(url: &str, body: &wire::UserChoiceResponse) -> Result<(), String> {
     let response = reqwest::Client::new()
-        .post(&choice.response_url)
-        .json(&body)
+        .post(url)
+        .json(body)
         .timeout(Duration::from_secs(30))
         .send()
         .await
-        .map_err(|e| ChoiceError::Delivery(e.without_url().to_string()))?;
+        .map_err(|e| e.without_url().to_string())?;
     if !response.status().is_success() {
-        return Err(ChoiceError::Delivery(format!(
-            "{} answered HTTP {}",
-            choice.response_url,
-            response.status()
-        )));
+        return Err(format!("{url} answered HTTP {}", response.status()));
     }
-    Ok((selected, input))
+    Ok(())
 }

@@ -5,9 +5,10 @@
 //! not exist is created by the first input that may create one: a user message (with the host's
 //! default agent), a child seed, or a delegated task; inputs before it are dropped.
 
+use std::collections::HashMap;
 use std::sync::Arc;
 
-use crate::ids::ThreadId;
+use crate::ids::{InputId, ThreadId};
 use crate::input::{Input, InputBody};
 use crate::state::{Conversation, ThreadRecord};
 
@@ -42,6 +43,7 @@ pub(super) fn admit<'a>(
         view_start,
         inputs,
         already_processed,
+        overruled,
         agents,
         default_agent,
         now,
@@ -206,7 +208,7 @@ pub(super) fn admit<'a>(
         }
         draft.append(crate::history::Item::Notice { text, is_error });
     }
-    Ok(Admitted::Run(draft, fresh))
+    Ok(Admitted::Run(draft, fresh, overruled))
 }
 
 /// Moves `record` to `target`, a version of its agent (`NAME` for the newest, `NAME@VERSION`),
@@ -310,8 +312,9 @@ fn creates(body: &InputBody, default_agent: Option<&str>) -> bool {
 // slice to save stack that is never held.
 #[allow(clippy::large_enum_variant)]
 pub(super) enum Admitted<'a> {
-    /// The draft to apply the fresh inputs to, with those inputs.
-    Run(Draft<'a>, Vec<Input>),
+    /// The draft to apply the fresh inputs to, with those inputs and the overruled ones
+    /// among them ([`SliceRequest::overruled`](super::SliceRequest::overruled)).
+    Run(Draft<'a>, Vec<Input>, HashMap<InputId, String>),
     /// No input is left to act on (nothing to commit).
     Nothing,
     /// A delegated task for an agent this host cannot run: the closed thread and the caller's
@@ -412,7 +415,12 @@ fn new_record(
 impl Draft<'_> {
     /// Applies the admitted inputs in order; an input to a closed thread, or one that refers to
     /// something the thread does not have, is dropped with its reason.
-    pub(super) fn apply_all(&mut self, inputs: Vec<Input>, dropped: &mut Vec<DroppedInput>) {
+    pub(super) fn apply_all(
+        &mut self,
+        inputs: Vec<Input>,
+        overruled: &HashMap<InputId, String>,
+        dropped: &mut Vec<DroppedInput>,
+    ) {
         let thread_id = self.record.id.clone();
         if let Some(migration) = self.record.migration.clone() {
             self.pass_on(inputs, migration.forward_url());
@@ -431,6 +439,11 @@ impl Draft<'_> {
             // answer, or the parent's `close_thread` call would wait for ever.
             if closed && !matches!(input.body, InputBody::CloseRequest { .. }) {
                 drop_input(dropped, &thread_id, &input, DropReason::ThreadClosed);
+                continue;
+            }
+            if let Some(standing) = overruled.get(&input.id) {
+                let reason = DropReason::Overruled(standing.clone());
+                drop_input(dropped, &thread_id, &input, reason);
                 continue;
             }
             self.current_input = Some(input.id.clone());

@@ -78,6 +78,9 @@ pub enum DropReason {
     /// No open question for this call.
     #[error("no open choice for call {0}")]
     NoOpenChoice(CallId),
+    /// Another answer to the call stands (the first one): this one lost.
+    #[error("overruled: {0}")]
+    Overruled(String),
     /// The reporting thread is not a child of this one.
     #[error("{0} is not a child of this thread")]
     NotAChild(ThreadId),

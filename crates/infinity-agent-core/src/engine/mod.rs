@@ -75,7 +75,7 @@ mod timeline;
 #[cfg(test)]
 mod tests;
 
-use std::collections::{HashSet, VecDeque};
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::Arc;
 
 use jiff::Timestamp;
@@ -111,6 +111,9 @@ pub struct SliceRequest<'a> {
     pub inputs: Vec<Input>,
     /// Which of these inputs' ids the thread has already processed (from the store).
     pub already_processed: HashSet<InputId>,
+    /// Inputs that answer a call another answer stands for (the host asked its store: see
+    /// [`crate::input::Answer`]), with that answer: dropped, marked processed.
+    pub overruled: HashMap<InputId, String>,
     /// Agents by name.
     pub agents: &'a dyn AgentLookup,
     /// The agent for a root thread created by a first user message.
@@ -149,6 +152,7 @@ impl<'a> SliceRequest<'a> {
             view_start: 0,
             inputs: Vec::new(),
             already_processed: HashSet::new(),
+            overruled: HashMap::new(),
             agents,
             default_agent: None,
             now,
@@ -297,8 +301,8 @@ impl<'a> Slice<'a> {
             end: None,
         };
         match admit::admit(request, &mut slice.dropped) {
-            Ok(admit::Admitted::Run(mut draft, inputs)) => {
-                draft.apply_all(inputs, &mut slice.dropped);
+            Ok(admit::Admitted::Run(mut draft, inputs, overruled)) => {
+                draft.apply_all(inputs, &overruled, &mut slice.dropped);
                 slice.draft = Some(draft);
             }
             Ok(admit::Admitted::Nothing) => {

@@ -2,6 +2,7 @@
 //! traits through which a host carries inputs and reaches tool servers, the one loop that drives
 //! the engine ([`run_slice`]), and the one place effects are performed ([`perform_effects`]).
 
+mod answers;
 mod effects;
 mod spans;
 
@@ -252,6 +253,9 @@ pub async fn run_loaded_slice(
         processed: already_processed,
         outbox: _,
     } = state;
+    // An answer that lost to another is overruled; the one that stands is applied.
+    let answers::Held { inputs, overruled } =
+        answers::standing_answers(store, record.as_ref(), inputs, &already_processed, now).await?;
     // A stored agent is read and built before the engine, which cannot wait, looks it up.
     let created_by = match &record {
         Some(_) => None,
@@ -406,6 +410,7 @@ pub async fn run_loaded_slice(
         let request = SliceRequest {
             inputs,
             already_processed,
+            overruled,
             default_agent: host.default_agent,
             conversation,
             session_toolset,

@@ -44,10 +44,12 @@
 //! # }
 //! ```
 
+mod answers;
 mod builder;
 mod clock;
 mod people;
 
+pub use answers::{give_answer, give_tool_result, poster, PostInput};
 pub use people::{check_client_call, check_schedule, client_result, Front};
 mod shown;
 pub use shown::Following;
@@ -136,6 +138,19 @@ pub enum PostError {
     /// why (it has its result already, was cancelled, is not a client tool's, never was).
     #[error("{0}")]
     NoClientCall(String),
+    /// The call was answered already: the first answer stands (`same`: it says the same as
+    /// this one), and this one was not taken.
+    #[error("{standing}{}", if *same { " (the same answer as this one, which stands)" } else { "; this answer was not taken" })]
+    Answered {
+        /// The answer that stands.
+        standing: Box<crate::input::Answer>,
+        /// Whether it says the same as the refused one.
+        same: bool,
+    },
+    /// An answer its recipient (a tool server's `response_url`) did not take: why. It was not
+    /// kept, and the call may be answered again.
+    #[error("{0}")]
+    Undelivered(String),
     /// The store could not be read.
     #[error(transparent)]
     Store(#[from] StoreError),

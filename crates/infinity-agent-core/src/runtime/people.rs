@@ -314,10 +314,10 @@ pub trait Front: Send + Sync {
     }
 
     /// Hands the result of a client tool's call (an agent file's `client_tools:`) to the
-    /// thread that waits for it. Refused for an unknown or closed thread, and for a call that
-    /// does not wait for the application ([`PostError::NoClientCall`]: answered already,
-    /// cancelled, past its deadline, not a client tool's). The input's id comes from the call,
-    /// so two answers that pass at once are taken once (the first).
+    /// thread that waits for it. Refused for an unknown or closed thread, for a call that was
+    /// answered already ([`PostError::Answered`], naming the answer that stands: the first
+    /// one), and for a call that does not wait for the application ([`PostError::NoClientCall`]:
+    /// cancelled, past its deadline, not a client tool's, never was).
     async fn post_tool_result(
         &self,
         thread_id: &ThreadId,
@@ -326,9 +326,9 @@ pub trait Front: Send + Sync {
         is_error: bool,
     ) -> Result<InputId, PostError> {
         let record = self.open_record(thread_id).await?;
-        check_client_call(&record, call_id)?;
-        self.post(client_result(thread_id, call_id, text, is_error))
-            .await
+        let post = super::poster(self);
+        let now = self.now();
+        super::give_tool_result(self.threads(), &post, &record, call_id, text, is_error, now).await
     }
 
     /// The thread's record, refused when it is unknown or closed.

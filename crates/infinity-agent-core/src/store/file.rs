@@ -42,6 +42,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
 
+mod answers;
 mod events;
 mod inbox;
 mod io;
@@ -54,8 +55,9 @@ use super::{check_version, StoreError, ThreadStore};
 use crate::commit::Commit;
 use crate::effect::PendingEffect;
 use crate::history::HistoryEntry;
-use crate::ids::{EffectId, InputId, ThreadId};
+use crate::ids::{CallId, EffectId, InputId, ThreadId};
 use crate::input::Input;
+use crate::input::{Answer, AnswerTo};
 use crate::state::{ChildLink, ThreadRecord};
 use io::{
     committed, corrupt, io_err, json_lines, parse_lines, read_all, replace_state, sync_dir,
@@ -257,6 +259,19 @@ impl FileStore {
         let mut inner = self.lock_inner();
         self.check_usable(&inner, thread_id)?;
         inner.resident(&self.root.join("threads"), thread_id)?;
+        Ok(inner)
+    }
+
+    /// The store locked for a write about `thread_id`: refused when opened read-only.
+    fn lock_writable(&self, thread_id: &ThreadId) -> Result<MutexGuard<'_, Inner>, StoreError> {
+        if self.lock.is_none() {
+            return Err(StoreError::Unavailable(format!(
+                "{}: opened read-only",
+                self.root.display()
+            )));
+        }
+        let inner = self.lock_inner();
+        self.check_usable(&inner, thread_id)?;
         Ok(inner)
     }
 
@@ -596,6 +611,33 @@ impl ThreadStore for FileStore {
             Some(inbox) => lock_inbox(inbox).release(input_ids),
             None => Ok(()),
         }
+    }
+
+    async fn claim_answer(
+        &self,
+        thread_id: &ThreadId,
+        answer: &Answer,
+    ) -> Result<Option<Answer>, StoreError> {
+        let _held = self.lock_writable(thread_id)?;
+        answers::claim(&self.thread_dir(thread_id), answer)
+    }
+
+    async fn standing_answer(
+        &self,
+        thread_id: &ThreadId,
+        call_id: &CallId,
+        to: AnswerTo,
+    ) -> Result<Option<Answer>, StoreError> {
+        answers::standing(&self.thread_dir(thread_id), call_id, to)
+    }
+
+    async fn withdraw_answer(
+        &self,
+        thread_id: &ThreadId,
+        answer: &Answer,
+    ) -> Result<(), StoreError> {
+        let _held = self.lock_writable(thread_id)?;
+        answers::withdraw(&self.thread_dir(thread_id), answer)
     }
 }
 

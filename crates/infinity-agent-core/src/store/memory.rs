@@ -9,7 +9,8 @@ use super::{check_version, Entries, StoreError, ThreadStore};
 use crate::commit::Commit;
 use crate::effect::{OutputEvent, PendingEffect};
 use crate::history::HistoryEntry;
-use crate::ids::{EffectId, InputId, ThreadId};
+use crate::ids::{CallId, EffectId, InputId, ThreadId};
+use crate::input::{Answer, AnswerTo};
 use crate::state::ThreadRecord;
 
 #[derive(Debug)]
@@ -153,6 +154,7 @@ impl Threads {
 #[derive(Debug, Default, Clone)]
 pub struct MemoryStore {
     threads: Arc<Mutex<Threads>>,
+    answers: Arc<super::AnswerBook>,
 }
 
 impl MemoryStore {
@@ -267,6 +269,32 @@ impl ThreadStore for MemoryStore {
 
     async fn thread_ids(&self) -> Result<Vec<ThreadId>, StoreError> {
         Ok(self.lock().order.clone())
+    }
+
+    async fn claim_answer(
+        &self,
+        thread_id: &ThreadId,
+        answer: &Answer,
+    ) -> Result<Option<Answer>, StoreError> {
+        Ok(self.answers.claim(thread_id, answer))
+    }
+
+    async fn standing_answer(
+        &self,
+        thread_id: &ThreadId,
+        call_id: &CallId,
+        to: AnswerTo,
+    ) -> Result<Option<Answer>, StoreError> {
+        Ok(self.answers.standing(thread_id, call_id, to))
+    }
+
+    async fn withdraw_answer(
+        &self,
+        thread_id: &ThreadId,
+        answer: &Answer,
+    ) -> Result<(), StoreError> {
+        self.answers.withdraw(thread_id, answer);
+        Ok(())
     }
 }
 

@@ -23,6 +23,7 @@
 //! # }
 //! ```
 
+mod answers;
 mod file;
 mod listing;
 mod memory;
@@ -32,6 +33,7 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 
+pub use answers::AnswerBook;
 pub use file::FileStore;
 pub use memory::MemoryStore;
 
@@ -259,6 +261,32 @@ pub trait ThreadStore: Send + Sync + std::fmt::Debug {
         let _ = input_ids;
         Ok(())
     }
+
+    /// Keeps `answer` as the one that stands for its call on `thread_id`, unless the call has
+    /// one already: then keeps nothing and returns that one. Of two claims at once, exactly one
+    /// wins (see [`Answer`](crate::input::Answer): the first answer to a call stands).
+    async fn claim_answer(
+        &self,
+        thread_id: &ThreadId,
+        answer: &crate::input::Answer,
+    ) -> Result<Option<crate::input::Answer>, StoreError>;
+
+    /// The answer that stands for what `call_id` waits for (`to`) on `thread_id`, if one does.
+    async fn standing_answer(
+        &self,
+        thread_id: &ThreadId,
+        call_id: &crate::ids::CallId,
+        to: crate::input::AnswerTo,
+    ) -> Result<Option<crate::input::Answer>, StoreError>;
+
+    /// Forgets `answer` if it is still the one that stands (it never reached its thread: its
+    /// input could not be queued, or its tool server did not take it), so the call may be
+    /// answered again. Nothing happens when another answer stands.
+    async fn withdraw_answer(
+        &self,
+        thread_id: &ThreadId,
+        answer: &crate::input::Answer,
+    ) -> Result<(), StoreError>;
 
     /// Writes a thread moved here from another host: its record (written as it is), the history
     /// entries this store lacks (`entries`, from the first seq it lacks) and the effects that arm

@@ -3,8 +3,9 @@
 //! that answers for them).
 
 use infinity_agent_core::effect::OutputKind;
-use infinity_agent_core::ids::CallId;
-use infinity_agent_core::input::InputBody;
+use infinity_agent_core::ids::{CallId, InputId};
+use infinity_agent_core::input::{Answer, Answered};
+use infinity_agent_core::input::{Input, InputBody};
 use infinity_agent_core::runtime::{Front, PostError};
 use infinity_agent_core::state::waits::Waits;
 use infinity_agent_core::tools::approval::ApprovalRule;
@@ -93,23 +94,27 @@ async fn a_client_tool_call_waits_for_the_application_which_answers_once() {
         "{waits:?}"
     );
     // The application answers; a second answer (a retry, a crash before the first one's 202)
-    // is refused, naming why.
+    // is refused, naming the one that stands.
     h.system
         .post_tool_result(&tid("main"), &call, "teal".to_owned(), false)
         .await
         .unwrap();
     h.settle().await;
-    let again = h
-        .system
-        .post_tool_result(&tid("main"), &call, "red".to_owned(), false)
-        .await;
-    let Err(PostError::NoClientCall(why)) = again else {
-        panic!("{again:?}");
-    };
-    assert!(
-        why.contains("no call") && why.contains(call.as_str()),
-        "{why}"
-    );
+    for (text, same) in [("red", false), ("teal", true)] {
+        let again = h
+            .system
+            .post_tool_result(&tid("main"), &call, text.to_owned(), false)
+            .await;
+        let Err(refused @ PostError::Answered { same: said, .. }) = &again else {
+            panic!("{again:?}");
+        };
+        assert_eq!(*said, same, "{refused}");
+        let why = refused.to_string();
+        assert!(
+            why.contains(call.as_str()) && why.contains("a result of 4 bytes"),
+            "{why}"
+        );
+    }
     let history = h.history("main").await;
     assert_in_order(
         &history,
@@ -119,24 +124,25 @@ async fn a_client_tool_call_waits_for_the_application_which_answers_once() {
 }
 
 #[tokio::test(start_paused = true)]
-async fn two_answers_posted_before_the_thread_runs_are_taken_once() {
+async fn of_two_results_posted_before_the_thread_runs_the_first_stands() {
     let mut setup = Setup::new(SCRIPT);
     setup.client_tools = vec![pick_color(None)];
     let mut h = setup.start().await;
     h.say("main", "paint").await;
     let (call, _) = client_call(&h);
-    // Both pass the check (the call still waits), and both are the same input.
-    let first = h
-        .system
+    // Both find the call waiting; the first is taken, the second refused naming it.
+    h.system
         .post_tool_result(&tid("main"), &call, "teal".to_owned(), false)
         .await
         .unwrap();
     let second = h
         .system
         .post_tool_result(&tid("main"), &call, "red".to_owned(), false)
-        .await
-        .unwrap();
-    assert_eq!(first, second);
+        .await;
+    assert!(
+        matches!(second, Err(PostError::Answered { same: false, .. })),
+        "{second:?}"
+    );
     h.settle().await;
     let history = h.history("main").await;
     assert_eq!(count(&history, "result pick_color"), 1, "{history:?}");
@@ -199,8 +205,13 @@ async fn a_client_call_past_its_deadline_gets_an_error_and_a_late_answer_is_refu
     let late = h
         .system
         .post_tool_result(&tid("main"), &call, "teal".to_owned(), false)
-        .await;
-    assert!(matches!(late, Err(PostError::NoClientCall(_))), "{late:?}");
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(
+        late.contains("no result came within its deadline (10m)"),
+        "{late}"
+    );
 }
 
 #[tokio::test(start_paused = true)]
@@ -468,4 +479,115 @@ async fn arguments_too_big_to_hold_are_refused_with_an_error_the_model_reads() {
     let record = h.system.record(&tid("main")).await.unwrap().unwrap();
     assert!(record.pending_calls.is_empty() && record.open_choices.is_empty());
     assert!(h.dispatcher.invocations.lock().unwrap().is_empty());
+}
+
+/// A person's answer as a front keeps it before queueing it (see `give_answer`).
+fn kept(call: &CallId, selected: usize) -> Answer {
+    let input = Input {
+        id: InputId::derived(call.as_str(), "answered"),
+        thread_id: tid("main"),
+        body: answer(call, selected),
+    };
+    let choice = ["Run it", "Do not run it"][selected].to_owned();
+    Answer::new(
+        call.clone(),
+        Answered::Choice { selected, choice },
+        &input,
+        jiff::Timestamp::now(),
+    )
+}
+
+/// A front kept a person's "Run it" and died before queueing it: the answer stands all the
+/// same. The deadline that comes later applies it instead of the rule's default (decline), and
+/// another answer is refused naming it.
+#[tokio::test(start_paused = true)]
+async fn an_answer_kept_but_never_queued_stands_over_the_deadline() {
+    let mut setup = Setup::new(SCRIPT);
+    setup.approvals = vec![rule("{tools: [lookup], deadline: 1h}")];
+    let mut h = setup.start().await;
+    h.system
+        .send_user_message(&tid("main"), "look")
+        .await
+        .unwrap();
+    h.run_for(60).await;
+    let (call, _) = question(&h).await;
+    let store = h.system.store();
+    assert!(store
+        .claim_answer(&tid("main"), &kept(&call, 0))
+        .await
+        .unwrap()
+        .is_none());
+    h.run_for(3_700).await;
+    assert_eq!(h.dispatcher.invocations.lock().unwrap().len(), 1);
+    let lines = h.lines("main");
+    assert!(lines.iter().any(|l| l == "chosen Run it"), "{lines:?}");
+    assert!(!lines.iter().any(|l| l.contains("(deadline)")), "{lines:?}");
+    let history = h.history("main").await;
+    assert!(
+        !history.iter().any(|l| l.contains("Not run")),
+        "{history:?}"
+    );
+}
+
+/// An answer that reaches the thread after another stands (put on its queue directly, not
+/// through a front) is dropped, and the one that stands is applied in its place.
+#[tokio::test(start_paused = true)]
+async fn an_answer_that_lost_is_dropped_however_it_reaches_the_thread() {
+    let mut setup = Setup::new(SCRIPT);
+    setup.approvals = vec![rule("{tools: [lookup]}")];
+    let mut h = setup.start().await;
+    h.say("main", "look").await;
+    let (call, _) = question(&h).await;
+    let store = h.system.store();
+    assert!(store
+        .claim_answer(&tid("main"), &kept(&call, 1))
+        .await
+        .unwrap()
+        .is_none());
+    h.send("main", answer(&call, 0)).await;
+    assert!(h.dispatcher.invocations.lock().unwrap().is_empty());
+    let history = h.history("main").await;
+    assert!(
+        history
+            .iter()
+            .any(|l| l.starts_with("error lookup: Not run: the person asked did not approve")),
+        "{history:?}"
+    );
+}
+
+/// An interrupt cancels what waits for an answer, and that stands: an answer that comes after
+/// it is refused naming it. An answer kept before it is applied first.
+#[tokio::test(start_paused = true)]
+async fn an_interrupt_stands_for_what_it_cancelled_and_an_answer_before_it_goes_first() {
+    let mut setup = Setup::new(SCRIPT);
+    setup.client_tools = vec![pick_color(None)];
+    setup.approvals = vec![rule("{tools: [lookup]}")];
+    let mut h = setup.start().await;
+    h.say("main", "paint").await;
+    let (call, _) = client_call(&h);
+    h.send("main", InputBody::Interrupt { tree: false }).await;
+    let late = h
+        .system
+        .post_tool_result(&tid("main"), &call, "teal".to_owned(), false)
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(
+        late.contains(&format!("call {call} was cancelled by an interrupt")),
+        "{late}"
+    );
+    // "Run it" kept, then an interrupt before it was queued: the call ran, then was cancelled.
+    h.say("main", "look").await;
+    let (asked, _) = question(&h).await;
+    let store = h.system.store();
+    assert!(store
+        .claim_answer(&tid("main"), &kept(&asked, 0))
+        .await
+        .unwrap()
+        .is_none());
+    h.send("main", InputBody::Interrupt { tree: false }).await;
+    assert_eq!(h.dispatcher.invocations.lock().unwrap().len(), 1);
+    assert!(h.lines("main").iter().any(|l| l == "chosen Run it"));
+    let record = h.system.record(&tid("main")).await.unwrap().unwrap();
+    assert!(record.open_choices.is_empty() && record.pending_calls.is_empty());
 }

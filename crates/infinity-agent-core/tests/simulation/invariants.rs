@@ -5,7 +5,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use infinity_agent_core::effect::Effect;
 use infinity_agent_core::history::{is_interruption_notice, Item};
 use infinity_agent_core::ids::{CallId, ThreadId};
-use infinity_agent_core::input::InputBody;
+use infinity_agent_core::input::{Answer as StandingAnswer, AnswerTo, Answered, InputBody};
 use infinity_agent_core::state::{PendingKind, ThreadRecord, ThreadStatus};
 use infinity_agent_core::store::{load_view, ThreadStore};
 
@@ -104,6 +104,9 @@ pub struct Snapshot {
     records: BTreeMap<ThreadId, ThreadRecord>,
     views: BTreeMap<ThreadId, Vec<std::sync::Arc<infinity_agent_core::history::HistoryEntry>>>,
     outbox: Vec<(ThreadId, infinity_agent_core::effect::PendingEffect)>,
+    /// The answers that stand for the calls whose results the threads hold, by thread, call
+    /// and what of the call they answer.
+    answers: BTreeMap<(ThreadId, CallId, &'static str), StandingAnswer>,
 }
 
 impl Snapshot {
@@ -112,6 +115,7 @@ impl Snapshot {
         let outbox = inner.outbox().await.map_err(|e| e.to_string())?;
         let mut records = BTreeMap::new();
         let mut views = BTreeMap::new();
+        let mut answers = BTreeMap::new();
         for id in inner.thread_ids().await.map_err(|e| e.to_string())? {
             let record = inner
                 .load_record(&id)
@@ -121,6 +125,20 @@ impl Snapshot {
             let view = load_view(inner, &record)
                 .await
                 .map_err(|e| format!("{id}: the view does not load: {e}"))?;
+            for entry in &view[view.len() - record.history_len as usize..] {
+                let Item::ToolResult { call_id, .. } = &entry.item else {
+                    continue;
+                };
+                for to in [AnswerTo::Question, AnswerTo::Result] {
+                    let standing = inner
+                        .standing_answer(&id, call_id, to)
+                        .await
+                        .map_err(|e| e.to_string())?;
+                    if let Some(standing) = standing {
+                        answers.insert((id.clone(), call_id.clone(), to.as_str()), standing);
+                    }
+                }
+            }
             views.insert(id.clone(), view);
             records.insert(id, record);
         }
@@ -128,7 +146,78 @@ impl Snapshot {
             records,
             views,
             outbox,
+            answers,
         })
+    }
+
+    /// A call's result says what the answer that stands said: an approval declined only when
+    /// "Do not run it" stands (a person's or its deadline's), a client tool's result the one
+    /// kept first.
+    fn check_answers(&self) -> Result<(), String> {
+        for (id, record) in &self.records {
+            let own = self
+                .views
+                .get(id)
+                .map_or(&[][..], |v| &v[v.len() - record.history_len as usize..]);
+            // The model's own calls (a late result injected as an event gets a call of its own).
+            let made: BTreeSet<&CallId> = own
+                .iter()
+                .filter_map(|e| match &e.item {
+                    Item::Assistant {
+                        tool_calls,
+                        synthetic: false,
+                        ..
+                    } => Some(tool_calls.iter().map(|c| &c.id)),
+                    _ => None,
+                })
+                .flatten()
+                .collect();
+            for entry in own {
+                let Item::ToolResult { call_id, text, .. } = &entry.item else {
+                    continue;
+                };
+                if !made.contains(call_id) {
+                    continue;
+                }
+                let standing =
+                    |to: &'static str| self.answers.get(&(id.clone(), call_id.clone(), to));
+                if text.starts_with("Not run: ") && !text.contains("arguments") {
+                    let declined = match standing("question").map(|a| &a.what) {
+                        Some(Answered::Choice { selected, .. }) => *selected == 1,
+                        Some(Answered::Deadline { choice, .. }) => {
+                            choice.as_deref() == Some("Do not run it")
+                        }
+                        _ => false,
+                    };
+                    if !declined {
+                        return Err(format!(
+                            "{id}: call {call_id} was declined ({text}), but what stands is {:?}",
+                            standing("question")
+                        ));
+                    }
+                }
+                if let Some(Answered::Choice { selected: 0, .. }) =
+                    standing("question").map(|a| &a.what)
+                {
+                    if text.starts_with("Not run: ") {
+                        return Err(format!("{id}: call {call_id} was approved, yet not run"));
+                    }
+                }
+                if text.starts_with("picked ") {
+                    let kept = standing("result")
+                        .and_then(|a| a.input.as_ref())
+                        .map(|i| &i.body);
+                    let same =
+                        matches!(kept, Some(InputBody::ToolResult { text: t, .. }) if t == text);
+                    if !same {
+                        return Err(format!(
+                            "{id}: call {call_id} took `{text}`, but what stands is {kept:?}"
+                        ));
+                    }
+                }
+            }
+        }
+        Ok(())
     }
 
     /// What the run exercised, counted from the threads' histories.
@@ -203,6 +292,7 @@ impl Snapshot {
         if let Some(v) = net.violations.first() {
             return Err(v.clone());
         }
+        self.check_answers()?;
         for ((thread, input), why) in &net.dropped {
             // (An interruption of a thread not created yet has nothing to interrupt.)
             if why.starts_with("unknown thread") && !input.as_str().starts_with("interrupt") {

@@ -15,6 +15,7 @@ use infinity_agent_core::host::{
     DispatchError, EffectPerformer, EffectRef, Handoff, OutputError, SendError,
 };
 use infinity_agent_core::ids::{CallId, EffectId, InputId, ThreadId};
+use infinity_agent_core::input::Answer as StandingAnswer;
 use infinity_agent_core::input::{Input, InputBody};
 use infinity_agent_core::state::ThreadRecord;
 use infinity_agent_core::store::{MemoryStore, StoreError, ThreadStore};
@@ -495,6 +496,35 @@ impl ThreadStore for SimStore {
 
     async fn thread_ids(&self) -> Result<Vec<ThreadId>, StoreError> {
         self.inner.thread_ids().await
+    }
+
+    async fn claim_answer(
+        &self,
+        thread_id: &ThreadId,
+        answer: &StandingAnswer,
+    ) -> Result<Option<StandingAnswer>, StoreError> {
+        tokio::task::yield_now().await;
+        if self.net.lock().crashed {
+            return Err(StoreError::Unavailable("the host crashed".into()));
+        }
+        self.inner.claim_answer(thread_id, answer).await
+    }
+
+    async fn standing_answer(
+        &self,
+        thread_id: &ThreadId,
+        call_id: &CallId,
+        to: infinity_agent_core::input::AnswerTo,
+    ) -> Result<Option<StandingAnswer>, StoreError> {
+        self.inner.standing_answer(thread_id, call_id, to).await
+    }
+
+    async fn withdraw_answer(
+        &self,
+        thread_id: &ThreadId,
+        answer: &StandingAnswer,
+    ) -> Result<(), StoreError> {
+        self.inner.withdraw_answer(thread_id, answer).await
     }
 }
 

@@ -175,11 +175,21 @@ async fn a_question_is_answered_on_the_stack_like_infinity_choose_does() {
             .to_string();
     assert!(err.contains("out of range"), "{err}");
     assert!(answers.lock().unwrap().is_empty());
-    let (choice, selected) =
+    let chosen =
         infinity_aws::tool_servers::answer_choice(s.store(), &s.sender, &thread, &call, Some(1))
             .await
             .unwrap();
-    assert_eq!((choice.choices[selected].as_str(), selected), ("blue", 1));
+    assert_eq!((chosen.choice(), chosen.selected), ("blue", 1));
+    // The first answer stands: another is refused naming it, and nothing more is sent.
+    let err =
+        infinity_aws::tool_servers::answer_choice(s.store(), &s.sender, &thread, &call, Some(0))
+            .await
+            .unwrap_err()
+            .to_string();
+    assert!(
+        err.contains("\"blue\" (option 1)") && err.contains("not taken"),
+        "{err}"
+    );
     s.run_until(Duration::from_secs(60), "the tool's result", || async {
         s.history_has("ask", "assistant: you picked blue").await
     })

@@ -93,15 +93,17 @@ async fn chat_choose(system: &AgentSystem, thread: &ThreadId, command: &str) -> 
         ["/choose", call, index] => (Some(*call), Some(index.parse::<usize>()?)),
         _ => bail!("usage: /choose [CALL] INDEX, or /dismiss [CALL]"),
     };
-    let record = system
-        .record(thread)
-        .await?
-        .with_context(|| format!("thread {thread} does not exist yet"))?;
-    let choice = infinity_rap_runtime::client::find_choice(&record, call)?;
-    let (selected, input) =
-        infinity_rap_runtime::client::answer_choice(&record.id, choice, index).await?;
-    system.accept(input).await?;
-    eprintln!("answered {}: {}", choice.call_id, choice.choices[selected]);
+    let post = infinity_agent_core::runtime::poster(system);
+    let chosen = infinity_rap_runtime::client::answer_question(
+        system.store().as_ref(),
+        &post,
+        thread,
+        call,
+        index,
+        Front::now(system),
+    )
+    .await?;
+    eprintln!("answered {}: {}", chosen.question.call_id, chosen.choice());
     Ok(())
 }
 

@@ -120,20 +120,26 @@ pub(crate) async fn run(mut args: RunArgs) -> Result<u8> {
             if !answered.insert(choice.call_id.clone()) {
                 continue; // tried once; a failure was reported
             }
-            match infinity_rap_runtime::client::answer_choice(thread_id, choice, None).await {
-                Ok((selected, input)) => {
+            let post = infinity_agent_core::runtime::poster(&system);
+            let answered = infinity_rap_runtime::client::answer_question(
+                system.store().as_ref(),
+                &post,
+                thread_id,
+                Some(choice.call_id.as_str()),
+                None,
+                Front::now(&system),
+            )
+            .await;
+            match answered {
+                Ok(chosen) => {
                     answered_now = true;
                     eprintln!(
-                        "note: answered the question of call {} with its default, {selected}) {} \
+                        "note: answered the question of call {} with its default, {}) {} \
                          (nobody can answer under `infinity run`; use `infinity chat` to choose)",
-                        choice.call_id, choice.choices[selected]
+                        choice.call_id,
+                        chosen.selected,
+                        chosen.choice()
                     );
-                    if let Err(err) = system.accept(input).await {
-                        eprintln!(
-                            "warning: the answer to call {} was not kept: {err}",
-                            choice.call_id
-                        );
-                    }
                 }
                 Err(err) => eprintln!(
                     "warning: the question of call {} could not be answered: {err}",

@@ -486,7 +486,9 @@ fn post_error(e: PostError) -> ApiError {
         PostError::Closed(_)
         | PostError::OpenChildren { .. }
         | PostError::Busy(_)
+        | PostError::Answered { .. }
         | PostError::NoClientCall(_) => error(StatusCode::CONFLICT, e),
+        PostError::Undelivered(_) => error(StatusCode::BAD_GATEWAY, e),
         PostError::Unknown(_) => error(StatusCode::NOT_FOUND, e),
         // The input was not kept (the store's inbox, the queue): nothing was accepted.
         PostError::Store(ref err) if err.is_retryable() => {
@@ -596,22 +598,31 @@ async fn choose(
             "give `selected` (an index) or `dismiss: true`",
         ));
     }
-    let record = record_of(system.as_ref(), &id).await?;
-    let choice = infinity_rap_runtime::client::find_choice(&record, Some(&call))
-        .map_err(|e| error(StatusCode::NOT_FOUND, e))?;
-    let (selected, input) = infinity_rap_runtime::client::answer_choice(&id, choice, body.selected)
-        .await
-        .map_err(|e| match e {
-            infinity_rap_runtime::client::ChoiceError::Delivery(_) => {
-                error(StatusCode::BAD_GATEWAY, e)
+    let post = infinity_agent_core::runtime::poster(system.as_ref());
+    let chosen = infinity_rap_runtime::client::answer_question(
+        system.threads(),
+        &post,
+        &id,
+        Some(&call),
+        body.selected,
+        system.now(),
+    )
+    .await
+    .map_err(|e| {
+        use infinity_rap_runtime::client::ChoiceError;
+        match e {
+            ChoiceError::Delivery(_) => error(StatusCode::BAD_GATEWAY, e),
+            ChoiceError::NoThread(_) | ChoiceError::NoQuestion { .. } => {
+                error(StatusCode::NOT_FOUND, e)
             }
+            ChoiceError::Refused(refused) => post_error(refused),
             _ => error(StatusCode::BAD_REQUEST, e),
-        })?;
-    system.post(input).await.map_err(post_error)?;
+        }
+    })?;
     Ok(Json(Chosen {
-        choice: choice.choices.get(selected).cloned().unwrap_or_default(),
+        choice: chosen.choice().to_owned(),
         call_id: call,
-        selected,
+        selected: chosen.selected,
     })
     .into_response())
 }

@@ -105,12 +105,12 @@ pub fn all() -> Vec<Operation> {
         post("/threads/{id}/choices/{call}", "answerChoice")
             .about("threads", "Answers a question a tool asked")
             .body::<Choice>()
-            .answers::<Chosen>(200, "The answer given")
+            .answers::<Chosen>(200, "The answer given: the first stands (any later one gets 409 naming it)")
             .errors(&[400, 404, 409, 502, 503]),
         post("/threads/{id}/tool_results/{call}", "postToolResult")
             .about("threads", "The application's result for a call of a client tool (an agent file's `client_tools:`), named by the `client_tool_call` event")
             .body::<ToolResult>()
-            .answers::<Accepted>(202, "Accepted: kept, and the thread will take it (two answers at once: the first)")
+            .answers::<Accepted>(202, "Accepted: kept as the call's answer (the first stands: any later one gets 409 naming it), and the thread will take it")
             .errors(&[400, 404, 409, 413, 503]),
         post("/threads/{id}/widget-actions", "pressWidget")
             .about("threads", "A press of a button of a widget the thread showed")
