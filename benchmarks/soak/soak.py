@@ -159,7 +159,9 @@ def start_localstack(procs: Processes, run: Path, port: int) -> str:
     root = run / "localstack-root"
     shutil.rmtree(root, ignore_errors=True)  # a run folder used again starts from a fresh copy
     shutil.copytree(LS_PREPARED / "root", root, symlinks=True)
-    env = {**os.environ, "GATEWAY_LISTEN": f"127.0.0.1:{port}", "LOCALSTACK_HOST": f"127.0.0.1:{port}",
+    # The gateway on 127.0.0.1 only: an IPv4 GATEWAY_LISTEN listens on every interface whatever its
+    # host; an IPv6 one (here 127.0.0.1 mapped into IPv6) is bound as given (infra/README.md).
+    env = {**os.environ, "GATEWAY_LISTEN": f"[::ffff:127.0.0.1]:{port}", "LOCALSTACK_HOST": f"127.0.0.1:{port}",
            "SERVICES": "sqs,dynamodb,scheduler,ssm,secretsmanager,sts,s3",
            "SQS_ENDPOINT_STRATEGY": "path", "OVERRIDE_IN_DOCKER": "0", "FILESYSTEM_ROOT": str(root),
            "SKIP_SSL_CERT_DOWNLOAD": "1", "CUSTOM_SSL_CERT_PATH": str(LS_PREPARED / "server.test.pem"),

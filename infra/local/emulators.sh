@@ -6,6 +6,7 @@
 # With INFINITY_EMULATOR=localstack, LocalStack serves every service instead, in host mode (no
 # Docker; install.sh prepares it) on port $INFINITY_LOCAL_LOCALSTACK_PORT (4567). A LocalStack
 # already answering there (in Docker: infra/local/localstack/docker-compose.yml) is used as it is.
+# Every one listens on the loopback address only (a test holds it: local_stack's loopback.rs).
 # Usage: emulators.sh start|stop|status
 # Pid files and logs are in infra/local/run/. Run install.sh first.
 set -euo pipefail
@@ -95,8 +96,18 @@ start_localstack() {
         [[ -x "$python" && -s "$ls_run/server.test.pem" ]] \
             || { echo "emulators.sh: LocalStack is not prepared; run INFINITY_EMULATOR=localstack infra/local/install.sh" >&2; exit 1; }
     fi
+    # The gateway's address as IPv6: LocalStack's server binds an IPv4 GATEWAY_LISTEN to every
+    # interface whatever its host, and binds an IPv6 one to its host. The IPv4-mapped 127.0.0.1
+    # takes IPv4 connections to 127.0.0.1 and nothing else. A Linux without IPv6 sockets cannot
+    # bind it: there the gateway listens everywhere, and says so.
+    local gateway="[::ffff:127.0.0.1]:$localstack_port"
+    if [[ "$(uname -s)" == Linux && ! -e /proc/net/if_inet6 ]]; then
+        gateway="127.0.0.1:$localstack_port"
+        echo "emulators.sh: this machine has no IPv6, so LocalStack's gateway listens on every" \
+            "interface (port $localstack_port), not on 127.0.0.1 only" >&2
+    fi
     launch localstack "$localstack_port" localstack.runtime.main \
-        env GATEWAY_LISTEN="127.0.0.1:$localstack_port" \
+        env GATEWAY_LISTEN="$gateway" \
         LOCALSTACK_HOST="127.0.0.1:$localstack_port" \
         SERVICES=sqs,dynamodb,scheduler,ssm,secretsmanager,sts,cloudwatch \
         SQS_CLOUDWATCH_METRICS_REPORT_INTERVAL="${INFINITY_LOCAL_SQS_METRICS_SECONDS:-60}" \
@@ -114,7 +125,7 @@ start() {
         start_localstack
         return
     fi
-    local moto="$repo/.venv/bin/moto_server" jar
+    local moto="$repo/.venv/bin/moto_server" jar launcher="$run_dir/dynamodb/loopback-dynamodb.jar"
     if ! answers "$moto_port"; then
         [[ -x "$moto" ]] || { echo "emulators.sh: $moto missing; run infra/local/install.sh" >&2; exit 1; }
     fi
@@ -126,9 +137,13 @@ start() {
         jar="$(ddb_jar || true)"
         [[ -n "$jar" && -f "$jar" ]] \
             || { echo "emulators.sh: DynamoDBLocal.jar missing; run infra/local/install.sh" >&2; exit 1; }
+        [[ -f "$launcher" ]] \
+            || { echo "emulators.sh: $launcher missing; run infra/local/install.sh" >&2; exit 1; }
         command -v java > /dev/null || { echo "emulators.sh: java (17+) is needed" >&2; exit 1; }
+        # DynamoDB Local's own main listens on every interface; the launcher binds it to 127.0.0.1.
         launch dynamodb "$ddb_port" DynamoDBLocal.jar \
-            java "-Djava.library.path=$(dirname "$jar")/DynamoDBLocal_lib" -jar "$jar" \
+            java "-Djava.library.path=$(dirname "$jar")/DynamoDBLocal_lib" \
+            -cp "$launcher:$jar" infinity.LoopbackDynamoDB \
             -inMemory -sharedDb -disableTelemetry -port "$ddb_port"
     else
         echo "dynamodb: already answering on port $ddb_port"

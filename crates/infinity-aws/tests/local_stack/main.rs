@@ -10,6 +10,7 @@ mod deadline;
 mod delivery;
 mod dlq;
 mod lists;
+mod loopback;
 mod migration;
 mod oversize;
 mod remotes;
