@@ -21,6 +21,7 @@ from pydantic import BaseModel, TypeAdapter
 
 from ._errors import raise_for_status
 from ._events import AsyncEventStream, EventStream, _Position
+from ._retry import Backoff
 from ._tools import StopFlag, ToolAnswer, ToolHandler, _ToolRunner
 from .models import (
     Accepted,
@@ -269,6 +270,17 @@ class _Routes:
         return _Call("GET", "/agents", _model(Agents))
 
 
+def _position(
+    after: int | None,
+    retry_delay: float,
+    max_delay: float,
+    max_retries: int | None,
+    retry_for: float | None,
+) -> _Position:
+    backoff = Backoff(first=retry_delay, most=max_delay, max_failures=max_retries, budget=retry_for)
+    return _Position(after, backoff)
+
+
 def _headers(token: str | None) -> dict[str, str]:
     return {"Authorization": f"Bearer {token}"} if token else {}
 
@@ -401,6 +413,7 @@ class Client:
         retry_delay: float = 0.5,
         max_delay: float = 10.0,
         max_retries: int | None = 10,
+        retry_for: float | None = None,
     ) -> EventStream:
         """The thread's events as they happen, resuming by itself after a disconnect.
 
@@ -408,15 +421,17 @@ class Client:
         first event, also for a thread not created yet). Without it the server first sends
         the thread's views and open questions, then ``attached`` with the position it starts
         from. The stream reconnects with the last event id it saw whenever the connection
-        ends, waiting ``retry_delay`` seconds (or what the server asks for), doubling on
-        failures in a row up to ``max_delay``, and raises the error after ``max_retries``
-        failures in a row (``None``: never gives up).
+        ends, waiting ``retry_delay`` seconds (or what the server asks for). After a failure
+        (no connection, a dropped one, 408, 429 or 5xx) the wait doubles with each failure in
+        a row up to ``max_delay``, less up to half at random, or is the answer's
+        ``Retry-After``; the error is raised after ``max_retries`` failures in a row, or once
+        the next attempt would start more than ``retry_for`` seconds after the first failure
+        in a row (``None``: no such limit). Any other 4xx is raised at once.
         """
         path = _path("/threads/{}/events", thread_id)
         return EventStream(
             lambda headers: self._http.stream("GET", path, headers=headers, timeout=STREAM_TIMEOUT),
-            _Position(after, retry_delay, max_delay),
-            max_retries,
+            _position(after, retry_delay, max_delay, max_retries, retry_for),
         )
 
     def answer_choice(
@@ -464,6 +479,13 @@ class Client:
         is set, or the thread closes, and returns the results posted. The handler of a call
         still unanswered when the application stopped runs again when it starts again: make
         handlers with side effects idempotent.
+
+        Every request it makes (the streams, the thread lookups, the results) is tried again
+        after a connection error, 408, 429 or 5xx, waiting 0.25 s, then twice as long each
+        time up to 5 s (less up to half at random), or the answer's ``Retry-After``; no
+        attempt starts more than 60 s after the first failure in a row. The first error it
+        cannot go past (another 4xx, or a minute of failures) is raised. A result being posted
+        when the run ends (``stop``, the thread closing, an error) goes on for up to 10 s more.
 
         It runs an event loop of its own (with an :class:`AsyncClient` like this client): from
         async code, use :meth:`AsyncClient.run_tools` instead.
@@ -674,13 +696,13 @@ class AsyncClient:
         retry_delay: float = 0.5,
         max_delay: float = 10.0,
         max_retries: int | None = 10,
+        retry_for: float | None = None,
     ) -> AsyncEventStream:
         """See :meth:`Client.events`; iterate with ``async for``."""
         path = _path("/threads/{}/events", thread_id)
         return AsyncEventStream(
             lambda headers: self._http.stream("GET", path, headers=headers, timeout=STREAM_TIMEOUT),
-            _Position(after, retry_delay, max_delay),
-            max_retries,
+            _position(after, retry_delay, max_delay, max_retries, retry_for),
         )
 
     async def answer_choice(
