@@ -150,14 +150,39 @@ def free_port() -> int:
 
 @dataclass
 class Serve:
-    """A running ``infinity serve``: where it listens and where its log goes."""
+    """A running ``infinity serve``: where it listens, how it was started, where its log goes."""
 
     base_url: str
     log: Path
     process: subprocess.Popen[bytes]
+    command: list[str]
+    env: dict[str, str]
 
     def log_tail(self) -> str:
         return self.log.read_text(errors="replace")[-4000:]
+
+
+def _spawn(command: list[str], env: dict[str, str], log: Path) -> subprocess.Popen[bytes]:
+    with log.open("ab") as out:
+        return subprocess.Popen(
+            command, env=env, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL
+        )
+
+
+def _wait_healthy(serve: Serve) -> bool:
+    """Waits until the server answers ``/health``: False if it exited first."""
+    process = serve.process
+
+    def healthy() -> bool:
+        if process.poll() is not None:
+            return True  # exited: stop waiting
+        try:
+            return httpx.get(f"{serve.base_url}/health", timeout=2).status_code == 200
+        except httpx.TransportError:
+            return False
+
+    wait_for("infinity serve to answer /health", healthy, timeout=30)
+    return process.poll() is None
 
 
 def start_serve(
@@ -186,47 +211,55 @@ def start_serve(
         env["INFINITY_SERVE_TOKEN"] = token
     for _attempt in range(3):  # a port found free may be taken before the server binds it
         port = free_port()
-        with log.open("ab") as out:
-            process = subprocess.Popen(
-                [
-                    BINARY,
-                    "serve",
-                    "--agent",
-                    str(agent),
-                    "--port",
-                    str(port),
-                    "--store",
-                    str(store),
-                    *extra,
-                ],
-                env=env,
-                stdout=out,
-                stderr=subprocess.STDOUT,
-                stdin=subprocess.DEVNULL,
-            )
-        serve = Serve(f"http://127.0.0.1:{port}", log, process)
-
-        def healthy() -> bool:
-            if process.poll() is not None:
-                return True  # exited: stop waiting
-            try:
-                return httpx.get(f"{serve.base_url}/health", timeout=2).status_code == 200
-            except httpx.TransportError:
-                return False
-
-        wait_for("infinity serve to answer /health", healthy, timeout=30)
-        if process.poll() is None:
+        command = [
+            BINARY,
+            "serve",
+            "--agent",
+            str(agent),
+            "--port",
+            str(port),
+            "--store",
+            str(store),
+            *extra,
+        ]
+        serve = Serve(f"http://127.0.0.1:{port}", log, _spawn(command, env, log), command, env)
+        if _wait_healthy(serve):
             return serve
     pytest.fail(f"infinity serve did not start:\n{log.read_text(errors='replace')[-4000:]}")
 
 
+def kill_serve(serve: Serve) -> None:
+    """Kills the server at once (SIGKILL), as a crash or a pulled plug would."""
+    serve.process.kill()
+    serve.process.wait()
+
+
+def restart_serve(serve: Serve) -> None:
+    """Starts a killed server again, as it was: the same port, store and agent."""
+    assert serve.process.poll() is not None, "the server still runs"
+    serve.process = _spawn(serve.command, serve.env, serve.log)
+    if not _wait_healthy(serve):
+        pytest.fail(f"infinity serve did not start again:\n{serve.log_tail()}")
+
+
 def stop_serve(serve: Serve) -> None:
+    if serve.process.poll() is not None:
+        return
     serve.process.terminate()
     try:
         serve.process.wait(timeout=10)
     except subprocess.TimeoutExpired:
         serve.process.kill()
         serve.process.wait()
+
+
+def painter(home: Path, tool_servers: list[str]) -> Path:
+    """Writes the painter agent (``SCRIPT``, ``CLIENT_TOOLS``) in ``home``: its file's path."""
+    (home / "script.yaml").write_text(SCRIPT)
+    servers = f"tool_servers: [{', '.join(tool_servers)}]\n" if tool_servers else ""
+    agent = home / "agent.yaml"
+    agent.write_text(f"name: painter\nmodel: script:script.yaml\n{servers}" + CLIENT_TOOLS)
+    return agent
 
 
 @pytest.fixture(scope="session")
@@ -240,13 +273,9 @@ def rap() -> Iterator[RapServer]:
 def serve(tmp_path_factory: pytest.TempPathFactory, rap: RapServer) -> Iterator[Serve]:
     """One server for the whole session; each test uses threads of its own."""
     home = tmp_path_factory.mktemp("painter")
-    (home / "script.yaml").write_text(SCRIPT)
     (home / "other.yaml").write_text(OTHER_SCRIPT)
-    (home / "agent.yaml").write_text(
-        f"name: painter\nmodel: script:script.yaml\ntool_servers: [{rap.base_url}]\n" + CLIENT_TOOLS
-    )
     serve = start_serve(
-        home / "agent.yaml",
+        painter(home, [rap.base_url]),
         home / "store",
         home / "serve.log",
         ["--allow-model", "script:other.yaml"],

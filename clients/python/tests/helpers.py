@@ -1,4 +1,5 @@
-"""Reading event streams in tests with a deadline, and running client tools beside a test."""
+"""Reading event streams in tests with a deadline, running client tools beside a test, and
+reading what a thread's history says about its tools."""
 
 from __future__ import annotations
 
@@ -8,7 +9,15 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from infinity_client import Client, EventStream, StreamEvent, ToolAnswer, ToolHandler, UnknownEvent
+from infinity_client import (
+    Client,
+    EventStream,
+    StreamEvent,
+    ToolAnswer,
+    ToolHandler,
+    UnknownEvent,
+    models,
+)
 
 
 class Reader:
@@ -99,6 +108,12 @@ class Runner:
     def ended(self) -> bool:
         return not self._thread.is_alive()
 
+    def raise_if_failed(self) -> None:
+        """Raises what ``run_tools`` raised, if it has ended so: a test waiting for an outcome
+        sees at once why it will not come."""
+        if self.ended() and self._error is not None:
+            raise self._error
+
     def finish(self, timeout: float = 20.0) -> list[ToolAnswer]:
         self.stop.set()
         self._thread.join(timeout)
@@ -107,3 +122,18 @@ class Runner:
             raise self._error
         assert self._answers is not None
         return self._answers
+
+
+def results(
+    client: Client, thread_id: str, tool: str = "pick_color"
+) -> list[models.ItemToolResult]:
+    """The history's results of the tool's calls."""
+    items = [entry.item.root for entry in client.history(thread_id).entries]
+    return [i for i in items if isinstance(i, models.ItemToolResult) and i.name == tool]
+
+
+def reply(client: Client, thread_id: str) -> str | None:
+    """The text of the thread's last entry, when it is the model's words."""
+    entries = client.history(thread_id).entries
+    item = entries[-1].item.root if entries else None
+    return item.text if isinstance(item, models.ItemAssistant) else None

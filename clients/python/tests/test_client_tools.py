@@ -27,22 +27,7 @@ from infinity_client import (
 )
 
 from .conftest import wait_for
-from .helpers import Reader, Runner, of_type
-
-
-def results(
-    client: Client, thread_id: str, tool: str = "pick_color"
-) -> list[models.ItemToolResult]:
-    """The history's results of the tool's calls."""
-    items = [entry.item.root for entry in client.history(thread_id).entries]
-    return [i for i in items if isinstance(i, models.ItemToolResult) and i.name == tool]
-
-
-def reply(client: Client, thread_id: str) -> str | None:
-    """The text of the thread's last entry, when it is the model's words."""
-    entries = client.history(thread_id).entries
-    item = entries[-1].item.root if entries else None
-    return item.text if isinstance(item, models.ItemAssistant) else None
+from .helpers import Reader, Runner, of_type, reply, results
 
 
 def owed(client: Client, thread_id: str) -> list[models.CallWait]:

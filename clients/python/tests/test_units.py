@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from datetime import datetime, timezone
 from types import SimpleNamespace
+from typing import Any
 
 import anyio
 import httpx
@@ -22,6 +23,7 @@ from infinity_client import (
     models,
 )
 from infinity_client._events import _Position, parse_event
+from infinity_client._retry import Backoff
 from infinity_client._tools import _ToolRunner, error_text, result_text
 
 AT = datetime(2026, 1, 1, tzinfo=timezone.utc)
@@ -66,7 +68,7 @@ def test_events_are_typed_by_their_data() -> None:
 
 
 def test_the_position_follows_ids_and_skips_keep_alives() -> None:
-    position = _Position(after=None, retry_delay=0.5, max_delay=4.0)
+    position = _Position(after=None, backoff=Backoff(first=0.5, most=4.0))
     assert "Last-Event-ID" not in position.headers()
     position.take(
         ServerSentEvent(
@@ -91,11 +93,17 @@ def test_the_position_follows_ids_and_skips_keep_alives() -> None:
 
 
 def test_reconnection_delays_back_off_and_obey_the_server() -> None:
-    position = _Position(after=0, retry_delay=0.5, max_delay=4.0)
+    backoff = Backoff(first=0.5, most=4.0, max_failures=6, rand=lambda: 0.5)
+    position = _Position(after=0, backoff=backoff)
     assert position.delay() == 0.5  # a stream that ended
+    waits = []
     for _ in range(5):
-        position.failed(None, RuntimeError())
-    assert position.delay() == 4.0  # 0.5 * 2**4, capped
+        position.failed(httpx.ConnectError("refused"))
+        waits.append(position.delay())
+    # Doubling, capped, each less a quarter (half of the random 0.5).
+    assert waits == [0.375, 0.75, 1.5, 3.0, 3.0]
+    position.failed(InfinityError(503, "busy", retry_after=7))
+    assert position.delay() == 7  # the answer's Retry-After, as it is
     position.connected()
     position.take(
         ServerSentEvent(
@@ -104,14 +112,14 @@ def test_reconnection_delays_back_off_and_obey_the_server() -> None:
     )
     assert position.delay() == 2.0  # asked for, once
     assert position.delay() == 2.0  # and `retry:` is the new base
-    position.failed(2, RuntimeError())
-    position.failed(2, RuntimeError())
-    try:
-        position.failed(2, RuntimeError("gave up"))
-    except RuntimeError as error:
-        assert str(error) == "gave up"
-    else:
-        raise AssertionError("the third failure in a row should raise")
+    # A refusal is raised at once; so is a failure past the limit.
+    with pytest.raises(InfinityError) as refused:
+        position.failed(InfinityError(401, "a bearer token is required"))
+    assert refused.value.status == 401
+    for _ in range(6):
+        position.failed(httpx.ReadError("dropped"))
+    with pytest.raises(httpx.ReadError, match="gave up"):
+        position.failed(httpx.ReadError("gave up"))
 
 
 def test_results_are_sent_as_text_or_json_and_errors_name_the_exception() -> None:
@@ -166,7 +174,7 @@ class _FakeClient:
         self.opened: list[tuple[str, int | None]] = []
         self.posted: list[tuple[str, str, bool]] = []
 
-    def events(self, thread_id: str, *, after: int | None = None) -> _FakeStream:
+    def events(self, thread_id: str, *, after: int | None = None, **options: Any) -> _FakeStream:
         self.opened.append((thread_id, after))
         return _FakeStream(self.streams.pop(0))
 

@@ -106,9 +106,9 @@ export class InfinityClient {
     } while (cursor !== undefined);
   }
 
-  /** A thread's whole record. */
-  async getThread(threadId: string): Promise<ThreadRecord> {
-    return request(this.#http, "get", "/threads/{id}", { path: { id: threadId } });
+  /** A thread's whole record. `signal` abandons the request. */
+  async getThread(threadId: string, options: { signal?: AbortSignal } = {}): Promise<ThreadRecord> {
+    return request(this.#http, "get", "/threads/{id}", { path: { id: threadId } }, options.signal);
   }
 
   /** The records of the thread and every thread below it (at most 1,000), the thread first. */
@@ -162,12 +162,16 @@ export class InfinityClient {
    * the model reads (JSON or any text), `isError` says the call failed. Throws `InfinityError`
    * 409 when the call waits for no result (it has one already, is past its deadline, was
    * cancelled, or is no client tool's call). Two answers to a call at once: the first is kept.
+   * `signal` abandons the request.
    */
-  async postToolResult(threadId: string, callId: string, text: string, options: { isError?: boolean } = {}): Promise<Accepted> {
-    return request(this.#http, "post", "/threads/{id}/tool_results/{call}", {
-      path: { id: threadId, call: callId },
-      body: { text, is_error: options.isError ?? false },
-    });
+  async postToolResult(threadId: string, callId: string, text: string, options: { isError?: boolean; signal?: AbortSignal } = {}): Promise<Accepted> {
+    return request(
+      this.#http,
+      "post",
+      "/threads/{id}/tool_results/{call}",
+      { path: { id: threadId, call: callId }, body: { text, is_error: options.isError ?? false } },
+      options.signal,
+    );
   }
 
   /**
@@ -182,6 +186,13 @@ export class InfinityClient {
    * `followChildren` (the default) the threads spawned below are followed too. A handler may
    * run again for a call after the application restarts (the runtime keeps the first answer
    * only): make handlers with side effects idempotent, e.g. keyed by `call.call_id`.
+   *
+   * Every request it makes (the streams, the thread lookups, the results) is tried again after
+   * a failed connection, 408, 429 or 5xx, waiting 250 ms, then twice as long each time up to
+   * 5 s (less up to half at random), or the answer's `Retry-After`; no attempt starts more than
+   * 60 s after the first failure in a row. It rejects with the first error it cannot go past
+   * (another 4xx, or a minute of failures). A result being posted when the run ends goes on for
+   * up to 10 s more.
    *
    * ```ts
    * await client.runTools("t1", { pick_color: ({ for: what }) => `teal, for the ${what}` }, { signal });

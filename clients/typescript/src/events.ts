@@ -7,6 +7,7 @@
  * server sends exactly what was missed: no gap and no event twice.
  */
 import { InfinityError } from "./errors.js";
+import { Backoff, sleep } from "./retry.js";
 import { readSse } from "./sse.js";
 import type { StreamEvent } from "./types.js";
 import type { components } from "./schema.js";
@@ -24,12 +25,18 @@ export interface StreamOptions {
   signal?: AbortSignal;
   /**
    * The wait before connecting again after a connection failed or dropped, in milliseconds
-   * (default 1000). It doubles with each failure in a row up to `maxRetryMs`, and a `retry:`
-   * field from the server replaces it.
+   * (default 1000). It doubles with each failure in a row up to `maxRetryMs`, less up to half
+   * at random; an answer's `Retry-After` is waited instead; a `retry:` field from the server
+   * replaces it.
    */
   retryMs?: number;
   /** The longest wait between two attempts, in milliseconds (default 30000). */
   maxRetryMs?: number;
+  /**
+   * Give up (throw the last error) once the next attempt would start more than this many
+   * milliseconds after the first failure in a row (default: never give up).
+   */
+  retryForMs?: number;
 }
 
 /** What the stream needs of the client: where the thread's events are, and how to fetch. */
@@ -39,9 +46,6 @@ export interface StreamTarget {
   fetch: typeof globalThis.fetch;
 }
 
-/** Statuses worth trying again: the server or a proxy is busy or restarting. */
-const TRANSIENT = new Set([408, 429, 502, 503, 504]);
-
 /**
  * A thread's events as an async iterable. Iterating it connects; leaving the loop (`break`,
  * an exception, or the signal) closes the connection. The position is kept, so iterating the
@@ -50,21 +54,19 @@ const TRANSIENT = new Set([408, 429, 502, 503, 504]);
  *
  * It throws `InfinityError` when the server refuses the request (e.g. 400 for a malformed
  * thread id, 401 for a missing token); it waits and tries again when the server cannot be
- * reached or answers 408, 429, 502, 503 or 504.
+ * reached or answers 408, 429 or 5xx (see `Backoff`).
  */
 export class EventStream implements AsyncIterable<StreamEvent> {
   readonly #target: StreamTarget;
   readonly #signal: AbortSignal | undefined;
-  readonly #retryMs: number;
-  readonly #maxRetryMs: number;
+  readonly #backoff: Backoff;
   #lastEventId: string | undefined;
   #connections = 0;
 
   constructor(target: StreamTarget, options: StreamOptions = {}) {
     this.#target = target;
     this.#signal = options.signal;
-    this.#retryMs = options.retryMs ?? 1000;
-    this.#maxRetryMs = Math.max(options.maxRetryMs ?? 30_000, this.#retryMs);
+    this.#backoff = new Backoff({ firstMs: options.retryMs ?? 1000, mostMs: options.maxRetryMs ?? 30_000, budgetMs: options.retryForMs });
     this.#lastEventId = options.after === undefined ? undefined : String(options.after);
   }
 
@@ -88,46 +90,44 @@ export class EventStream implements AsyncIterable<StreamEvent> {
     const stop = (): void => controller.abort(this.#signal?.reason);
     if (this.#signal?.aborted) return;
     this.#signal?.addEventListener("abort", stop, { once: true });
-    let retry = this.#retryMs;
-    let wait = retry;
+    const backoff = this.#backoff;
     try {
       while (!controller.signal.aborted) {
         let reconnectAfter: number | undefined;
+        let failure: unknown;
         try {
           const response = await this.#target.fetch(this.#target.url, {
             headers: this.#requestHeaders(),
             signal: controller.signal,
           });
           if (!response.ok) {
-            const error = await InfinityError.fromResponse(response);
-            if (!TRANSIENT.has(response.status)) throw error;
+            failure = await InfinityError.fromResponse(response);
           } else if (response.body !== null) {
             this.#connections += 1;
+            backoff.succeeded();
             for await (const message of readSse(response.body)) {
               if (message.id !== undefined) this.#lastEventId = message.id === "" ? undefined : message.id;
-              if (message.retry !== undefined) retry = wait = message.retry;
+              if (message.retry !== undefined) backoff.firstMs = message.retry;
               if (message.data === undefined) continue;
               const data = parse(message.data, message.event);
               if (data.type === "reconnect") {
                 reconnectAfter = data.after_ms;
                 continue;
               }
-              wait = retry; // it works again: the next failure waits the shortest time
               yield data;
             }
           }
         } catch (error) {
           if (controller.signal.aborted) return;
-          if (error instanceof InfinityError || error instanceof MalformedEvent) throw error;
-          // Anything else is the connection failing or dropping: try again below.
+          if (error instanceof MalformedEvent) throw error;
+          failure = error; // the connection failed or dropped, most likely: see below
         }
         if (controller.signal.aborted) return;
-        if (reconnectAfter !== undefined) {
-          await sleep(reconnectAfter, controller.signal);
-        } else {
-          await sleep(wait, controller.signal);
-          wait = Math.min(wait * 2, this.#maxRetryMs);
-        }
+        // What the server asked for; after a failure, the backoff's wait (which throws a
+        // refusal, or a failure past its budget); after a stream that simply ended, the plain
+        // retry delay.
+        const wait = reconnectAfter ?? (failure === undefined ? backoff.firstMs : backoff.failed(failure));
+        await sleep(wait, controller.signal);
       }
     } finally {
       this.#signal?.removeEventListener("abort", stop);
@@ -158,18 +158,4 @@ function parse(data: string, event: string): components["schemas"]["StreamData"]
     throw new MalformedEvent(`the \`${event}\` event's data has no \`type\`: ${data.slice(0, 200)}`);
   }
   return parsed as components["schemas"]["StreamData"];
-}
-
-/** Waits `ms`, or less when `signal` aborts. */
-function sleep(ms: number, signal: AbortSignal): Promise<void> {
-  return new Promise((resolve) => {
-    if (signal.aborted) return resolve();
-    const done = (): void => {
-      clearTimeout(timer);
-      signal.removeEventListener("abort", done);
-      resolve();
-    };
-    const timer = setTimeout(done, ms);
-    signal.addEventListener("abort", done, { once: true });
-  });
 }

@@ -42,14 +42,18 @@ export interface Http {
   fetch: typeof globalThis.fetch;
 }
 
-/** Sends one request: the answer's JSON; `InfinityError` when it is not a success. */
+/**
+ * Sends one request: the answer's JSON; `InfinityError` when it is not a success. Aborting
+ * `signal` abandons it.
+ */
 export async function request<P extends keyof paths, M extends MethodOf<P>>(
   http: Http,
   method: M,
   route: P,
   options: CallOptions<Operation<P, M>>,
+  signal?: AbortSignal,
 ): Promise<Success<Operation<P, M>>> {
-  return (await exchange(http, method, route, options)).data;
+  return (await exchange(http, method, route, options, signal)).data;
 }
 
 /** Sends one request: the answer's JSON and the answer itself (for its headers). */
@@ -58,6 +62,7 @@ export async function exchange<P extends keyof paths, M extends MethodOf<P>>(
   method: M,
   route: P,
   options: CallOptions<Operation<P, M>>,
+  signal?: AbortSignal,
 ): Promise<{ data: Success<Operation<P, M>>; response: Response }> {
   const { path, query, body } = options as {
     path?: Record<string, string>;
@@ -76,6 +81,7 @@ export async function exchange<P extends keyof paths, M extends MethodOf<P>>(
     method: method.toUpperCase(),
     headers,
     body: body === undefined ? undefined : JSON.stringify(body),
+    signal,
   });
   if (!response.ok) throw await InfinityError.fromResponse(response);
   const text = await response.text();

@@ -10,6 +10,7 @@
  */
 import { InfinityError } from "./errors.js";
 import type { EventStream, StreamOptions } from "./events.js";
+import { FIRST_WAIT_MS, GaveUp, MOST_WAIT_MS, RUNNER_BUDGET_MS, retrying } from "./retry.js";
 import type { Accepted, ClientToolCall, ThreadRecord } from "./types.js";
 
 /**
@@ -43,8 +44,10 @@ export interface ToolAnswer {
   /** True when the handler threw. */
   isError: boolean;
   /**
-   * False when the server answered 409: the call had its result already (another runner
-   * answered it), was past its deadline or cancelled; the runtime kept the first answer.
+   * False when the server answered 409: the call no longer waited for this answer. It had its
+   * result already (from another runner, or from this one when the answer to an earlier
+   * attempt was lost on the way back), was past its deadline, or was cancelled; the runtime
+   * kept the first answer.
    */
   accepted: boolean;
 }
@@ -52,8 +55,8 @@ export interface ToolAnswer {
 /** What the runner needs of the client. */
 export interface ToolClient {
   streamEvents(threadId: string, options?: StreamOptions): EventStream;
-  getThread(threadId: string): Promise<ThreadRecord>;
-  postToolResult(threadId: string, callId: string, text: string, options?: { isError?: boolean }): Promise<Accepted>;
+  getThread(threadId: string, options?: { signal?: AbortSignal }): Promise<ThreadRecord>;
+  postToolResult(threadId: string, callId: string, text: string, options?: { isError?: boolean; signal?: AbortSignal }): Promise<Accepted>;
 }
 
 /** What a handler's value is sent as: a string as it is, anything else as JSON (`undefined`: `null`). */
@@ -68,13 +71,20 @@ export function errorText(error: unknown): string {
   return String(error);
 }
 
-/** Statuses worth posting a result again for: busy or restarting. */
-const RETRY = new Set([502, 503, 504]);
-const POST_ATTEMPTS = 4;
+/**
+ * How long results being posted may go on after the run ends (a stop, the thread closing, an
+ * error), in milliseconds: a result a handler gave is not dropped for a stop that came while
+ * it was posted.
+ */
+const POST_GRACE_MS = 10_000;
 
 /**
  * Follows a thread (and, with `followChildren`, the threads below it) and answers the calls of
  * the tools it has handlers for, each once. Made by `InfinityClient.runTools`.
+ *
+ * Every request it makes (each stream's connections, the thread lookups, the results) is tried
+ * again as `Backoff` says, for up to `RUNNER_BUDGET_MS`; the first error it cannot go past ends
+ * the run, and `run` rejects with it.
  */
 export class ToolRunner {
   readonly #client: ToolClient;
@@ -88,6 +98,8 @@ export class ToolRunner {
   readonly #followers: Promise<void>[] = [];
   /** Results being posted: a stop waits for them, so that a result a handler gave is not lost. */
   readonly #posting = new Set<Promise<unknown>>();
+  /** Aborted `POST_GRACE_MS` after the run ends: the results still being posted are given up. */
+  readonly #grace = new AbortController();
   readonly #answers: ToolAnswer[] = [];
   #failure: { error: unknown } | undefined;
 
@@ -107,8 +119,13 @@ export class ToolRunner {
       this.#follow(this.#root);
       await new Promise<void>((resolve) => this.#controller.signal.addEventListener("abort", () => resolve(), { once: true }));
       // Each stream ends as the signal aborts. Handlers still running are left (what they
-      // return is not posted); results on their way to the server are waited for.
-      await Promise.allSettled([...this.#followers, ...this.#posting]);
+      // return is not posted); results on their way to the server go on for a while.
+      const grace = setTimeout(() => this.#grace.abort(), POST_GRACE_MS);
+      try {
+        await Promise.allSettled([...this.#followers, ...this.#posting]);
+      } finally {
+        clearTimeout(grace);
+      }
     } finally {
       signal?.removeEventListener("abort", stop);
     }
@@ -116,10 +133,10 @@ export class ToolRunner {
     return [...this.#answers];
   }
 
-  /** Ends the run with `error`, unless it has ended already. */
+  /** Ends the run with `error` (the first one wins), which `run` rejects with. */
   #fail(error: unknown): void {
-    if (this.#controller.signal.aborted) return;
-    this.#failure = { error };
+    if (error instanceof GaveUp) return; // a request the run's end cut short
+    this.#failure ??= { error };
     this.#controller.abort();
   }
 
@@ -136,7 +153,13 @@ export class ToolRunner {
     // `reset` (events lost) makes it start again from the snapshot.
     while (!signal.aborted) {
       let reset = false;
-      for await (const event of this.#client.streamEvents(threadId, { signal })) {
+      const stream = this.#client.streamEvents(threadId, {
+        signal,
+        retryMs: FIRST_WAIT_MS,
+        maxRetryMs: MOST_WAIT_MS,
+        retryForMs: RUNNER_BUDGET_MS,
+      });
+      for await (const event of stream) {
         if (event.type === "client_tool_call") {
           this.#take(threadId, event);
         } else if (event.type === "attached") {
@@ -168,7 +191,7 @@ export class ToolRunner {
   async #closedOrFollowChildren(threadId: string): Promise<boolean> {
     let record: ThreadRecord;
     try {
-      record = await this.#client.getThread(threadId);
+      record = await retrying((signal) => this.#client.getThread(threadId, { signal }), { signal: this.#controller.signal });
     } catch (error) {
       if (error instanceof InfinityError && error.status === 404) return false; // not created yet
       throw error;
@@ -207,22 +230,19 @@ export class ToolRunner {
     }
   }
 
-  /** Posts a result: false when the call no longer waits for one (409); undefined when stopped. */
+  /**
+   * Posts a result, trying again as `retrying` does: false when the call no longer waits for
+   * one (409: answered, by this runner before an answer that got lost, or by another; past its
+   * deadline; cancelled); undefined when the run ended and its grace passed first.
+   */
   async #post(threadId: string, callId: string, text: string, isError: boolean): Promise<boolean | undefined> {
-    let wait = 200;
-    for (let attempt = 1; ; attempt++) {
-      try {
-        await this.#client.postToolResult(threadId, callId, text, { isError });
-        return true;
-      } catch (error) {
-        if (error instanceof InfinityError && error.status === 409) return false;
-        // A server busy or restarting, or a connection that failed (fetch's TypeError): again.
-        const transient = error instanceof InfinityError ? RETRY.has(error.status) : error instanceof TypeError;
-        if (!transient || attempt === POST_ATTEMPTS) throw error;
-      }
-      await new Promise((resolve) => setTimeout(resolve, wait));
-      wait *= 2;
-      if (this.#controller.signal.aborted) return undefined;
+    try {
+      await retrying((signal) => this.#client.postToolResult(threadId, callId, text, { isError, signal }), { signal: this.#grace.signal });
+      return true;
+    } catch (error) {
+      if (error instanceof InfinityError && error.status === 409) return false;
+      if (error instanceof GaveUp) return undefined;
+      throw error;
     }
   }
 }

@@ -1,49 +1,37 @@
 """``Client`` and ``AsyncClient``: the API's thread routes as methods.
 
-Each route is described once, as a :class:`_Call` (method, path, query, body, and how to read
-the answer); the two clients only differ in how they send it. Request bodies are built with
-the generated models where the document describes them, and every answer is validated
-against the generated models, so a server that drifts from its document is noticed here.
+Each route is described once, as a :class:`_Call` in ``_routes.py``; the two clients only
+differ in how they send it.
 """
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable, Iterator, Mapping
-from dataclasses import dataclass
+from collections.abc import AsyncIterator, Iterator, Mapping
 from datetime import datetime
-from enum import Enum
-from typing import Any, Generic, TypeVar
-from urllib.parse import quote
+from typing import TypeVar
 
 import anyio
 import httpx
-from pydantic import BaseModel, TypeAdapter
 
 from ._errors import raise_for_status
 from ._events import AsyncEventStream, EventStream, _Position
+from ._retry import Backoff
+from ._routes import History, _Call, _path, _Routes
 from ._tools import StopFlag, ToolAnswer, ToolHandler, _ToolRunner
 from .models import (
     Accepted,
     Agents,
-    Budget,
-    Choice,
     Chosen,
-    HistoryEntry,
-    Message,
     Models,
     Schedule,
     ScheduleCreated,
     ThreadKind,
     ThreadPage,
-    WhileBusy,
     ThreadRecord,
     ThreadStatus,
     ThreadSummary,
-    ToolResult,
-    TreeOption,
-    UseAgent,
-    UseModel,
     WaitingTree,
+    WhileBusy,
 )
 
 T = TypeVar("T")
@@ -57,216 +45,15 @@ DEFAULT_TIMEOUT = httpx.Timeout(30.0)
 STREAM_TIMEOUT = httpx.Timeout(30.0, read=60.0)
 
 
-@dataclass(frozen=True)
-class History:
-    """A thread's history, and the position of the last event it includes.
-
-    Stream with ``client.events(thread, after=history.last_event_id)`` to follow the thread
-    from there without missing or repeating anything (docs/api.md: what the web app does).
-    """
-
-    entries: list[HistoryEntry]
-    last_event_id: int | None
-
-
-@dataclass(frozen=True)
-class _Call(Generic[T]):
-    """One request to the API, and how to read its answer."""
-
-    method: str
-    path: str
-    read: Callable[[httpx.Response], T]
-    params: dict[str, Any] | None = None
-    body: Any = None
-    """The JSON body, or ``None`` for a request without one."""
-
-
-def _path(template: str, *segments: str) -> str:
-    """``template`` with each ``{}`` replaced by a URL-escaped segment."""
-    return template.format(*(quote(s, safe="") for s in segments))
-
-
-def _model(model: type[BaseModel]) -> Callable[[httpx.Response], Any]:
-    return lambda response: model.model_validate_json(response.content)
-
-
-def _list_of(model: type[BaseModel]) -> Callable[[httpx.Response], Any]:
-    adapter = TypeAdapter(list[model])  # type: ignore[valid-type]
-    return lambda response: adapter.validate_json(response.content)
-
-
-def _history(response: httpx.Response) -> History:
-    entries = TypeAdapter(list[HistoryEntry]).validate_json(response.content)
-    position = response.headers.get("Last-Event-ID", "").strip()
-    return History(entries=entries, last_event_id=int(position) if position.isdigit() else None)
-
-
-def _body(model: BaseModel) -> Any:
-    """The JSON of a request model: the fields that were set, defaults left to the server."""
-    return model.model_dump(mode="json", exclude_unset=True, by_alias=True)
-
-
-def _query(**params: Any) -> dict[str, Any]:
-    """The query parameters that were given, as the server spells them."""
-    query: dict[str, Any] = {}
-    for name, value in params.items():
-        if value is None:
-            continue
-        if isinstance(value, bool):
-            value = "true" if value else "false"
-        elif isinstance(value, datetime):
-            value = value.isoformat()
-        elif isinstance(value, Enum):
-            value = value.value
-        query[name] = value
-    return query
-
-
-class _Routes:
-    """The thread routes as :class:`_Call` values, shared by both clients."""
-
-    @staticmethod
-    def send_message(
-        thread_id: str, text: str, agent: str | None, while_busy: WhileBusy | str | None
-    ) -> _Call[Accepted]:
-        fields: dict[str, Any] = {"text": text}
-        if agent is not None:
-            fields["agent"] = agent
-        if while_busy is not None:
-            fields["while_busy"] = WhileBusy(while_busy)
-        message = Message(**fields)
-        return _Call(
-            "POST",
-            _path("/threads/{}/messages", thread_id),
-            _model(Accepted),
-            body=_body(message),
-        )
-
-    @staticmethod
-    def list_threads(**filters: Any) -> _Call[ThreadPage]:
-        return _Call("GET", "/threads", _model(ThreadPage), params=_query(**filters))
-
-    @staticmethod
-    def get_thread(thread_id: str) -> _Call[ThreadRecord]:
-        return _Call("GET", _path("/threads/{}", thread_id), _model(ThreadRecord))
-
-    @staticmethod
-    def history(thread_id: str) -> _Call[History]:
-        return _Call("GET", _path("/threads/{}/history", thread_id), _history)
-
-    @staticmethod
-    def answer_choice(
-        thread_id: str, call_id: str, selected: int | None, dismiss: bool
-    ) -> _Call[Chosen]:
-        if (selected is None) == (not dismiss):
-            raise ValueError("give either `selected` (an index) or `dismiss=True`")
-        choice = Choice(dismiss=True) if dismiss else Choice(selected=selected)
-        return _Call(
-            "POST",
-            _path("/threads/{}/choices/{}", thread_id, call_id),
-            _model(Chosen),
-            body=_body(choice),
-        )
-
-    @staticmethod
-    def post_tool_result(
-        thread_id: str, call_id: str, text: str, is_error: bool
-    ) -> _Call[Accepted]:
-        return _Call(
-            "POST",
-            _path("/threads/{}/tool_results/{}", thread_id, call_id),
-            _model(Accepted),
-            body=_body(ToolResult(text=text, is_error=is_error)),
-        )
-
-    @staticmethod
-    def interrupt(thread_id: str, tree: bool) -> _Call[Accepted]:
-        return _Call(
-            "POST",
-            _path("/threads/{}/interrupt", thread_id),
-            _model(Accepted),
-            body=_body(TreeOption(tree=tree)),
-        )
-
-    @staticmethod
-    def close_thread(thread_id: str, tree: bool) -> _Call[Accepted]:
-        return _Call(
-            "POST",
-            _path("/threads/{}/close", thread_id),
-            _model(Accepted),
-            body=_body(TreeOption(tree=tree)),
-        )
-
-    @staticmethod
-    def schedules(thread_id: str) -> _Call[list[Schedule]]:
-        return _Call("GET", _path("/threads/{}/schedules", thread_id), _list_of(Schedule))
-
-    @staticmethod
-    def create_schedule(thread_id: str, arguments: dict[str, Any]) -> _Call[ScheduleCreated]:
-        # The arguments of the `schedule_create` tool, as the document gives them in place (no
-        # named model is generated for them); the server holds them to the tool's schema (400
-        # naming what is wrong).
-        body = {name: value for name, value in arguments.items() if value is not None}
-        return _Call(
-            "POST",
-            _path("/threads/{}/schedules", thread_id),
-            _model(ScheduleCreated),
-            body=body,
-        )
-
-    @staticmethod
-    def delete_schedule(thread_id: str, schedule_id: str) -> _Call[Accepted]:
-        return _Call(
-            "DELETE",
-            _path("/threads/{}/schedules/{}", thread_id, schedule_id),
-            _model(Accepted),
-        )
-
-    @staticmethod
-    def use_model(thread_id: str, model: str | None) -> _Call[Accepted]:
-        return _Call(
-            "POST",
-            _path("/threads/{}/model", thread_id),
-            _model(Accepted),
-            body=_body(UseModel(model=model)),
-        )
-
-    @staticmethod
-    def use_agent(thread_id: str, agent: str) -> _Call[Accepted]:
-        return _Call(
-            "POST",
-            _path("/threads/{}/agent", thread_id),
-            _model(Accepted),
-            body=_body(UseAgent(agent=agent)),
-        )
-
-    @staticmethod
-    def set_budget(thread_id: str, usd: float | None, tokens: int | None) -> _Call[Accepted]:
-        given = {k: v for k, v in {"usd": usd, "tokens": tokens}.items() if v is not None}
-        if not given:
-            raise ValueError("give `usd`, `tokens` or both")
-        return _Call(
-            "POST",
-            _path("/threads/{}/budget", thread_id),
-            _model(Accepted),
-            body=_body(Budget.model_validate(given)),
-        )
-
-    @staticmethod
-    def waiting(thread_id: str) -> _Call[WaitingTree]:
-        return _Call("GET", _path("/threads/{}/waiting", thread_id), _model(WaitingTree))
-
-    @staticmethod
-    def tree(thread_id: str) -> _Call[list[ThreadRecord]]:
-        return _Call("GET", _path("/threads/{}/tree", thread_id), _list_of(ThreadRecord))
-
-    @staticmethod
-    def models() -> _Call[Models]:
-        return _Call("GET", "/models", _model(Models))
-
-    @staticmethod
-    def agents() -> _Call[Agents]:
-        return _Call("GET", "/agents", _model(Agents))
+def _position(
+    after: int | None,
+    retry_delay: float,
+    max_delay: float,
+    max_retries: int | None,
+    retry_for: float | None,
+) -> _Position:
+    backoff = Backoff(first=retry_delay, most=max_delay, max_failures=max_retries, budget=retry_for)
+    return _Position(after, backoff)
 
 
 def _headers(token: str | None) -> dict[str, str]:
@@ -401,6 +188,7 @@ class Client:
         retry_delay: float = 0.5,
         max_delay: float = 10.0,
         max_retries: int | None = 10,
+        retry_for: float | None = None,
     ) -> EventStream:
         """The thread's events as they happen, resuming by itself after a disconnect.
 
@@ -408,15 +196,17 @@ class Client:
         first event, also for a thread not created yet). Without it the server first sends
         the thread's views and open questions, then ``attached`` with the position it starts
         from. The stream reconnects with the last event id it saw whenever the connection
-        ends, waiting ``retry_delay`` seconds (or what the server asks for), doubling on
-        failures in a row up to ``max_delay``, and raises the error after ``max_retries``
-        failures in a row (``None``: never gives up).
+        ends, waiting ``retry_delay`` seconds (or what the server asks for). After a failure
+        (no connection, a dropped one, 408, 429 or 5xx) the wait doubles with each failure in
+        a row up to ``max_delay``, less up to half at random, or is the answer's
+        ``Retry-After``; the error is raised after ``max_retries`` failures in a row, or once
+        the next attempt would start more than ``retry_for`` seconds after the first failure
+        in a row (``None``: no such limit). Any other 4xx is raised at once.
         """
         path = _path("/threads/{}/events", thread_id)
         return EventStream(
             lambda headers: self._http.stream("GET", path, headers=headers, timeout=STREAM_TIMEOUT),
-            _Position(after, retry_delay, max_delay),
-            max_retries,
+            _position(after, retry_delay, max_delay, max_retries, retry_for),
         )
 
     def answer_choice(
@@ -464,6 +254,13 @@ class Client:
         is set, or the thread closes, and returns the results posted. The handler of a call
         still unanswered when the application stopped runs again when it starts again: make
         handlers with side effects idempotent.
+
+        Every request it makes (the streams, the thread lookups, the results) is tried again
+        after a connection error, 408, 429 or 5xx, waiting 0.25 s, then twice as long each
+        time up to 5 s (less up to half at random), or the answer's ``Retry-After``; no
+        attempt starts more than 60 s after the first failure in a row. The first error it
+        cannot go past (another 4xx, or a minute of failures) is raised. A result being posted
+        when the run ends (``stop``, the thread closing, an error) goes on for up to 10 s more.
 
         It runs an event loop of its own (with an :class:`AsyncClient` like this client): from
         async code, use :meth:`AsyncClient.run_tools` instead.
@@ -674,13 +471,13 @@ class AsyncClient:
         retry_delay: float = 0.5,
         max_delay: float = 10.0,
         max_retries: int | None = 10,
+        retry_for: float | None = None,
     ) -> AsyncEventStream:
         """See :meth:`Client.events`; iterate with ``async for``."""
         path = _path("/threads/{}/events", thread_id)
         return AsyncEventStream(
             lambda headers: self._http.stream("GET", path, headers=headers, timeout=STREAM_TIMEOUT),
-            _Position(after, retry_delay, max_delay),
-            max_retries,
+            _position(after, retry_delay, max_delay, max_retries, retry_for),
         )
 
     async def answer_choice(

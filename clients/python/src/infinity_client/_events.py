@@ -26,6 +26,7 @@ from pydantic import BaseModel, ValidationError
 
 from . import models
 from ._errors import InfinityError
+from ._retry import Backoff
 
 
 @dataclass(frozen=True)
@@ -47,9 +48,6 @@ such as ``OutputEventAssistantText``), a variant of :class:`models.Notice` (the 
 ``NoticeAttached``, ``NoticeReset``, ``NoticeReconnect``), or an :class:`UnknownEvent`. Each
 has a ``type``, the SSE event's name."""
 
-#: Statuses worth coming back for: the server or something in front of it is busy or restarting.
-_TRANSIENT = {429, 500, 502, 503, 504}
-
 
 def parse_event(sse: ServerSentEvent) -> StreamEvent:
     """The typed event of one SSE message (its ``data`` checked against ``StreamData``)."""
@@ -68,15 +66,16 @@ def parse_event(sse: ServerSentEvent) -> StreamEvent:
 class _Position:
     """Where a stream stands, and how long to wait before coming back.
 
-    Shared by the sync and async streams so that both resume the same way.
+    Shared by the sync and async streams so that both resume the same way. Failed connections
+    wait as ``backoff`` says (``backoff.first`` is the plain retry delay, which the server's
+    ``retry:`` field replaces).
     """
 
-    def __init__(self, after: int | None, retry_delay: float, max_delay: float) -> None:
+    def __init__(self, after: int | None, backoff: Backoff) -> None:
         self.last_event_id: int | None = after
-        self.retry_delay = retry_delay
-        self.max_delay = max_delay
-        self.failures = 0
+        self.backoff = backoff
         self._asked_delay: float | None = None
+        self._failure_delay: float | None = None
 
     def headers(self) -> dict[str, str]:
         """The headers of the next request: the position, when there is one."""
@@ -92,7 +91,7 @@ class _Position:
         if sse.id and sse.id.isdigit():
             self.last_event_id = int(sse.id)
         if sse.retry is not None:
-            self.retry_delay = sse.retry / 1000
+            self.backoff.first = sse.retry / 1000
         if not sse.data:
             # A keep-alive comment: httpx-sse dispatches it once an id was seen, where the SSE
             # spec dispatches nothing for a message without data.
@@ -104,39 +103,27 @@ class _Position:
 
     def connected(self) -> None:
         """A connection was accepted: failures so far no longer count."""
-        self.failures = 0
+        self.backoff.succeeded()
 
-    def failed(self, max_retries: int | None, error: Exception) -> None:
-        """Counts a failed attempt, re-raising ``error`` past ``max_retries`` in a row."""
-        self.failures += 1
-        if max_retries is not None and self.failures > max_retries:
-            raise error
+    def failed(self, error: Exception) -> None:
+        """Counts a failed or dropped connection; re-raises ``error`` when it is final (a
+        refusal such as 400 or 401) or the backoff's limit is reached."""
+        self._failure_delay = self.backoff.failed(error)
 
     def delay(self) -> float:
         """How long to wait before the next connection.
 
-        What the server asked for with ``reconnect`` wins; otherwise the SSE ``retry`` delay
-        (or the client's own), doubled for each failure in a row, capped at ``max_delay``. A
+        What the server asked for with ``reconnect`` wins; after a failure, the backoff's wait
+        (doubling with each failure in a row, with jitter; a ``Retry-After`` as it is). A
         stream that simply ended comes back after the plain retry delay.
         """
-        if self._asked_delay is not None:
-            asked, self._asked_delay = self._asked_delay, None
+        asked, self._asked_delay = self._asked_delay, None
+        failure, self._failure_delay = self._failure_delay, None
+        if asked is not None:
             return asked
-        if self.failures == 0:
-            return self.retry_delay
-        return min(self.max_delay, self.retry_delay * 2.0 ** (self.failures - 1))
-
-
-def _refusal(response: httpx.Response) -> InfinityError:
-    """The error of a stream the server would not open (its body read).
-
-    Raised at once unless the status is worth retrying: a bad position, an unknown route or
-    no token would get the same answer again.
-    """
-    error = InfinityError.from_response(response)
-    if response.status_code not in _TRANSIENT:
-        raise error
-    return error
+        if failure is not None:
+            return failure
+        return self.backoff.first
 
 
 class EventStream(AbstractContextManager["EventStream"]):
@@ -152,11 +139,9 @@ class EventStream(AbstractContextManager["EventStream"]):
         self,
         open_stream: Callable[[dict[str, str]], AbstractContextManager[httpx.Response]],
         position: _Position,
-        max_retries: int | None,
     ) -> None:
         self._open = open_stream
         self._position = position
-        self._max_retries = max_retries
         self._events = self._run()
         self.connections = 0
         """How many connections the stream has opened so far (reconnections included)."""
@@ -192,10 +177,10 @@ class EventStream(AbstractContextManager["EventStream"]):
                                 yield event
                     else:
                         response.read()
-                        position.failed(self._max_retries, _refusal(response))
+                        position.failed(InfinityError.from_response(response))
             except httpx.TransportError as error:
                 # Dropped, timed out, refused: come back where the stream stood.
-                position.failed(self._max_retries, error)
+                position.failed(error)
             time.sleep(position.delay())
 
 
@@ -210,11 +195,9 @@ class AsyncEventStream(AbstractAsyncContextManager["AsyncEventStream"]):
         self,
         open_stream: Callable[[dict[str, str]], AbstractAsyncContextManager[httpx.Response]],
         position: _Position,
-        max_retries: int | None,
     ) -> None:
         self._open = open_stream
         self._position = position
-        self._max_retries = max_retries
         self._events = self._run()
         self.connections = 0
         """How many connections the stream has opened so far (reconnections included)."""
@@ -250,7 +233,7 @@ class AsyncEventStream(AbstractAsyncContextManager["AsyncEventStream"]):
                                 yield event
                     else:
                         await response.aread()
-                        position.failed(self._max_retries, _refusal(response))
+                        position.failed(InfinityError.from_response(response))
             except httpx.TransportError as error:
-                position.failed(self._max_retries, error)
+                position.failed(error)
             await anyio.sleep(position.delay())

@@ -15,17 +15,16 @@ from __future__ import annotations
 import inspect
 import json
 import logging
-import sys
 from collections.abc import Callable, Mapping
 from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol, TypeAlias
 
 import anyio
-import httpx
 from anyio.abc import TaskGroup
 
 from ._errors import InfinityError
+from ._retry import FIRST_WAIT, MOST_WAIT, RUNNER_BUDGET, retrying
 from .models import (
     NoticeAttached,
     NoticeReset,
@@ -34,9 +33,6 @@ from .models import (
     OutputEventThreadSpawned,
     ThreadStatus,
 )
-
-if sys.version_info < (3, 11):
-    from exceptiongroup import BaseExceptionGroup  # anyio's dependency before 3.11
 
 if TYPE_CHECKING:
     from ._client import AsyncClient
@@ -73,8 +69,10 @@ class ToolAnswer:
     is_error: bool
     """True when the handler raised."""
     accepted: bool
-    """False when the server answered 409: the call had its result already (another runner
-    answered it), was past its deadline or cancelled; the runtime kept the first answer."""
+    """False when the server answered 409: the call no longer waited for this answer. It had
+    its result already (from another runner, or from this one when the answer to an earlier
+    attempt was lost on the way back), was past its deadline, or was cancelled; the runtime
+    kept the first answer."""
 
 
 _current_call: ContextVar[OutputEventClientToolCall] = ContextVar("infinity_client_tool_call")
@@ -101,17 +99,19 @@ def error_text(error: BaseException) -> str:
     return f"{type(error).__name__}: {message}" if message else type(error).__name__
 
 
-#: Statuses (and transport errors) worth posting a result again for: busy, restarting.
-_RETRY_STATUSES = {502, 503, 504}
-_POST_ATTEMPTS = 4
 _STOP_POLL = 0.05
-#: How long a result being posted may hold up a stop.
-_POST_GRACE = 5.0
+#: How long results being posted may go on after the run ends (a stop, the thread closing, an
+#: error): a result a handler gave is not dropped for a stop that came while it was posted.
+_POST_GRACE = 10.0
 
 
 class _ToolRunner:
     """Follows a thread (and, with ``follow_children``, the threads below it) and answers the
-    calls of the tools it has handlers for, each once."""
+    calls of the tools it has handlers for, each once.
+
+    Every request it makes (each stream's connections, the thread lookups, the results) is
+    tried again as :mod:`._retry` says, for up to :data:`RUNNER_BUDGET` seconds; the first
+    error it cannot go past ends the run, and ``run`` raises it."""
 
     def __init__(
         self,
@@ -133,26 +133,37 @@ class _ToolRunner:
         may both show a call, and a handler runs once per call per runner."""
         self._answers: list[ToolAnswer] = []
         self._group: TaskGroup | None = None
+        self._posting: set[anyio.CancelScope] = set()
+        """The results being posted, each shielded from the run's end until its grace ends."""
+        self._grace_ends: float | None = None
+        """When the results still being posted are given up (set when the run ends)."""
+        self._failure: Exception | None = None
 
     async def run(self) -> list[ToolAnswer]:
-        try:
-            async with anyio.create_task_group() as group:
-                self._group = group
-                if self._stop is not None:
-                    group.start_soon(self._watch_stop, self._stop)
-                self._follow(self._root)
-        except BaseExceptionGroup as errors:
-            # One error ends the run (the others are cancelled): raise it as it is, so that
-            # `except InfinityError` catches it.
-            if len(errors.exceptions) == 1:
-                raise errors.exceptions[0] from None
-            raise
+        async with anyio.create_task_group() as group:
+            self._group = group
+            if self._stop is not None:
+                group.start_soon(self._watch_stop, self._stop)
+            self._follow(self._root)
+        if self._failure is not None:
+            raise self._failure
         return self._answers
 
     def _finish(self) -> None:
-        """Ends the run: every stream and every handler still running is cancelled."""
-        assert self._group is not None
+        """Ends the run: every stream and every handler still running is cancelled; results
+        being posted go on for :data:`_POST_GRACE` seconds at most."""
+        if self._group is None or self._grace_ends is not None:
+            return
+        self._grace_ends = anyio.current_time() + _POST_GRACE
+        for scope in self._posting:
+            scope.deadline = min(scope.deadline, self._grace_ends)
         self._group.cancel_scope.cancel()
+
+    def _fail(self, error: Exception) -> None:
+        """Ends the run with ``error`` (the first one wins), which ``run`` raises."""
+        if self._failure is None:
+            self._failure = error
+        self._finish()
 
     async def _watch_stop(self, stop: StopFlag) -> None:
         while not stop.is_set():
@@ -167,11 +178,24 @@ class _ToolRunner:
         self._group.start_soon(self._follow_thread, thread_id)
 
     async def _follow_thread(self, thread_id: str) -> None:
+        try:
+            await self._read_thread(thread_id)
+        except Exception as error:
+            self._fail(error)
+
+    async def _read_thread(self, thread_id: str) -> None:
         # Each round opens the stream without a position, so that the server first re-sends
         # the calls still waiting. The stream resumes by itself after a dropped connection;
         # only a `reset` (events lost) makes it start again from the snapshot.
         while True:
-            async with self._client.events(thread_id) as stream:
+            stream = self._client.events(
+                thread_id,
+                retry_delay=FIRST_WAIT,
+                max_delay=MOST_WAIT,
+                max_retries=None,
+                retry_for=RUNNER_BUDGET,
+            )
+            async with stream:
                 async for event in stream:
                     if isinstance(event, OutputEventClientToolCall):
                         self._take(thread_id, event)
@@ -203,7 +227,7 @@ class _ToolRunner:
         The parent's record is read, not the tree: it lists a child as soon as the spawn is
         committed, before the child's own record exists."""
         try:
-            record = await self._client.get_thread(thread_id)
+            record = await retrying(lambda: self._client.get_thread(thread_id))
         except InfinityError as error:
             if error.status == 404:
                 return False  # not created yet: its first input makes it
@@ -238,33 +262,44 @@ class _ToolRunner:
         except Exception as error:
             _log.info("the %s handler raised on call %s: %r", call.name, call.call_id, error)
             text, is_error = error_text(error), True
-        # A stop does not drop a result the handler gave: the post goes on (a few seconds at
-        # most), so that the handler need not run again.
-        with anyio.move_on_after(_POST_GRACE, shield=True):
-            accepted = await self._post(thread_id, call.call_id, text, is_error)
+        # The run's end does not drop a result the handler gave: the post goes on (until its
+        # grace ends), so that the handler need not run again.
+        with anyio.CancelScope(shield=True) as scope:
+            if self._grace_ends is not None:
+                scope.deadline = self._grace_ends
+            self._posting.add(scope)
+            try:
+                accepted = await self._post(thread_id, call.call_id, text, is_error)
+            except Exception as error:
+                self._fail(error)
+                return
+            finally:
+                self._posting.discard(scope)
             self._answers.append(
                 ToolAnswer(thread_id, call.call_id, call.name, text, is_error, accepted)
             )
+        if scope.cancelled_caught:
+            _log.warning(
+                "the result of call %s on %s was not posted before the runner ended: the call"
+                " still waits, and a runner started again runs its handler again",
+                call.call_id,
+                thread_id,
+            )
 
     async def _post(self, thread_id: str, call_id: str, text: str, is_error: bool) -> bool:
-        """Posts the result; False when the call no longer waits for one (409)."""
-        delay = 0.2
-        for attempt in range(1, _POST_ATTEMPTS + 1):
-            try:
-                await self._client.post_tool_result(thread_id, call_id, text, is_error=is_error)
-                return True
-            except InfinityError as error:
-                if error.status == 409:
-                    _log.info("call %s on %s took no result: %s", call_id, thread_id, error.message)
-                    return False
-                if error.status not in _RETRY_STATUSES or attempt == _POST_ATTEMPTS:
-                    raise
-            except httpx.TransportError:
-                if attempt == _POST_ATTEMPTS:
-                    raise
-            await anyio.sleep(delay)
-            delay *= 2
-        raise AssertionError("unreachable")
+        """Posts the result, trying again as :func:`retrying` does; False when the call no
+        longer waits for one (409: answered, by this runner before an answer that got lost,
+        or by another; past its deadline; cancelled)."""
+        try:
+            await retrying(
+                lambda: self._client.post_tool_result(thread_id, call_id, text, is_error=is_error)
+            )
+        except InfinityError as error:
+            if error.status == 409:
+                _log.info("call %s on %s took no result: %s", call_id, thread_id, error.message)
+                return False
+            raise
+        return True
 
 
 async def _call(handler: ToolHandler, args: Any) -> Any:

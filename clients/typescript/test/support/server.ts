@@ -44,9 +44,7 @@ export interface Served {
 /** Starts `infinity serve` with `agent`; tries other ports if another process takes one first. */
 export async function startServer(agent: AgentSpec): Promise<Served> {
   const dir = await mkdtemp(join(tmpdir(), "infinity-client-test-"));
-  await writeFile(join(dir, "script.yaml"), agent.script);
-  const servers = agent.toolServers?.length ? `tool_servers: [${agent.toolServers.join(", ")}]\n` : "";
-  await writeFile(join(dir, "agent.yaml"), `name: ${agent.name}\nmodel: script:script.yaml\n${servers}${agent.extra ?? ""}`);
+  await writeAgent(dir, agent);
   try {
     const served = await startServerWith(join(dir, "agent.yaml"));
     const stop = async (): Promise<void> => {
@@ -58,6 +56,57 @@ export async function startServer(agent: AgentSpec): Promise<Served> {
     await rm(dir, { recursive: true, force: true });
     throw error;
   }
+}
+
+/** A server on a store of its own (`--store`), which a test may kill and start again. */
+export interface Restartable extends Served {
+  /** Kills it at once (SIGKILL), as a crash or a pulled plug would. */
+  kill(): Promise<void>;
+  /** Starts it again as it was: the same port, store and agent. */
+  restart(): Promise<void>;
+}
+
+/** Starts `infinity serve --store DIR` with `agent`, on a free port it keeps across restarts. */
+export async function startRestartable(agent: AgentSpec): Promise<Restartable> {
+  const dir = await mkdtemp(join(tmpdir(), "infinity-client-test-"));
+  await writeAgent(dir, agent);
+  const args = ["--store", join(dir, "store")];
+  let failure = "";
+  for (let attempt = 0; attempt < 5; attempt++) {
+    const port = await freePort();
+    let started = await launch(join(dir, "agent.yaml"), port, args);
+    if (!started.ok) {
+      failure = started.output();
+      continue;
+    }
+    let log = started.output;
+    const kill = async (): Promise<void> => {
+      if (!started.ok) return;
+      const { child } = started;
+      if (child.exitCode !== null || child.signalCode !== null) return;
+      const exited = new Promise((resolve) => child.once("exit", resolve));
+      child.kill("SIGKILL");
+      await exited;
+    };
+    return {
+      url: `http://127.0.0.1:${port}`,
+      output: () => log(),
+      kill,
+      restart: async () => {
+        const before = log();
+        started = await launch(join(dir, "agent.yaml"), port, args);
+        const again = started.output;
+        log = () => `${before}\n--- started again ---\n${again()}`;
+        if (!started.ok) throw new Error(`infinity serve did not start again:\n${log()}`);
+      },
+      stop: async () => {
+        if (started.ok) await stopChild(started.child);
+        await rm(dir, { recursive: true, force: true });
+      },
+    };
+  }
+  await rm(dir, { recursive: true, force: true });
+  throw new Error(`infinity serve did not start:\n${failure}`);
 }
 
 /** Starts `infinity serve --agent AGENT_FILE` (an example's agent, say), as `startServer` does. */
@@ -75,18 +124,25 @@ export async function startServerWith(agentFile: string): Promise<Served> {
   throw new Error(`infinity serve did not start:\n${failure}`);
 }
 
+/** Writes `agent.yaml` and its `script.yaml` in `dir`. */
+async function writeAgent(dir: string, agent: AgentSpec): Promise<void> {
+  await writeFile(join(dir, "script.yaml"), agent.script);
+  const servers = agent.toolServers?.length ? `tool_servers: [${agent.toolServers.join(", ")}]\n` : "";
+  await writeFile(join(dir, "agent.yaml"), `name: ${agent.name}\nmodel: script:script.yaml\n${servers}${agent.extra ?? ""}`);
+}
+
 type Launched =
   | { ok: true; child: ChildProcess; output: () => string }
   | { ok: false; output: () => string };
 
 /** Runs the server on `port` and waits until it answers `/health` (or exits). */
-async function launch(agentFile: string, port: number): Promise<Launched> {
+async function launch(agentFile: string, port: number, args: string[] = []): Promise<Launched> {
   const env: NodeJS.ProcessEnv = { ...process.env, INFINITY_CHECK_API: "1" };
   // The scripted model, not a real one; and no token on loopback.
   delete env.ANTHROPIC_API_KEY;
   delete env.OPENAI_API_KEY;
   delete env.INFINITY_SERVE_TOKEN;
-  const child = spawn(INFINITY_BIN, ["serve", "--agent", agentFile, "--port", String(port)], {
+  const child = spawn(INFINITY_BIN, ["serve", "--agent", agentFile, "--port", String(port), ...args], {
     env,
     stdio: ["ignore", "pipe", "pipe"],
   });
