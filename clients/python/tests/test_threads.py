@@ -101,10 +101,11 @@ def test_answering_a_tool_servers_question(client: Client, thread_id: str, rap: 
     assert answers == [{"id": question.call_id, "selected": 1}]
     assert not client.get_thread(thread_id).open_choices
 
-    # A question is answered once.
+    # A question is answered once: another answer is refused naming the one that stands.
     with pytest.raises(InfinityError) as again:
         client.answer_choice(thread_id, question.call_id, 0)
-    assert again.value.status in (404, 409)
+    assert again.value.status == 409
+    assert "(option 1); this answer was not taken" in again.value.message
 
 
 def test_dismissing_a_question_sends_its_default(client: Client, thread_id: str) -> None:

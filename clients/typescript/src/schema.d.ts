@@ -4066,7 +4066,7 @@ export interface operations {
             };
         };
         responses: {
-            /** @description The answer given */
+            /** @description The answer given: the first stands (any later one gets 409 naming it) */
             200: {
                 headers: {
                     [name: string]: unknown;
@@ -5414,7 +5414,7 @@ export interface operations {
             };
         };
         responses: {
-            /** @description Accepted: kept, and the thread will take it (two answers at once: the first) */
+            /** @description Accepted: kept as the call's answer (the first stands: any later one gets 409 naming it), and the thread will take it */
             202: {
                 headers: {
                     [name: string]: unknown;

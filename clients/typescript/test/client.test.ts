@@ -211,7 +211,7 @@ test("a tool server's question: replayed on attach, refused out of range, answer
   await events.waitFor("the reply", is("assistant_text", (e) => e.text === "you picked blue"));
   assert.deepEqual(tools.answers.filter((a) => a.id === call), [{ id: call, selected: 1 }]);
   assert.deepEqual((await client.getThread(id)).open_choices ?? [], []);
-  await refused(client.answerChoice(id, call, { selected: 0 }), 404, /no open question/);
+  await refused(client.answerChoice(id, call, { selected: 0 }), 409, /"blue" \(option 1\); this answer was not taken/);
 });
 
 test("dismissing a question sends its default", async () => {
