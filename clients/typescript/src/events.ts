@@ -20,7 +20,7 @@ export interface StreamOptions {
    * thread's current views and open questions, then `attached` with the position, then what
    * follows.
    */
-  after?: number;
+  after?: number | string;
   /** Stops the stream: the iteration then ends without an error. */
   signal?: AbortSignal;
   /**
@@ -70,9 +70,15 @@ export class EventStream implements AsyncIterable<StreamEvent> {
     this.#lastEventId = options.after === undefined ? undefined : String(options.after);
   }
 
-  /** The number of the last event received (`Last-Event-ID` of the next connection), if any. */
-  get lastEventId(): number | undefined {
-    return this.#lastEventId === undefined ? undefined : Number(this.#lastEventId);
+  /**
+   * The SSE id of the last event received (`Last-Event-ID` of the next connection), if any: a
+   * kept event's number, or `"N.B.D"` for an event shown before its slice committed (the server
+   * checks, on resume, that the copies the client has are the ones it kept).
+   */
+  get lastEventId(): number | string | undefined {
+    const id = this.#lastEventId;
+    if (id === undefined) return undefined;
+    return /^[0-9]+$/.test(id) ? Number(id) : id;
   }
 
   /** How many times the stream has connected so far (1 + the reconnections). */

@@ -4278,8 +4278,11 @@ export interface operations {
     streamEvents: {
         parameters: {
             query?: {
-                /** @description The last event's number the client has (as `Last-Event-ID`, which wins). */
-                after?: number;
+                /**
+                 * @description The SSE id of the last event the client has (as `Last-Event-ID`, which wins): a number,
+                 *     or `N.B.D` for an event shown before it was kept.
+                 */
+                after?: string;
             };
             header?: never;
             path: {
@@ -4290,7 +4293,7 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
-            /** @description What the client missed, then the events as they happen; each numbered event's SSE `id` is its `seq`. A thread not made yet streams from its first event, once it is */
+            /** @description What the client missed, then the events as they happen; a kept event's SSE `id` is its `seq`, one shown before its slice committed has `SEQ.B.D` (resuming from it checks the client's copies: see docs/api.md). A thread not made yet streams from its first event, once it is */
             200: {
                 headers: {
                     [name: string]: unknown;

@@ -15,7 +15,7 @@ use infinity_agent_core::ids::InputId;
 use infinity_agent_core::ids::ThreadId;
 use infinity_agent_core::input::Input;
 use infinity_agent_core::library::{AllowedModels, Library, ModelSource};
-use infinity_agent_core::runtime::{Following, Front, PostError};
+use infinity_agent_core::runtime::{Following, Front, Live, PostError};
 use infinity_agent_core::state::ThreadRecord;
 use infinity_agent_core::store::ThreadStore;
 use infinity_library::LibraryExt;
@@ -27,7 +27,7 @@ use crate::handler::{allowed_models_from_env, DeploymentModels};
 use crate::queue::SqsInputSender;
 use crate::store::DynamoThreadStore;
 
-type Subscribers = Arc<Mutex<Vec<mpsc::UnboundedSender<OutputEvent>>>>;
+type Subscribers = Arc<Mutex<Vec<mpsc::UnboundedSender<Live>>>>;
 
 /// A stack's table, input queue and stored agents, as a [`Front`].
 #[derive(Debug)]
@@ -99,7 +99,7 @@ impl StackFront {
                         Ok(event) => subscribers
                             .lock()
                             .unwrap_or_else(PoisonError::into_inner)
-                            .retain(|tx| tx.send(event.clone()).is_ok()),
+                            .retain(|tx| tx.send(Live::Kept(event.clone())).is_ok()),
                         Err(err) => {
                             tracing::warn!(%err, "skipping an unreadable output message")
                         }

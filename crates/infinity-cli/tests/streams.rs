@@ -49,46 +49,71 @@ impl Reader {
                 .unwrap_or_else(|_| panic!("waiting for {what}; got {:#?}", self.events))
                 .unwrap()
                 .unwrap_or_else(|| panic!("the stream ended before {what}: {:#?}", self.events));
-            self.buffer.push_str(&String::from_utf8_lossy(&chunk));
-            while let Some(end) = self.buffer.find("\n\n") {
-                let block: String = self.buffer.drain(..end + 2).collect();
-                let mut sse = Sse {
-                    event: "message".into(),
-                    id: None,
-                    data: Value::Null,
-                };
-                for line in block.lines() {
-                    if let Some(v) = line.strip_prefix("event: ") {
-                        sse.event = v.to_owned();
-                    } else if let Some(v) = line.strip_prefix("id: ") {
-                        sse.id = Some(v.to_owned());
-                    } else if let Some(v) = line.strip_prefix("data: ") {
-                        sse.data = serde_json::from_str(v).unwrap_or(Value::String(v.into()));
-                    }
-                }
-                // Comments (keep-alives) carry no event.
-                if block.lines().any(|l| !l.starts_with(':')) {
-                    // Each event's data is what the API's document says the stream carries.
-                    if let Some(why) = infinity_server::openapi::check::event_problems(&sse.data) {
-                        panic!("an event the document does not describe: {why}: {sse:?}");
-                    }
-                    assert_eq!(sse.data["type"], sse.event.as_str(), "{sse:?}");
-                    self.events.push(sse);
-                }
-            }
+            self.take(&chunk);
         }
         &self.events
     }
+
+    /// Reads for `time`, or until the stream ends or breaks (its server killed).
+    async fn read_for(&mut self, time: Duration) -> &[Sse] {
+        let deadline = tokio::time::Instant::now() + time;
+        while let Ok(Ok(Some(chunk))) =
+            tokio::time::timeout_at(deadline, self.response.chunk()).await
+        {
+            self.take(&chunk);
+        }
+        &self.events
+    }
+
+    /// Adds the whole events of `chunk` (with what was left of the last one).
+    fn take(&mut self, chunk: &[u8]) {
+        self.buffer.push_str(&String::from_utf8_lossy(chunk));
+        while let Some(end) = self.buffer.find("\n\n") {
+            let block: String = self.buffer.drain(..end + 2).collect();
+            let mut sse = Sse {
+                event: "message".into(),
+                id: None,
+                data: Value::Null,
+            };
+            for line in block.lines() {
+                if let Some(v) = line.strip_prefix("event: ") {
+                    sse.event = v.to_owned();
+                } else if let Some(v) = line.strip_prefix("id: ") {
+                    sse.id = Some(v.to_owned());
+                } else if let Some(v) = line.strip_prefix("data: ") {
+                    sse.data = serde_json::from_str(v).unwrap_or(Value::String(v.into()));
+                }
+            }
+            // Comments (keep-alives) carry no event.
+            if block.lines().any(|l| !l.starts_with(':')) {
+                // Each event's data is what the API's document says the stream carries.
+                if let Some(why) = infinity_server::openapi::check::event_problems(&sse.data) {
+                    panic!("an event the document does not describe: {why}: {sse:?}");
+                }
+                assert_eq!(sse.data["type"], sse.event.as_str(), "{sse:?}");
+                self.events.push(sse);
+            }
+        }
+    }
 }
 
-/// The numbered events' ids, in order.
+/// The event number an SSE id names: `N` for a kept event, `N.B.D` for one shown before its
+/// slice committed.
+fn number(id: &str) -> u64 {
+    id.split('.').next().unwrap().parse().unwrap()
+}
+
+/// The numbered events' numbers, in order.
 fn ids(events: &[Sse]) -> Vec<u64> {
     events
         .iter()
         .filter(|e| e.data.get("seq").is_some())
         .map(|e| {
-            let id: u64 = e.id.as_deref().unwrap().parse().unwrap();
-            assert_eq!(e.data["seq"], id, "the SSE id is the event's number: {e:?}");
+            let id = number(e.id.as_deref().unwrap());
+            assert_eq!(
+                e.data["seq"], id,
+                "the SSE id names the event's number: {e:?}"
+            );
             id
         })
         .collect()
@@ -178,13 +203,14 @@ async fn a_client_that_comes_back_gets_exactly_what_it_missed() {
         .iter()
         .position(|e| has_text(std::slice::from_ref(e), "assistant_text", "echo one"))
         .unwrap();
-    let had: u64 = seen[upto_one].id.as_deref().unwrap().parse().unwrap();
+    let had_id = seen[upto_one].id.clone().unwrap();
+    let had = number(&had_id);
     send(&api, "r1", "three").await;
     until("three answered", || async {
         history(&api, "r1").await.0 == 6
     })
     .await;
-    let mut back = Reader::open(&events, Some(&had.to_string())).await;
+    let mut back = Reader::open(&events, Some(&had_id)).await;
     let resumed = back
         .until("the third answer", |e| {
             has_text(e, "assistant_text", "echo three")
@@ -298,4 +324,157 @@ async fn a_client_attaching_mid_reply_sees_the_reply_so_far() {
     assert!(has_text(&got, "user_message", "slow"), "{got:#?}");
     let numbers = ids(&got);
     assert_eq!(numbers, (1..=numbers.len() as u64).collect::<Vec<_>>());
+}
+
+/// A client's copy of a thread's events, as the stream's rules say to keep one: each numbered
+/// event by its number (a second copy of a number is a duplicate), `withdrawn` forgets what is
+/// after its position; the last SSE id is where it resumes.
+#[derive(Debug, Default)]
+struct Copy {
+    events: std::collections::BTreeMap<u64, Value>,
+    last_id: Option<String>,
+    withdrawn: usize,
+    /// After a `reset`: the copy is to be reloaded up to this event.
+    reload: Option<u64>,
+}
+
+impl Copy {
+    fn apply(&mut self, events: &[Sse]) {
+        for e in events {
+            if let Some(id) = &e.id {
+                self.last_id = Some(id.clone());
+            }
+            match e.event.as_str() {
+                "withdrawn" => {
+                    let after = e.data["after"].as_u64().unwrap();
+                    self.events.retain(|seq, _| *seq <= after);
+                    self.withdrawn += 1;
+                }
+                // Reload the history (the kept events up to `after`); the stream goes on.
+                "reset" => {
+                    self.events.clear();
+                    self.reload = e.data["after"].as_u64();
+                }
+                _ => {
+                    if let Some(seq) = e.data["seq"].as_u64() {
+                        let before = self.events.insert(seq, e.data.clone());
+                        assert!(before.is_none(), "event {seq} twice: {before:?} and {e:?}");
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// The kept events up to `upto`, read from the start.
+async fn kept_upto(url: &str, upto: u64) -> std::collections::BTreeMap<u64, Value> {
+    let mut reader = Reader::open(url, Some("0")).await;
+    if upto > 0 {
+        reader
+            .until("the kept events", |events| {
+                events.iter().any(|e| e.data["seq"].as_u64() == Some(upto))
+            })
+            .await;
+    }
+    reader
+        .events
+        .iter()
+        .filter_map(|e| Some((e.data["seq"].as_u64()?, e.data.clone())))
+        .filter(|(seq, _)| *seq <= upto)
+        .collect()
+}
+
+/// Slices that show a dozen events each before they commit: `go` sets the title eight times
+/// (each step a completion of 120 ms), then answers.
+fn steps() -> String {
+    let mut script = String::from(
+        "rules:\n  - when: \"(?m)^go$\"\n    reply: {tool_calls: [{name: set_title, args: {title: \"step 1\"}}], delay_ms: 120}\n",
+    );
+    for step in 1..8 {
+        script.push_str(&format!(
+            "  - when: 'step {step}\"'\n    reply: {{tool_calls: [{{name: set_title, args: {{title: \"step {}\"}}}}], delay_ms: 120}}\n",
+            step + 1
+        ));
+    }
+    script.push_str("  - when: 'step 8\"'\n    reply: {text: \"done\", delay_ms: 120}\n");
+    script.push_str("  - reply: {text: \"ok\"}\n");
+    script
+}
+
+/// `kill -9` of `serve --store` at random points while a client streams a thread whose slices
+/// show many events before they commit. After each restart the slice runs again, and shows
+/// other events (other times) under the numbers the client was shown. Resuming each time from
+/// the last id it got, the client ends with exactly the events the store keeps: no gap, no
+/// duplicate, no stale copy.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_cut_off_by_kill_9_at_random_ends_with_exactly_what_is_kept() {
+    let seed: u64 = std::env::var("INFINITY_KILL_SEED")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| jiff::Timestamp::now().as_millisecond() as u64);
+    eprintln!("INFINITY_KILL_SEED={seed}");
+    let mut state = seed;
+    let mut next = move |below: u64| {
+        state = state
+            .wrapping_mul(6_364_136_223_846_793_005)
+            .wrapping_add(1);
+        (state >> 33) % below
+    };
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("agent.yaml"), AGENT).unwrap();
+    std::fs::write(dir.path().join("script.yaml"), steps()).unwrap();
+    let args = ["--agent", "agent.yaml", "--store", "state"];
+    let mut copy = Copy::default();
+    let rounds: usize = 6;
+    for round in 0..rounds {
+        let (server, api) = serve_in(dir.path(), &args).await;
+        if round % 2 == 0 {
+            send(&api, "k", "go").await;
+        }
+        let url = format!("{api}/threads/k/events");
+        let mut reader = Reader::open(&url, Some(copy.last_id.as_deref().unwrap_or("0"))).await;
+        let cut = Duration::from_millis(150 + next(1_200));
+        copy.apply(reader.read_for(cut).await);
+        if let Some(upto) = copy.reload.take() {
+            copy.events = kept_upto(&url, upto).await;
+        }
+        drop(server); // SIGKILL, wherever the slice is
+    }
+    // The last life: every `go` answered, and the client follows to the end.
+    let (_server, api) = serve_in(dir.path(), &args).await;
+    // (Two `go`s that wait together are answered by one slice.)
+    until("every go answered", || async {
+        let (_, history) = common::get_json(&format!("{api}/threads/k/history")).await;
+        history.as_array().is_some_and(|entries| {
+            let goes = entries.iter().filter(|e| e["item"]["text"] == "go").count();
+            goes == rounds.div_ceil(2) && entries.last().unwrap()["item"]["text"] == "done"
+        })
+    })
+    .await;
+    let (_, record) = common::get_json(&format!("{api}/threads/k")).await;
+    let kept = record["events"].as_u64().unwrap();
+    let url = format!("{api}/threads/k/events");
+    let mut reader = Reader::open(&url, copy.last_id.as_deref()).await;
+    reader
+        .until("the last kept event", |events| {
+            events.iter().any(|e| e.data["seq"].as_u64() == Some(kept))
+                || copy.events.contains_key(&kept) && !events.iter().any(|e| e.event == "withdrawn")
+        })
+        .await;
+    copy.apply(&reader.events);
+    if let Some(upto) = copy.reload.take() {
+        let mut reloaded = kept_upto(&url, upto).await;
+        reloaded.extend(std::mem::take(&mut copy.events));
+        copy.events = reloaded;
+    }
+    let truth = kept_upto(&url, kept).await;
+    assert_eq!(
+        copy.events, truth,
+        "seed {seed}: the client's copy differs from what is kept ({} withdrawn)",
+        copy.withdrawn
+    );
+    eprintln!(
+        "seed {seed}: {kept} events, {} withdrawn on the way",
+        copy.withdrawn
+    );
 }

@@ -1,9 +1,11 @@
 //! `GET /threads/{id}/events`: a thread's output events as Server-Sent Events, resumable.
 //!
-//! Every event a thread keeps carries its number in the thread ([`OutputEvent::seq`]) as its SSE
-//! `id`. A client that saw up to `N` comes back with `Last-Event-ID: N` (a browser's
-//! `EventSource` does so by itself) or `?after=N`, and gets exactly what it missed: first what
-//! the store kept after `N` ([`ThreadStore::events_after`](infinity_agent_core::store::ThreadStore::events_after)), then what the thread's running
+//! Every event a thread keeps carries its number in the thread ([`OutputEvent::seq`]); its SSE
+//! `id` is that number once the event is kept, and `N.B.D` for one its running slice showed
+//! before committing it (see [`position`]: a resume from it checks that the client's copies are
+//! the ones kept). A client that saw up to an id comes back with `Last-Event-ID` (a browser's
+//! `EventSource` does so by itself) or `?after=`, and gets exactly what it missed: first what
+//! the store kept after it ([`ThreadStore::events_after`](infinity_agent_core::store::ThreadStore::events_after)), then what the thread's running
 //! slice showed and has not committed yet, then the reply the model is streaming so far (one
 //! `assistant_delta`), then live events, each once (numbers already sent are skipped; a gap in
 //! the live numbers is filled from the store).
@@ -21,8 +23,11 @@
 //! with `reconnect`, and the client's next request resumes where it ended.
 //!
 //! Events shown live only carry no id: the streamed text (`assistant_delta`,
-//! `assistant_restarted`), a host's own errors, and `withdrawn` (`{"after": N}`: a failed slice's
-//! events after `N` are not kept; its SSE id is `N`, so a reconnect resumes from there).
+//! `assistant_restarted`) and a host's own errors. `withdrawn` (`{"after": N}`: the events after
+//! `N` the client has are not kept, by a failed slice, or by one that ran again after a crash)
+//! has the SSE id `N`, so a reconnect resumes from there.
+
+mod position;
 
 use std::collections::VecDeque;
 use std::convert::Infallible;
@@ -34,7 +39,8 @@ use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use infinity_agent_core::effect::{OutputEvent, OutputKind};
 use infinity_agent_core::ids::ThreadId;
-use infinity_agent_core::runtime::Following;
+use infinity_agent_core::runtime::{Following, Live};
+use position::{Chain, Resume};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
@@ -50,9 +56,13 @@ const PAGE: usize = 200;
 /// query may carry the page's `access_token` too).
 #[derive(Debug, Deserialize, JsonSchema)]
 pub struct Position {
-    /// The last event's number the client has (as `Last-Event-ID`, which wins).
+    /// The SSE id of the last event the client has (as `Last-Event-ID`, which wins): a number,
+    /// or `N.B.D` for an event shown before it was kept.
     #[serde(default)]
-    #[schemars(with = "Option<u64>")]
+    #[schemars(
+        with = "Option<String>",
+        regex(pattern = r"^[0-9]+(\.[0-9]+\.[0-9a-f]{16})?$")
+    )]
     after: Option<String>,
     /// The token, for clients that cannot set headers (read by the guard; in the document as
     /// a security scheme).
@@ -99,31 +109,33 @@ pub enum StreamData {
     Notice(Notice),
 }
 
-fn position(raw: &str, from: &str) -> Result<u64, ApiError> {
-    raw.trim().parse().map_err(|_| {
-        error(
-            StatusCode::BAD_REQUEST,
-            format!(
-                "{from} must be an event id (a whole number, as the events carry), not `{raw}`"
-            ),
-        )
-    })
+/// The event as SSE: its type, its JSON, and `id` when it has one.
+fn sse_with(event: &OutputEvent, data: String, id: Option<String>) -> Event {
+    let sent = Event::default().event(event.kind.kind()).data(data);
+    match id {
+        Some(id) => sent.id(id),
+        None => sent,
+    }
 }
 
-/// The event as SSE: its type, its JSON, and its number as the id when it has one.
+/// An event as SSE with its own id: its number, or for `withdrawn` the number it goes back to.
 fn sse(event: &OutputEvent) -> Event {
-    let sent = Event::default()
-        .event(event.kind.kind())
-        .data(serde_json::to_string(event).unwrap_or_default());
     let id = match (event.seq, &event.kind) {
         (Some(seq), _) => Some(seq),
         (None, OutputKind::Withdrawn { after }) => Some(*after),
         _ => None,
     };
-    match id {
-        Some(id) => sent.id(id.to_string()),
-        None => sent,
-    }
+    let data = serde_json::to_string(event).unwrap_or_default();
+    sse_with(event, data, id.map(|id| id.to_string()))
+}
+
+/// `withdrawn` for thread `id`: forget what you have after `after`.
+fn withdrawn(id: &ThreadId, after: u64) -> Event {
+    sse(&OutputEvent::new(
+        id.clone(),
+        jiff::Timestamp::now(),
+        OutputKind::Withdrawn { after },
+    ))
 }
 
 /// A marker of the stream's own (`attached`, `reset`): where it stands, as data and id.
@@ -148,12 +160,12 @@ async fn events(
 ) -> Result<Response, ApiError> {
     let id = ThreadId::new(&id).map_err(|e| error(StatusCode::BAD_REQUEST, e))?;
     let after = match headers.get("last-event-id") {
-        Some(value) => Some(position(
+        Some(value) => Some(Resume::parse(
             value.to_str().unwrap_or_default(),
             "`Last-Event-ID`",
         )?),
         None => match &query.after {
-            Some(raw) => Some(position(raw, "`after`")?),
+            Some(raw) => Some(Resume::parse(raw, "`after`")?),
             None => None,
         },
     };
@@ -171,13 +183,31 @@ async fn events(
         .and_then(|e| e.seq)
         .unwrap_or(0);
     let mut head = VecDeque::new();
+    let mut chain = None;
+    let frontier = kept.max(shown_up_to);
     let last = match after {
+        // Shown before it was kept: on from there if the client's copies are the ones kept.
+        Some(Resume::Shown { seq, base, digest }) if base <= frontier => {
+            let shown = following.as_ref().map_or(&[][..], |f| f.shown.as_slice());
+            match shown_events(system.as_ref(), &id, base, seq, shown).await? {
+                // What the client has is what is kept (or still shown): on from there.
+                Some((theirs, still_shown)) if theirs.digest == digest => {
+                    chain = still_shown.then_some(theirs);
+                    seq
+                }
+                // Not what is kept: forget it, and have it again.
+                _ => {
+                    head.push_back(withdrawn(&id, base));
+                    base
+                }
+            }
+        }
         // Past anything the thread showed: that client's numbers are not this thread's.
-        Some(after) if after > kept.max(shown_up_to) => {
+        Some(after) if after.seq() > frontier => {
             head.push_back(marker("reset", &id, kept));
             kept
         }
-        Some(after) => after,
+        Some(after) => after.seq(),
         None => {
             if let Some(record) = &record {
                 for (view_type, content) in &record.views {
@@ -221,6 +251,7 @@ async fn events(
         system,
         id,
         last,
+        chain,
         kept,
         first_page: true,
         head,
@@ -257,6 +288,8 @@ struct Stream {
     id: ThreadId,
     /// The last numbered event sent.
     last: u64,
+    /// The events sent past the last kept one, while there are any (their ids carry it).
+    chain: Option<Chain>,
     /// How many events the record counted when the stream began.
     kept: u64,
     first_page: bool,
@@ -286,7 +319,7 @@ impl Stream {
                             let shown = std::mem::take(&mut following.shown);
                             let partial = std::mem::take(&mut following.partial);
                             for event in shown {
-                                self.numbered(event);
+                                self.numbered(event, false);
                             }
                             if !partial.is_empty() {
                                 self.head.push_back(sse(&OutputEvent::new(
@@ -314,10 +347,19 @@ impl Stream {
                 }
                 Stage::Live => {
                     let following = self.following.as_mut()?;
-                    let event = following.live.recv().await?;
-                    if event.thread_id != self.id {
+                    let live = following.live.recv().await?;
+                    if live.thread_id() != &self.id {
                         continue;
                     }
+                    let (event, kept) = match live {
+                        Live::Shown(event) => (event, false),
+                        Live::Kept(event) => (event, true),
+                        // What the running slice showed holds now.
+                        Live::Committed(_) => {
+                            self.chain = None;
+                            continue;
+                        }
+                    };
                     match (event.seq, &event.kind) {
                         (Some(seq), _) if seq > self.last + 1 => {
                             // Numbers were skipped (events that reached this host out of order):
@@ -329,11 +371,12 @@ impl Stream {
                                     break;
                                 }
                             }
-                            self.numbered(event);
+                            self.numbered(event, kept);
                         }
-                        (Some(_), _) => self.numbered(event),
+                        (Some(_), _) => self.numbered(event, kept),
                         (None, OutputKind::Withdrawn { after }) => {
                             self.last = (*after).min(self.last);
+                            self.chain = None;
                             self.head.push_back(sse(&event));
                         }
                         (None, _) => self.head.push_back(sse(&event)),
@@ -344,13 +387,24 @@ impl Stream {
         }
     }
 
-    /// Queues a numbered event unless it was sent already.
-    fn numbered(&mut self, event: OutputEvent) {
+    /// Queues a numbered event unless it was sent already: with its number as its id when it
+    /// is `kept`, else with the chain of the events sent since the last kept one.
+    fn numbered(&mut self, event: OutputEvent, kept: bool) {
         let Some(seq) = event.seq else { return };
-        if seq > self.last {
-            self.last = seq;
-            self.head.push_back(sse(&event));
+        if seq <= self.last {
+            return;
         }
+        self.last = seq;
+        let data = serde_json::to_string(&event).unwrap_or_default();
+        let id = if kept {
+            self.chain = None;
+            seq.to_string()
+        } else {
+            let chain = self.chain.get_or_insert(Chain::after(seq - 1));
+            chain.add(&data);
+            chain.id(seq)
+        };
+        self.head.push_back(sse_with(&event, data, Some(id)));
     }
 
     /// Queues one page of the kept events after the last one sent (up to `upto`, when given);
@@ -390,10 +444,52 @@ impl Stream {
             if upto.is_some_and(|upto| event.seq.is_some_and(|s| s > upto)) {
                 return true;
             }
-            self.numbered(event);
+            self.numbered(event, true);
         }
         complete
     }
+}
+
+/// The events after `base` up to `upto` as the thread has them now, kept or still shown by its
+/// running slice (`shown`), as a [`Chain`], and whether any is only shown; `None` when they are
+/// not all there (the client's were not kept, or are not this thread's).
+async fn shown_events(
+    system: &dyn infinity_agent_core::runtime::Front,
+    id: &ThreadId,
+    base: u64,
+    upto: u64,
+    shown: &[OutputEvent],
+) -> Result<Option<(Chain, bool)>, ApiError> {
+    let mut events = Vec::new();
+    let mut last = base;
+    while last < upto {
+        let page = system
+            .threads()
+            .events_after(id, last, PAGE.min((upto - last) as usize))
+            .await
+            .map_err(|e| error(StatusCode::SERVICE_UNAVAILABLE, e))?;
+        let Some(end) = page.last().and_then(|e| e.seq) else {
+            break;
+        };
+        if end <= last {
+            break;
+        }
+        last = end;
+        events.extend(
+            page.into_iter()
+                .take_while(|e| e.seq.is_some_and(|s| s <= upto)),
+        );
+    }
+    let kept = events.len();
+    let kept_upto = events.last().and_then(|e| e.seq).unwrap_or(base);
+    events.extend(
+        shown
+            .iter()
+            .filter(|e| e.seq.is_some_and(|s| s > kept_upto && s <= upto))
+            .cloned(),
+    );
+    let still_shown = events.len() > kept;
+    Ok(Chain::over(base, upto, &events).map(|chain| (chain, still_shown)))
 }
 
 /// The event stream's route, on `host`.

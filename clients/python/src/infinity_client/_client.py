@@ -46,7 +46,7 @@ STREAM_TIMEOUT = httpx.Timeout(30.0, read=60.0)
 
 
 def _position(
-    after: int | None,
+    after: int | str | None,
     retry_delay: float,
     max_delay: float,
     max_retries: int | None,
@@ -184,7 +184,7 @@ class Client:
         self,
         thread_id: str,
         *,
-        after: int | None = None,
+        after: int | str | None = None,
         retry_delay: float = 0.5,
         max_delay: float = 10.0,
         max_retries: int | None = 10,
@@ -193,7 +193,8 @@ class Client:
         """The thread's events as they happen, resuming by itself after a disconnect.
 
         With ``after=N`` the stream starts after event ``N`` (``after=0``: from the thread's
-        first event, also for a thread not created yet). Without it the server first sends
+        first event, also for a thread not created yet), or after the event whose SSE id it is
+        (a stream's ``last_event_id``). Without it the server first sends
         the thread's views and open questions, then ``attached`` with the position it starts
         from. The stream reconnects with the last event id it saw whenever the connection
         ends, waiting ``retry_delay`` seconds (or what the server asks for). After a failure
@@ -467,7 +468,7 @@ class AsyncClient:
         self,
         thread_id: str,
         *,
-        after: int | None = None,
+        after: int | str | None = None,
         retry_delay: float = 0.5,
         max_delay: float = 10.0,
         max_retries: int | None = 10,

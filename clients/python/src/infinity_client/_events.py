@@ -71,8 +71,8 @@ class _Position:
     ``retry:`` field replaces).
     """
 
-    def __init__(self, after: int | None, backoff: Backoff) -> None:
-        self.last_event_id: int | None = after
+    def __init__(self, after: int | str | None, backoff: Backoff) -> None:
+        self.last_event_id: int | str | None = after
         self.backoff = backoff
         self._asked_delay: float | None = None
         self._failure_delay: float | None = None
@@ -87,9 +87,10 @@ class _Position:
     def take(self, sse: ServerSentEvent) -> StreamEvent | None:
         """Notes the message's id and retry, and types it (``None``: nothing to hand over)."""
         # httpx-sse carries the last id over to messages without one; a new connection starts
-        # from "" again, which must not forget the position.
-        if sse.id and sse.id.isdigit():
-            self.last_event_id = int(sse.id)
+        # from "" again, which must not forget the position. A kept event's id is its number;
+        # one shown before its slice committed has `N.B.D`, which the server checks on resume.
+        if sse.id:
+            self.last_event_id = int(sse.id) if sse.id.isdigit() else sse.id
         if sse.retry is not None:
             self.backoff.first = sse.retry / 1000
         if not sse.data:
@@ -147,8 +148,10 @@ class EventStream(AbstractContextManager["EventStream"]):
         """How many connections the stream has opened so far (reconnections included)."""
 
     @property
-    def last_event_id(self) -> int | None:
-        """The number of the last event received (``None`` before any position is known)."""
+    def last_event_id(self) -> int | str | None:
+        """The SSE id of the last event received, to resume after (``None`` before any position
+        is known): a kept event's number, or ``"N.B.D"`` for one shown before its slice committed
+        (the server checks, on resume, that the copies the client has are the ones it kept)."""
         return self._position.last_event_id
 
     def __iter__(self) -> Iterator[StreamEvent]:
@@ -203,8 +206,10 @@ class AsyncEventStream(AbstractAsyncContextManager["AsyncEventStream"]):
         """How many connections the stream has opened so far (reconnections included)."""
 
     @property
-    def last_event_id(self) -> int | None:
-        """The number of the last event received (``None`` before any position is known)."""
+    def last_event_id(self) -> int | str | None:
+        """The SSE id of the last event received, to resume after (``None`` before any position
+        is known): a kept event's number, or ``"N.B.D"`` for one shown before its slice committed
+        (the server checks, on resume, that the copies the client has are the ones it kept)."""
         return self._position.last_event_id
 
     def __aiter__(self) -> AsyncIterator[StreamEvent]:

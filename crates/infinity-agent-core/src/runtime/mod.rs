@@ -52,7 +52,7 @@ mod people;
 pub use answers::{give_answer, give_tool_result, poster, PostInput};
 pub use people::{check_client_call, check_schedule, client_result, Front};
 mod shown;
-pub use shown::Following;
+pub use shown::{Following, Live};
 mod timers;
 
 use std::collections::HashMap;

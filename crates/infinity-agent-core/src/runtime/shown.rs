@@ -1,7 +1,9 @@
 //! The embedded runtime's live output: every subscriber's channel, and what the slices running
 //! now have shown but not committed yet, so that a client attaching mid-slice sees the same as
 //! one that was there ([`Following`]). A slice that fails withdraws what it showed
-//! ([`OutputKind::Withdrawn`]).
+//! ([`OutputKind::Withdrawn`]); one that commits says so ([`Live::Committed`]), so a follower
+//! knows which numbers it was shown may still change (a process killed before the commit runs
+//! the slice again, and its events may come out otherwise under the same numbers).
 
 use std::collections::HashMap;
 
@@ -14,13 +16,36 @@ use crate::ids::ThreadId;
 /// [`crate::runtime::Front::follow`]).
 #[derive(Debug)]
 pub struct Following {
-    /// Every thread's output events from now on (filter by [`OutputEvent::thread_id`]).
-    pub live: mpsc::UnboundedReceiver<OutputEvent>,
+    /// Every thread's output from now on (filter by thread).
+    pub live: mpsc::UnboundedReceiver<Live>,
     /// The numbered events the thread's running slice has shown and not committed yet, oldest
     /// first (the store has the committed ones).
     pub shown: Vec<OutputEvent>,
     /// The text of the reply the model is streaming now, so far (empty when none is).
     pub partial: String,
+}
+
+/// What a follower is handed, as it happens.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Live {
+    /// An event a running slice showed: a numbered one is not committed yet (its slice may
+    /// still withdraw it, or die, and its number be given again).
+    Shown(OutputEvent),
+    /// An event that was committed before it was shown (a stack's, or one a slice shows after
+    /// its commit): its number holds.
+    Kept(OutputEvent),
+    /// The thread's running slice committed every event it showed.
+    Committed(ThreadId),
+}
+
+impl Live {
+    /// The thread it is about.
+    pub fn thread_id(&self) -> &ThreadId {
+        match self {
+            Live::Shown(event) | Live::Kept(event) => &event.thread_id,
+            Live::Committed(thread_id) => thread_id,
+        }
+    }
 }
 
 /// What one thread's running slice has shown.
@@ -35,6 +60,7 @@ struct Shown {
 #[derive(Debug, Default)]
 pub(super) struct Outlet {
     senders: Vec<mpsc::UnboundedSender<OutputEvent>>,
+    followers: Vec<mpsc::UnboundedSender<Live>>,
     shown: HashMap<ThreadId, Shown>,
 }
 
@@ -46,9 +72,10 @@ impl Outlet {
         rx
     }
 
-    /// Every event from now on, and what `thread_id`'s running slice showed before.
+    /// Everything from now on, and what `thread_id`'s running slice showed before.
     pub(super) fn follow(&mut self, thread_id: &ThreadId) -> Following {
-        let live = self.subscribe();
+        let (tx, live) = mpsc::unbounded_channel();
+        self.followers.push(tx);
         let (shown, partial) = self
             .shown
             .get(thread_id)
@@ -83,12 +110,18 @@ impl Outlet {
             }
             _ => {}
         }
-        self.senders.retain(|tx| tx.send(event.clone()).is_ok());
+        self.hand_out(event, Live::Shown);
     }
 
     /// Hands a committed event to every subscriber (one shown after its slice's commit: the
     /// store has it, so it is not noted as the running slice's).
     pub(super) fn publish_committed(&mut self, event: OutputEvent) {
+        self.hand_out(event, Live::Kept);
+    }
+
+    fn hand_out(&mut self, event: OutputEvent, live: fn(OutputEvent) -> Live) {
+        self.followers
+            .retain(|tx| tx.send(live(event.clone())).is_ok());
         self.senders.retain(|tx| tx.send(event.clone()).is_ok());
     }
 
@@ -102,6 +135,11 @@ impl Outlet {
     ) -> Option<OutputEvent> {
         let shown = self.shown.remove(thread_id)?;
         if committed {
+            if shown.events.is_empty() {
+                return None;
+            }
+            self.followers
+                .retain(|tx| tx.send(Live::Committed(thread_id.clone())).is_ok());
             return None;
         }
         let first = shown.events.first()?.seq?;
@@ -161,6 +199,7 @@ mod tests {
         outlet.publish(event("t", Some(5), text("Hello!")));
         let got: Vec<_> = std::iter::from_fn(|| following.live.try_recv().ok()).collect();
         assert_eq!(got.len(), 2, "{got:?}");
+        assert!(got.iter().all(|l| matches!(l, Live::Shown(_))), "{got:?}");
         // The whole text ends the streamed reply: a later follower sees no partial.
         let later = outlet.follow(&t);
         assert_eq!(later.partial, "");
@@ -187,8 +226,15 @@ mod tests {
         let withdrawn = outlet.slice_ended(&t, false, at).expect("a withdrawal");
         assert_eq!(withdrawn.kind, OutputKind::Withdrawn { after: 5 });
         assert!(outlet.follow(&t).shown.is_empty(), "forgotten");
+        let mut following = outlet.follow(&t);
         outlet.publish(event("t", Some(6), text("a again")));
         assert_eq!(outlet.slice_ended(&t, true, at), None);
+        let got: Vec<_> = std::iter::from_fn(|| following.live.try_recv().ok()).collect();
+        assert_eq!(
+            got.last(),
+            Some(&Live::Committed(t.clone())),
+            "a follower is told the numbers it was shown hold: {got:?}"
+        );
         assert!(
             outlet.follow(&t).shown.is_empty(),
             "committed: the store has it"

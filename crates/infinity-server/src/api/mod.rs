@@ -63,7 +63,8 @@ pub fn routes(host: Shared) -> Router {
 pub type Shared = Arc<dyn Front>;
 
 /// An error answer: a status and `{"error": message}`.
-pub(crate) struct ApiError(StatusCode, String);
+#[derive(Debug)]
+pub(crate) struct ApiError(pub(crate) StatusCode, pub(crate) String);
 
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {

@@ -95,7 +95,7 @@ pub fn all() -> Vec<Operation> {
         get("/threads/{id}/events", "streamEvents")
             .about("threads", "The thread's events as Server-Sent Events, resumable with `Last-Event-ID` or `?after=N`")
             .query::<Position>()
-            .answers_with(200, "What the client missed, then the events as they happen; each numbered event's SSE `id` is its `seq`. A thread not made yet streams from its first event, once it is", Some(Content::Events(super::schema::<StreamData>)))
+            .answers_with(200, "What the client missed, then the events as they happen; a kept event's SSE `id` is its `seq`, one shown before its slice committed has `SEQ.B.D` (resuming from it checks the client's copies: see docs/api.md). A thread not made yet streams from its first event, once it is", Some(Content::Events(super::schema::<StreamData>)))
             .errors(&[400]),
         post("/threads/{id}/messages", "postMessage")
             .about("threads", "A person's message; the first one, with `agent`, starts a conversation")
