@@ -28,7 +28,7 @@ use std::collections::VecDeque;
 use std::convert::Infallible;
 use std::time::Duration;
 
-use axum::extract::{Path, Query, State};
+use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
@@ -38,7 +38,7 @@ use infinity_agent_core::runtime::Following;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use crate::api::{error, ApiError, Shared};
+use crate::api::{error, ApiError, Path, Query, Shared};
 
 /// How soon a client of a host without live events reconnects to its event stream.
 pub const RECONNECT: Duration = Duration::from_secs(2);

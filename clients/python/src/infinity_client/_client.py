@@ -25,12 +25,12 @@ from ._tools import StopFlag, ToolAnswer, ToolHandler, _ToolRunner
 from .models import (
     Accepted,
     Agents,
-    Budget,
     Choice,
     Chosen,
     HistoryEntry,
     Message,
     Models,
+    NewBudget,
     Schedule,
     ScheduleCreated,
     ThreadKind,
@@ -249,7 +249,7 @@ class _Routes:
             "POST",
             _path("/threads/{}/budget", thread_id),
             _model(Accepted),
-            body=_body(Budget.model_validate(given)),
+            body=_body(NewBudget.model_validate(given)),
         )
 
     @staticmethod
