@@ -10,7 +10,7 @@ EMULATOR ?= $(or $(INFINITY_EMULATOR),moto)
 # A deployed stack's name, for `make smoke`.
 STACK ?=
 
-.PHONY: clients openapi package-check bench-aws bench-models help demo test fmt-check lint template-check tools browser unit unit-localstack build build-local bench deploy smoke local-up local-down clean
+.PHONY: api-fuzz clients openapi package-check bench-aws bench-models help demo test fmt-check lint template-check tools browser unit unit-localstack build build-local bench deploy smoke local-up local-down clean
 
 help:
 	@echo "make demo        run the offline demo agent on the embedded runtime"
@@ -19,6 +19,7 @@ help:
 	@echo "make deploy      sam build + sam deploy --guided (AGENT=path/to/agent.yaml)"
 	@echo "make smoke       send a message through a deployed stack and wait for the reply (STACK=...)"
 	@echo "make clients     the Python and TypeScript clients' tests, against a real infinity serve"
+	@echo "make api-fuzz    Schemathesis against a real infinity serve: every answer held to the API's document"
 	@echo "make openapi     write clients/openapi.json, the API's document, again from the code"
 	@echo "make local-up    emulators + queues/table + the real handlers in the background (AGENT=..., EMULATOR=moto|localstack)"
 	@echo "make local-down  stop all of it"
@@ -33,7 +34,7 @@ demo:
 	elif [ -n "$$OPENAI_API_KEY" ]; then model="--model openai:gpt-4.1"; fi; \
 	$(CARGO) run -q -p infinity-cli -- run --agent examples/demo/agent.yaml $$model "$(MESSAGE)"
 
-test: fmt-check lint package-check tools browser template-check unit clients unit-localstack
+test: fmt-check lint package-check tools browser template-check unit clients api-fuzz unit-localstack
 
 fmt-check:
 	$(CARGO) fmt --all -- --check
@@ -82,6 +83,17 @@ clients:
 	@test -x "$${INFINITY_BIN:-$${CARGO_TARGET_DIR:-target}/debug/infinity}" || $(CARGO) build -q -p infinity-cli --bin infinity
 	bash clients/python/run-tests.sh -q
 	bash clients/typescript/run-tests.sh
+
+# The API against its document: Schemathesis (pinned, in its own venv: clients/schemathesis/)
+# sends requests generated from the document, valid and invalid, to a real `infinity serve` (a
+# scratch store, the demo agent, INFINITY_CHECK_API=1), and holds every answer to the document:
+# statuses, content types, schemas, no 5xx, valid data taken, invalid data refused. A fixed
+# seed and budget: about 40 s. clients/schemathesis/schemathesis.toml lists each exception, and
+# why (docs/api.md too). Extra arguments: API_FUZZ_ARGS="--max-examples 200 --seed 7".
+API_FUZZ_ARGS ?=
+api-fuzz:
+	@test -x "$${INFINITY_BIN:-$${CARGO_TARGET_DIR:-target}/debug/infinity}" || $(CARGO) build -q -p infinity-cli --bin infinity
+	bash clients/schemathesis/run.sh $(API_FUZZ_ARGS)
 
 # The API's document, clients/openapi.json, and its Markdown, docs/api-reference.md, written
 # again from the code (a test fails while either differs); the clients' types come from it.

@@ -10,11 +10,11 @@ import { ToolRunner, type RunToolsOptions, type ToolAnswer, type ToolHandler } f
 import type {
   Accepted,
   Agents,
-  Budget,
   Choice,
   Chosen,
   HistoryEntry,
   Models,
+  NewBudget,
   Schedule,
   ScheduleArgs,
   ScheduleCreated,
@@ -265,7 +265,7 @@ export class InfinityClient {
    * Sets the lifetime budget of the thread's conversation (`usd`, `tokens`); what it leaves out
    * stays. The answer's `thread_id` is the conversation's root, which keeps the budget.
    */
-  async setBudget(threadId: string, budget: Budget): Promise<Accepted> {
+  async setBudget(threadId: string, budget: NewBudget): Promise<Accepted> {
     return request(this.#http, "post", "/threads/{id}/budget", {
       path: { id: threadId },
       body: budget,

@@ -913,7 +913,10 @@ export interface components {
              * @default false
              */
             exec?: boolean;
-            /** @description Its name (1 to 100 characters), as people see it. */
+            /**
+             * @description Its name, as people see it (not blank; at most 100 characters, leading and trailing
+             *     spaces aside).
+             */
             name: string;
         };
         /** @description 201 for a machine connected. */
@@ -1142,7 +1145,7 @@ export interface components {
              * @default null
              */
             agent?: string | null;
-            /** @description The text (not empty). */
+            /** @description The text (not blank: it has a character other than whitespace and invisible ones). */
             text: string;
             /**
              * @description What the message does if the thread is busy (a call it made has no result yet), instead
@@ -1191,14 +1194,27 @@ export interface components {
             /** @description Where the list is set (`--allow-model`, `INFINITY_ALLOWED_MODELS`). */
             set_in: string;
         };
+        /**
+         * @description A conversation's lifetime budget as a person sets it: dollars, tokens or both, neither zero
+         *     (what it leaves out stays as it was).
+         */
+        NewBudget: {
+            /** @description Tokens (prompt, cache and output) they may use (from 1). */
+            tokens?: number;
+            /**
+             * @description Dollars the conversation's completions may cost, all its threads together (from a
+             *     billionth: less is kept as nothing).
+             */
+            usd?: number;
+        };
         /** @description A comment on a page. */
         NewComment: {
             /**
-             * @description Who wrote it.
+             * @description Who wrote it (at most 80 characters; `anonymous` when left out or blank).
              * @default null
              */
             author?: string | null;
-            /** @description The text (1 to 4,000 characters). */
+            /** @description The text (not blank; at most 4,000 characters, leading and trailing spaces aside). */
             text: string;
         };
         /** @description The stream's own events, beside the thread's: where it stands, and when to come back. */
@@ -2358,7 +2374,7 @@ export interface components {
         WhileBusy: "move_on" | "queue" | "interrupt" | "reject";
         /** @description A press of a widget's button. */
         WidgetAction: {
-            /** @description The button's action. */
+            /** @description The button's action (not blank). */
             action: string;
             /**
              * @description The widget's fields, by name.
@@ -2404,6 +2420,13 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
+            /** @description The URI is over 64 KiB: the HTTP server refuses it before any route, with no body */
+            414: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
         };
     };
     listPages: {
@@ -2433,6 +2456,13 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
+            /** @description The URI is over 64 KiB: the HTTP server refuses it before any route, with no body */
+            414: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
             /** @description The store or queue is unavailable; nothing was accepted, try again */
             503: {
                 headers: {
@@ -2447,7 +2477,7 @@ export interface operations {
     getPage: {
         parameters: {
             query?: {
-                /** @description The version to show (default: the newest). */
+                /** @description The version to show, from 1 (default: the newest, which a version past it shows too). */
                 v?: number;
             };
             header?: never;
@@ -2468,6 +2498,15 @@ export interface operations {
                     "text/html; charset=utf-8": unknown;
                 };
             };
+            /** @description The request is not one this route takes; the error names what is wrong */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
             /** @description No token, or a wrong one */
             401: {
                 headers: {
@@ -2495,6 +2534,13 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
+            /** @description The URI is over 64 KiB: the HTTP server refuses it before any route, with no body */
+            414: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
             /** @description The store or queue is unavailable; nothing was accepted, try again */
             503: {
                 headers: {
@@ -2509,7 +2555,7 @@ export interface operations {
     listComments: {
         parameters: {
             query?: {
-                /** @description The version to show (default: the newest). */
+                /** @description The version to show, from 1 (default: the newest, which a version past it shows too). */
                 v?: number;
             };
             header?: never;
@@ -2530,6 +2576,15 @@ export interface operations {
                     "application/json": components["schemas"]["Comment"][];
                 };
             };
+            /** @description The request is not one this route takes; the error names what is wrong */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
             /** @description No token, or a wrong one */
             401: {
                 headers: {
@@ -2557,6 +2612,13 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
+            /** @description The URI is over 64 KiB: the HTTP server refuses it before any route, with no body */
+            414: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
             /** @description The store or queue is unavailable; nothing was accepted, try again */
             503: {
                 headers: {
@@ -2571,7 +2633,7 @@ export interface operations {
     postComment: {
         parameters: {
             query?: {
-                /** @description The version to show (default: the newest). */
+                /** @description The version to show, from 1 (default: the newest, which a version past it shows too). */
                 v?: number;
             };
             header?: never;
@@ -2632,6 +2694,15 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
+            /** @description Not in this state (a closed thread, open children, a move under way) */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
             /** @description The body is too big */
             413: {
                 headers: {
@@ -2640,6 +2711,13 @@ export interface operations {
                 content: {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
+            };
+            /** @description The URI is over 64 KiB: the HTTP server refuses it before any route, with no body */
+            414: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
             };
             /** @description The body is not JSON (`Content-Type: application/json`) */
             415: {
@@ -2652,6 +2730,15 @@ export interface operations {
             };
             /** @description The body's JSON is not the shape this route takes; the error names what is wrong */
             422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Refused for now: a limit is reached (a page's comments); the error says which */
+            429: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -2697,6 +2784,15 @@ export interface operations {
                     "application/octet-stream": unknown;
                 };
             };
+            /** @description The request is not one this route takes; the error names what is wrong */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
             /** @description Refused: a `Host` that is not this server's, or an `Origin` that is not its own pages' */
             403: {
                 headers: {
@@ -2714,6 +2810,13 @@ export interface operations {
                 content: {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
+            };
+            /** @description The URI is over 64 KiB: the HTTP server refuses it before any route, with no body */
+            414: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
             };
             /** @description The store or queue is unavailable; nothing was accepted, try again */
             503: {
@@ -2758,6 +2861,15 @@ export interface operations {
                 };
                 content?: never;
             };
+            /** @description The request is not one this route takes; the error names what is wrong */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
             /** @description Loaded otherwise than in its frame (an object, a script, ...) */
             403: {
                 headers: {
@@ -2775,6 +2887,13 @@ export interface operations {
                 content: {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
+            };
+            /** @description The URI is over 64 KiB: the HTTP server refuses it before any route, with no body */
+            414: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
             };
             /** @description The store or queue is unavailable; nothing was accepted, try again */
             503: {
@@ -2823,6 +2942,13 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
+            /** @description The URI is over 64 KiB: the HTTP server refuses it before any route, with no body */
+            414: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
             /** @description The store or queue is unavailable; nothing was accepted, try again */
             503: {
                 headers: {
@@ -2869,6 +2995,13 @@ export interface operations {
                 content: {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
+            };
+            /** @description The URI is over 64 KiB: the HTTP server refuses it before any route, with no body */
+            414: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
             };
         };
     };
@@ -2929,6 +3062,13 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
+            /** @description The URI is over 64 KiB: the HTTP server refuses it before any route, with no body */
+            414: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
             /** @description The store or queue is unavailable; nothing was accepted, try again */
             503: {
                 headers: {
@@ -2961,6 +3101,15 @@ export interface operations {
                     "text/javascript": unknown;
                 };
             };
+            /** @description The request is not one this route takes; the error names what is wrong */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
             /** @description Refused: a `Host` that is not this server's, or an `Origin` that is not its own pages' */
             403: {
                 headers: {
@@ -2970,14 +3119,21 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
-            /** @description No such file */
+            /** @description Nothing by that name or id */
             404: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "text/plain": unknown;
+                    "application/json": components["schemas"]["ErrorBody"];
                 };
+            };
+            /** @description The URI is over 64 KiB: the HTTP server refuses it before any route, with no body */
+            414: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
             };
         };
     };
@@ -2998,6 +3154,13 @@ export interface operations {
                 content: {
                     "text/plain; charset=utf-8": unknown;
                 };
+            };
+            /** @description The URI is over 64 KiB: the HTTP server refuses it before any route, with no body */
+            414: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
             };
         };
     };
@@ -3058,6 +3221,13 @@ export interface operations {
                 content: {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
+            };
+            /** @description The URI is over 64 KiB: the HTTP server refuses it before any route, with no body */
+            414: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
             };
             /** @description The body is not JSON (`Content-Type: application/json`) */
             415: {
@@ -3155,6 +3325,13 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
+            /** @description The URI is over 64 KiB: the HTTP server refuses it before any route, with no body */
+            414: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
             /** @description The body is not JSON (`Content-Type: application/json`) */
             415: {
                 headers: {
@@ -3229,6 +3406,13 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
+            /** @description The URI is over 64 KiB: the HTTP server refuses it before any route, with no body */
+            414: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
         };
     };
     openapi: {
@@ -3248,6 +3432,13 @@ export interface operations {
                 content: {
                     "application/json": unknown;
                 };
+            };
+            /** @description The URI is over 64 KiB: the HTTP server refuses it before any route, with no body */
+            414: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
             };
         };
     };
@@ -3286,6 +3477,13 @@ export interface operations {
                 content: {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
+            };
+            /** @description The URI is over 64 KiB: the HTTP server refuses it before any route, with no body */
+            414: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
             };
             /** @description The store or queue is unavailable; nothing was accepted, try again */
             503: {
@@ -3355,6 +3553,13 @@ export interface operations {
                 content: {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
+            };
+            /** @description The URI is over 64 KiB: the HTTP server refuses it before any route, with no body */
+            414: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
             };
             /** @description The body is not JSON (`Content-Type: application/json`) */
             415: {
@@ -3444,6 +3649,13 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
+            /** @description The URI is over 64 KiB: the HTTP server refuses it before any route, with no body */
+            414: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
             /** @description The body is not JSON (`Content-Type: application/json`) */
             415: {
                 headers: {
@@ -3492,6 +3704,15 @@ export interface operations {
                 };
                 content?: never;
             };
+            /** @description The request is not one this route takes; the error names what is wrong */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
             /** @description No token, or a wrong one */
             401: {
                 headers: {
@@ -3518,6 +3739,13 @@ export interface operations {
                 content: {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
+            };
+            /** @description The URI is over 64 KiB: the HTTP server refuses it before any route, with no body */
+            414: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
             };
             /** @description The store or queue is unavailable; nothing was accepted, try again */
             503: {
@@ -3554,6 +3782,15 @@ export interface operations {
                     "application/json": components["schemas"]["Orders"];
                 };
             };
+            /** @description The request is not one this route takes; the error names what is wrong */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
             /** @description No token, or a wrong one */
             401: {
                 headers: {
@@ -3580,6 +3817,13 @@ export interface operations {
                 content: {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
+            };
+            /** @description The URI is over 64 KiB: the HTTP server refuses it before any route, with no body */
+            414: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
             };
             /** @description The store or queue is unavailable; nothing was accepted, try again */
             503: {
@@ -3661,6 +3905,13 @@ export interface operations {
                 content: {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
+            };
+            /** @description The URI is over 64 KiB: the HTTP server refuses it before any route, with no body */
+            414: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
             };
             /** @description The body is not JSON (`Content-Type: application/json`) */
             415: {
@@ -3753,6 +4004,13 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
+            /** @description The URI is over 64 KiB: the HTTP server refuses it before any route, with no body */
+            414: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
             /** @description The store or queue is unavailable; nothing was accepted, try again */
             503: {
                 headers: {
@@ -3769,7 +4027,7 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
-                /** @description The thread's id (letters, digits, `_` and `-`) */
+                /** @description The thread's id */
                 id: string;
             };
             cookie?: never;
@@ -3821,6 +4079,13 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
+            /** @description The URI is over 64 KiB: the HTTP server refuses it before any route, with no body */
+            414: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
             /** @description Failed */
             500: {
                 headers: {
@@ -3837,7 +4102,7 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
-                /** @description The thread's id (letters, digits, `_` and `-`) */
+                /** @description The thread's id */
                 id: string;
             };
             cookie?: never;
@@ -3911,6 +4176,13 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
+            /** @description The URI is over 64 KiB: the HTTP server refuses it before any route, with no body */
+            414: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
             /** @description The body is not JSON (`Content-Type: application/json`) */
             415: {
                 headers: {
@@ -3945,14 +4217,14 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
-                /** @description The thread's id (letters, digits, `_` and `-`) */
+                /** @description The thread's id */
                 id: string;
             };
             cookie?: never;
         };
         requestBody: {
             content: {
-                "application/json": components["schemas"]["Budget"];
+                "application/json": components["schemas"]["NewBudget"];
             };
         };
         responses: {
@@ -4019,6 +4291,13 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
+            /** @description The URI is over 64 KiB: the HTTP server refuses it before any route, with no body */
+            414: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
             /** @description The body is not JSON (`Content-Type: application/json`) */
             415: {
                 headers: {
@@ -4053,7 +4332,7 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
-                /** @description The thread's id (letters, digits, `_` and `-`) */
+                /** @description The thread's id */
                 id: string;
                 /** @description The id of the tool call that asked */
                 call: string;
@@ -4129,6 +4408,13 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
+            /** @description The URI is over 64 KiB: the HTTP server refuses it before any route, with no body */
+            414: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
             /** @description The body is not JSON (`Content-Type: application/json`) */
             415: {
                 headers: {
@@ -4172,7 +4458,7 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
-                /** @description The thread's id (letters, digits, `_` and `-`) */
+                /** @description The thread's id */
                 id: string;
             };
             cookie?: never;
@@ -4246,6 +4532,13 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
+            /** @description The URI is over 64 KiB: the HTTP server refuses it before any route, with no body */
+            414: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
             /** @description The body is not JSON (`Content-Type: application/json`) */
             415: {
                 headers: {
@@ -4286,7 +4579,7 @@ export interface operations {
             };
             header?: never;
             path: {
-                /** @description The thread's id (letters, digits, `_` and `-`) */
+                /** @description The thread's id */
                 id: string;
             };
             cookie?: never;
@@ -4329,6 +4622,22 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
+            /** @description The URI is over 64 KiB: the HTTP server refuses it before any route, with no body */
+            414: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description The store or queue is unavailable; nothing was accepted, try again */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
         };
     };
     getHistory: {
@@ -4336,7 +4645,7 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
-                /** @description The thread's id (letters, digits, `_` and `-`) */
+                /** @description The thread's id */
                 id: string;
             };
             cookie?: never;
@@ -4390,6 +4699,13 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
+            /** @description The URI is over 64 KiB: the HTTP server refuses it before any route, with no body */
+            414: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
             /** @description Failed */
             500: {
                 headers: {
@@ -4406,7 +4722,7 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
-                /** @description The thread's id (letters, digits, `_` and `-`) */
+                /** @description The thread's id */
                 id: string;
             };
             cookie?: never;
@@ -4480,6 +4796,13 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
+            /** @description The URI is over 64 KiB: the HTTP server refuses it before any route, with no body */
+            414: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
             /** @description The body is not JSON (`Content-Type: application/json`) */
             415: {
                 headers: {
@@ -4514,7 +4837,7 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
-                /** @description The thread's id (letters, digits, `_` and `-`) */
+                /** @description The thread's id */
                 id: string;
             };
             cookie?: never;
@@ -4588,6 +4911,13 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
+            /** @description The URI is over 64 KiB: the HTTP server refuses it before any route, with no body */
+            414: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
             /** @description The body is not JSON (`Content-Type: application/json`) */
             415: {
                 headers: {
@@ -4622,7 +4952,7 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
-                /** @description The thread's id (letters, digits, `_` and `-`) */
+                /** @description The thread's id */
                 id: string;
             };
             cookie?: never;
@@ -4696,6 +5026,13 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
+            /** @description The URI is over 64 KiB: the HTTP server refuses it before any route, with no body */
+            414: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
             /** @description The body is not JSON (`Content-Type: application/json`) */
             415: {
                 headers: {
@@ -4739,7 +5076,7 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
-                /** @description The thread's id (letters, digits, `_` and `-`) */
+                /** @description The thread's id */
                 id: string;
             };
             cookie?: never;
@@ -4800,6 +5137,13 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
+            /** @description The URI is over 64 KiB: the HTTP server refuses it before any route, with no body */
+            414: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
             /** @description A tool server or remote did not take the answer */
             502: {
                 headers: {
@@ -4825,7 +5169,7 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
-                /** @description The thread's id (letters, digits, `_` and `-`) */
+                /** @description The thread's id */
                 id: string;
             };
             cookie?: never;
@@ -4899,6 +5243,13 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
+            /** @description The URI is over 64 KiB: the HTTP server refuses it before any route, with no body */
+            414: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
             /** @description The body is not JSON (`Content-Type: application/json`) */
             415: {
                 headers: {
@@ -4942,7 +5293,7 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
-                /** @description The thread's id (letters, digits, `_` and `-`) */
+                /** @description The thread's id */
                 id: string;
             };
             cookie?: never;
@@ -5003,6 +5354,13 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
+            /** @description The URI is over 64 KiB: the HTTP server refuses it before any route, with no body */
+            414: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
             /** @description A tool server or remote did not take the answer */
             502: {
                 headers: {
@@ -5028,7 +5386,7 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
-                /** @description The thread's id (letters, digits, `_` and `-`) */
+                /** @description The thread's id */
                 id: string;
             };
             cookie?: never;
@@ -5102,6 +5460,13 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
+            /** @description The URI is over 64 KiB: the HTTP server refuses it before any route, with no body */
+            414: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
             /** @description The body is not JSON (`Content-Type: application/json`) */
             415: {
                 headers: {
@@ -5136,7 +5501,7 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
-                /** @description The thread's id (letters, digits, `_` and `-`) */
+                /** @description The thread's id */
                 id: string;
             };
             cookie?: never;
@@ -5188,6 +5553,13 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
+            /** @description The URI is over 64 KiB: the HTTP server refuses it before any route, with no body */
+            414: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
             /** @description Failed */
             500: {
                 headers: {
@@ -5204,7 +5576,7 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
-                /** @description The thread's id (letters, digits, `_` and `-`) */
+                /** @description The thread's id */
                 id: string;
             };
             cookie?: never;
@@ -5291,6 +5663,13 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
+            /** @description The URI is over 64 KiB: the HTTP server refuses it before any route, with no body */
+            414: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
             /** @description The body is not JSON (`Content-Type: application/json`) */
             415: {
                 headers: {
@@ -5325,7 +5704,7 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
-                /** @description The thread's id (letters, digits, `_` and `-`) */
+                /** @description The thread's id */
                 id: string;
                 /** @description The schedule's id */
                 schedule: string;
@@ -5388,6 +5767,13 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
+            /** @description The URI is over 64 KiB: the HTTP server refuses it before any route, with no body */
+            414: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
             /** @description The store or queue is unavailable; nothing was accepted, try again */
             503: {
                 headers: {
@@ -5404,7 +5790,7 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
-                /** @description The thread's id (letters, digits, `_` and `-`) */
+                /** @description The thread's id */
                 id: string;
                 /** @description The id of the tool call that asked */
                 call: string;
@@ -5480,6 +5866,13 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
+            /** @description The URI is over 64 KiB: the HTTP server refuses it before any route, with no body */
+            414: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
             /** @description The body is not JSON (`Content-Type: application/json`) */
             415: {
                 headers: {
@@ -5514,7 +5907,7 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
-                /** @description The thread's id (letters, digits, `_` and `-`) */
+                /** @description The thread's id */
                 id: string;
             };
             cookie?: never;
@@ -5566,6 +5959,13 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
+            /** @description The URI is over 64 KiB: the HTTP server refuses it before any route, with no body */
+            414: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
             /** @description The store or queue is unavailable; nothing was accepted, try again */
             503: {
                 headers: {
@@ -5582,7 +5982,7 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
-                /** @description The thread's id (letters, digits, `_` and `-`) */
+                /** @description The thread's id */
                 id: string;
             };
             cookie?: never;
@@ -5634,6 +6034,13 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
+            /** @description The URI is over 64 KiB: the HTTP server refuses it before any route, with no body */
+            414: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
             /** @description Failed */
             500: {
                 headers: {
@@ -5650,7 +6057,7 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
-                /** @description The thread's id (letters, digits, `_` and `-`) */
+                /** @description The thread's id */
                 id: string;
             };
             cookie?: never;
@@ -5724,6 +6131,13 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
+            /** @description The URI is over 64 KiB: the HTTP server refuses it before any route, with no body */
+            414: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
             /** @description The body is not JSON (`Content-Type: application/json`) */
             415: {
                 headers: {
@@ -5788,6 +6202,13 @@ export interface operations {
                 content: {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
+            };
+            /** @description The URI is over 64 KiB: the HTTP server refuses it before any route, with no body */
+            414: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
             };
         };
     };

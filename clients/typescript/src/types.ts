@@ -28,8 +28,10 @@ export type Chosen = Schemas["Chosen"];
 export type Schedule = Schemas["Schedule"];
 /** 202 for a new schedule: its id and its next occurrences. */
 export type ScheduleCreated = Schemas["ScheduleCreated"];
-/** A conversation's lifetime budget (what it leaves out stays as it was). */
+/** A conversation's lifetime budget, as a record keeps it. */
 export type Budget = Schemas["Budget"];
+/** A conversation's lifetime budget as a person sets it: dollars, tokens or both, neither zero. */
+export type NewBudget = Schemas["NewBudget"];
 /** What a message does if the thread is busy: `move_on`, `queue`, `interrupt` or `reject`. */
 export type WhileBusy = Schemas["WhileBusy"];
 /** What would wake a thread and each open thread below it. */

@@ -400,7 +400,7 @@ test("models, agents, budget: switching and setting", async () => {
   assert.equal((await client.useModel(id, null)).thread_id, id);
   await refused(client.useModel(id, "script:elsewhere.yaml"), 400, /script:elsewhere\.yaml/);
   assert.equal((await client.useAgent(id, "painter")).thread_id, id);
-  await refused(client.useAgent(id, "someone-else"), 400, /someone-else/);
+  await refused(client.useAgent(id, "someone-else"), 409, /someone-else/);
   await refused(client.useAgent(id, "painter@7"), 404, /painter@7/);
 
   assert.equal((await client.setBudget(id, { usd: 2.5, tokens: 9000 })).thread_id, id);

@@ -30,6 +30,10 @@ impl Usd {
         self.0
     }
 
+    /// The most whole dollars an amount may have (what a billionth's count holds, about 18
+    /// billion dollars).
+    pub const MAX_DOLLARS: u64 = u64::MAX / NANOS;
+
     /// `dollars` (rounded to a billionth), or `None` for a negative, infinite or not-a-number
     /// amount, or one past what is kept (about 18 billion dollars).
     pub fn from_dollars(dollars: f64) -> Option<Self> {
@@ -79,7 +83,12 @@ impl schemars::JsonSchema for Usd {
     }
 
     fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
-        schemars::json_schema!({"type": "number", "minimum": 0, "description": "US dollars."})
+        schemars::json_schema!({
+            "type": "number",
+            "minimum": 0,
+            "maximum": Usd::MAX_DOLLARS,
+            "description": "US dollars.",
+        })
     }
 }
 
@@ -87,11 +96,31 @@ impl<'de> Deserialize<'de> for Usd {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
         let dollars = f64::deserialize(deserializer)?;
         Usd::from_dollars(dollars).ok_or_else(|| {
+            // An absurd amount is not repeated: it may print as hundreds of digits.
+            let given = if dollars.abs() < 1e12 {
+                format!("{dollars} is")
+            } else {
+                "that is".to_owned()
+            };
             serde::de::Error::custom(format!(
-                "{dollars} is not an amount of dollars (a number from 0)"
+                "{given} not an amount of dollars (a number from 0 to {})",
+                group_thousands(Usd::MAX_DOLLARS)
             ))
         })
     }
+}
+
+/// `n` with commas between thousands: `18,446,744,073`.
+fn group_thousands(n: u64) -> String {
+    let digits = n.to_string();
+    let mut out = String::with_capacity(digits.len() + digits.len() / 3);
+    for (i, digit) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i).is_multiple_of(3) {
+            out.push(',');
+        }
+        out.push(digit);
+    }
+    out
 }
 
 /// What a model charges, in dollars per million tokens of each kind.
@@ -205,6 +234,18 @@ mod tests {
         }
         assert_eq!(total, Usd::from_dollars(1.0).unwrap());
         assert!(serde_json::from_str::<Usd>("-1").is_err());
+        let absurd = serde_json::from_str::<Usd>("1e300")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            absurd.contains("not an amount of dollars (a number from 0 to 18,446,744,073)")
+                && absurd.len() < 120,
+            "{absurd}"
+        );
+        let negative = serde_json::from_str::<Usd>("-2").unwrap_err().to_string();
+        assert!(negative.starts_with("-2 is not"), "{negative}");
+        let largest = format!("{}", Usd::MAX_DOLLARS);
+        assert!(serde_json::from_str::<Usd>(&largest).is_ok());
         assert_eq!(Usd::from_dollars(f64::NAN), None);
         assert_eq!(Usd::from_dollars(1e30), None);
     }

@@ -11,6 +11,14 @@ pub fn is_blank(text: &str) -> bool {
         .all(|c| c.is_whitespace() || is_hidden(c) || c == '\u{200B}' || c == '\u{FEFF}')
 }
 
+/// A JSON Schema `pattern` (ECMA 262) that a text matches when it is not [`is_blank`]: it has a
+/// character that is neither whitespace (Unicode `White_Space`), nor [`is_hidden`], nor U+200B or
+/// U+FEFF. The API's document gives it to the texts the server refuses blank.
+pub const NOT_BLANK: &str = concat!(
+    "[^\\u0000-\\u0020\\u007f-\\u00a0\\u1680\\u2000-\\u200b\\u200e\\u200f",
+    "\\u2028-\\u202f\\u205f\\u2066-\\u2069\\u3000\\ufeff]",
+);
+
 /// True for the characters [`visible`] rewrites: C0 controls other than newline and tab, DEL,
 /// C1 controls, and the Unicode marks that reorder the text around them (bidi overrides,
 /// embeddings, isolates and the LRM/RLM marks).
@@ -46,6 +54,37 @@ pub fn visible(text: &str) -> Cow<'_, str> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_pattern_of_a_text_that_is_not_blank_names_every_blank_character() {
+        // The pattern's class read back (`\\uXXXX` and `\\uXXXX-\\uXXXX`), then every character
+        // checked against `is_blank`.
+        let mut class = NOT_BLANK
+            .strip_prefix("[^")
+            .and_then(|c| c.strip_suffix(']'))
+            .unwrap();
+        let point = |class: &mut &str| {
+            let hex = class.strip_prefix("\\u").unwrap();
+            *class = &hex[4..];
+            u32::from_str_radix(&hex[..4], 16).unwrap()
+        };
+        let mut ranges = Vec::new();
+        while !class.is_empty() {
+            let low = point(&mut class);
+            let high = match class.strip_prefix('-') {
+                Some(rest) => {
+                    class = rest;
+                    point(&mut class)
+                }
+                None => low,
+            };
+            ranges.push(low..=high);
+        }
+        for c in (0..=0x10FFFF).filter_map(char::from_u32) {
+            let listed = ranges.iter().any(|r| r.contains(&u32::from(c)));
+            assert_eq!(listed, is_blank(&c.to_string()), "U+{:04X}", u32::from(c));
+        }
+    }
 
     #[test]
     fn hidden_characters_are_shown_and_the_rest_is_left_alone() {

@@ -11,6 +11,7 @@ mod lambda;
 mod remotes;
 
 mod agents;
+mod api_errors;
 mod artifacts;
 mod cli;
 mod meta;

@@ -434,7 +434,7 @@ async fn serve_refuses_what_it_must_and_says_why() {
     assert_eq!(body["error"], "no thread nobody");
 
     // Closing: an open thread closes (202); a closed one is 409, an unknown one 404, a body
-    // that is not `{"tree": bool}` 400.
+    // that is not `{"tree": bool}` 422.
     let close = |thread: &'static str, body: &'static str| {
         http.post(format!("{api}/threads/{thread}/close"))
             .header("content-type", "application/json")
@@ -448,7 +448,7 @@ async fn serve_refuses_what_it_must_and_says_why() {
     .await;
     assert_eq!(
         close("open-door", "{\"tree\": 1}").await.unwrap().status(),
-        400
+        422
     );
     assert_eq!(close("open-door", "").await.unwrap().status(), 202);
     until("the closed thread", || async {
@@ -465,8 +465,8 @@ async fn serve_refuses_what_it_must_and_says_why() {
     assert_eq!(close("nobody", "").await.unwrap().status(), 404);
 
     // A conversation's budget: set on an open thread (202, to its root), refused when it
-    // sets nothing or a zero or names a field it does not know (400), for a closed thread
-    // (409) and an unknown one (404).
+    // sets nothing or a zero (400) or is not a budget's shape (422), for a closed thread (409)
+    // and an unknown one (404).
     let budget = |thread: &'static str, body: &'static str| {
         http.post(format!("{api}/threads/{thread}/budget"))
             .header("content-type", "application/json")
@@ -478,14 +478,14 @@ async fn serve_refuses_what_it_must_and_says_why() {
         get_json(&format!("{api}/threads/spender")).await.0 == 200
     })
     .await;
-    for (body, why) in [
-        ("{}", "a budget needs dollars"),
-        ("{\"usd\": 0}", "a budget of zero"),
-        ("{\"usd\": -2}", "not an amount of dollars"),
-        ("{\"dollars\": 2}", "unknown field `dollars`"),
+    for (body, status, why) in [
+        ("{}", 400, "a budget needs dollars"),
+        ("{\"usd\": 0}", 400, "a budget of zero"),
+        ("{\"usd\": -2}", 422, "not an amount of dollars"),
+        ("{\"dollars\": 2}", 422, "unknown field `dollars`"),
     ] {
         let refused = budget("spender", body).await.unwrap();
-        assert_eq!(refused.status(), 400, "{body}");
+        assert_eq!(refused.status(), status, "{body}");
         let text = refused.text().await.unwrap();
         assert!(text.contains(why), "{body}: {text}");
     }

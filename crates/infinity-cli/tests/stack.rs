@@ -178,7 +178,7 @@ async fn serve_aws_serves_a_stacks_threads_live() {
         (
             "/threads/web1/agent",
             json!({"agent": "other"}),
-            400,
+            409,
             "runs the agent `tester`",
         ),
         (

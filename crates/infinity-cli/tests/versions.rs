@@ -107,12 +107,12 @@ async fn serve_moves_a_thread_and_refuses_what_it_cannot_do() {
     for (body, want, says) in [
         (
             json!({"agent": "someone"}),
-            400,
+            409,
             "can only move to another version",
         ),
         (json!({"agent": "greeter@9"}), 404, "greeter@9"),
         (json!({"agent": "greeter@x"}), 400, "must be a number"),
-        (json!({"agents": "greeter"}), 400, "the body must be"),
+        (json!({"agents": "greeter"}), 422, "unknown field `agents`"),
     ] {
         let (status, text) = post(format!("{api}/threads/t1/agent"), body.clone()).await;
         assert_eq!(status, want, "{body}: {text}");
@@ -222,7 +222,7 @@ async fn serve_moves_a_thread_and_refuses_what_it_cannot_do() {
         json!({"text": "hi", "agent": "greeter@1"}),
     )
     .await;
-    assert_eq!(status, 400, "{text}");
+    assert_eq!(status, 409, "{text}");
     assert!(text.contains("keeps its agent"), "{text}");
     let (status, text) = post(
         format!("{api}/threads/t3/messages"),

@@ -136,6 +136,10 @@ pub enum MoveError {
         /// What it said.
         why: String,
     },
+    /// The session does not run on this host (it is moving, or moved away): it has no
+    /// forwarding addresses here.
+    #[error("thread {0} does not run here (it is moving or moved away)")]
+    NotHere(ThreadId),
     /// The other host refused or could not be reached.
     #[error("{host}: {why}")]
     Remote {
@@ -325,10 +329,7 @@ pub async fn forward_urls(
             .map_err(MigrationError::from)?
             .ok_or_else(|| MigrationError::UnknownThread(id.clone()))?;
         if record.migration.is_some() {
-            return Err(MoveError::Remote {
-                host: host.signer.base_url().to_owned(),
-                why: format!("thread {id} does not run here (it is moving or moved away)"),
-            });
+            return Err(MoveError::NotHere(id));
         }
         forward.insert(id.clone(), host.signer.forward_url(id.as_str()));
     }

@@ -31,11 +31,11 @@
 //! comments, the API) sends CORS headers, and none allows credentials.
 
 use askama::Template;
-use axum::extract::{Path, Query, State};
+use axum::extract::State;
 use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
-use axum::{Json, Router};
+use axum::Router;
 use hmac::{Hmac, Mac};
 use infinity_agent_core::ids::IdSource;
 use infinity_agent_core::input::Input;
@@ -47,7 +47,7 @@ use infinity_library::LibraryExt;
 use serde::Deserialize;
 use serde_json::json;
 
-use crate::api::{ApiError, Shared};
+use crate::api::{ApiError, Json, Path, Query, Shared};
 use crate::Guard;
 
 /// The key of the pages that need none (not private, or a server without a token).
@@ -117,6 +117,9 @@ impl Pages {
         headers: &HeaderMap,
         query: &Access,
     ) -> Result<ArtifactMeta, ApiError> {
+        if !is_page_id(id) {
+            return Err(error(StatusCode::NOT_FOUND, format!("no page {id}")));
+        }
         let meta = self.artifacts()?.meta(id).await.map_err(store_error)?;
         match meta {
             Some(meta)
@@ -170,6 +173,9 @@ impl Pages {
                 format!("no page {id} version {version}"),
             )
         };
+        if !is_page_id(id) {
+            return Err(missing());
+        }
         let meta = self
             .artifacts()?
             .meta(id)
@@ -188,14 +194,24 @@ impl Pages {
     }
 }
 
+/// Whether `id` may be a page's (`art-...`: 1 to 128 ASCII letters, digits, `_` and `-`, as
+/// every id): anything else names no page, and never reaches the store as a key.
+fn is_page_id(id: &str) -> bool {
+    (1..=infinity_agent_core::ids::MAX_ID_LEN).contains(&id.len())
+        && id
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-'))
+}
+
 /// A page's query: its version, and for a private page the token (the guard's scheme in the
 /// document).
 #[derive(Debug, Default, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
 pub(crate) struct Access {
     #[schemars(skip)]
     access_token: Option<String>,
-    /// The version to show (default: the newest).
-    v: Option<u32>,
+    /// The version to show, from 1 (default: the newest, which a version past it shows too).
+    v: Option<std::num::NonZeroU32>,
 }
 
 /// `text` as a URL query value (every byte but unreserved ones percent-encoded), also safe in
@@ -313,7 +329,8 @@ async fn frame(
     let meta = pages.page(&id, &headers, &access).await?;
     let version = access
         .v
-        .filter(|v| (1..=meta.version).contains(v))
+        .map(std::num::NonZeroU32::get)
+        .filter(|v| *v <= meta.version)
         .unwrap_or(meta.version);
     let comments = pages
         .artifacts()?
@@ -535,10 +552,13 @@ async fn comments(
 #[derive(Debug, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct NewComment {
-    /// The text (1 to 4,000 characters).
+    /// The text (not blank; at most 4,000 characters, leading and trailing spaces aside).
+    #[schemars(regex(pattern = infinity_agent_core::text::NOT_BLANK))]
+    #[schemars(length(min = 1, max = limits::COMMENT_CHARS))]
     text: String,
-    /// Who wrote it.
+    /// Who wrote it (at most 80 characters; `anonymous` when left out or blank).
     #[serde(default)]
+    #[schemars(length(max = limits::AUTHOR_CHARS))]
     author: Option<String>,
 }
 
@@ -548,17 +568,11 @@ async fn comment(
     Path(id): Path<String>,
     Query(access): Query<Access>,
     headers: HeaderMap,
-    body: axum::body::Bytes,
+    Json(NewComment { text, author }): Json<NewComment>,
 ) -> Result<Response, ApiError> {
     let meta = pages.page(&id, &headers, &access).await?;
-    let NewComment { text, author } = serde_json::from_slice(&body).map_err(|e| {
-        error(
-            StatusCode::BAD_REQUEST,
-            format!(r#"the body must be {{"text": "...", "author": "..."}}: {e}"#),
-        )
-    })?;
     let text = text.trim().to_owned();
-    if text.is_empty() || text.chars().count() > limits::COMMENT_CHARS {
+    if infinity_agent_core::text::is_blank(&text) || text.chars().count() > limits::COMMENT_CHARS {
         return Err(error(
             StatusCode::BAD_REQUEST,
             format!("`text` must have 1 to {} characters", limits::COMMENT_CHARS),

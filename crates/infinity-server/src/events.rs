@@ -33,7 +33,7 @@ use std::collections::VecDeque;
 use std::convert::Infallible;
 use std::time::Duration;
 
-use axum::extract::{Path, Query, State};
+use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
@@ -44,7 +44,7 @@ use position::{Chain, Resume};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use crate::api::{error, ApiError, Shared};
+use crate::api::{error, ApiError, Path, Query, Shared};
 
 /// How soon a client of a host without live events reconnects to its event stream.
 pub const RECONNECT: Duration = Duration::from_secs(2);

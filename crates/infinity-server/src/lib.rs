@@ -15,11 +15,11 @@
 //! | `GET /threads/{id}/tree` | the records of the thread and every thread below it |
 //! | `GET /threads/{id}` | one thread's record (404 if unknown) |
 //! | `GET /threads/{id}/history` | its history as the model sees it (`Last-Event-ID`: the last event it includes) |
-//! | `POST /threads/{id}/messages` | `{"text": ...}`: a user message (creates the thread); `{"text", "agent": "NAME[@VERSION]"}` starts a conversation with that agent (400 for a thread that exists, 404 for an agent this host lacks) |
+//! | `POST /threads/{id}/messages` | `{"text": ...}`: a user message (creates the thread); `{"text", "agent": "NAME[@VERSION]"}` starts a conversation with that agent (409 for a thread that exists: it keeps its agent; 404 for an agent this host lacks) |
 //! | `GET /threads/{id}/events` | Server-Sent Events, resumable with `Last-Event-ID` or `?after=N` (see [`events`]): what the client missed, then the thread's output events as they happen |
 //! | `POST /threads/{id}/choices/{call}` | `{"selected": N}` or `{"dismiss": true}`: answers a tool server's question |
 //! | `POST /threads/{id}/widget-actions` | `{"action": ..., "values": {...}}`: a press of a button of a `widget` the thread showed |
-//! | `POST /threads/{id}/agent` | `{"agent": "NAME"}` or `{"agent": "NAME@VERSION"}`: moves the thread to another version of its agent (400 for another agent, 404 for a version this host lacks) |
+//! | `POST /threads/{id}/agent` | `{"agent": "NAME"}` or `{"agent": "NAME@VERSION"}`: moves the thread to another version of its agent (409 for another agent: a thread keeps its agent; 404 for a version this host lacks) |
 //! | `POST /markdown` | `{"texts": [...]}`: each Markdown text as safe HTML (`{"html": [...]}`, see [`markdown`]) |
 //! | `GET /models` | the models threads may be switched to besides their agent's own (`{"allowed": [SPEC...], "set_in"}`: `--allow-model`, `INFINITY_ALLOWED_MODELS`) |
 //! | `POST /threads/{id}/model` | `{"model": "PROVIDER:MODEL"}` or `{"model": null}`: the model the thread's completions use from its next one on; only one `GET /models` lists or the agent's own (400 naming the spec and where the list is set, without reading anything it names; 400 naming why for a listed model this host cannot make) |

@@ -3,11 +3,11 @@
 
 use std::sync::Arc;
 
-use axum::extract::{DefaultBodyLimit, Path, State};
+use axum::extract::{DefaultBodyLimit, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::routing::post;
-use axum::{Json, Router};
+use axum::Router;
 use infinity_agent_core::ids::ThreadId;
 use infinity_agent_core::migration::{Bundle, MigrationError};
 use infinity_agent_core::runtime::AgentSystem;
@@ -17,7 +17,7 @@ use infinity_rap_runtime::migration::{self, FinishRequest, Host, MoveError, Star
 use schemars::JsonSchema;
 use serde::Serialize;
 
-use crate::api::{error, ApiError};
+use crate::api::{error, ApiError, Json, Path};
 
 /// What `serve`'s migration routes share.
 struct MigrationRoutes {
@@ -94,9 +94,10 @@ impl From<MoveError> for ApiError {
             MoveError::Migration(MigrationError::UnknownThread(_)) => StatusCode::NOT_FOUND,
             MoveError::Migration(MigrationError::Store(_)) => StatusCode::SERVICE_UNAVAILABLE,
             MoveError::Migration(MigrationError::BadBundle(_)) => StatusCode::BAD_REQUEST,
-            MoveError::Migration(_) | MoveError::Busy { .. } | MoveError::UnmappedServer { .. } => {
-                StatusCode::CONFLICT
-            }
+            MoveError::Migration(_)
+            | MoveError::Busy { .. }
+            | MoveError::UnmappedServer { .. }
+            | MoveError::NotHere(_) => StatusCode::CONFLICT,
             _ => StatusCode::BAD_GATEWAY,
         };
         error(status, err)

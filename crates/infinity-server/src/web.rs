@@ -13,12 +13,12 @@
 //! with. The page reads the token from its own URL (`/?access_token=T`) and sends it with every
 //! API request instead.
 
-use axum::extract::Path;
 use axum::http::{header, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use axum::Router;
 
+use crate::api::Path;
 use crate::Guard;
 
 /// What the page may load: this server only; images also inline (`data:`), as tool results
@@ -111,11 +111,11 @@ pub fn routes(guard: &Guard) -> Router {
 async fn asset(Path(name): Path<String>) -> Response {
     match ASSETS.iter().find(|a| a.name == name) {
         Some(asset) => page(asset.media_type, asset.text),
-        None => (
+        None => crate::api::error(
             StatusCode::NOT_FOUND,
             format!("the web app has no file `{name}`"),
         )
-            .into_response(),
+        .into_response(),
     }
 }
 

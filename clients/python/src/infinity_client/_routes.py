@@ -20,7 +20,7 @@ from pydantic import BaseModel, TypeAdapter
 from .models import (
     Accepted,
     Agents,
-    Budget,
+    NewBudget,
     Choice,
     Chosen,
     HistoryEntry,
@@ -233,7 +233,7 @@ class _Routes:
             "POST",
             _path("/threads/{}/budget", thread_id),
             _model(Accepted),
-            body=_body(Budget.model_validate(given)),
+            body=_body(NewBudget.model_validate(given)),
         )
 
     @staticmethod

@@ -82,7 +82,7 @@ class AgentVersion(BaseModel):
     """
     When it was saved.
     """
-    version: Annotated[int, Field(ge=0)]
+    version: Annotated[int, Field(ge=0, le=4294967295)]
     """
     Its version, from 1.
     """
@@ -127,7 +127,7 @@ class Approval(BaseModel):
     A person's answer to a command's approval.
     """
 
-    selected: Annotated[int, Field(ge=0)]
+    selected: Annotated[int, Field(ge=0, le=18446744073709551615)]
     """
     The index of the choice taken.
     """
@@ -157,11 +157,11 @@ class Budget(BaseModel):
     model_config = ConfigDict(
         extra='forbid',
     )
-    tokens: Annotated[int | None, Field(ge=0)] = None
+    tokens: Annotated[int | None, Field(ge=0, le=18446744073709551615)] = None
     """
     Tokens (prompt, cache and output) they may use.
     """
-    usd: Annotated[float | None, Field(ge=0.0)] = None
+    usd: Annotated[float | None, Field(ge=0.0, le=18446744073.0)] = None
     """
     Dollars the conversation's completions may cost, all its threads together.
     """
@@ -261,7 +261,7 @@ class Selected(BaseModel):
     model_config = ConfigDict(
         extra='forbid',
     )
-    selected: Annotated[int, Field(ge=0)]
+    selected: Annotated[int, Field(ge=0, le=18446744073709551615)]
     """
     The index of the choice taken.
     """
@@ -301,7 +301,7 @@ class Chosen(BaseModel):
     """
     The choice taken.
     """
-    selected: Annotated[int, Field(ge=0)]
+    selected: Annotated[int, Field(ge=0, le=18446744073709551615)]
     """
     The index of the choice taken.
     """
@@ -332,7 +332,7 @@ class Comment(BaseModel):
     """
     What they wrote.
     """
-    version: Annotated[int, Field(ge=0)]
+    version: Annotated[int, Field(ge=0, le=4294967295)]
     """
     The version of the page they saw.
     """
@@ -350,9 +350,17 @@ class Connect(BaseModel):
     """
     Whether it runs commands without asking a person first.
     """
-    name: str
+    name: Annotated[
+        str,
+        Field(
+            max_length=100,
+            min_length=1,
+            pattern='[^\\u0000-\\u0020\\u007f-\\u00a0\\u1680\\u2000-\\u200b\\u200e\\u200f\\u2028-\\u202f\\u205f\\u2066-\\u2069\\u3000\\ufeff]',
+        ),
+    ]
     """
-    Its name (1 to 100 characters), as people see it.
+    Its name, as people see it (not blank; at most 100 characters, leading and trailing
+    spaces aside).
     """
 
 
@@ -447,7 +455,7 @@ class Filtered(BaseModel):
     completion.
     """
 
-    count: Annotated[int, Field(ge=0)]
+    count: Annotated[int, Field(ge=0, le=18446744073709551615)]
     """
     How many.
     """
@@ -509,7 +517,7 @@ class HourlyUsage(BaseModel):
     What a thread (or a conversation) used in the current hour.
     """
 
-    completions: Annotated[int, Field(ge=0)]
+    completions: Annotated[int, Field(ge=0, le=4294967295)]
     """
     Completions run.
     """
@@ -517,11 +525,11 @@ class HourlyUsage(BaseModel):
     """
     The start of the hour these count (`None`: nothing counted yet).
     """
-    threads: Annotated[int, Field(ge=0)]
+    threads: Annotated[int, Field(ge=0, le=4294967295)]
     """
     Threads started.
     """
-    tokens: Annotated[int, Field(ge=0)]
+    tokens: Annotated[int, Field(ge=0, le=18446744073709551615)]
     """
     Tokens used: prompt, cache reads and writes, output.
     """
@@ -532,7 +540,7 @@ class HourlyUsageInput(BaseModel):
     What a thread (or a conversation) used in the current hour.
     """
 
-    completions: Annotated[int | None, Field(ge=0)] = 0
+    completions: Annotated[int | None, Field(ge=0, le=4294967295)] = 0
     """
     Completions run.
     """
@@ -540,11 +548,11 @@ class HourlyUsageInput(BaseModel):
     """
     The start of the hour these count (`None`: nothing counted yet).
     """
-    threads: Annotated[int | None, Field(ge=0)] = 0
+    threads: Annotated[int | None, Field(ge=0, le=4294967295)] = 0
     """
     Threads started.
     """
-    tokens: Annotated[int | None, Field(ge=0)] = 0
+    tokens: Annotated[int | None, Field(ge=0, le=18446744073709551615)] = 0
     """
     Tokens used: prompt, cache reads and writes, output.
     """
@@ -642,7 +650,7 @@ class ItemSummary(BaseModel):
     stored (children that inherited them still see them).
     """
 
-    covers: Annotated[int, Field(ge=0)]
+    covers: Annotated[int, Field(ge=0, le=18446744073709551615)]
     """
     How many entries of the thread's view (from the start) it stands for.
     """
@@ -789,6 +797,26 @@ class Models(BaseModel):
     """
 
 
+class NewBudget(BaseModel):
+    """
+    A conversation's lifetime budget as a person sets it: dollars, tokens or both, neither zero
+    (what it leaves out stays as it was).
+    """
+
+    model_config = ConfigDict(
+        extra='forbid',
+    )
+    tokens: Annotated[int | None, Field(ge=1, le=18446744073709551615)] = None
+    """
+    Tokens (prompt, cache and output) they may use (from 1).
+    """
+    usd: Annotated[float | None, Field(ge=1e-09, le=18446744073.0)] = None
+    """
+    Dollars the conversation's completions may cost, all its threads together (from a
+    billionth: less is kept as nothing).
+    """
+
+
 class NewComment(BaseModel):
     """
     A comment on a page.
@@ -797,13 +825,20 @@ class NewComment(BaseModel):
     model_config = ConfigDict(
         extra='forbid',
     )
-    author: str | None = None
+    author: Annotated[str | None, Field(max_length=80)] = None
     """
-    Who wrote it.
+    Who wrote it (at most 80 characters; `anonymous` when left out or blank).
     """
-    text: str
+    text: Annotated[
+        str,
+        Field(
+            max_length=4000,
+            min_length=1,
+            pattern='[^\\u0000-\\u0020\\u007f-\\u00a0\\u1680\\u2000-\\u200b\\u200e\\u200f\\u2028-\\u202f\\u205f\\u2066-\\u2069\\u3000\\ufeff]',
+        ),
+    ]
     """
-    The text (1 to 4,000 characters).
+    The text (not blank; at most 4,000 characters, leading and trailing spaces aside).
     """
 
 
@@ -813,7 +848,7 @@ class NoticeAttached(BaseModel):
     after `after` follow (the SSE id is `after`).
     """
 
-    after: Annotated[int, Field(ge=0)]
+    after: Annotated[int, Field(ge=0, le=18446744073709551615)]
     """
     The number of the last event before the ones that follow.
     """
@@ -832,7 +867,7 @@ class NoticeReset(BaseModel):
     past anything the thread showed: reload the history; the stream goes on after `after`.
     """
 
-    after: Annotated[int, Field(ge=0)]
+    after: Annotated[int, Field(ge=0, le=18446744073709551615)]
     """
     The number of the last event before the ones that follow.
     """
@@ -851,7 +886,7 @@ class NoticeReconnect(BaseModel):
     reconnect with the last id after `after_ms`.
     """
 
-    after_ms: Annotated[int, Field(ge=0)]
+    after_ms: Annotated[int, Field(ge=0, le=18446744073709551615)]
     """
     How long to wait, in milliseconds.
     """
@@ -882,7 +917,7 @@ class OpenChoice(BaseModel):
     """
     The options.
     """
-    default: Annotated[int, Field(ge=0)]
+    default: Annotated[int, Field(ge=0, le=18446744073709551615)]
     """
     The option sent on dismissal.
     """
@@ -915,7 +950,7 @@ class OrderRun(BaseModel):
     """
     The run's id.
     """
-    timeout_seconds: Annotated[int, Field(ge=0)]
+    timeout_seconds: Annotated[int, Field(ge=0, le=18446744073709551615)]
     """
     When to kill it.
     """
@@ -961,7 +996,7 @@ class OutputEventUserMessage(BaseModel):
     """
     When.
     """
-    seq: Annotated[int | None, Field(ge=0)] = None
+    seq: Annotated[int | None, Field(ge=0, le=18446744073709551615)] = None
     """
     The event's number in its thread (1, 2, ...; the SSE `id` of `GET
     /threads/{id}/events`), given when its slice commits it; a client that saw events up to
@@ -990,7 +1025,7 @@ class OutputEventAssistantText(BaseModel):
     """
     When.
     """
-    seq: Annotated[int | None, Field(ge=0)] = None
+    seq: Annotated[int | None, Field(ge=0, le=18446744073709551615)] = None
     """
     The event's number in its thread (1, 2, ...; the SSE `id` of `GET
     /threads/{id}/events`), given when its slice commits it; a client that saw events up to
@@ -1020,7 +1055,7 @@ class OutputEventAssistantDelta(BaseModel):
     """
     When.
     """
-    seq: Annotated[int | None, Field(ge=0)] = None
+    seq: Annotated[int | None, Field(ge=0, le=18446744073709551615)] = None
     """
     The event's number in its thread (1, 2, ...; the SSE `id` of `GET
     /threads/{id}/events`), given when its slice commits it; a client that saw events up to
@@ -1051,7 +1086,7 @@ class OutputEventAssistantRestarted(BaseModel):
     """
     When.
     """
-    seq: Annotated[int | None, Field(ge=0)] = None
+    seq: Annotated[int | None, Field(ge=0, le=18446744073709551615)] = None
     """
     The event's number in its thread (1, 2, ...; the SSE `id` of `GET
     /threads/{id}/events`), given when its slice commits it; a client that saw events up to
@@ -1076,7 +1111,7 @@ class OutputEventToolCall(BaseModel):
     """
     When.
     """
-    seq: Annotated[int | None, Field(ge=0)] = None
+    seq: Annotated[int | None, Field(ge=0, le=18446744073709551615)] = None
     """
     The event's number in its thread (1, 2, ...; the SSE `id` of `GET
     /threads/{id}/events`), given when its slice commits it; a client that saw events up to
@@ -1115,7 +1150,7 @@ class OutputEventToolResult(BaseModel):
     """
     When.
     """
-    seq: Annotated[int | None, Field(ge=0)] = None
+    seq: Annotated[int | None, Field(ge=0, le=18446744073709551615)] = None
     """
     The event's number in its thread (1, 2, ...; the SSE `id` of `GET
     /threads/{id}/events`), given when its slice commits it; a client that saw events up to
@@ -1163,7 +1198,7 @@ class OutputEventThreadSpawned(BaseModel):
     """
     When.
     """
-    seq: Annotated[int | None, Field(ge=0)] = None
+    seq: Annotated[int | None, Field(ge=0, le=18446744073709551615)] = None
     """
     The event's number in its thread (1, 2, ...; the SSE `id` of `GET
     /threads/{id}/events`), given when its slice commits it; a client that saw events up to
@@ -1194,7 +1229,7 @@ class OutputEventThreadClosed(BaseModel):
     """
     When.
     """
-    seq: Annotated[int | None, Field(ge=0)] = None
+    seq: Annotated[int | None, Field(ge=0, le=18446744073709551615)] = None
     """
     The event's number in its thread (1, 2, ...; the SSE `id` of `GET
     /threads/{id}/events`), given when its slice commits it; a client that saw events up to
@@ -1219,7 +1254,7 @@ class OutputEventSleeping(BaseModel):
     """
     When.
     """
-    seq: Annotated[int | None, Field(ge=0)] = None
+    seq: Annotated[int | None, Field(ge=0, le=18446744073709551615)] = None
     """
     The event's number in its thread (1, 2, ...; the SSE `id` of `GET
     /threads/{id}/events`), given when its slice commits it; a client that saw events up to
@@ -1254,7 +1289,7 @@ class OutputEventAuthorizationRequested(BaseModel):
     """
     When.
     """
-    seq: Annotated[int | None, Field(ge=0)] = None
+    seq: Annotated[int | None, Field(ge=0, le=18446744073709551615)] = None
     """
     The event's number in its thread (1, 2, ...; the SSE `id` of `GET
     /threads/{id}/events`), given when its slice commits it; a client that saw events up to
@@ -1289,7 +1324,7 @@ class OutputEventChoiceRequested(BaseModel):
     """
     When.
     """
-    seq: Annotated[int | None, Field(ge=0)] = None
+    seq: Annotated[int | None, Field(ge=0, le=18446744073709551615)] = None
     """
     The event's number in its thread (1, 2, ...; the SSE `id` of `GET
     /threads/{id}/events`), given when its slice commits it; a client that saw events up to
@@ -1312,7 +1347,7 @@ class OutputEventChoiceRequested(BaseModel):
     """
     The options, numbered from 0.
     """
-    default: Annotated[int, Field(ge=0)]
+    default: Annotated[int, Field(ge=0, le=18446744073709551615)]
     """
     The option sent on dismissal.
     """
@@ -1332,7 +1367,7 @@ class OutputEventChoiceAnswered(BaseModel):
     """
     When.
     """
-    seq: Annotated[int | None, Field(ge=0)] = None
+    seq: Annotated[int | None, Field(ge=0, le=18446744073709551615)] = None
     """
     The event's number in its thread (1, 2, ...; the SSE `id` of `GET
     /threads/{id}/events`), given when its slice commits it; a client that saw events up to
@@ -1359,7 +1394,7 @@ class OutputEventChoiceAnswered(BaseModel):
     """
     Its text.
     """
-    selected: Annotated[int, Field(ge=0)]
+    selected: Annotated[int, Field(ge=0, le=18446744073709551615)]
     """
     The option taken, numbered from 0.
     """
@@ -1377,7 +1412,7 @@ class OutputEventClientToolCall(BaseModel):
     """
     When.
     """
-    seq: Annotated[int | None, Field(ge=0)] = None
+    seq: Annotated[int | None, Field(ge=0, le=18446744073709551615)] = None
     """
     The event's number in its thread (1, 2, ...; the SSE `id` of `GET
     /threads/{id}/events`), given when its slice commits it; a client that saw events up to
@@ -1420,7 +1455,7 @@ class OutputEventViewUpdated(BaseModel):
     """
     When.
     """
-    seq: Annotated[int | None, Field(ge=0)] = None
+    seq: Annotated[int | None, Field(ge=0, le=18446744073709551615)] = None
     """
     The event's number in its thread (1, 2, ...; the SSE `id` of `GET
     /threads/{id}/events`), given when its slice commits it; a client that saw events up to
@@ -1453,7 +1488,7 @@ class OutputEventPlanUpdated(BaseModel):
     """
     When.
     """
-    seq: Annotated[int | None, Field(ge=0)] = None
+    seq: Annotated[int | None, Field(ge=0, le=18446744073709551615)] = None
     """
     The event's number in its thread (1, 2, ...; the SSE `id` of `GET
     /threads/{id}/events`), given when its slice commits it; a client that saw events up to
@@ -1482,7 +1517,7 @@ class OutputEventWidget(BaseModel):
     """
     When.
     """
-    seq: Annotated[int | None, Field(ge=0)] = None
+    seq: Annotated[int | None, Field(ge=0, le=18446744073709551615)] = None
     """
     The event's number in its thread (1, 2, ...; the SSE `id` of `GET
     /threads/{id}/events`), given when its slice commits it; a client that saw events up to
@@ -1511,7 +1546,7 @@ class OutputEventFinished(BaseModel):
     """
     When.
     """
-    seq: Annotated[int | None, Field(ge=0)] = None
+    seq: Annotated[int | None, Field(ge=0, le=18446744073709551615)] = None
     """
     The event's number in its thread (1, 2, ...; the SSE `id` of `GET
     /threads/{id}/events`), given when its slice commits it; a client that saw events up to
@@ -1544,7 +1579,7 @@ class OutputEventTitleChanged(BaseModel):
     """
     When.
     """
-    seq: Annotated[int | None, Field(ge=0)] = None
+    seq: Annotated[int | None, Field(ge=0, le=18446744073709551615)] = None
     """
     The event's number in its thread (1, 2, ...; the SSE `id` of `GET
     /threads/{id}/events`), given when its slice commits it; a client that saw events up to
@@ -1573,7 +1608,7 @@ class OutputEventInterrupted(BaseModel):
     """
     When.
     """
-    seq: Annotated[int | None, Field(ge=0)] = None
+    seq: Annotated[int | None, Field(ge=0, le=18446744073709551615)] = None
     """
     The event's number in its thread (1, 2, ...; the SSE `id` of `GET
     /threads/{id}/events`), given when its slice commits it; a client that saw events up to
@@ -1586,7 +1621,7 @@ class OutputEventInterrupted(BaseModel):
     """
     The thread it happened on.
     """
-    calls: Annotated[int, Field(ge=0)]
+    calls: Annotated[int, Field(ge=0, le=4294967295)]
     """
     How many calls were cancelled.
     """
@@ -1608,7 +1643,7 @@ class OutputEventError(BaseModel):
     """
     When.
     """
-    seq: Annotated[int | None, Field(ge=0)] = None
+    seq: Annotated[int | None, Field(ge=0, le=18446744073709551615)] = None
     """
     The event's number in its thread (1, 2, ...; the SSE `id` of `GET
     /threads/{id}/events`), given when its slice commits it; a client that saw events up to
@@ -1639,7 +1674,7 @@ class OutputEventWithdrawn(BaseModel):
     """
     When.
     """
-    seq: Annotated[int | None, Field(ge=0)] = None
+    seq: Annotated[int | None, Field(ge=0, le=18446744073709551615)] = None
     """
     The event's number in its thread (1, 2, ...; the SSE `id` of `GET
     /threads/{id}/events`), given when its slice commits it; a client that saw events up to
@@ -1652,7 +1687,7 @@ class OutputEventWithdrawn(BaseModel):
     """
     The thread it happened on.
     """
-    after: Annotated[int, Field(ge=0)]
+    after: Annotated[int, Field(ge=0, le=18446744073709551615)]
     """
     The last event still standing.
     """
@@ -1830,7 +1865,7 @@ class Report(BaseModel):
     How a run ended, as the remote reports it.
     """
 
-    exit_code: int | None = None
+    exit_code: Annotated[int | None, Field(ge=-2147483648, le=2147483647)] = None
     """
     The exit code, when it exited.
     """
@@ -1854,7 +1889,7 @@ class Schedule(BaseModel):
     a sleep's); the rule is read again from these fields each time.
     """
 
-    count: Annotated[int | None, Field(ge=0)] = None
+    count: Annotated[int | None, Field(ge=0, le=18446744073709551615)] = None
     """
     At most this many firings.
     """
@@ -1862,7 +1897,7 @@ class Schedule(BaseModel):
     """
     A five-field cron expression, or else `rrule`.
     """
-    fired: Annotated[int, Field(ge=0)]
+    fired: Annotated[int, Field(ge=0, le=18446744073709551615)]
     """
     Firings so far.
     """
@@ -1925,7 +1960,7 @@ class ScheduleInput(BaseModel):
     a sleep's); the rule is read again from these fields each time.
     """
 
-    count: Annotated[int | None, Field(ge=0)] = None
+    count: Annotated[int | None, Field(ge=0, le=18446744073709551615)] = None
     """
     At most this many firings.
     """
@@ -1933,7 +1968,7 @@ class ScheduleInput(BaseModel):
     """
     A five-field cron expression, or else `rrule`.
     """
-    fired: Annotated[int | None, Field(ge=0)] = 0
+    fired: Annotated[int | None, Field(ge=0, le=18446744073709551615)] = 0
     """
     Firings so far.
     """
@@ -2069,7 +2104,7 @@ class StoredAgent(BaseModel):
     """
     The agent file as written.
     """
-    version: Annotated[int, Field(ge=0)]
+    version: Annotated[int, Field(ge=0, le=4294967295)]
     """
     Its version, from 1.
     """
@@ -2116,11 +2151,11 @@ class SummaryRef(BaseModel):
     Where a thread's newest summary is in its view, and how many view entries it covers.
     """
 
-    covers: Annotated[int, Field(ge=0)]
+    covers: Annotated[int, Field(ge=0, le=18446744073709551615)]
     """
     How many entries (from the start of the view) it stands for.
     """
-    index: Annotated[int, Field(ge=0)]
+    index: Annotated[int, Field(ge=0, le=18446744073709551615)]
     """
     The summary entry's index in the view.
     """
@@ -2320,31 +2355,31 @@ class Usage(BaseModel):
     (`Usage::priced`).
     """
 
-    cache_read_tokens: Annotated[int, Field(ge=0)]
+    cache_read_tokens: Annotated[int, Field(ge=0, le=18446744073709551615)]
     """
     Input tokens read from the provider's prompt cache.
     """
-    cache_write_tokens: Annotated[int, Field(ge=0)]
+    cache_write_tokens: Annotated[int, Field(ge=0, le=18446744073709551615)]
     """
     Input tokens written to the provider's prompt cache.
     """
-    completions: Annotated[int, Field(ge=0)]
+    completions: Annotated[int, Field(ge=0, le=18446744073709551615)]
     """
     Completions run.
     """
-    cost: Annotated[float, Field(ge=0.0)]
+    cost: Annotated[float, Field(ge=0.0, le=18446744073.0)]
     """
     What the priced completions cost.
     """
-    input_tokens: Annotated[int, Field(ge=0)]
+    input_tokens: Annotated[int, Field(ge=0, le=18446744073709551615)]
     """
     Input tokens (not counting cache reads and writes).
     """
-    output_tokens: Annotated[int, Field(ge=0)]
+    output_tokens: Annotated[int, Field(ge=0, le=18446744073709551615)]
     """
     Output tokens.
     """
-    unpriced: Annotated[int | None, Field(ge=0)] = None
+    unpriced: Annotated[int | None, Field(ge=0, le=18446744073709551615)] = None
     """
     Completions of models without known prices (not in `Usage::cost`).
     """
@@ -2357,31 +2392,31 @@ class UsageInput(BaseModel):
     (`Usage::priced`).
     """
 
-    cache_read_tokens: Annotated[int, Field(ge=0)]
+    cache_read_tokens: Annotated[int, Field(ge=0, le=18446744073709551615)]
     """
     Input tokens read from the provider's prompt cache.
     """
-    cache_write_tokens: Annotated[int, Field(ge=0)]
+    cache_write_tokens: Annotated[int, Field(ge=0, le=18446744073709551615)]
     """
     Input tokens written to the provider's prompt cache.
     """
-    completions: Annotated[int, Field(ge=0)]
+    completions: Annotated[int, Field(ge=0, le=18446744073709551615)]
     """
     Completions run.
     """
-    cost: Annotated[float | None, Field(ge=0.0)] = 0.0
+    cost: Annotated[float | None, Field(ge=0.0, le=18446744073.0)] = 0.0
     """
     What the priced completions cost.
     """
-    input_tokens: Annotated[int, Field(ge=0)]
+    input_tokens: Annotated[int, Field(ge=0, le=18446744073709551615)]
     """
     Input tokens (not counting cache reads and writes).
     """
-    output_tokens: Annotated[int, Field(ge=0)]
+    output_tokens: Annotated[int, Field(ge=0, le=18446744073709551615)]
     """
     Output tokens.
     """
-    unpriced: Annotated[int | None, Field(ge=0)] = None
+    unpriced: Annotated[int | None, Field(ge=0, le=18446744073709551615)] = None
     """
     Completions of models without known prices (not in `Usage::cost`).
     """
@@ -2395,7 +2430,7 @@ class UseAgent(BaseModel):
     model_config = ConfigDict(
         extra='forbid',
     )
-    agent: str
+    agent: Annotated[str, Field(pattern='^[A-Za-z0-9_.-]{1,64}(@[1-9][0-9]{0,8})?$')]
     """
     `NAME` (the newest version) or `NAME@VERSION`: the thread's own agent.
     """
@@ -2449,7 +2484,7 @@ class Waits(BaseModel):
     """
     True when it is closed: nothing wakes it, and nothing needs to.
     """
-    outbox: Annotated[int, Field(ge=0)]
+    outbox: Annotated[int, Field(ge=0, le=18446744073709551615)]
     """
     Effects it committed and has still to perform (the host's outbox).
     """
@@ -2462,7 +2497,7 @@ class Waits(BaseModel):
     """
     Questions put to people, waiting for an answer.
     """
-    queued: Annotated[int | None, Field(ge=0)] = None
+    queued: Annotated[int | None, Field(ge=0, le=18446744073709551615)] = None
     """
     People's messages waiting for its turn to end (`while_busy: queue`).
     """
@@ -2527,9 +2562,15 @@ class WidgetAction(BaseModel):
     model_config = ConfigDict(
         extra='forbid',
     )
-    action: str
+    action: Annotated[
+        str,
+        Field(
+            min_length=1,
+            pattern='[^\\u0000-\\u0020\\u007f-\\u00a0\\u1680\\u2000-\\u200b\\u200e\\u200f\\u2028-\\u202f\\u205f\\u2066-\\u2069\\u3000\\ufeff]',
+        ),
+    ]
     """
-    The button's action.
+    The button's action (not blank).
     """
     values: dict[str, Any] | None = {}
     """
@@ -2612,14 +2653,22 @@ class Message(BaseModel):
     model_config = ConfigDict(
         extra='forbid',
     )
-    agent: str | None = None
+    agent: Annotated[
+        str | None, Field(pattern='^[A-Za-z0-9_.-]{1,64}(@[1-9][0-9]{0,8})?$')
+    ] = None
     """
     For a new conversation: the agent that runs it, `NAME` or `NAME@VERSION` (default: the
     server's).
     """
-    text: str
+    text: Annotated[
+        str,
+        Field(
+            min_length=1,
+            pattern='[^\\u0000-\\u0020\\u007f-\\u00a0\\u1680\\u2000-\\u200b\\u200e\\u200f\\u2028-\\u202f\\u205f\\u2066-\\u2069\\u3000\\ufeff]',
+        ),
+    ]
     """
-    The text (not empty).
+    The text (not blank: it has a character other than whitespace and invisible ones).
     """
     while_busy: WhileBusy | None = None
     """
@@ -2645,7 +2694,7 @@ class ParentLink(BaseModel):
     The parent's call that spawned this thread (`spawn_thread`, or the subscribing call for a
     thread spawned to handle a subscription event).
     """
-    fork_at: Annotated[int, Field(ge=0)]
+    fork_at: Annotated[int, Field(ge=0, le=18446744073709551615)]
     """
     How many entries of the parent's *view* (its inherited history plus its own) this thread
     inherits. The child's view is the parent's view truncated here, followed by its own entries.
@@ -2799,7 +2848,7 @@ class ThreadSummary(BaseModel):
     """
     What it used: for a root, its whole conversation's; for a child, its own.
     """
-    version: Annotated[int, Field(ge=0)]
+    version: Annotated[int, Field(ge=0, le=18446744073709551615)]
     """
     Its record's version.
     """
@@ -2810,7 +2859,7 @@ class WaitingTree(BaseModel):
     `GET /threads/{id}/waiting`.
     """
 
-    stuck: Annotated[int, Field(ge=0)]
+    stuck: Annotated[int, Field(ge=0, le=18446744073709551615)]
     """
     How many of the threads are stuck (waiting on nothing that will come).
     """
@@ -2862,7 +2911,7 @@ class HistoryEntry(BaseModel):
     """
     What happened.
     """
-    seq: Annotated[int, Field(ge=0)]
+    seq: Annotated[int, Field(ge=0, le=18446744073709551615)]
     """
     Position in the thread's own history, from 0.
     """
@@ -2957,12 +3006,12 @@ class ThreadRecord(BaseModel):
     """
     The conversation's running delegations; kept on the root thread only.
     """
-    depth: Annotated[int | None, Field(ge=0)] = None
+    depth: Annotated[int | None, Field(ge=0, le=4294967295)] = None
     """
     How many delegations (`agent` calls) lie between this thread's conversation and one a
     person started (0). Children inherit it.
     """
-    events: Annotated[int | None, Field(ge=0)] = None
+    events: Annotated[int | None, Field(ge=0, le=18446744073709551615)] = None
     """
     Number of the output events the thread has shown and kept: the last one's
     `seq`.
@@ -2973,7 +3022,7 @@ class ThreadRecord(BaseModel):
     record sits below inputs in the layers): forwarded to the destination when the move
     completes, applied here if it is abandoned.
     """
-    history_len: Annotated[int, Field(ge=0)]
+    history_len: Annotated[int, Field(ge=0, le=18446744073709551615)]
     """
     Number of the thread's own history entries.
     """
@@ -2985,7 +3034,7 @@ class ThreadRecord(BaseModel):
     """
     The thread's id.
     """
-    last_prompt_tokens: Annotated[int, Field(ge=0)]
+    last_prompt_tokens: Annotated[int, Field(ge=0, le=18446744073709551615)]
     """
     The size of the last prompt, in tokens (input + cache reads + cache writes); compaction
     starts when it passes the agent's share of the model's context window.
@@ -3043,7 +3092,7 @@ class ThreadRecord(BaseModel):
     """
     Recurring schedules (the `schedule_*` tools); closing the thread deletes them.
     """
-    schema_: Annotated[int, Field(alias='schema', ge=0)]
+    schema_: Annotated[int, Field(alias='schema', ge=0, le=4294967295)]
     """
     Schema version of this record, see `RECORD_SCHEMA`.
     """
@@ -3081,7 +3130,7 @@ class ThreadRecord(BaseModel):
     """
     Token usage.
     """
-    version: Annotated[int, Field(ge=0)]
+    version: Annotated[int, Field(ge=0, le=18446744073709551615)]
     """
     Incremented on every commit; the store checks it (optimistic concurrency).
     """
@@ -3160,12 +3209,12 @@ class ThreadRecordInput(BaseModel):
     """
     The conversation's running delegations; kept on the root thread only.
     """
-    depth: Annotated[int | None, Field(ge=0)] = None
+    depth: Annotated[int | None, Field(ge=0, le=4294967295)] = None
     """
     How many delegations (`agent` calls) lie between this thread's conversation and one a
     person started (0). Children inherit it.
     """
-    events: Annotated[int | None, Field(ge=0)] = None
+    events: Annotated[int | None, Field(ge=0, le=18446744073709551615)] = None
     """
     Number of the output events the thread has shown and kept: the last one's
     `seq`.
@@ -3176,7 +3225,7 @@ class ThreadRecordInput(BaseModel):
     record sits below inputs in the layers): forwarded to the destination when the move
     completes, applied here if it is abandoned.
     """
-    history_len: Annotated[int, Field(ge=0)]
+    history_len: Annotated[int, Field(ge=0, le=18446744073709551615)]
     """
     Number of the thread's own history entries.
     """
@@ -3188,7 +3237,7 @@ class ThreadRecordInput(BaseModel):
     """
     The thread's id.
     """
-    last_prompt_tokens: Annotated[int | None, Field(ge=0)] = 0
+    last_prompt_tokens: Annotated[int | None, Field(ge=0, le=18446744073709551615)] = 0
     """
     The size of the last prompt, in tokens (input + cache reads + cache writes); compaction
     starts when it passes the agent's share of the model's context window.
@@ -3246,7 +3295,7 @@ class ThreadRecordInput(BaseModel):
     """
     Recurring schedules (the `schedule_*` tools); closing the thread deletes them.
     """
-    schema_: Annotated[int, Field(alias='schema', ge=0)]
+    schema_: Annotated[int, Field(alias='schema', ge=0, le=4294967295)]
     """
     Schema version of this record, see `RECORD_SCHEMA`.
     """
@@ -3291,7 +3340,7 @@ class ThreadRecordInput(BaseModel):
     """
     Token usage.
     """
-    version: Annotated[int, Field(ge=0)]
+    version: Annotated[int, Field(ge=0, le=18446744073709551615)]
     """
     Incremented on every commit; the store checks it (optimistic concurrency).
     """
@@ -3327,7 +3376,7 @@ class Bundle(BaseModel):
     A session on its way between hosts: every thread's record and own history.
     """
 
-    format: Annotated[int, Field(ge=0)]
+    format: Annotated[int, Field(ge=0, le=4294967295)]
     """
     The layout version, `BUNDLE_FORMAT`.
     """

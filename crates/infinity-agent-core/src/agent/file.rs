@@ -9,6 +9,15 @@ use serde::Deserialize;
 use super::Limits;
 use crate::model::ModelProvider;
 
+/// Whether `name` may name an agent (an agent file's `name:`, one it delegates to): 1 to 64
+/// ASCII letters, digits, `_`, `-` or `.`.
+pub fn is_agent_name(name: &str) -> bool {
+    (1..=64).contains(&name.len())
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-' | b'.'))
+}
+
 /// An agent file (`agent.yaml`) as written.
 ///
 /// ```yaml
@@ -213,13 +222,7 @@ impl AgentFile {
             key,
             reason,
         };
-        let name_ok = !file.name.is_empty()
-            && file.name.len() <= 64
-            && file
-                .name
-                .chars()
-                .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.'));
-        if !name_ok {
+        if !is_agent_name(&file.name) {
             return Err(invalid(
                 "name",
                 format!(
@@ -253,12 +256,7 @@ impl AgentFile {
         }
         let mut listed = std::collections::HashSet::new();
         for agent in &file.agents {
-            let ok = !agent.is_empty()
-                && agent.len() <= 64
-                && agent
-                    .chars()
-                    .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.'));
-            if !ok {
+            if !is_agent_name(agent) {
                 return Err(invalid(
                     "agents",
                     format!("`{agent}` is not an agent's name (1 to 64 ASCII letters, digits, `_`, `-` or `.`; the newest version runs)"),

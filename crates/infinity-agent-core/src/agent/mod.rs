@@ -23,8 +23,8 @@ use crate::tools::{RegistryError, Tool, ToolRegistry};
 mod file;
 
 pub use file::{
-    resolve_core_model, AgentFile, AgentFileError, CoreModelError, ModelSpec, ModelSpecError,
-    SkillFile,
+    is_agent_name, resolve_core_model, AgentFile, AgentFileError, CoreModelError, ModelSpec,
+    ModelSpecError, SkillFile,
 };
 
 /// Bounds on what one thread may do.

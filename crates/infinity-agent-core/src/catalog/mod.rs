@@ -141,6 +141,10 @@ pub struct AgentRef {
 }
 
 impl AgentRef {
+    /// A JSON Schema `pattern` of what [`AgentRef::parse`] reads (the API's document gives it to
+    /// the agents requests name): `NAME` or `NAME@VERSION`, a version from 1.
+    pub const PATTERN: &str = "^[A-Za-z0-9_.-]{1,64}(@[1-9][0-9]{0,8})?$";
+
     /// Reads `NAME` or `NAME@VERSION`; an error says what is wrong with it.
     pub fn parse(text: &str) -> Result<Self, String> {
         let (name, version) = match text.split_once('@') {
@@ -161,6 +165,11 @@ impl AgentRef {
         };
         if name.is_empty() {
             return Err(format!("`{text}`: the agent's name is missing"));
+        }
+        if !crate::agent::is_agent_name(name) {
+            return Err(format!(
+                "`{text}`: an agent's name is 1 to 64 ASCII letters, digits, `_`, `-` or `.`"
+            ));
         }
         Ok(Self {
             name: name.to_owned(),

@@ -133,7 +133,15 @@ fn agent_refs() {
     assert_eq!((r.name.as_str(), r.version), ("helper", Some(3)));
     assert_eq!(r.to_string(), "helper@3");
     assert_eq!(AgentRef::parse("helper").unwrap().version, None);
-    for bad in ["helper@", "helper@0", "helper@x", "@2"] {
+    for bad in [
+        "helper@",
+        "helper@0",
+        "helper@x",
+        "@2",
+        "a b",
+        "helper/2@1",
+        &"a".repeat(65),
+    ] {
         let err = AgentRef::parse(bad).unwrap_err();
         assert!(err.contains(bad), "{err}");
     }

@@ -118,9 +118,13 @@ pub enum PostError {
         /// The schedule asked for.
         schedule: String,
     },
-    /// A move to another agent version names something a thread cannot move to: what.
+    /// A move to another agent version names something that is not an agent: what.
     #[error("{0}")]
     BadAgent(String),
+    /// A thread keeps its agent: a conversation started on a thread that exists, or a move to
+    /// another agent's version (what it runs, and what to do instead).
+    #[error("{0}")]
+    KeepsAgent(String),
     /// A move to an agent version this host does not have.
     #[error("{0}")]
     NoAgent(String),

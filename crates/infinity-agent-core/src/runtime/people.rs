@@ -114,8 +114,8 @@ pub trait Front: Send + Sync {
 
     /// Starts the conversation `thread_id` (a thread that does not exist yet) with a person's
     /// message, run by `agent` (`NAME`, or `NAME@VERSION` of a stored one) instead of the
-    /// default agent. Refused for a thread that exists ([`PostError::BadAgent`]: it keeps its
-    /// agent) and an agent this host does not have ([`PostError::NoAgent`]).
+    /// default agent. Refused for a thread that exists ([`PostError::KeepsAgent`]) and an agent
+    /// this host does not have ([`PostError::NoAgent`]).
     async fn start_conversation(
         &self,
         thread_id: &ThreadId,
@@ -126,7 +126,7 @@ pub trait Front: Send + Sync {
             return Err(PostError::EmptyMessage(thread_id.clone()));
         }
         if let Some(record) = self.threads().load_record(thread_id).await? {
-            return Err(PostError::BadAgent(format!(
+            return Err(PostError::KeepsAgent(format!(
                 "thread {thread_id} exists and keeps its agent ({}); send the message without an \
                  agent, or move it to another version of its agent",
                 record.agent
@@ -180,14 +180,15 @@ pub trait Front: Send + Sync {
     /// version) or `NAME@VERSION` (any stored one, older ones included). The thread runs it from
     /// its next slice on; a conversation's root takes the version's tool servers afresh, and
     /// its children and delegations started from then on run it too. Refused for an unknown or
-    /// closed thread, another agent's name ([`PostError::BadAgent`]) and a version this host
-    /// does not have ([`PostError::NoAgent`]).
+    /// closed thread, what is not an agent's name ([`PostError::BadAgent`]), another agent's
+    /// name ([`PostError::KeepsAgent`]) and a version this host does not have
+    /// ([`PostError::NoAgent`]).
     async fn use_agent(&self, thread_id: &ThreadId, agent: &str) -> Result<InputId, PostError> {
         let record = self.open_record(thread_id).await?;
         let reference = crate::catalog::AgentRef::parse(agent).map_err(PostError::BadAgent)?;
         let current = record.agent.split('@').next().unwrap_or_default();
         if reference.name != current {
-            return Err(PostError::BadAgent(format!(
+            return Err(PostError::KeepsAgent(format!(
                 "thread {thread_id} runs the agent `{current}` and can only move to another \
                  version of it, not to `{}`",
                 reference.name

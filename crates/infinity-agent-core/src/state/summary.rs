@@ -269,9 +269,18 @@ pub fn cursor_of(summary: &ThreadSummary) -> String {
     )
 }
 
-/// A cursor made by [`cursor_of`], read back: `(updated_at, id)`; `None` when it is not one.
+/// A JSON Schema `pattern` of the cursors [`read_cursor`] reads (the API's document gives it to
+/// `GET /threads`'s `cursor`): nanoseconds since 1970 (up to 20 digits: before the year 5000),
+/// `.`, a thread's id.
+pub const CURSOR_PATTERN: &str = "^[0-9]{1,20}[.][A-Za-z0-9_-]{1,128}$";
+
+/// A cursor made by [`cursor_of`], read back: `(updated_at, id)`; `None` when it is not one
+/// (a time before 1970 is not: no thread changed then).
 pub fn read_cursor(cursor: &str) -> Option<(Timestamp, ThreadId)> {
     let (at, id) = cursor.split_once('.')?;
+    if at.is_empty() || !at.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
     let at = Timestamp::from_nanosecond(at.parse().ok()?).ok()?;
     Some((at, ThreadId::new(id).ok()?))
 }
@@ -290,6 +299,19 @@ pub(crate) mod tests {
         );
         r.title = title.map(str::to_owned);
         r
+    }
+
+    #[test]
+    fn a_cursor_reads_back_and_nothing_else_does() {
+        let summary = ThreadSummary::of(&record("web-1", 1_764_781_234, None));
+        let cursor = cursor_of(&summary);
+        assert_eq!(
+            read_cursor(&cursor),
+            Some((summary.updated_at, summary.id.clone()))
+        );
+        for refused in ["-1.x", "+1.x", ".x", "1.", "1", "x.1", "1.a b", "1.5.x"] {
+            assert_eq!(read_cursor(refused), None, "{refused}");
+        }
     }
 
     #[test]

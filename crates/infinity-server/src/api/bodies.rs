@@ -1,8 +1,11 @@
 //! The bodies the routes over threads read and write, as the API's document describes them
 //! (each derives or writes its `JsonSchema`).
 
+use infinity_agent_core::catalog::AgentRef;
+use infinity_agent_core::cost::{Budget, Usd};
 use infinity_agent_core::ids::{InputId, ThreadId};
 use infinity_agent_core::state::WhileBusy;
+use infinity_agent_core::text::NOT_BLANK;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
@@ -95,11 +98,13 @@ pub struct Chosen {
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Message {
-    /// The text (not empty).
+    /// The text (not blank: it has a character other than whitespace and invisible ones).
+    #[schemars(regex(pattern = NOT_BLANK), length(min = 1))]
     pub(crate) text: String,
     /// For a new conversation: the agent that runs it, `NAME` or `NAME@VERSION` (default: the
     /// server's).
     #[serde(default)]
+    #[schemars(regex(pattern = AgentRef::PATTERN))]
     pub(crate) agent: Option<String>,
     /// What the message does if the thread is busy (a call it made has no result yet), instead
     /// of what its agent says: `move_on`, `queue`, `interrupt` or `reject` (409 at once when
@@ -123,7 +128,8 @@ pub struct ToolResult {
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct WidgetAction {
-    /// The button's action.
+    /// The button's action (not blank).
+    #[schemars(regex(pattern = NOT_BLANK), length(min = 1))]
     pub(crate) action: String,
     /// The widget's fields, by name.
     #[serde(default)]
@@ -135,6 +141,7 @@ pub struct WidgetAction {
 #[serde(deny_unknown_fields)]
 pub struct UseAgent {
     /// `NAME` (the newest version) or `NAME@VERSION`: the thread's own agent.
+    #[schemars(regex(pattern = AgentRef::PATTERN))]
     pub(crate) agent: String,
 }
 
@@ -144,6 +151,51 @@ pub struct UseAgent {
 pub struct UseModel {
     /// `PROVIDER:MODEL`, one `GET /models` lists or the agent's own; `null`: the agent's.
     pub(crate) model: Option<String>,
+}
+
+/// A conversation's lifetime budget as a person sets it: dollars, tokens or both, neither zero
+/// (what it leaves out stays as it was).
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+#[schemars(extend("minProperties" = 1))]
+pub struct NewBudget {
+    // A field left out is absent, never `null`: `skip_serializing_if` keeps a `default: null`
+    // out of the document.
+    /// Dollars the conversation's completions may cost, all its threads together (from a
+    /// billionth: less is kept as nothing).
+    #[serde(
+        default,
+        deserialize_with = "given",
+        skip_serializing_if = "Option::is_none"
+    )]
+    #[schemars(with = "Usd", extend("minimum" = 0.000_000_001))]
+    usd: Option<Usd>,
+    /// Tokens (prompt, cache and output) they may use (from 1).
+    #[serde(
+        default,
+        deserialize_with = "given",
+        skip_serializing_if = "Option::is_none"
+    )]
+    #[schemars(with = "u64", range(min = 1))]
+    tokens: Option<u64>,
+}
+
+/// A field that may be left out but is not `null` when given.
+fn given<'de, D, T>(deserializer: D) -> Result<Option<T>, D::Error>
+where
+    D: serde::Deserializer<'de>,
+    T: Deserialize<'de>,
+{
+    T::deserialize(deserializer).map(Some)
+}
+
+impl From<NewBudget> for Budget {
+    fn from(set: NewBudget) -> Self {
+        Budget {
+            usd: set.usd,
+            tokens: set.tokens,
+        }
+    }
 }
 
 /// The optional body of `close` and `interrupt`: `{"tree": true}` acts on the thread's open
@@ -177,7 +229,7 @@ impl JsonSchema for Choice {
             "oneOf": [
                 {"type": "object", "title": "Selected", "required": ["selected"],
                  "additionalProperties": false,
-                 "properties": {"selected": {"type": "integer", "minimum": 0,
+                 "properties": {"selected": {"type": "integer", "format": "uint", "minimum": 0,
                                              "description": "The index of the choice taken."}}},
                 {"type": "object", "title": "Dismissed", "required": ["dismiss"],
                  "additionalProperties": false,

@@ -4,14 +4,15 @@
 //! serve --aws`, [`infinity_aws::front::StackFront`]).
 
 mod bodies;
+pub(crate) mod extract;
 
 use std::sync::Arc;
 
-use axum::extract::{Path, Query, State};
+use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
-use axum::{Json, Router};
+use axum::Router;
 use infinity_agent_core::ids::{InputId, ThreadId};
 use infinity_agent_core::runtime::{Front, PostError};
 use infinity_agent_core::state::{ThreadKind, ThreadQuery, ThreadStatus};
@@ -20,6 +21,7 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 
 pub use bodies::*;
+pub(crate) use extract::{Json, Path, Query};
 
 /// Every internal tool of the categories the hosts run agents with.
 async fn internal_tools() -> Json<Vec<infinity_agent_core::tools::internal::ListedTool>> {
@@ -57,6 +59,28 @@ pub fn routes(host: Shared) -> Router {
             axum::routing::delete(delete_schedule),
         )
         .with_state(host)
+}
+
+/// `app` answering a path no route has (404) and a method its route does not take (405, with
+/// `Allow`) as every error is answered, with `{"error": ...}`.
+pub fn with_fallbacks(app: Router) -> Router {
+    async fn unrouted(method: axum::http::Method, uri: axum::http::Uri) -> ApiError {
+        error(
+            StatusCode::NOT_FOUND,
+            format!("no route {method} {}", uri.path()),
+        )
+    }
+    async fn not_allowed(method: axum::http::Method, uri: axum::http::Uri) -> ApiError {
+        error(
+            StatusCode::METHOD_NOT_ALLOWED,
+            format!(
+                "{} takes no {method} (`Allow` says what it takes)",
+                uri.path()
+            ),
+        )
+    }
+    app.fallback(unrouted)
+        .method_not_allowed_fallback(not_allowed)
 }
 
 /// The host the routes serve.
@@ -183,6 +207,7 @@ pub struct ListParams {
     updated_since: Option<String>,
     /// The `next` of the page before.
     #[serde(default)]
+    #[schemars(regex(pattern = infinity_agent_core::state::summary::CURSOR_PATTERN))]
     cursor: Option<String>,
     /// How many threads a page has at most (default 50).
     #[serde(default)]
@@ -265,11 +290,7 @@ impl ListParams {
 
 /// `GET /threads`: a page of threads, newest activity first (`{"threads": [summary...],
 /// "next": cursor or null}`), filtered by the query.
-async fn threads(
-    State(system): State<Shared>,
-    params: Result<Query<ListParams>, axum::extract::rejection::QueryRejection>,
-) -> Answer {
-    let Query(params) = params.map_err(|e| error(StatusCode::BAD_REQUEST, e.body_text()))?;
+async fn threads(State(system): State<Shared>, Query(params): Query<ListParams>) -> Answer {
     let page = system
         .threads()
         .list_threads(&params.query()?)
@@ -345,11 +366,10 @@ async fn waiting(State(system): State<Shared>, Path(id): Path<String>) -> Answer
 async fn message(
     State(system): State<Shared>,
     Path(id): Path<String>,
-    body: Result<Json<Message>, axum::extract::rejection::JsonRejection>,
+    Json(body): Json<Message>,
 ) -> Answer {
     let id = thread_id(&id)?;
-    let Json(body) = body.map_err(|e| error(e.status(), e.body_text()))?;
-    if body.text.trim().is_empty() {
+    if infinity_agent_core::text::is_blank(&body.text) {
         return Err(error(StatusCode::BAD_REQUEST, "`text` is empty"));
     }
     let input = match &body.agent {
@@ -366,12 +386,11 @@ async fn message(
 async fn tool_result(
     State(system): State<Shared>,
     Path((id, call)): Path<(String, String)>,
-    body: Result<Json<ToolResult>, axum::extract::rejection::JsonRejection>,
+    Json(body): Json<ToolResult>,
 ) -> Answer {
     let id = thread_id(&id)?;
     let call = infinity_agent_core::ids::CallId::new(&call)
         .map_err(|e| error(StatusCode::BAD_REQUEST, e))?;
-    let Json(body) = body.map_err(|e| error(e.status(), e.body_text()))?;
     let input = system
         .post_tool_result(&id, &call, body.text, body.is_error)
         .await
@@ -384,11 +403,10 @@ async fn tool_result(
 async fn widget_action(
     State(system): State<Shared>,
     Path(id): Path<String>,
-    body: Result<Json<WidgetAction>, axum::extract::rejection::JsonRejection>,
+    Json(body): Json<WidgetAction>,
 ) -> Answer {
     let id = thread_id(&id)?;
-    let Json(body) = body.map_err(|e| error(e.status(), e.body_text()))?;
-    if body.action.trim().is_empty() {
+    if infinity_agent_core::text::is_blank(&body.action) {
         return Err(error(StatusCode::BAD_REQUEST, "`action` is empty"));
     }
     let record = record_of(system.as_ref(), &id).await?;
@@ -411,11 +429,13 @@ async fn widget_action(
 async fn close(
     State(system): State<Shared>,
     Path(id): Path<String>,
-    body: axum::body::Bytes,
+    body: Option<Json<TreeOption>>,
 ) -> Answer {
     let id = thread_id(&id)?;
-    let tree = tree_option(&body)?;
-    let input = system.close(&id, tree).await.map_err(post_error)?;
+    let input = system
+        .close(&id, tree_option(body))
+        .await
+        .map_err(post_error)?;
     Ok(accepted(&id, &input))
 }
 
@@ -430,10 +450,9 @@ async fn schedules(State(system): State<Shared>, Path(id): Path<String>) -> Answ
 async fn create_schedule(
     State(system): State<Shared>,
     Path(id): Path<String>,
-    body: Result<Json<serde_json::Value>, axum::extract::rejection::JsonRejection>,
+    Json(args): Json<serde_json::Value>,
 ) -> Answer {
     let id = thread_id(&id)?;
-    let Json(args) = body.map_err(|e| error(e.status(), e.body_text()))?;
     let (schedule, text) = system
         .create_schedule(&id, &args)
         .await
@@ -485,6 +504,7 @@ fn post_error(e: PostError) -> ApiError {
         | PostError::EmptyMessage(_) => error(StatusCode::BAD_REQUEST, e),
         PostError::NoAgent(_) => error(StatusCode::NOT_FOUND, e),
         PostError::Closed(_)
+        | PostError::KeepsAgent(_)
         | PostError::OpenChildren { .. }
         | PostError::Busy(_)
         | PostError::Answered { .. }
@@ -500,13 +520,9 @@ fn post_error(e: PostError) -> ApiError {
     }
 }
 
-fn tree_option(body: &[u8]) -> Result<bool, ApiError> {
-    if body.iter().all(u8::is_ascii_whitespace) {
-        return Ok(false);
-    }
-    serde_json::from_slice::<TreeOption>(body)
-        .map(|o| o.tree)
-        .map_err(|e| error(StatusCode::BAD_REQUEST, format!("the body: {e}")))
+/// `close`'s and `interrupt`'s `tree`, false when the body is left out.
+fn tree_option(body: Option<Json<TreeOption>>) -> bool {
+    body.is_some_and(|Json(option)| option.tree)
 }
 
 /// `POST /threads/{id}/interrupt` (`{"tree": true}`: its open descendants too): cancels the
@@ -514,34 +530,23 @@ fn tree_option(body: &[u8]) -> Result<bool, ApiError> {
 async fn interrupt(
     State(system): State<Shared>,
     Path(id): Path<String>,
-    body: axum::body::Bytes,
+    body: Option<Json<TreeOption>>,
 ) -> Answer {
     let id = thread_id(&id)?;
     let input = system
-        .interrupt(&id, tree_option(&body)?)
+        .interrupt(&id, tree_option(body))
         .await
         .map_err(post_error)?;
     Ok(accepted(&id, &input))
-}
-
-/// A JSON body of the `shape` a route takes, or a 400 naming it.
-fn body_of<T: serde::de::DeserializeOwned>(body: &[u8], shape: &str) -> Result<T, ApiError> {
-    serde_json::from_slice(body).map_err(|e| {
-        error(
-            StatusCode::BAD_REQUEST,
-            format!("the body must be {shape}: {e}"),
-        )
-    })
 }
 
 /// `{"agent": "NAME" | "NAME@VERSION"}`: moves the thread to that version of its agent.
 async fn use_agent(
     State(system): State<Shared>,
     Path(id): Path<String>,
-    body: axum::body::Bytes,
+    Json(UseAgent { agent }): Json<UseAgent>,
 ) -> Answer {
     let id = thread_id(&id)?;
-    let UseAgent { agent } = body_of(&body, r#"{"agent": "NAME" or "NAME@VERSION"}"#)?;
     let input = system.use_agent(&id, &agent).await.map_err(post_error)?;
     Ok(accepted(&id, &input))
 }
@@ -552,10 +557,9 @@ async fn use_agent(
 async fn use_model(
     State(system): State<Shared>,
     Path(id): Path<String>,
-    body: axum::body::Bytes,
+    Json(UseModel { model }): Json<UseModel>,
 ) -> Answer {
     let id = thread_id(&id)?;
-    let UseModel { model } = body_of(&body, r#"{"model": "PROVIDER:MODEL" or null}"#)?;
     let input = system
         .use_model(&id, model.as_deref())
         .await
@@ -569,24 +573,22 @@ async fn use_model(
 async fn set_budget(
     State(system): State<Shared>,
     Path(id): Path<String>,
-    body: axum::body::Bytes,
+    Json(budget): Json<NewBudget>,
 ) -> Answer {
     let id = thread_id(&id)?;
-    let budget = body_of(
-        &body,
-        r#"{"usd": DOLLARS, "tokens": TOKENS} (either or both)"#,
-    )?;
-    let (input, root) = system.set_budget(&id, budget).await.map_err(post_error)?;
+    let (input, root) = system
+        .set_budget(&id, budget.into())
+        .await
+        .map_err(post_error)?;
     Ok(accepted(&root, &input))
 }
 
 async fn choose(
     State(system): State<Shared>,
     Path((id, call)): Path<(String, String)>,
-    body: Result<Json<Choice>, axum::extract::rejection::JsonRejection>,
+    Json(body): Json<Choice>,
 ) -> Answer {
     let id = thread_id(&id)?;
-    let Json(body) = body.map_err(|e| error(e.status(), e.body_text()))?;
     if body.selected.is_some() && body.dismiss {
         return Err(error(
             StatusCode::BAD_REQUEST,

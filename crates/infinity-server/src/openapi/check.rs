@@ -2,11 +2,13 @@
 //! runs so, and so can the developers of a client. For each request it finds the operation
 //! ([`Operation::matches`]) and answers 500, naming the difference, when
 //!
-//! - a route answers that the document does not list (anything but 404 and 405);
+//! - a route answers that the document does not list (anything but 404 and 405, which must be
+//!   errors as the API's are, `{"error": ...}`);
 //! - a route accepts (2xx) a JSON body that its schema refuses, or a query its parameters
 //!   refuse (one it does not list, or a value not of its type);
 //! - a route answers with a status the document does not list for it;
-//! - a JSON answer does not match the schema of its status.
+//! - an answer the document says is JSON (every error) is not `application/json`, or does not
+//!   match the schema of its status.
 //!
 //! Event streams are checked by the tests that read them (each event's `data` against
 //! `x-event-schema`).
@@ -148,6 +150,50 @@ fn query_problems(op: &Operation, query: &str) -> Option<String> {
     problems(schema, &Value::Object(given))
 }
 
+fn content_type(headers: &axum::http::HeaderMap) -> String {
+    headers
+        .get(axum::http::header::CONTENT_TYPE)
+        .map_or("no Content-Type".to_owned(), |v| {
+            format!("`{}`", String::from_utf8_lossy(v.as_bytes()))
+        })
+}
+
+fn says_json(headers: &axum::http::HeaderMap) -> bool {
+    headers
+        .get(axum::http::header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| {
+            v.split(';')
+                .next()
+                .is_some_and(|t| t.trim() == "application/json")
+        })
+}
+
+/// A 404 or 405 of a path the document does not list, passed on when it is an error as the
+/// API's are (`{"error": "..."}` as JSON).
+async fn unrouted(named: &str, answer: Response) -> Response {
+    let status = answer.status();
+    if !says_json(answer.headers()) {
+        return contract_broken(format!(
+            "{named} answered {status} as {}, not as an error (`{{\"error\": ...}}`)",
+            content_type(answer.headers())
+        ));
+    }
+    let (parts, body) = answer.into_parts();
+    let Ok(bytes) = axum::body::to_bytes(body, MAX_CHECKED).await else {
+        return contract_broken(format!("{named}: its answer could not be read"));
+    };
+    let error = serde_json::from_slice::<Value>(&bytes)
+        .ok()
+        .is_some_and(|v| v["error"].is_string());
+    if !error {
+        return contract_broken(format!(
+            "{named} answered {status} with a body that is not `{{\"error\": ...}}`"
+        ));
+    }
+    Response::from_parts(parts, Body::from(bytes))
+}
+
 fn contract_broken(what: String) -> Response {
     tracing::error!(problem = %what, "the API broke its document");
     (
@@ -167,7 +213,7 @@ pub async fn check(request: Request, next: Next) -> Response {
         let answer = next.run(request).await;
         let status = answer.status();
         if status == StatusCode::NOT_FOUND || status == StatusCode::METHOD_NOT_ALLOWED {
-            return answer;
+            return unrouted(&named, answer).await;
         }
         return contract_broken(format!(
             "{named} answered {status}, and is not in the document"
@@ -217,6 +263,12 @@ pub async fn check(request: Request, next: Next) -> Response {
     };
     if !matches!(content, Some(Content::Json(_))) || too_big(answer.headers()) {
         return answer;
+    }
+    if !says_json(answer.headers()) {
+        return contract_broken(format!(
+            "{named} answered {status} as {}, where the document says JSON",
+            content_type(answer.headers())
+        ));
     }
     let (parts, body) = answer.into_parts();
     let Ok(bytes) = axum::body::to_bytes(body, MAX_CHECKED).await else {

@@ -150,8 +150,9 @@ impl Operation {
 
     /// Its answers: those it names, and those every route of its kind may give: the guard's
     /// 403 (a wrong `Host` or `Origin`; every route but `/health` and `/openapi.json`) and 401
-    /// (no token; the routes that need one), and for a JSON body 413 (too big), 415 (not JSON)
-    /// and 422 (not the shape).
+    /// (no token; the routes that need one), 400 for a path parameter that is not text, for a
+    /// JSON body 413 (too big), 415 (not JSON) and 422 (not the shape), and for every route the
+    /// HTTP server's own 414 (with no body: it answers before any route).
     pub fn all_responses(&self) -> Vec<(u16, &'static str, Option<Content>)> {
         let mut all = self.responses.clone();
         let mut implied = Vec::new();
@@ -160,6 +161,9 @@ impl Operation {
         }
         if !self.open {
             implied.push(401);
+        }
+        if self.path.contains('{') {
+            implied.push(400);
         }
         if matches!(self.body, Some((Content::Json(_), _))) {
             implied.extend([413, 415, 422]);
@@ -173,6 +177,7 @@ impl Operation {
                 ));
             }
         }
+        all.push((414, error_meaning(414), None));
         all.sort_by_key(|(s, _, _)| *s);
         all
     }
@@ -224,8 +229,10 @@ fn error_meaning(status: u16) -> &'static str {
         404 => "Nothing by that name or id",
         409 => "Not in this state (a closed thread, open children, a move under way)",
         413 => "The body is too big",
+        414 => "The URI is over 64 KiB: the HTTP server refuses it before any route, with no body",
         415 => "The body is not JSON (`Content-Type: application/json`)",
         422 => "The body's JSON is not the shape this route takes; the error names what is wrong",
+        429 => "Refused for now: a limit is reached (a page's comments); the error says which",
         502 => "A tool server or remote did not take the answer",
         503 => "The store or queue is unavailable; nothing was accepted, try again",
         _ => "Failed",
@@ -244,11 +251,37 @@ fn parameter_meaning(path: &str, name: &str) -> &'static str {
         ("remotes", "run") => "The run's id, from the order",
         ("app", "name") => "The file's name",
         ("agents", "name") => "A stored agent: `NAME` (its newest version) or `NAME@VERSION`",
-        (_, "id") => "The thread's id (letters, digits, `_` and `-`)",
+        (_, "id") => "The thread's id",
         (_, "call") => "The id of the tool call that asked",
         (_, "schedule") => "The schedule's id",
         _ => "",
     }
+}
+
+/// What a path parameter of `path` takes, as the server reads it: the ids of threads, calls,
+/// schedules and pages as ids are ([`ThreadId`](infinity_agent_core::ids::ThreadId)), an
+/// agent as [`AgentRef::parse`](infinity_agent_core::catalog::AgentRef::parse) reads it, and
+/// text for the rest. An id that is not one is a 400 for a thread or a call and a 404 (nothing
+/// has it) for a schedule and a page.
+fn parameter_schema(path: &str, name: &str, generator: &mut SchemaGenerator) -> Value {
+    let id_like = match (path.split('/').nth(1).unwrap_or_default(), name) {
+        ("threads", "id" | "call" | "schedule") | ("a", "id") => true,
+        ("agents", "name") => {
+            return json!({"type": "string",
+                          "pattern": infinity_agent_core::catalog::AgentRef::PATTERN});
+        }
+        _ => false,
+    };
+    if !id_like {
+        return json!({"type": "string"});
+    }
+    let mut schema = generator
+        .subschema_for::<infinity_agent_core::ids::ThreadId>()
+        .to_value();
+    if let Some(fields) = schema.as_object_mut() {
+        fields.remove("description");
+    }
+    schema
 }
 
 /// The operations, as the document lists them.
@@ -300,7 +333,8 @@ pub fn build(operations: &[Operation]) -> Value {
             .filter_map(|p| p.strip_prefix('{')?.strip_suffix('}'))
             .map(|name| {
                 json!({"name": name, "in": "path", "required": true,
-                       "description": parameter_meaning(op.path, name), "schema": {"type": "string"}})
+                       "description": parameter_meaning(op.path, name),
+                       "schema": parameter_schema(op.path, name, &mut reads)})
             })
             .collect();
         if let Some(query) = op.query {
@@ -397,26 +431,54 @@ pub fn build(operations: &[Operation]) -> Value {
 }
 
 /// The document as its readers take it: descriptions without rustdoc's links (`` [`X`] `` and
-/// `[text](path)` read as their text), and integers without formats OpenAPI does not name
-/// (`uint64`, ...; their `minimum` says they are not negative).
+/// `[text](path)` read as their text), and integers with the bounds of their Rust type as
+/// `minimum` and `maximum` (what the server reads; a schema's own bounds stay), without the
+/// formats OpenAPI does not name (`uint64`, ...).
 fn tidy(value: &mut Value) {
     match value {
         Value::Object(map) => {
             if let Some(Value::String(text)) = map.get_mut("description") {
                 *text = unlinked(text);
             }
-            let foreign = map
+            let format = map
                 .get("format")
                 .and_then(Value::as_str)
-                .is_some_and(|f| f.starts_with("uint") || f == "int8" || f == "int16");
-            if foreign {
-                map.remove("format");
+                .map(str::to_owned)
+                .unwrap_or_default();
+            if let Some((low, high)) = integer_bounds(&format) {
+                if format.starts_with("uint") || format == "int8" || format == "int16" {
+                    map.remove("format");
+                }
+                map.entry("minimum").or_insert(low);
+                map.entry("maximum").or_insert(high);
             }
             map.values_mut().for_each(tidy);
         }
         Value::Array(items) => items.iter_mut().for_each(tidy),
         _ => {}
     }
+}
+
+/// The least and greatest values of the integers of a schemars `format` (`usize` is `uint`).
+fn integer_bounds(format: &str) -> Option<(Value, Value)> {
+    let (low, high): (i128, i128) = match format {
+        "int8" => (i8::MIN.into(), i8::MAX.into()),
+        "int16" => (i16::MIN.into(), i16::MAX.into()),
+        "int32" => (i32::MIN.into(), i32::MAX.into()),
+        "int64" => (i64::MIN.into(), i64::MAX.into()),
+        "uint8" => (0, u8::MAX.into()),
+        "uint16" => (0, u16::MAX.into()),
+        "uint32" => (0, u32::MAX.into()),
+        "uint64" | "uint" => (0, u64::MAX.into()),
+        _ => return None,
+    };
+    let number = |n: i128| {
+        i64::try_from(n)
+            .map(Value::from)
+            .or_else(|_| u64::try_from(n).map(Value::from))
+            .unwrap_or(Value::Null)
+    };
+    Some((number(low), number(high)))
 }
 
 /// `text` with each rustdoc link (`[shown]` or `[shown](target)`) left as what it shows; a link

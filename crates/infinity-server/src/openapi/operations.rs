@@ -13,8 +13,8 @@ use schemars::{json_schema, Schema, SchemaGenerator};
 
 use super::{delete, get, post, Content, Operation};
 use crate::api::{
-    Accepted, Agents, Choice, Chosen, HistoryEntries, ListParams, Message, Models, ScheduleCreated,
-    ToolResult, TreeOption, UseAgent, UseModel, WaitingTree, WidgetAction,
+    Accepted, Agents, Choice, Chosen, HistoryEntries, ListParams, Message, Models, NewBudget,
+    ScheduleCreated, ToolResult, TreeOption, UseAgent, UseModel, WaitingTree, WidgetAction,
 };
 use crate::events::{Position, StreamData};
 use crate::markdown::{Html, Texts};
@@ -52,7 +52,7 @@ pub fn all() -> Vec<Operation> {
         get("/app/{name}", "webAppFile")
             .about("web", "A file of the web app")
             .answers_with(200, "The file", Some(Content::Other("text/javascript")))
-            .answers_with(404, "No such file", Some(Content::Other("text/plain")))
+            .errors(&[404])
             .open(),
         get("/tools/internal", "internalTools")
             .about("agents", "Every internal tool, with its category and whether it is on by default")
@@ -96,7 +96,7 @@ pub fn all() -> Vec<Operation> {
             .about("threads", "The thread's events as Server-Sent Events, resumable with `Last-Event-ID` or `?after=N`")
             .query::<Position>()
             .answers_with(200, "What the client missed, then the events as they happen; a kept event's SSE `id` is its `seq`, one shown before its slice committed has `SEQ.B.D` (resuming from it checks the client's copies: see docs/api.md). A thread not made yet streams from its first event, once it is", Some(Content::Events(super::schema::<StreamData>)))
-            .errors(&[400]),
+            .errors(&[400, 503]),
         post("/threads/{id}/messages", "postMessage")
             .about("threads", "A person's message; the first one, with `agent`, starts a conversation")
             .body::<Message>()
@@ -134,7 +134,7 @@ pub fn all() -> Vec<Operation> {
             .errors(&[400, 404, 409, 503]),
         post("/threads/{id}/budget", "setBudget")
             .about("threads", "The lifetime budget of the thread's conversation (what the body leaves out stays)")
-            .body::<infinity_agent_core::cost::Budget>()
+            .body::<NewBudget>()
             .answers::<Accepted>(202, "Accepted; `thread_id` is the conversation's root, which keeps the budget")
             .errors(&[400, 404, 409, 503]),
         post("/threads/{id}/close", "closeThread")
@@ -192,7 +192,7 @@ pub fn all() -> Vec<Operation> {
             .about("pages", "A published page, framed, with its comments (private pages need the token)")
             .query::<crate::artifacts::Access>()
             .answers_with(200, "The page", Some(HTML))
-            .errors(&[401, 404, 503])
+            .errors(&[400, 401, 404, 503])
             .open(),
         get("/a/{id}/{key}/{version}/page", "getPageContent")
             .about("pages", "A page's own content, from its sandboxed origin")
@@ -210,14 +210,14 @@ pub fn all() -> Vec<Operation> {
             .about("pages", "A page's comments")
             .query::<crate::artifacts::Access>()
             .answers::<Vec<Comment>>(200, "The comments, oldest first")
-            .errors(&[401, 404, 503])
+            .errors(&[400, 401, 404, 503])
             .open(),
         post("/a/{id}/comments", "postComment")
             .about("pages", "Comments on a page; the thread that published it gets the comment")
             .query::<crate::artifacts::Access>()
             .body::<crate::artifacts::NewComment>()
             .answers::<Comment>(201, "The comment, kept")
-            .errors(&[400, 401, 404, 503])
+            .errors(&[400, 401, 404, 409, 429, 503])
             .open(),
         post("/remotes", "connectRemote")
             .about("remotes", "A machine connects (`infinity remote`)")
@@ -232,7 +232,7 @@ pub fn all() -> Vec<Operation> {
             .about("remotes", "A remote waits for its orders (long poll)")
             .query::<Wait>()
             .answers::<Orders>(200, "The orders, perhaps none")
-            .errors(&[404, 503]),
+            .errors(&[400, 404, 503]),
         delete("/remotes/{id}", "disconnectRemote")
             .about("remotes", "A remote goes away: its runs in flight are answered as disconnected")
             .answers_with(204, "Gone", None)

@@ -178,6 +178,10 @@ async fn checked_answer(method: &str, uri: &str, body: &str) -> (u16, String) {
             "/threads/{id}/close",
             post(|| async { axum::http::StatusCode::IM_A_TEAPOT }),
         )
+        .route(
+            "/threads/{id}/interrupt",
+            post(|| async { (axum::http::StatusCode::CONFLICT, "closed") }),
+        )
         .layer(axum::middleware::from_fn(check::check));
     let request = axum::http::Request::builder()
         .method(method)
@@ -241,7 +245,18 @@ async fn the_check_answers_500_naming_each_break_of_the_document() {
         body.contains("which the document does not list for `closeThread`"),
         "{body}"
     );
-    assert_eq!(checked_answer("GET", "/nowhere", "").await.0, 404);
+    // Every error is JSON: one in plain text breaks the document, listed or not.
+    let (status, body) = checked_answer("POST", "/threads/t1/interrupt", "").await;
+    assert_eq!(status, 500);
+    assert!(
+        body.contains(
+            "answered 409 Conflict as `text/plain; charset=utf-8`, where the document says JSON"
+        ),
+        "{body}"
+    );
+    let (status, body) = checked_answer("GET", "/nowhere", "").await;
+    assert_eq!(status, 500);
+    assert!(body.contains("not as an error"), "{body}");
     // A body past what the check reads (a bundle may be a gigabyte) is passed on unchecked.
     let huge = format!("{{\"txt\": \"{}\"}}", "x".repeat(16 << 20));
     assert_eq!(
@@ -280,4 +295,138 @@ fn every_part_of_every_operation_is_there_or_absent_never_null() {
         !text.contains("](crate::") && !text.contains("\"uint64\""),
         "rustdoc links or uint formats are left"
     );
+}
+
+/// The schema of the parameter `name` of `method path`.
+fn parameter(method: &str, path: &str, name: &str) -> &'static Value {
+    document()["paths"][path][method]["parameters"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["name"] == name)
+        .map(|p| &p["schema"])
+        .unwrap_or_else(|| panic!("{method} {path} has no parameter {name}"))
+}
+
+/// The schema of the JSON body of the operation `id`.
+fn body_of(id: &str) -> &'static Value {
+    let op = listed().iter().find(|o| o.id == id).unwrap();
+    check::schema_in_document(op, None).unwrap()
+}
+
+#[test]
+fn the_document_says_what_the_server_takes() {
+    let takes = |schema: &'static Value, value: Value| check::problems(schema, &value).is_none();
+    // Ids in paths, as the server reads them.
+    let thread = parameter("get", "/threads/{id}", "id");
+    assert!(takes(thread, json!("web-1_a")));
+    for refused in ["", "a b", "ü", &"t".repeat(129)] {
+        assert!(!takes(thread, json!(refused)), "{refused}");
+    }
+    let call = parameter("post", "/threads/{id}/tool_results/{call}", "call");
+    assert!(takes(call, json!("toolu_01")) && !takes(call, json!("a/b")));
+    let schedule = parameter("delete", "/threads/{id}/schedules/{schedule}", "schedule");
+    assert!(takes(schedule, json!("sch-0a1b2c3d4e5f")) && !takes(schedule, json!("sch 1")));
+    let agent = parameter("get", "/agents/{name}", "name");
+    for (name, taken) in [
+        ("helper", true),
+        ("helper.v2@12", true),
+        ("helper@0", false),
+        ("@2", false),
+        ("a b", false),
+    ] {
+        assert_eq!(takes(agent, json!(name)), taken, "{name}");
+        assert_eq!(
+            infinity_agent_core::catalog::AgentRef::parse(name).is_ok(),
+            taken,
+            "{name}"
+        );
+    }
+    // Queries: bounds the server holds.
+    let wait = parameter("get", "/remotes/{id}/orders", "wait");
+    assert!(takes(wait, json!(25)) && !takes(wait, json!(26)));
+    let version = parameter("get", "/a/{id}", "v");
+    assert!(!takes(version, json!(0)) && takes(version, json!(u32::MAX)));
+    assert!(!takes(version, json!(u64::from(u32::MAX) + 1)));
+    let after = parameter("get", "/threads/{id}/events", "after");
+    assert!(takes(after, json!(u64::MAX.to_string())) && !takes(after, json!("-1")));
+    assert!(takes(after, json!("6.4.00112233aabbccdd")) && !takes(after, json!("6.4")));
+    let cursor = parameter("get", "/threads", "cursor");
+    assert!(takes(cursor, json!("1764781234000000000.web-0f9e")));
+    for refused in [
+        "-1.x",
+        "1.a b",
+        "nowhere",
+        &format!("1.{}", "x".repeat(129)),
+    ] {
+        assert!(!takes(cursor, json!(refused)), "{refused}");
+    }
+    // Bodies: what is refused is refused by the document too.
+    let message = body_of("postMessage");
+    assert!(takes(message, json!({"text": "hi"})));
+    for refused in [
+        json!({"text": ""}),
+        json!({"text": " \n\t\u{200b}\u{202e}"}),
+        json!({"text": "hi", "agent": "a b"}),
+    ] {
+        assert!(!takes(message, refused.clone()), "{refused}");
+    }
+    assert!(!takes(body_of("pressWidget"), json!({"action": "  "})));
+    assert!(!takes(body_of("connectRemote"), json!({"name": " "})));
+    assert!(!takes(
+        body_of("connectRemote"),
+        json!({"name": "x".repeat(101)})
+    ));
+    assert!(!takes(body_of("postComment"), json!({"text": "\t"})));
+    let budget = body_of("setBudget");
+    assert!(takes(budget, json!({"usd": 2.5})) && takes(budget, json!({"tokens": 1})));
+    // The least amount the document takes is one the server keeps as more than nothing.
+    let least = document()["components"]["schemas"]["NewBudget"]["properties"]["usd"]["minimum"]
+        .as_f64()
+        .unwrap();
+    assert!(infinity_agent_core::cost::Usd::from_dollars(least).is_some_and(|u| u.nanos() > 0));
+    for refused in [
+        json!({}),
+        json!({"usd": 0}),
+        json!({"tokens": 0}),
+        json!({"usd": null}),
+        json!({"usd": 1e300}),
+        json!({"usd": 5e-324}),
+    ] {
+        assert!(!takes(budget, refused.clone()), "{refused}");
+    }
+    let approval = body_of("approveCommand");
+    assert!(!takes(approval, json!({"selected": -1})));
+    assert!(takes(approval, json!({"selected": u64::MAX})));
+    // The HTTP server's own answer to a URI too long is listed, with no body.
+    for op in listed() {
+        let answers = op.all_responses();
+        assert!(
+            answers.iter().any(|(s, _, c)| *s == 414 && c.is_none()),
+            "{} {} does not list 414",
+            op.method,
+            op.path
+        );
+    }
+}
+
+#[test]
+fn a_text_the_document_calls_blank_is_one_the_server_refuses() {
+    // The pattern as the document's validator reads it, against the server's rule, for every
+    // character of the Basic Multilingual Plane and a few past it.
+    let schema: &'static Value = Box::leak(Box::new(
+        json!({"type": "string", "pattern": infinity_agent_core::text::NOT_BLANK}),
+    ));
+    for c in (0..0x1_0000)
+        .chain([0x1_F600, 0xE_0001, 0x10_FFFF])
+        .filter_map(char::from_u32)
+    {
+        let text = format!(" {c} ");
+        assert_eq!(
+            check::problems(schema, &json!(text)).is_some(),
+            infinity_agent_core::text::is_blank(&text),
+            "U+{:04X}",
+            u32::from(c)
+        );
+    }
 }

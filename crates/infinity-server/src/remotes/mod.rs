@@ -6,7 +6,7 @@
 //! |---|---|
 //! | `POST /remotes` | `{"name", "exec"}`: a remote connects; `{"id"}` |
 //! | `GET /remotes` | the remotes (id, name, online, exec, last_seen) |
-//! | `GET /remotes/{id}/orders?wait=SECS` | a long poll for the remote's orders (`run`, `kill`); 404 once the hub forgot it |
+//! | `GET /remotes/{id}/orders?wait=SECS` | a long poll for the remote's orders (`run`, `kill`), waiting up to `wait` seconds (default 20, at most 25: 400 above); 404 once the hub forgot it |
 //! | `POST /remotes/{id}/runs/{run}` | `{"status", "exit_code", "stdout", "stderr"}`: a run ended |
 //! | `DELETE /remotes/{id}` | the remote goes away |
 //! | `POST /remotes/approvals/{token}` | a person's answer to an approval question (`{"id", "selected"}`, sent by the surface that asked: the token in the URL is the credential) |
@@ -16,16 +16,18 @@ pub mod hub;
 use std::sync::Arc;
 use std::time::Duration;
 
-use axum::extract::{Path, Query, State};
+use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
-use axum::{Json, Router};
+use axum::Router;
 use infinity_library::remote::{HubError, RemoteHub, Report, MAX_WAIT};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 pub use hub::MemoryRemotes;
+
+use crate::api::{Json, Path, Query};
 
 type Hub = Arc<dyn RemoteHub>;
 
@@ -44,7 +46,10 @@ fn hub_problem(err: HubError) -> Response {
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Connect {
-    /// Its name (1 to 100 characters), as people see it.
+    /// Its name, as people see it (not blank; at most 100 characters, leading and trailing
+    /// spaces aside).
+    #[schemars(regex(pattern = infinity_agent_core::text::NOT_BLANK))]
+    #[schemars(length(min = 1, max = NAME_CHARS))]
     name: String,
     /// Whether it runs commands without asking a person first.
     #[serde(default)]
@@ -72,12 +77,22 @@ pub struct Orders {
     pub orders: Vec<infinity_library::remote::Order>,
 }
 
+/// The longest name a remote may have, in characters.
+const NAME_CHARS: usize = 100;
+
 /// How long an orders request waits for one.
 #[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
 pub struct Wait {
     /// Seconds (default 20, at most 25).
     #[serde(default)]
+    #[schemars(range(max = 25))]
     wait: Option<u64>,
+    /// The token, for clients that cannot set headers (read by the guard; in the document as
+    /// a security scheme).
+    #[serde(default, rename = "access_token")]
+    #[schemars(skip)]
+    _access_token: Option<String>,
 }
 
 /// A person's answer to a command's approval.
@@ -89,11 +104,12 @@ pub struct Approval {
 
 /// `app` with the routes remotes use, behind `access`, and the approval route outside it (the
 /// token in its URL is the credential, as for any `user_choice` question's `response_url`);
-/// the whole, checked against the API's document when asked ([`crate::checked`]).
+/// the whole, answering what it does not route as JSON ([`crate::api::with_fallbacks`]) and
+/// checked against the API's document when asked ([`crate::checked`]).
 pub fn mount(app: Router, hub: Hub, access: &crate::Guard) -> Router {
     let (guarded, open) = routes(hub);
     let guarded = guarded.layer(access.clone());
-    crate::checked(app.merge(guarded).merge(open))
+    crate::checked(crate::api::with_fallbacks(app.merge(guarded).merge(open)))
 }
 
 /// The routes remotes use, and the approval route.
@@ -110,19 +126,12 @@ fn routes(hub: Hub) -> (Router, Router) {
     (guarded, open)
 }
 
-async fn connect(
-    State(hub): State<Hub>,
-    body: Result<Json<Connect>, axum::extract::rejection::JsonRejection>,
-) -> Response {
-    let Json(body) = match body {
-        Ok(body) => body,
-        Err(e) => return problem(e.status(), e.body_text()),
-    };
+async fn connect(State(hub): State<Hub>, Json(body): Json<Connect>) -> Response {
     let name = body.name.trim();
-    if name.is_empty() || name.len() > 100 {
+    if infinity_agent_core::text::is_blank(name) || name.chars().count() > NAME_CHARS {
         return problem(
             StatusCode::BAD_REQUEST,
-            "`name` must have 1 to 100 characters",
+            format!("`name` must have 1 to {NAME_CHARS} characters, not only spaces"),
         );
     }
     match hub.connect(name, body.exec).await {
@@ -143,7 +152,17 @@ async fn orders(
     Path(id): Path<String>,
     Query(wait): Query<Wait>,
 ) -> Response {
-    let wait = Duration::from_secs(wait.wait.unwrap_or(20)).min(MAX_WAIT);
+    let wait = Duration::from_secs(wait.wait.unwrap_or(20));
+    if wait > MAX_WAIT {
+        return problem(
+            StatusCode::BAD_REQUEST,
+            format!(
+                "`wait` must be at most {} seconds, not {}",
+                MAX_WAIT.as_secs(),
+                wait.as_secs()
+            ),
+        );
+    }
     match hub.poll(&id, wait).await {
         Ok(orders) => Json(Orders { orders }).into_response(),
         Err(err) => hub_problem(err),
@@ -160,12 +179,8 @@ async fn disconnect(State(hub): State<Hub>, Path(id): Path<String>) -> Response 
 async fn report(
     State(hub): State<Hub>,
     Path((id, run)): Path<(String, String)>,
-    body: Result<Json<Report>, axum::extract::rejection::JsonRejection>,
+    Json(body): Json<Report>,
 ) -> Response {
-    let Json(body) = match body {
-        Ok(body) => body,
-        Err(e) => return problem(e.status(), e.body_text()),
-    };
     match hub.report(&id, &run, body).await {
         Ok(()) => StatusCode::NO_CONTENT.into_response(),
         Err(err) => hub_problem(err),
@@ -175,12 +190,8 @@ async fn report(
 async fn approve(
     State(hub): State<Hub>,
     Path(token): Path<String>,
-    body: Result<Json<Approval>, axum::extract::rejection::JsonRejection>,
+    Json(body): Json<Approval>,
 ) -> Response {
-    let Json(body) = match body {
-        Ok(body) => body,
-        Err(e) => return problem(e.status(), e.body_text()),
-    };
     match hub.approve(&token, body.selected).await {
         Ok(()) => StatusCode::NO_CONTENT.into_response(),
         Err(err) => hub_problem(err),
