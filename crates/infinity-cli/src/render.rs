@@ -263,7 +263,7 @@ impl Renderer {
             },
             OutputKind::Error { text } => format!("ERROR: {text}"),
             OutputKind::Withdrawn { .. } => {
-                "[the slice failed: what it showed above was not kept]".to_owned()
+                "[not kept: what the slice showed above (it stopped before its commit)]".to_owned()
             }
         };
         crate::out!("{time} {indent}[{who}] {}", printable(&line));

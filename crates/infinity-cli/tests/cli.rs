@@ -143,6 +143,56 @@ fn a_sleep_beyond_the_timeout_ends_the_run_and_says_so() {
     );
 }
 
+/// A thread that keeps itself busy (a 50 ms sleep in a loop) does nothing wrong: at the
+/// deadline the run stops cleanly, says what is still running, and exits 2; with `--store` the
+/// next run goes on from there.
+#[test]
+fn a_run_that_times_out_with_live_work_stops_cleanly_and_the_next_goes_on() {
+    let dir = tempfile::tempdir().unwrap();
+    write(
+        dir.path(),
+        "s.yaml",
+        "rules:\n  - reply: {tool_calls: [{name: sleep, args: {seconds: 0.05}}]}\n",
+    );
+    let agent = write(dir.path(), "agent.yaml", "name: x\nmodel: script:s.yaml\n");
+    let store = dir.path().join("state");
+    let (agent, store) = (agent.to_str().unwrap(), store.to_str().unwrap());
+    let run = |more: &[&str]| {
+        let mut args = vec!["run", "--agent", agent, "--store", store, "--timeout", "2"];
+        args.extend_from_slice(more);
+        infinity(&args)
+    };
+    let first = run(&["--thread", "loop", "go"]);
+    let stderr = String::from_utf8_lossy(&first.stderr);
+    assert_eq!(first.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("timed out after 2s with work still running: thread loop")
+            && stderr.contains("the next run with --store"),
+        "{stderr}"
+    );
+    assert!(
+        !stderr.contains("ERROR") && !stderr.contains("slice failed"),
+        "{stderr}"
+    );
+    let woke = |out: &Output| {
+        String::from_utf8_lossy(&out.stdout)
+            .matches("<- sleep")
+            .count()
+    };
+    assert!(woke(&first) > 0);
+    // The next run takes the wake-up that was left waiting, and the thread goes on.
+    let second = run(&["--thread", "loop", "again"]);
+    let stdout = String::from_utf8_lossy(&second.stdout);
+    assert_eq!(
+        second.status.code(),
+        Some(2),
+        "{}",
+        String::from_utf8_lossy(&second.stderr)
+    );
+    assert!(stdout.contains("<- sleep: Slept until"), "{stdout}");
+    assert!(woke(&second) > 1, "{stdout}");
+}
+
 #[test]
 fn chat_keeps_its_threads_in_the_store() {
     let dir = tempfile::tempdir().unwrap();

@@ -224,12 +224,16 @@ pub enum SliceError {
     /// The slice was polled after it ended (a bug in the host).
     #[error("the slice already ended")]
     AlreadyEnded,
+    /// The host's deadline left no time for the slice's first completion (a Lambda invocation
+    /// about to end, `infinity run --timeout`): nothing happened, and the same inputs run later.
+    #[error("no time was left before the host's deadline for a completion; the inputs wait")]
+    OutOfTime,
 }
 
 impl SliceError {
     /// True when running the same slice again later may succeed.
     pub fn is_retryable(&self) -> bool {
-        matches!(self, SliceError::Retryable(_))
+        matches!(self, SliceError::Retryable(_) | SliceError::OutOfTime)
     }
 }
 

@@ -494,6 +494,10 @@ async fn drive(
             (&step, time, host.budget),
             (Step::Complete(_), None, Some(_))
         );
+        // Not even one completion fits: nothing was done, and nothing is lost.
+        if out_of_time && answered == 0 {
+            return Err(SliceError::OutOfTime);
+        }
         let result = match step {
             Step::Output(event) => {
                 if let Some(live) = host.live {

@@ -244,6 +244,7 @@ impl AgentSystemBuilder {
             outlet: Mutex::default(),
             in_flight: AtomicUsize::new(0),
             activity: Notify::new(),
+            out_of_time: Mutex::default(),
         });
         if let Some(t) = &inner.tokio_timers {
             let weak: Weak<Inner> = Arc::downgrade(&inner);

@@ -73,6 +73,7 @@ pub use timers::TokioTimers;
 use crate::agent::AgentLookup;
 use crate::catalog::AgentCatalog;
 use crate::effect::{OutputEvent, OutputKind, PendingEffect};
+use crate::engine::SliceError;
 use crate::history::HistoryEntry;
 use crate::host::{
     perform_effects, run_slice, EffectPerformer, EffectRef, Handoff, HostContext, InputSender,
@@ -226,6 +227,18 @@ impl AgentSystem {
             .await
     }
 
+    /// The threads whose inputs found no time left before the runtime's deadline (see
+    /// [`AgentSystemBuilder::with_deadline`]), each with those inputs: nothing of them ran, and
+    /// a store that keeps an inbox has them for the next start.
+    pub fn out_of_time(&self) -> Vec<(ThreadId, Vec<InputId>)> {
+        let mut stopped: Vec<_> = lock(&self.inner.out_of_time)
+            .iter()
+            .map(|(thread, inputs)| (thread.clone(), inputs.clone()))
+            .collect();
+        stopped.sort();
+        stopped
+    }
+
     /// A stream of every output event from now on.
     pub fn subscribe(&self) -> mpsc::UnboundedReceiver<OutputEvent> {
         lock(&self.inner.outlet).subscribe()
@@ -369,6 +382,8 @@ struct Inner {
     /// Inputs queued or being processed.
     in_flight: AtomicUsize,
     activity: Notify,
+    /// The inputs of slices that found no time left before the deadline, by thread.
+    out_of_time: Mutex<HashMap<ThreadId, Vec<InputId>>>,
 }
 
 /// How often a slice is tried when the store asks for a retry (a conflict, an outage): five
@@ -482,6 +497,16 @@ impl Inner {
                     let backoff = SLICE_RETRY.delay(attempt, None);
                     tracing::warn!(thread = %thread_id, %err, attempt, "slice failed; retrying");
                     tokio::time::sleep(backoff).await;
+                }
+                // Past the deadline (`run --timeout`): nothing ran, and the inputs stay in the
+                // store's inbox for the next start.
+                Err(SliceFailure::Slice(SliceError::OutOfTime)) => {
+                    tracing::info!(thread = %thread_id, "no time left before the deadline; the inputs wait for the next start");
+                    lock(&self.out_of_time)
+                        .entry(thread_id.clone())
+                        .or_default()
+                        .extend(inputs.into_iter().map(|i| i.id));
+                    return;
                 }
                 Err(err) => {
                     let ids: Vec<&str> = inputs.iter().map(|i| i.id.as_str()).collect();

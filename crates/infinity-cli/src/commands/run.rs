@@ -220,6 +220,27 @@ pub(crate) async fn run(mut args: RunArgs) -> Result<u8> {
             crate::out!("output: {}", serde_json::to_string_pretty(result)?);
         }
     }
+    let stopped = system.out_of_time();
+    if !stopped.is_empty() {
+        let what: Vec<String> = stopped
+            .iter()
+            .map(|(thread, inputs)| format!("thread {thread} ({} input(s) waiting)", inputs.len()))
+            .collect();
+        eprintln!(
+            "timed out after {}s with work still running: {}; {}",
+            args.timeout,
+            what.join(", "),
+            match &args.agent.store {
+                Some(dir) => format!(
+                    "they are saved in the store, and the next run with --store {} goes on \
+                     from there",
+                    dir.display()
+                ),
+                None => "they are lost (no --store)".to_owned(),
+            }
+        );
+        return Ok(2);
+    }
     match outcome {
         WaitOutcome::TimedOut => {
             eprintln!(
