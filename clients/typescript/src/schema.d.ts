@@ -2364,6 +2364,11 @@ export interface components {
             thread_id: string;
             /** @description Timers: a sleep ends (or a wait gives up) at `due`. */
             timers: components["schemas"]["TimerWait"][];
+            /**
+             * @description For a conversation (a root) with a dollar budget whose completions had no prices: what
+             *     the budget does not count (it never stops them).
+             */
+            unpriced?: string | null;
         };
         /**
          * @description What a person's message does when it arrives while the thread is busy: while a call it

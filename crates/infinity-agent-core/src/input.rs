@@ -191,6 +191,10 @@ pub enum InputBody {
         call_id: CallId,
         /// The option sent.
         selected: usize,
+        /// True when nobody could answer (`infinity run` runs without people) and the default
+        /// was taken for them: a declined approval tells the model so, not that a person said no.
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        unattended: bool,
     },
     /// New content for one of the thread's views (RAP `view_update`); an empty object clears it.
     ViewUpdate {

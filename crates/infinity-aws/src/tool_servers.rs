@@ -207,7 +207,7 @@ pub async fn answer_choice(
         &post,
         thread,
         Some(call),
-        selected,
+        selected.into(),
         jiff::Timestamp::now(),
     )
     .await

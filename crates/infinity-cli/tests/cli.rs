@@ -193,6 +193,74 @@ fn a_run_that_times_out_with_live_work_stops_cleanly_and_the_next_goes_on() {
     assert!(woke(&second) > 1, "{stdout}");
 }
 
+/// Traps a new user falls into, each now said at once: an approval rule for a tool the agent
+/// does not have (refused, naming it), a dollar budget on a model without prices (a warning when
+/// the agent loads), and an approval under `run`, where nobody can be asked (the model is told
+/// exactly that, not that a person said no).
+#[test]
+fn an_agent_file_that_cannot_do_what_it_says_is_told_so() {
+    let dir = tempfile::tempdir().unwrap();
+    write(
+        dir.path(),
+        "s.yaml",
+        "rules:\n  - when: '^name it$'\n    reply: {tool_calls: [{name: set_title, args: {title: T}}]}\n  - reply: {text: ok}\n",
+    );
+    let typo = write(
+        dir.path(),
+        "typo.yaml",
+        "name: t\nmodel: script:s.yaml\napprovals:\n  - {tools: [set_titel]}\n",
+    );
+    let out = infinity(&["run", "--agent", typo.to_str().unwrap(), "hi"]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{stderr}");
+    assert!(
+        stderr.contains("the approvals rule for `set_titel` names a tool this agent does not have")
+            && stderr.contains("set_title"),
+        "{stderr}"
+    );
+    let unpriced = write(
+        dir.path(),
+        "budget.yaml",
+        "name: b\nmodel: script:s.yaml\nlimits: {conversation_budget_usd: 5}\n\
+         approvals:\n  - {tools: [set_title]}\n",
+    );
+    let store = dir.path().join("state");
+    let store = store.to_str().unwrap();
+    let out = infinity(&[
+        "run",
+        "--agent",
+        unpriced.to_str().unwrap(),
+        "--store",
+        store,
+        "--thread",
+        "b1",
+        "--json",
+        "name it",
+    ]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(
+        stderr.contains("has a budget of $5.00")
+            && stderr.contains("has no prices")
+            && stderr.contains("never stops them"),
+        "{stderr}"
+    );
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        stdout
+            .contains("Not run: this call needs a person's approval, and nobody can give one here")
+            && !stdout.contains("the person asked did not approve"),
+        "{stdout}"
+    );
+    // `status` says what the budget does not count.
+    let status = infinity(&["status", "b1", "--store", store]);
+    let stdout = String::from_utf8_lossy(&status.stdout);
+    assert!(
+        stdout.contains("note    the budget of $5.00 does not count 2 of its 2 completion(s)"),
+        "{stdout}"
+    );
+}
+
 #[test]
 fn chat_keeps_its_threads_in_the_store() {
     let dir = tempfile::tempdir().unwrap();

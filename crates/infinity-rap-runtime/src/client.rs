@@ -606,6 +606,25 @@ pub fn find_choice<'a>(
     })
 }
 
+/// How a question is answered.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Pick {
+    /// This option (its index).
+    Option(usize),
+    /// Dismissed: the question's default.
+    Dismiss,
+    /// Nobody can answer (`infinity run` runs without people): the default is taken, and a
+    /// declined approval tells the model that nobody could be asked.
+    Unattended,
+}
+
+impl From<Option<usize>> for Pick {
+    /// An index, or `None` to dismiss.
+    fn from(selected: Option<usize>) -> Self {
+        selected.map_or(Pick::Dismiss, Pick::Option)
+    }
+}
+
 /// A question answered.
 #[derive(Debug, Clone)]
 pub struct Chosen {
@@ -639,7 +658,7 @@ pub async fn answer_question(
     post: &infinity_agent_core::runtime::PostInput<'_>,
     thread: &infinity_agent_core::ids::ThreadId,
     call: Option<&str>,
-    selected: Option<usize>,
+    pick: Pick,
     now: jiff::Timestamp,
 ) -> Result<Chosen, ChoiceError> {
     use infinity_agent_core::input::{Answer, Answered};
@@ -668,7 +687,7 @@ pub async fn answer_question(
             };
             return Err(match standing {
                 Some(standing) => {
-                    let same = matches!((&standing.what, selected), (Answered::Choice { selected: s, .. }, Some(given)) if *s == given);
+                    let same = matches!((&standing.what, pick), (Answered::Choice { selected: s, .. }, Pick::Option(given)) if *s == given);
                     refused(PostError::Answered {
                         standing: Box::new(standing),
                         same,
@@ -678,7 +697,10 @@ pub async fn answer_question(
             });
         }
     };
-    let selected = selected.unwrap_or(question.default);
+    let selected = match pick {
+        Pick::Option(selected) => selected,
+        Pick::Dismiss | Pick::Unattended => question.default,
+    };
     let Some(choice) = question.choices.get(selected).cloned() else {
         return Err(ChoiceError::OutOfRange {
             selected,
@@ -692,6 +714,7 @@ pub async fn answer_question(
         body: infinity_agent_core::input::InputBody::UserChoiceAnswered {
             call_id: call_id.clone(),
             selected,
+            unattended: pick == Pick::Unattended,
         },
     };
     let answer = Answer::new(call_id, Answered::Choice { selected, choice }, &input, now);

@@ -2523,6 +2523,11 @@ class Waits(BaseModel):
     """
     Timers: a sleep ends (or a wait gives up) at `due`.
     """
+    unpriced: str | None = None
+    """
+    For a conversation (a root) with a dollar budget whose completions had no prices: what
+    the budget does not count (it never stops them).
+    """
 
 
 class WhileBusy(str, Enum):

@@ -280,13 +280,53 @@ impl Agent {
             tools.push(Arc::new(ClientTool::new(tool)));
         }
         let tools = ToolRegistry::for_agent(categories, &spec.internal_tools, &settings, &tools)?;
+        // A rule for a tool the agent cannot call would ask nothing, ever: a typo. (A tool
+        // server's tools are known only when a session starts: with servers, any name goes.)
+        if spec.tool_servers.is_empty() {
+            let unknown = spec
+                .approvals
+                .iter()
+                .flat_map(|rule| &rule.tools)
+                .find(|name| !name.contains('*') && tools.get(name).is_none());
+            if let Some(name) = unknown {
+                let mut known: Vec<&str> = tools.specs().iter().map(|t| t.name.as_str()).collect();
+                known.sort_unstable();
+                return Err(RegistryError::UnknownApproval {
+                    name: name.clone(),
+                    known: known.join(", "),
+                });
+            }
+        }
         let mut agent = Self::new(spec.name, spec.system_prompt, spec.model, tools);
         agent.limits = spec.limits;
         agent.while_busy = spec.while_busy;
         agent.tool_servers = spec.tool_servers;
         agent.approvals = spec.approvals;
         agent.version = spec.version;
+        for warning in agent.warnings() {
+            tracing::warn!(agent = %agent.name, "{warning}");
+        }
         Ok(agent)
+    }
+
+    /// What a person running this agent should know before it runs, as sentences: a dollar
+    /// budget (`limits.conversation_budget_usd`) on a model without prices, which never
+    /// stops anything, since its completions cost nothing the runtime can count.
+    pub fn warnings(&self) -> Vec<String> {
+        let mut warnings = Vec::new();
+        if let Some(usd) = self.limits.conversation_budget_usd {
+            if self.model.prices().is_none() {
+                warnings.push(format!(
+                    "agent `{}` has a budget of {usd} (limits.conversation_budget_usd), but its \
+                     model {} has no prices: its completions count as unpriced and the budget \
+                     never stops them; give the model's `prices:` in the agent file, or a token \
+                     budget (limits.conversation_budget_tokens)",
+                    self.name,
+                    self.model.name()
+                ));
+            }
+        }
+        warnings
     }
 
     /// The compiled registry of a session's tools (`toolset`, kept on the root thread `root`).

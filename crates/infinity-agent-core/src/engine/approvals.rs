@@ -77,12 +77,12 @@ impl Draft<'_> {
 
     /// Settles the approval `pending` waited for: approved, the call runs now (its result, or
     /// the wait for it, as if it had run when the model made it); declined, it gets a result
-    /// saying so. `by_deadline`: nobody answered within this (as the agent file gives it).
+    /// saying so, and by whom.
     pub(super) fn settle_approval(
         &mut self,
         mut pending: PendingCall,
         approved: bool,
-        by_deadline: Option<&str>,
+        by: approval::Settled<'_>,
     ) {
         let Some(approval) = pending.approval.take() else {
             return;
@@ -99,13 +99,10 @@ impl Draft<'_> {
             call_id: pending.call_id.clone(),
             selected,
             choice: choice.to_owned(),
-            by_deadline: by_deadline.is_some(),
+            by_deadline: matches!(by, approval::Settled::Deadline(_)),
         });
         if !approved {
-            self.resolve(
-                pending,
-                CallResult::error(approval::declined_text(by_deadline)),
-            );
+            self.resolve(pending, CallResult::error(approval::declined_text(by)));
             return;
         }
         let call = ToolCall {
@@ -168,7 +165,7 @@ impl Draft<'_> {
             .approval
             .as_ref()
             .is_some_and(|a| a.default == ApprovalDefault::Approve);
-        self.settle_approval(pending, approved, Some(after));
+        self.settle_approval(pending, approved, approval::Settled::Deadline(after));
         Ok(())
     }
 }

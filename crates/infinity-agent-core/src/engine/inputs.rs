@@ -160,9 +160,11 @@ impl Draft<'_> {
                 default,
                 response_url,
             }),
-            InputBody::UserChoiceAnswered { call_id, selected } => {
-                self.user_choice_answered(call_id, selected)
-            }
+            InputBody::UserChoiceAnswered {
+                call_id,
+                selected,
+                unattended,
+            } => self.user_choice_answered(call_id, selected, unattended),
             InputBody::ViewUpdate { view_type, content } => self.view_update(view_type, content),
             InputBody::DelegationUpdate {
                 delegation,
@@ -605,7 +607,12 @@ impl Draft<'_> {
 
     /// A question was answered: a tool server's (the answer went to it, its result follows) or
     /// an approval the runtime asked (0 runs the call).
-    fn user_choice_answered(&mut self, call_id: CallId, selected: usize) -> Applied {
+    fn user_choice_answered(
+        &mut self,
+        call_id: CallId,
+        selected: usize,
+        unattended: bool,
+    ) -> Applied {
         let Some(at) = self
             .record
             .open_choices
@@ -618,7 +625,11 @@ impl Draft<'_> {
         tracing::info!(thread = %self.record.id, call = %call_id, selected, "user choice answered");
         match self.take_unapproved(&call_id) {
             Some(pending) => {
-                self.settle_approval(pending, selected == crate::tools::approval::RUN, None);
+                let by = match unattended {
+                    true => crate::tools::approval::Settled::Unattended,
+                    false => crate::tools::approval::Settled::Person,
+                };
+                self.settle_approval(pending, selected == crate::tools::approval::RUN, by);
             }
             None => self.output(OutputKind::ChoiceAnswered {
                 call_id,

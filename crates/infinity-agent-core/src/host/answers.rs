@@ -126,7 +126,9 @@ fn turn_of(record: &ThreadRecord, input: &Input, now: Timestamp) -> Turn {
             .is_some_and(|p| p.client.is_some() && p.approval.is_none())
     };
     let (call_id, what) = match &input.body {
-        InputBody::UserChoiceAnswered { call_id, selected } => {
+        InputBody::UserChoiceAnswered {
+            call_id, selected, ..
+        } => {
             let Some(choice) = record.open_choices.iter().find(|c| &c.call_id == call_id) else {
                 return Turn::None;
             };

@@ -205,6 +205,7 @@ mod tests {
             body: InputBody::UserChoiceAnswered {
                 call_id: CallId::new(call).unwrap(),
                 selected,
+                unattended: false,
             },
         }
     }

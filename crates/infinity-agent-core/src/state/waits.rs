@@ -39,6 +39,10 @@ pub struct Waits {
     /// True when [`Waits::paused`] is the conversation's budget.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub budget: bool,
+    /// For a conversation (a root) with a dollar budget whose completions had no prices: what
+    /// the budget does not count (it never stops them).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub unpriced: Option<String>,
     /// Effects it committed and has still to perform (the host's outbox).
     pub outbox: usize,
     /// People's messages waiting for its turn to end (`while_busy: queue`).
@@ -129,6 +133,7 @@ impl Waits {
             schedules: Vec::new(),
             paused: None,
             budget: false,
+            unpriced: None,
             outbox: 0,
             queued: record.queued.len(),
             stuck: None,
@@ -182,6 +187,18 @@ impl Waits {
         waits.schedules = record.schedules.iter().map(|s| s.id.clone()).collect();
         waits.paused = record.suspended.as_ref().map(|s| s.reason.clone());
         waits.budget = record.suspended.as_ref().is_some_and(|s| s.budget);
+        let usage = &record.conversation_usage;
+        if let (true, Some(usd), 1..) = (
+            record.is_root(),
+            record.conversation_budget.usd,
+            usage.unpriced,
+        ) {
+            waits.unpriced = Some(format!(
+                "the budget of {usd} does not count {} of its {} completion(s): its model has no \
+                 prices (give them as `prices:` in the agent file), so they never reach it",
+                usage.unpriced, usage.completions
+            ));
+        }
         let started_by_another = record.parent.is_some() || record.delegated_by.is_some();
         let waits_on_something = !waits.timers.is_empty()
             || waits.calls.iter().any(|c| !c.moved_on)

@@ -159,16 +159,31 @@ pub fn deadline_input(thread_id: &ThreadId, call_id: &CallId, after: String) -> 
 
 /// The result of a call the person asked did not approve (`after`: by the deadline, as the agent
 /// file gives it).
-pub fn declined_text(after: Option<&str>) -> String {
-    match after {
-        None => "Not run: the person asked did not approve this call. Do not try it again \
-                 unless the user asks you to."
+pub fn declined_text(by: Settled<'_>) -> String {
+    match by {
+        Settled::Person => "Not run: the person asked did not approve this call. Do not try it \
+                            again unless the user asks you to."
             .to_owned(),
-        Some(after) => format!(
+        Settled::Deadline(after) => format!(
             "Not run: nobody approved this call within {after}, and the agent file declines it \
              then. Do not try it again unless the user asks you to."
         ),
+        Settled::Unattended => "Not run: this call needs a person's approval, and nobody can give \
+                                one here (this run has no person to ask). Do not try it again \
+                                unless the user asks you to."
+            .to_owned(),
     }
+}
+
+/// Who settled an approval.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Settled<'a> {
+    /// A person, by their answer.
+    Person,
+    /// Its rule's deadline (as the agent file gives it), by its default.
+    Deadline(&'a str),
+    /// Nobody could be asked (`infinity run`): its default was taken.
+    Unattended,
 }
 
 #[cfg(test)]

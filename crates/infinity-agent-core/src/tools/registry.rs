@@ -38,6 +38,15 @@ pub enum RegistryError {
     /// `internal_tools:` names a category the host does not have, or settings it cannot use.
     #[error(transparent)]
     Category(#[from] internal::CategoryError),
+    /// An `approvals:` rule names a tool the agent does not have (and has no tool servers whose
+    /// tools it could be).
+    #[error("the approvals rule for `{name}` names a tool this agent does not have (its tools: {known}); fix the name, or use a pattern (`{name}*`)")]
+    UnknownApproval {
+        /// The name the rule gives.
+        name: String,
+        /// The agent's tools, for the message.
+        known: String,
+    },
     /// The schema does not compile.
     #[error("tool `{name}` has an invalid input schema: {reason}")]
     BadSchema {

@@ -73,6 +73,7 @@ fn answer(call_id: &CallId, selected: usize) -> InputBody {
     InputBody::UserChoiceAnswered {
         call_id: call_id.clone(),
         selected,
+        unattended: false,
     }
 }
 

@@ -189,6 +189,7 @@ impl Net {
                         InputBody::UserChoiceAnswered {
                             call_id: call_id.clone(),
                             selected,
+                            unattended: false,
                         },
                     )
                 };

@@ -99,7 +99,7 @@ async fn chat_choose(system: &AgentSystem, thread: &ThreadId, command: &str) -> 
         &post,
         thread,
         call,
-        index,
+        index.into(),
         Front::now(system),
     )
     .await?;

@@ -126,7 +126,7 @@ pub(crate) async fn run(mut args: RunArgs) -> Result<u8> {
                 &post,
                 thread_id,
                 Some(choice.call_id.as_str()),
-                None,
+                infinity_rap_runtime::client::Pick::Unattended,
                 Front::now(&system),
             )
             .await;

@@ -167,7 +167,12 @@ fn describe(waits: &Waits, now: jiff::Timestamp) -> Vec<String> {
         (None, true) => format!("{heading}: idle, waiting for a message"),
         (None, false) => format!("{heading}: waits on"),
     };
-    std::iter::once(summary).chain(lines).collect()
+    // (A note, not something it waits on.)
+    let note = waits
+        .unpriced
+        .as_ref()
+        .map(|unpriced| format!("  note    {}", visible(unpriced)));
+    std::iter::once(summary).chain(lines).chain(note).collect()
 }
 
 #[cfg(test)]

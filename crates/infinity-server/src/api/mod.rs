@@ -607,7 +607,7 @@ async fn choose(
         &post,
         &id,
         Some(&call),
-        body.selected,
+        body.selected.into(),
         system.now(),
     )
     .await
