@@ -3,7 +3,8 @@
 //! handlers, remote images) cannot run in the page or reach out of it. `POST /markdown` renders
 //! texts for the page (see docs/web.md, "Markdown").
 
-use std::borrow::Cow;
+mod urls;
+
 use std::collections::HashSet;
 
 use axum::extract::rejection::JsonRejection;
@@ -18,15 +19,6 @@ use crate::api::{error, ApiError};
 
 /// The most texts one request renders.
 const MAX_TEXTS: usize = 500;
-
-/// The image types shown inline (from `data:` URLs, which the page's policy allows); others are
-/// dropped, and an image from elsewhere keeps only its alt text (no request leaves the page).
-const INLINE_IMAGES: [&str; 4] = [
-    "data:image/png;base64,",
-    "data:image/jpeg;base64,",
-    "data:image/gif;base64,",
-    "data:image/webp;base64,",
-];
 
 /// `text`, Markdown, as safe HTML: headings, emphasis, lists, task lists, tables, code, quotes
 /// and links (which open elsewhere, without a referrer) are kept; scripts, styles, frames,
@@ -50,7 +42,7 @@ fn to_html_all<'a>(texts: impl Iterator<Item = &'a str>) -> Vec<String> {
         .set_tag_attribute_value("a", "target", "_blank")
         .add_tag_attributes("input", ["type", "checked", "disabled"])
         .add_tags(["input"])
-        .attribute_filter(keep);
+        .attribute_filter(urls::keep);
     texts
         .map(|text| {
             let mut raw = String::new();
@@ -58,25 +50,6 @@ fn to_html_all<'a>(texts: impl Iterator<Item = &'a str>) -> Vec<String> {
             sanitizer.clean(&raw).to_string()
         })
         .collect()
-}
-
-/// What the sanitizer keeps of an attribute it allows: `data:` URLs only as inline images of
-/// the types above; task-list checkboxes only.
-fn keep<'v>(element: &str, attribute: &str, value: &'v str) -> Option<Cow<'v, str>> {
-    let data = value
-        .trim_start()
-        .get(..5)
-        .is_some_and(|s| s.eq_ignore_ascii_case("data:"));
-    match (element, attribute) {
-        ("img", "src") if data => INLINE_IMAGES
-            .iter()
-            .any(|prefix| value.trim_start().starts_with(prefix))
-            .then_some(Cow::Borrowed(value)),
-        ("img", "src") => None,
-        (_, "href" | "src" | "cite") if data => None,
-        ("input", "type") => (value == "checkbox").then_some(Cow::Borrowed(value)),
-        _ => Some(Cow::Borrowed(value)),
-    }
 }
 
 /// Markdown texts to render.
@@ -203,5 +176,47 @@ mod tests {
         assert!(remote.contains("alt=\"tracker\""), "{remote}");
         let svg = to_html("![x](data:image/svg+xml;base64,PHN2Zz48L3N2Zz4=)");
         assert!(!svg.contains("src="), "{svg}");
+    }
+
+    #[test]
+    fn urls_are_judged_as_a_browser_reads_them() {
+        // A browser's URL parser drops leading and trailing control characters and spaces, and
+        // ASCII tabs and newlines anywhere, before it reads the scheme.
+        for bad in [
+            "<a href=\"da&#x09;ta:text/html;base64,PHNjcmlwdD5hbGVydCgxKTwvc2NyaXB0Pg==\">x</a>",
+            "<a href=\"&#x01;data:text/html,hi\">x</a>",
+            "<a href=\"java&#x0A;script:alert(1)\">x</a>",
+            "<a href=\"&#x20;&#x1F;javascript:alert(1)\">x</a>",
+            "<a href=\"data:text/html,hi&#x00;\">x</a>",
+            "<img src=\"da&#x0D;ta:image/svg+xml;base64,PHN2Zz48L3N2Zz4=\">",
+            "<img src=\"&#x01;https://evil.example/pixel.png\">",
+        ] {
+            let html = to_html(bad);
+            assert!(
+                !html.contains("href=") && !html.contains("src="),
+                "{bad} kept a URL: {html}"
+            );
+        }
+        // Every attribute that holds a URL is judged, not only links' and images'.
+        for bad in [
+            "<blockquote cite=\"javascript:alert(1)\">q</blockquote>",
+            "<q cite=\"data:text/html,hi\">q</q>",
+            "<del cite=\"vbscript:x\">d</del>",
+            "<ins cite=\"ja&#x09;vascript:alert(1)\">i</ins>",
+            "<blockquote cite=\"/threads/t/close\">q</blockquote>",
+        ] {
+            let html = to_html(bad);
+            assert!(!html.contains("cite="), "{bad} kept a URL: {html}");
+        }
+        // What is kept is what the browser will read.
+        let html = to_html("<a href=\"https://exa&#x09;mple.com/a\">x</a>");
+        assert!(html.contains("href=\"https://example.com/a\""), "{html}");
+        let html = to_html("<blockquote cite=\"https://example.com/q\">q</blockquote>");
+        assert!(html.contains("cite=\"https://example.com/q\""), "{html}");
+        let html = to_html("<img src=\" data:image/png;base64,iVBORw0KGgo=\">");
+        assert!(
+            html.contains("src=\"data:image/png;base64,iVBORw0KGgo=\""),
+            "{html}"
+        );
     }
 }
