@@ -91,3 +91,7 @@ pub fn checked(app: Router) -> Router {
         app
     }
 }
+
+// Last: the document's test reads the routes from the sources up to the first test item.
+#[cfg(test)]
+mod testing;
