@@ -6,15 +6,23 @@ use std::net::SocketAddr;
 use std::time::Duration;
 
 use axum::Router;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
 
 /// How long a test waits for an answer it expects before it fails.
 pub const PATIENCE: Duration = Duration::from_secs(60);
 
-/// `app` served on a port of 127.0.0.1 until the test ends.
+/// `app` served on a port of 127.0.0.1 as `infinity serve` serves it, until the test ends.
 pub async fn served(app: Router) -> SocketAddr {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let address = listener.local_addr().unwrap();
-    tokio::spawn(async move { axum::serve(listener, app).await });
+    let limits = crate::connections::Limits::default();
+    tokio::spawn(crate::connections::serve(
+        listener,
+        app,
+        limits,
+        std::future::pending(),
+    ));
     address
 }
 
@@ -22,7 +30,24 @@ pub async fn served(app: Router) -> SocketAddr {
 #[derive(Debug)]
 pub struct Answer {
     pub status: u16,
+    pub head: String,
     pub body: String,
+}
+
+/// Reads what the server sends on `stream` until it closes the connection, within `within`;
+/// `None` when it did not close it by then.
+pub async fn read_until_closed(stream: &mut TcpStream, within: Duration) -> Option<Vec<u8>> {
+    let mut bytes = Vec::new();
+    let read = tokio::time::timeout(within, async {
+        let mut buffer = [0u8; 8192];
+        loop {
+            match stream.read(&mut buffer).await {
+                Ok(0) | Err(_) => return,
+                Ok(n) => bytes.extend_from_slice(&buffer[..n]),
+            }
+        }
+    });
+    read.await.ok().map(|()| bytes)
 }
 
 /// `bytes` read as an answer (status line, head, body).
@@ -36,8 +61,26 @@ pub fn answer(bytes: &[u8]) -> Answer {
         .unwrap_or(0);
     Answer {
         status,
+        head: head.to_owned(),
         body: body.to_owned(),
     }
+}
+
+/// Sends `request` whole on a new connection and reads the answer until the server closes the
+/// connection (the request should say `Connection: close`); fails past [`PATIENCE`].
+pub async fn send(address: SocketAddr, request: &[u8]) -> Answer {
+    let mut stream = TcpStream::connect(address).await.unwrap();
+    stream.write_all(request).await.unwrap();
+    let bytes = read_until_closed(&mut stream, PATIENCE)
+        .await
+        .expect("the server answers and closes the connection");
+    answer(&bytes)
+}
+
+/// `GET path`, closing the connection after the answer.
+pub async fn get(address: SocketAddr, path: &str) -> Answer {
+    let request = format!("GET {path} HTTP/1.1\r\nHost: {address}\r\nConnection: close\r\n\r\n");
+    send(address, request.as_bytes()).await
 }
 
 /// `POST path` of JSON `body`, closing the connection after the answer.
