@@ -1782,7 +1782,10 @@ export interface components {
         };
         /** @description Markdown texts to render. */
         Texts: {
-            /** @description The texts. */
+            /**
+             * @description The texts: at most 500, each at most 100,000 characters, in a body of at most 1 MiB
+             *     (1,048,576 bytes).
+             */
             texts: string[];
         };
         /** @description One thread of a `Bundle`. */
@@ -2395,8 +2398,26 @@ export interface operations {
                     "text/html; charset=utf-8": unknown;
                 };
             };
+            /** @description The request is not one this route takes; the error names what is wrong */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
             /** @description Refused: a `Host` that is not this server's, or an `Origin` that is not its own pages' */
             403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The store or queue is unavailable, or the server holds as many connections as it takes; nothing was accepted, try again */
+            503: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -2424,6 +2445,15 @@ export interface operations {
                     "text/html; charset=utf-8": unknown;
                 };
             };
+            /** @description The request is not one this route takes; the error names what is wrong */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
             /** @description Refused: a `Host` that is not this server's, or an `Origin` that is not its own pages' */
             403: {
                 headers: {
@@ -2433,7 +2463,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
-            /** @description The store or queue is unavailable; nothing was accepted, try again */
+            /** @description The store or queue is unavailable, or the server holds as many connections as it takes; nothing was accepted, try again */
             503: {
                 headers: {
                     [name: string]: unknown;
@@ -2468,6 +2498,15 @@ export interface operations {
                     "text/html; charset=utf-8": unknown;
                 };
             };
+            /** @description The request is not one this route takes; the error names what is wrong */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
             /** @description No token, or a wrong one */
             401: {
                 headers: {
@@ -2495,7 +2534,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
-            /** @description The store or queue is unavailable; nothing was accepted, try again */
+            /** @description The store or queue is unavailable, or the server holds as many connections as it takes; nothing was accepted, try again */
             503: {
                 headers: {
                     [name: string]: unknown;
@@ -2530,6 +2569,15 @@ export interface operations {
                     "application/json": components["schemas"]["Comment"][];
                 };
             };
+            /** @description The request is not one this route takes; the error names what is wrong */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
             /** @description No token, or a wrong one */
             401: {
                 headers: {
@@ -2557,7 +2605,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
-            /** @description The store or queue is unavailable; nothing was accepted, try again */
+            /** @description The store or queue is unavailable, or the server holds as many connections as it takes; nothing was accepted, try again */
             503: {
                 headers: {
                     [name: string]: unknown;
@@ -2632,6 +2680,15 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
+            /** @description The body did not arrive in time (see docs/api.md, "Connections"); the connection is closed */
+            408: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
             /** @description The body is too big */
             413: {
                 headers: {
@@ -2659,7 +2716,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
-            /** @description The store or queue is unavailable; nothing was accepted, try again */
+            /** @description The store or queue is unavailable, or the server holds as many connections as it takes; nothing was accepted, try again */
             503: {
                 headers: {
                     [name: string]: unknown;
@@ -2697,6 +2754,15 @@ export interface operations {
                     "application/octet-stream": unknown;
                 };
             };
+            /** @description The request is not one this route takes; the error names what is wrong */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
             /** @description Refused: a `Host` that is not this server's, or an `Origin` that is not its own pages' */
             403: {
                 headers: {
@@ -2715,7 +2781,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
-            /** @description The store or queue is unavailable; nothing was accepted, try again */
+            /** @description The store or queue is unavailable, or the server holds as many connections as it takes; nothing was accepted, try again */
             503: {
                 headers: {
                     [name: string]: unknown;
@@ -2758,6 +2824,15 @@ export interface operations {
                 };
                 content?: never;
             };
+            /** @description The request is not one this route takes; the error names what is wrong */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
             /** @description Loaded otherwise than in its frame (an object, a script, ...) */
             403: {
                 headers: {
@@ -2776,7 +2851,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
-            /** @description The store or queue is unavailable; nothing was accepted, try again */
+            /** @description The store or queue is unavailable, or the server holds as many connections as it takes; nothing was accepted, try again */
             503: {
                 headers: {
                     [name: string]: unknown;
@@ -2805,6 +2880,15 @@ export interface operations {
                     "application/json": components["schemas"]["Agents"];
                 };
             };
+            /** @description The request is not one this route takes; the error names what is wrong */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
             /** @description No token, or a wrong one */
             401: {
                 headers: {
@@ -2823,7 +2907,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
-            /** @description The store or queue is unavailable; nothing was accepted, try again */
+            /** @description The store or queue is unavailable, or the server holds as many connections as it takes; nothing was accepted, try again */
             503: {
                 headers: {
                     [name: string]: unknown;
@@ -2852,6 +2936,15 @@ export interface operations {
                     "application/json": components["schemas"]["ListedTool"][];
                 };
             };
+            /** @description The request is not one this route takes; the error names what is wrong */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
             /** @description No token, or a wrong one */
             401: {
                 headers: {
@@ -2863,6 +2956,15 @@ export interface operations {
             };
             /** @description Refused: a `Host` that is not this server's, or an `Origin` that is not its own pages' */
             403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The store or queue is unavailable, or the server holds as many connections as it takes; nothing was accepted, try again */
+            503: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -2929,7 +3031,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
-            /** @description The store or queue is unavailable; nothing was accepted, try again */
+            /** @description The store or queue is unavailable, or the server holds as many connections as it takes; nothing was accepted, try again */
             503: {
                 headers: {
                     [name: string]: unknown;
@@ -2961,6 +3063,15 @@ export interface operations {
                     "text/javascript": unknown;
                 };
             };
+            /** @description The request is not one this route takes; the error names what is wrong */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
             /** @description Refused: a `Host` that is not this server's, or an `Origin` that is not its own pages' */
             403: {
                 headers: {
@@ -2977,6 +3088,15 @@ export interface operations {
                 };
                 content: {
                     "text/plain": unknown;
+                };
+            };
+            /** @description The store or queue is unavailable, or the server holds as many connections as it takes; nothing was accepted, try again */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
                 };
             };
         };
@@ -2997,6 +3117,24 @@ export interface operations {
                 };
                 content: {
                     "text/plain; charset=utf-8": unknown;
+                };
+            };
+            /** @description The request is not one this route takes; the error names what is wrong */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The store or queue is unavailable, or the server holds as many connections as it takes; nothing was accepted, try again */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
                 };
             };
         };
@@ -3050,6 +3188,15 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
+            /** @description The body did not arrive in time (see docs/api.md, "Connections"); the connection is closed */
+            408: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
             /** @description The body is too big */
             413: {
                 headers: {
@@ -3070,6 +3217,15 @@ export interface operations {
             };
             /** @description The body's JSON is not the shape this route takes; the error names what is wrong */
             422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Not rendered within the time limit (10 s, the wait for a turn included): the server is busy, or the texts are many and large; send fewer at once, or try again */
+            503: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -3137,6 +3293,15 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
+            /** @description The body did not arrive in time (see docs/api.md, "Connections"); the connection is closed */
+            408: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
             /** @description Not in this state (a closed thread, open children, a move under way) */
             409: {
                 headers: {
@@ -3182,7 +3347,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
-            /** @description The store or queue is unavailable; nothing was accepted, try again */
+            /** @description The store or queue is unavailable, or the server holds as many connections as it takes; nothing was accepted, try again */
             503: {
                 headers: {
                     [name: string]: unknown;
@@ -3211,6 +3376,15 @@ export interface operations {
                     "application/json": components["schemas"]["Models"];
                 };
             };
+            /** @description The request is not one this route takes; the error names what is wrong */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
             /** @description No token, or a wrong one */
             401: {
                 headers: {
@@ -3222,6 +3396,15 @@ export interface operations {
             };
             /** @description Refused: a `Host` that is not this server's, or an `Origin` that is not its own pages' */
             403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The store or queue is unavailable, or the server holds as many connections as it takes; nothing was accepted, try again */
+            503: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -3249,6 +3432,24 @@ export interface operations {
                     "application/json": unknown;
                 };
             };
+            /** @description The request is not one this route takes; the error names what is wrong */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The store or queue is unavailable, or the server holds as many connections as it takes; nothing was accepted, try again */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
         };
     };
     listRemotes: {
@@ -3269,6 +3470,15 @@ export interface operations {
                     "application/json": components["schemas"]["Remotes"];
                 };
             };
+            /** @description The request is not one this route takes; the error names what is wrong */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
             /** @description No token, or a wrong one */
             401: {
                 headers: {
@@ -3287,7 +3497,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
-            /** @description The store or queue is unavailable; nothing was accepted, try again */
+            /** @description The store or queue is unavailable, or the server holds as many connections as it takes; nothing was accepted, try again */
             503: {
                 headers: {
                     [name: string]: unknown;
@@ -3347,6 +3557,15 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
+            /** @description The body did not arrive in time (see docs/api.md, "Connections"); the connection is closed */
+            408: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
             /** @description The body is too big */
             413: {
                 headers: {
@@ -3374,7 +3593,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
-            /** @description The store or queue is unavailable; nothing was accepted, try again */
+            /** @description The store or queue is unavailable, or the server holds as many connections as it takes; nothing was accepted, try again */
             503: {
                 headers: {
                     [name: string]: unknown;
@@ -3435,6 +3654,15 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
+            /** @description The body did not arrive in time (see docs/api.md, "Connections"); the connection is closed */
+            408: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
             /** @description The body is too big */
             413: {
                 headers: {
@@ -3462,7 +3690,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
-            /** @description The store or queue is unavailable; nothing was accepted, try again */
+            /** @description The store or queue is unavailable, or the server holds as many connections as it takes; nothing was accepted, try again */
             503: {
                 headers: {
                     [name: string]: unknown;
@@ -3492,6 +3720,15 @@ export interface operations {
                 };
                 content?: never;
             };
+            /** @description The request is not one this route takes; the error names what is wrong */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
             /** @description No token, or a wrong one */
             401: {
                 headers: {
@@ -3519,7 +3756,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
-            /** @description The store or queue is unavailable; nothing was accepted, try again */
+            /** @description The store or queue is unavailable, or the server holds as many connections as it takes; nothing was accepted, try again */
             503: {
                 headers: {
                     [name: string]: unknown;
@@ -3554,6 +3791,15 @@ export interface operations {
                     "application/json": components["schemas"]["Orders"];
                 };
             };
+            /** @description The request is not one this route takes; the error names what is wrong */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
             /** @description No token, or a wrong one */
             401: {
                 headers: {
@@ -3581,7 +3827,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
-            /** @description The store or queue is unavailable; nothing was accepted, try again */
+            /** @description The store or queue is unavailable, or the server holds as many connections as it takes; nothing was accepted, try again */
             503: {
                 headers: {
                     [name: string]: unknown;
@@ -3653,6 +3899,15 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
+            /** @description The body did not arrive in time (see docs/api.md, "Connections"); the connection is closed */
+            408: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
             /** @description The body is too big */
             413: {
                 headers: {
@@ -3680,7 +3935,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
-            /** @description The store or queue is unavailable; nothing was accepted, try again */
+            /** @description The store or queue is unavailable, or the server holds as many connections as it takes; nothing was accepted, try again */
             503: {
                 headers: {
                     [name: string]: unknown;
@@ -3753,7 +4008,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
-            /** @description The store or queue is unavailable; nothing was accepted, try again */
+            /** @description The store or queue is unavailable, or the server holds as many connections as it takes; nothing was accepted, try again */
             503: {
                 headers: {
                     [name: string]: unknown;
@@ -3830,6 +4085,15 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
+            /** @description The store or queue is unavailable, or the server holds as many connections as it takes; nothing was accepted, try again */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
         };
     };
     useAgent: {
@@ -3893,6 +4157,15 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
+            /** @description The body did not arrive in time (see docs/api.md, "Connections"); the connection is closed */
+            408: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
             /** @description Not in this state (a closed thread, open children, a move under way) */
             409: {
                 headers: {
@@ -3929,7 +4202,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
-            /** @description The store or queue is unavailable; nothing was accepted, try again */
+            /** @description The store or queue is unavailable, or the server holds as many connections as it takes; nothing was accepted, try again */
             503: {
                 headers: {
                     [name: string]: unknown;
@@ -4001,6 +4274,15 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
+            /** @description The body did not arrive in time (see docs/api.md, "Connections"); the connection is closed */
+            408: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
             /** @description Not in this state (a closed thread, open children, a move under way) */
             409: {
                 headers: {
@@ -4037,7 +4319,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
-            /** @description The store or queue is unavailable; nothing was accepted, try again */
+            /** @description The store or queue is unavailable, or the server holds as many connections as it takes; nothing was accepted, try again */
             503: {
                 headers: {
                     [name: string]: unknown;
@@ -4111,6 +4393,15 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
+            /** @description The body did not arrive in time (see docs/api.md, "Connections"); the connection is closed */
+            408: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
             /** @description Not in this state (a closed thread, open children, a move under way) */
             409: {
                 headers: {
@@ -4156,7 +4447,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
-            /** @description The store or queue is unavailable; nothing was accepted, try again */
+            /** @description The store or queue is unavailable, or the server holds as many connections as it takes; nothing was accepted, try again */
             503: {
                 headers: {
                     [name: string]: unknown;
@@ -4228,6 +4519,15 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
+            /** @description The body did not arrive in time (see docs/api.md, "Connections"); the connection is closed */
+            408: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
             /** @description Not in this state (a closed thread, open children, a move under way) */
             409: {
                 headers: {
@@ -4264,7 +4564,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
-            /** @description The store or queue is unavailable; nothing was accepted, try again */
+            /** @description The store or queue is unavailable, or the server holds as many connections as it takes; nothing was accepted, try again */
             503: {
                 headers: {
                     [name: string]: unknown;
@@ -4319,6 +4619,15 @@ export interface operations {
             };
             /** @description Refused: a `Host` that is not this server's, or an `Origin` that is not its own pages' */
             403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The store or queue is unavailable, or the server holds as many connections as it takes; nothing was accepted, try again */
+            503: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -4396,6 +4705,15 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
+            /** @description The store or queue is unavailable, or the server holds as many connections as it takes; nothing was accepted, try again */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
         };
     };
     interrupt: {
@@ -4459,6 +4777,15 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
+            /** @description The body did not arrive in time (see docs/api.md, "Connections"); the connection is closed */
+            408: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
             /** @description Not in this state (a closed thread, open children, a move under way) */
             409: {
                 headers: {
@@ -4495,7 +4822,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
-            /** @description The store or queue is unavailable; nothing was accepted, try again */
+            /** @description The store or queue is unavailable, or the server holds as many connections as it takes; nothing was accepted, try again */
             503: {
                 headers: {
                     [name: string]: unknown;
@@ -4567,6 +4894,15 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
+            /** @description The body did not arrive in time (see docs/api.md, "Connections"); the connection is closed */
+            408: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
             /** @description Not in this state (a closed thread, open children, a move under way) */
             409: {
                 headers: {
@@ -4603,7 +4939,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
-            /** @description The store or queue is unavailable; nothing was accepted, try again */
+            /** @description The store or queue is unavailable, or the server holds as many connections as it takes; nothing was accepted, try again */
             503: {
                 headers: {
                     [name: string]: unknown;
@@ -4675,6 +5011,15 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
+            /** @description The body did not arrive in time (see docs/api.md, "Connections"); the connection is closed */
+            408: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
             /** @description Not in this state (a closed thread, open children, a move under way) */
             409: {
                 headers: {
@@ -4720,7 +5065,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
-            /** @description The store or queue is unavailable; nothing was accepted, try again */
+            /** @description The store or queue is unavailable, or the server holds as many connections as it takes; nothing was accepted, try again */
             503: {
                 headers: {
                     [name: string]: unknown;
@@ -4806,7 +5151,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
-            /** @description The store or queue is unavailable; nothing was accepted, try again */
+            /** @description The store or queue is unavailable, or the server holds as many connections as it takes; nothing was accepted, try again */
             503: {
                 headers: {
                     [name: string]: unknown;
@@ -4878,6 +5223,15 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
+            /** @description The body did not arrive in time (see docs/api.md, "Connections"); the connection is closed */
+            408: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
             /** @description Not in this state (a closed thread, open children, a move under way) */
             409: {
                 headers: {
@@ -4923,7 +5277,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
-            /** @description The store or queue is unavailable; nothing was accepted, try again */
+            /** @description The store or queue is unavailable, or the server holds as many connections as it takes; nothing was accepted, try again */
             503: {
                 headers: {
                     [name: string]: unknown;
@@ -5009,7 +5363,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
-            /** @description The store or queue is unavailable; nothing was accepted, try again */
+            /** @description The store or queue is unavailable, or the server holds as many connections as it takes; nothing was accepted, try again */
             503: {
                 headers: {
                     [name: string]: unknown;
@@ -5081,6 +5435,15 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
+            /** @description The body did not arrive in time (see docs/api.md, "Connections"); the connection is closed */
+            408: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
             /** @description Not in this state (a closed thread, open children, a move under way) */
             409: {
                 headers: {
@@ -5117,7 +5480,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
-            /** @description The store or queue is unavailable; nothing was accepted, try again */
+            /** @description The store or queue is unavailable, or the server holds as many connections as it takes; nothing was accepted, try again */
             503: {
                 headers: {
                     [name: string]: unknown;
@@ -5187,6 +5550,15 @@ export interface operations {
             };
             /** @description Failed */
             500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The store or queue is unavailable, or the server holds as many connections as it takes; nothing was accepted, try again */
+            503: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -5270,6 +5642,15 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
+            /** @description The body did not arrive in time (see docs/api.md, "Connections"); the connection is closed */
+            408: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
             /** @description Not in this state (a closed thread, open children, a move under way) */
             409: {
                 headers: {
@@ -5306,7 +5687,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
-            /** @description The store or queue is unavailable; nothing was accepted, try again */
+            /** @description The store or queue is unavailable, or the server holds as many connections as it takes; nothing was accepted, try again */
             503: {
                 headers: {
                     [name: string]: unknown;
@@ -5385,7 +5766,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
-            /** @description The store or queue is unavailable; nothing was accepted, try again */
+            /** @description The store or queue is unavailable, or the server holds as many connections as it takes; nothing was accepted, try again */
             503: {
                 headers: {
                     [name: string]: unknown;
@@ -5459,6 +5840,15 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
+            /** @description The body did not arrive in time (see docs/api.md, "Connections"); the connection is closed */
+            408: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
             /** @description Not in this state (a closed thread, open children, a move under way) */
             409: {
                 headers: {
@@ -5495,7 +5885,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
-            /** @description The store or queue is unavailable; nothing was accepted, try again */
+            /** @description The store or queue is unavailable, or the server holds as many connections as it takes; nothing was accepted, try again */
             503: {
                 headers: {
                     [name: string]: unknown;
@@ -5563,7 +5953,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
-            /** @description The store or queue is unavailable; nothing was accepted, try again */
+            /** @description The store or queue is unavailable, or the server holds as many connections as it takes; nothing was accepted, try again */
             503: {
                 headers: {
                     [name: string]: unknown;
@@ -5640,6 +6030,15 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
+            /** @description The store or queue is unavailable, or the server holds as many connections as it takes; nothing was accepted, try again */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
         };
     };
     pressWidget: {
@@ -5703,6 +6102,15 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
+            /** @description The body did not arrive in time (see docs/api.md, "Connections"); the connection is closed */
+            408: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
             /** @description Not in this state (a closed thread, open children, a move under way) */
             409: {
                 headers: {
@@ -5739,7 +6147,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
-            /** @description The store or queue is unavailable; nothing was accepted, try again */
+            /** @description The store or queue is unavailable, or the server holds as many connections as it takes; nothing was accepted, try again */
             503: {
                 headers: {
                     [name: string]: unknown;
@@ -5768,6 +6176,15 @@ export interface operations {
                     "application/json": components["schemas"]["ListedTool"][];
                 };
             };
+            /** @description The request is not one this route takes; the error names what is wrong */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
             /** @description No token, or a wrong one */
             401: {
                 headers: {
@@ -5779,6 +6196,15 @@ export interface operations {
             };
             /** @description Refused: a `Host` that is not this server's, or an `Origin` that is not its own pages' */
             403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The store or queue is unavailable, or the server holds as many connections as it takes; nothing was accepted, try again */
+            503: {
                 headers: {
                     [name: string]: unknown;
                 };
