@@ -32,6 +32,12 @@ def proxy(serve: Serve) -> Iterator[CuttableProxy]:
     proxy.close()
 
 
+def _numbers(ids: list[str | None]) -> list[str | None]:
+    """The event numbers SSE ids name: `N` for a kept event, `N.B.D` for one its thread showed
+    before the slice that made it committed (docs/api.md)."""
+    return [i.split(".")[0] if i else i for i in ids]
+
+
 def test_a_dropped_stream_resumes_without_gap_or_duplicate(
     client: Client, proxy: CuttableProxy, thread_id: str
 ) -> None:
@@ -56,7 +62,7 @@ def test_a_dropped_stream_resumes_without_gap_or_duplicate(
     assert numbered(reader.seen) == list(range(1, 9)), "each event once, in order"
     texts = [e.text for e in reader.seen if e.type == "assistant_text"]
     assert texts == ["you said one", "you said two", "you said three", "you said four"]
-    assert proxy.last_event_ids() == ["0", "2"], "came back after the last event it had"
+    assert _numbers(proxy.last_event_ids()) == ["0", "2"], "came back after the last event it had"
     assert stream.connections >= 2
 
 
@@ -102,7 +108,7 @@ async def test_an_async_dropped_stream_resumes_without_gap_or_duplicate(
             assert str(stream.last_event_id).split(".")[0] == "6"
 
     assert numbered(seen) == list(range(1, 7))
-    assert proxy.last_event_ids() == ["0", "2"]
+    assert _numbers(proxy.last_event_ids()) == ["0", "2"]
 
 
 # What a host without live events does: each stream ends with `reconnect`; and a slice that

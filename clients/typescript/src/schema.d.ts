@@ -1798,7 +1798,10 @@ export interface components {
         };
         /** @description Markdown texts to render. */
         Texts: {
-            /** @description The texts. */
+            /**
+             * @description The texts: at most 500, each at most 100,000 characters, in a body of at most 1 MiB
+             *     (1,048,576 bytes).
+             */
             texts: string[];
         };
         /** @description One thread of a `Bundle`. */
@@ -2416,6 +2419,15 @@ export interface operations {
                     "text/html; charset=utf-8": unknown;
                 };
             };
+            /** @description The request is not one this route takes; the error names what is wrong */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
             /** @description Refused: a `Host` that is not this server's, or an `Origin` that is not its own pages' */
             403: {
                 headers: {
@@ -2431,6 +2443,15 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content?: never;
+            };
+            /** @description The store or queue is unavailable, or the server holds as many connections as it takes; nothing was accepted, try again */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
             };
         };
     };
@@ -2452,6 +2473,15 @@ export interface operations {
                     "text/html; charset=utf-8": unknown;
                 };
             };
+            /** @description The request is not one this route takes; the error names what is wrong */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
             /** @description Refused: a `Host` that is not this server's, or an `Origin` that is not its own pages' */
             403: {
                 headers: {
@@ -2468,7 +2498,7 @@ export interface operations {
                 };
                 content?: never;
             };
-            /** @description The store or queue is unavailable; nothing was accepted, try again */
+            /** @description The store or queue is unavailable, or the server holds as many connections as it takes; nothing was accepted, try again */
             503: {
                 headers: {
                     [name: string]: unknown;
@@ -2546,7 +2576,7 @@ export interface operations {
                 };
                 content?: never;
             };
-            /** @description The store or queue is unavailable; nothing was accepted, try again */
+            /** @description The store or queue is unavailable, or the server holds as many connections as it takes; nothing was accepted, try again */
             503: {
                 headers: {
                     [name: string]: unknown;
@@ -2624,7 +2654,7 @@ export interface operations {
                 };
                 content?: never;
             };
-            /** @description The store or queue is unavailable; nothing was accepted, try again */
+            /** @description The store or queue is unavailable, or the server holds as many connections as it takes; nothing was accepted, try again */
             503: {
                 headers: {
                     [name: string]: unknown;
@@ -2699,6 +2729,15 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
+            /** @description The body did not arrive in time (see docs/api.md, "Connections"); the connection is closed */
+            408: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
             /** @description Not in this state (a closed thread, open children, a move under way) */
             409: {
                 headers: {
@@ -2751,7 +2790,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
-            /** @description The store or queue is unavailable; nothing was accepted, try again */
+            /** @description The store or queue is unavailable, or the server holds as many connections as it takes; nothing was accepted, try again */
             503: {
                 headers: {
                     [name: string]: unknown;
@@ -2823,7 +2862,7 @@ export interface operations {
                 };
                 content?: never;
             };
-            /** @description The store or queue is unavailable; nothing was accepted, try again */
+            /** @description The store or queue is unavailable, or the server holds as many connections as it takes; nothing was accepted, try again */
             503: {
                 headers: {
                     [name: string]: unknown;
@@ -2900,7 +2939,7 @@ export interface operations {
                 };
                 content?: never;
             };
-            /** @description The store or queue is unavailable; nothing was accepted, try again */
+            /** @description The store or queue is unavailable, or the server holds as many connections as it takes; nothing was accepted, try again */
             503: {
                 headers: {
                     [name: string]: unknown;
@@ -2929,6 +2968,15 @@ export interface operations {
                     "application/json": components["schemas"]["Agents"];
                 };
             };
+            /** @description The request is not one this route takes; the error names what is wrong */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
             /** @description No token, or a wrong one */
             401: {
                 headers: {
@@ -2954,7 +3002,7 @@ export interface operations {
                 };
                 content?: never;
             };
-            /** @description The store or queue is unavailable; nothing was accepted, try again */
+            /** @description The store or queue is unavailable, or the server holds as many connections as it takes; nothing was accepted, try again */
             503: {
                 headers: {
                     [name: string]: unknown;
@@ -2983,6 +3031,15 @@ export interface operations {
                     "application/json": components["schemas"]["ListedTool"][];
                 };
             };
+            /** @description The request is not one this route takes; the error names what is wrong */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
             /** @description No token, or a wrong one */
             401: {
                 headers: {
@@ -3007,6 +3064,15 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content?: never;
+            };
+            /** @description The store or queue is unavailable, or the server holds as many connections as it takes; nothing was accepted, try again */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
             };
         };
     };
@@ -3074,7 +3140,7 @@ export interface operations {
                 };
                 content?: never;
             };
-            /** @description The store or queue is unavailable; nothing was accepted, try again */
+            /** @description The store or queue is unavailable, or the server holds as many connections as it takes; nothing was accepted, try again */
             503: {
                 headers: {
                     [name: string]: unknown;
@@ -3140,6 +3206,15 @@ export interface operations {
                 };
                 content?: never;
             };
+            /** @description The store or queue is unavailable, or the server holds as many connections as it takes; nothing was accepted, try again */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
         };
     };
     health: {
@@ -3160,12 +3235,30 @@ export interface operations {
                     "text/plain; charset=utf-8": unknown;
                 };
             };
+            /** @description The request is not one this route takes; the error names what is wrong */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
             /** @description The URI is over 64 KiB: the HTTP server refuses it before any route, with no body */
             414: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content?: never;
+            };
+            /** @description The store or queue is unavailable, or the server holds as many connections as it takes; nothing was accepted, try again */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
             };
         };
     };
@@ -3218,6 +3311,15 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
+            /** @description The body did not arrive in time (see docs/api.md, "Connections"); the connection is closed */
+            408: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
             /** @description The body is too big */
             413: {
                 headers: {
@@ -3245,6 +3347,15 @@ export interface operations {
             };
             /** @description The body's JSON is not the shape this route takes; the error names what is wrong */
             422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Not rendered within the time limit (10 s, the wait for a turn included): the server is busy, or the texts are many and large; send fewer at once, or try again */
+            503: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -3312,6 +3423,15 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
+            /** @description The body did not arrive in time (see docs/api.md, "Connections"); the connection is closed */
+            408: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
             /** @description Not in this state (a closed thread, open children, a move under way) */
             409: {
                 headers: {
@@ -3364,7 +3484,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
-            /** @description The store or queue is unavailable; nothing was accepted, try again */
+            /** @description The store or queue is unavailable, or the server holds as many connections as it takes; nothing was accepted, try again */
             503: {
                 headers: {
                     [name: string]: unknown;
@@ -3393,6 +3513,15 @@ export interface operations {
                     "application/json": components["schemas"]["Models"];
                 };
             };
+            /** @description The request is not one this route takes; the error names what is wrong */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
             /** @description No token, or a wrong one */
             401: {
                 headers: {
@@ -3417,6 +3546,15 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content?: never;
+            };
+            /** @description The store or queue is unavailable, or the server holds as many connections as it takes; nothing was accepted, try again */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
             };
         };
     };
@@ -3438,12 +3576,30 @@ export interface operations {
                     "application/json": unknown;
                 };
             };
+            /** @description The request is not one this route takes; the error names what is wrong */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
             /** @description The URI is over 64 KiB: the HTTP server refuses it before any route, with no body */
             414: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content?: never;
+            };
+            /** @description The store or queue is unavailable, or the server holds as many connections as it takes; nothing was accepted, try again */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
             };
         };
     };
@@ -3463,6 +3619,15 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["Remotes"];
+                };
+            };
+            /** @description The request is not one this route takes; the error names what is wrong */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
                 };
             };
             /** @description No token, or a wrong one */
@@ -3490,7 +3655,7 @@ export interface operations {
                 };
                 content?: never;
             };
-            /** @description The store or queue is unavailable; nothing was accepted, try again */
+            /** @description The store or queue is unavailable, or the server holds as many connections as it takes; nothing was accepted, try again */
             503: {
                 headers: {
                     [name: string]: unknown;
@@ -3550,6 +3715,15 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
+            /** @description The body did not arrive in time (see docs/api.md, "Connections"); the connection is closed */
+            408: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
             /** @description The body is too big */
             413: {
                 headers: {
@@ -3584,7 +3758,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
-            /** @description The store or queue is unavailable; nothing was accepted, try again */
+            /** @description The store or queue is unavailable, or the server holds as many connections as it takes; nothing was accepted, try again */
             503: {
                 headers: {
                     [name: string]: unknown;
@@ -3645,6 +3819,15 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
+            /** @description The body did not arrive in time (see docs/api.md, "Connections"); the connection is closed */
+            408: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
             /** @description The body is too big */
             413: {
                 headers: {
@@ -3679,7 +3862,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
-            /** @description The store or queue is unavailable; nothing was accepted, try again */
+            /** @description The store or queue is unavailable, or the server holds as many connections as it takes; nothing was accepted, try again */
             503: {
                 headers: {
                     [name: string]: unknown;
@@ -3752,7 +3935,7 @@ export interface operations {
                 };
                 content?: never;
             };
-            /** @description The store or queue is unavailable; nothing was accepted, try again */
+            /** @description The store or queue is unavailable, or the server holds as many connections as it takes; nothing was accepted, try again */
             503: {
                 headers: {
                     [name: string]: unknown;
@@ -3830,7 +4013,7 @@ export interface operations {
                 };
                 content?: never;
             };
-            /** @description The store or queue is unavailable; nothing was accepted, try again */
+            /** @description The store or queue is unavailable, or the server holds as many connections as it takes; nothing was accepted, try again */
             503: {
                 headers: {
                     [name: string]: unknown;
@@ -3902,6 +4085,15 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
+            /** @description The body did not arrive in time (see docs/api.md, "Connections"); the connection is closed */
+            408: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
             /** @description The body is too big */
             413: {
                 headers: {
@@ -3936,7 +4128,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
-            /** @description The store or queue is unavailable; nothing was accepted, try again */
+            /** @description The store or queue is unavailable, or the server holds as many connections as it takes; nothing was accepted, try again */
             503: {
                 headers: {
                     [name: string]: unknown;
@@ -4016,7 +4208,7 @@ export interface operations {
                 };
                 content?: never;
             };
-            /** @description The store or queue is unavailable; nothing was accepted, try again */
+            /** @description The store or queue is unavailable, or the server holds as many connections as it takes; nothing was accepted, try again */
             503: {
                 headers: {
                     [name: string]: unknown;
@@ -4100,6 +4292,15 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
+            /** @description The store or queue is unavailable, or the server holds as many connections as it takes; nothing was accepted, try again */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
         };
     };
     useAgent: {
@@ -4163,6 +4364,15 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
+            /** @description The body did not arrive in time (see docs/api.md, "Connections"); the connection is closed */
+            408: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
             /** @description Not in this state (a closed thread, open children, a move under way) */
             409: {
                 headers: {
@@ -4206,7 +4416,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
-            /** @description The store or queue is unavailable; nothing was accepted, try again */
+            /** @description The store or queue is unavailable, or the server holds as many connections as it takes; nothing was accepted, try again */
             503: {
                 headers: {
                     [name: string]: unknown;
@@ -4278,6 +4488,15 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
+            /** @description The body did not arrive in time (see docs/api.md, "Connections"); the connection is closed */
+            408: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
             /** @description Not in this state (a closed thread, open children, a move under way) */
             409: {
                 headers: {
@@ -4321,7 +4540,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
-            /** @description The store or queue is unavailable; nothing was accepted, try again */
+            /** @description The store or queue is unavailable, or the server holds as many connections as it takes; nothing was accepted, try again */
             503: {
                 headers: {
                     [name: string]: unknown;
@@ -4395,6 +4614,15 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
+            /** @description The body did not arrive in time (see docs/api.md, "Connections"); the connection is closed */
+            408: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
             /** @description Not in this state (a closed thread, open children, a move under way) */
             409: {
                 headers: {
@@ -4447,7 +4675,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
-            /** @description The store or queue is unavailable; nothing was accepted, try again */
+            /** @description The store or queue is unavailable, or the server holds as many connections as it takes; nothing was accepted, try again */
             503: {
                 headers: {
                     [name: string]: unknown;
@@ -4519,6 +4747,15 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
+            /** @description The body did not arrive in time (see docs/api.md, "Connections"); the connection is closed */
+            408: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
             /** @description Not in this state (a closed thread, open children, a move under way) */
             409: {
                 headers: {
@@ -4562,7 +4799,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
-            /** @description The store or queue is unavailable; nothing was accepted, try again */
+            /** @description The store or queue is unavailable, or the server holds as many connections as it takes; nothing was accepted, try again */
             503: {
                 headers: {
                     [name: string]: unknown;
@@ -4634,7 +4871,7 @@ export interface operations {
                 };
                 content?: never;
             };
-            /** @description The store or queue is unavailable; nothing was accepted, try again */
+            /** @description The store or queue is unavailable, or the server holds as many connections as it takes; nothing was accepted, try again */
             503: {
                 headers: {
                     [name: string]: unknown;
@@ -4720,6 +4957,15 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
+            /** @description The store or queue is unavailable, or the server holds as many connections as it takes; nothing was accepted, try again */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
         };
     };
     interrupt: {
@@ -4783,6 +5029,15 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
+            /** @description The body did not arrive in time (see docs/api.md, "Connections"); the connection is closed */
+            408: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
             /** @description Not in this state (a closed thread, open children, a move under way) */
             409: {
                 headers: {
@@ -4826,7 +5081,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
-            /** @description The store or queue is unavailable; nothing was accepted, try again */
+            /** @description The store or queue is unavailable, or the server holds as many connections as it takes; nothing was accepted, try again */
             503: {
                 headers: {
                     [name: string]: unknown;
@@ -4898,6 +5153,15 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
+            /** @description The body did not arrive in time (see docs/api.md, "Connections"); the connection is closed */
+            408: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
             /** @description Not in this state (a closed thread, open children, a move under way) */
             409: {
                 headers: {
@@ -4941,7 +5205,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
-            /** @description The store or queue is unavailable; nothing was accepted, try again */
+            /** @description The store or queue is unavailable, or the server holds as many connections as it takes; nothing was accepted, try again */
             503: {
                 headers: {
                     [name: string]: unknown;
@@ -5013,6 +5277,15 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
+            /** @description The body did not arrive in time (see docs/api.md, "Connections"); the connection is closed */
+            408: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
             /** @description Not in this state (a closed thread, open children, a move under way) */
             409: {
                 headers: {
@@ -5065,7 +5338,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
-            /** @description The store or queue is unavailable; nothing was accepted, try again */
+            /** @description The store or queue is unavailable, or the server holds as many connections as it takes; nothing was accepted, try again */
             503: {
                 headers: {
                     [name: string]: unknown;
@@ -5158,7 +5431,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
-            /** @description The store or queue is unavailable; nothing was accepted, try again */
+            /** @description The store or queue is unavailable, or the server holds as many connections as it takes; nothing was accepted, try again */
             503: {
                 headers: {
                     [name: string]: unknown;
@@ -5230,6 +5503,15 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
+            /** @description The body did not arrive in time (see docs/api.md, "Connections"); the connection is closed */
+            408: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
             /** @description Not in this state (a closed thread, open children, a move under way) */
             409: {
                 headers: {
@@ -5282,7 +5564,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
-            /** @description The store or queue is unavailable; nothing was accepted, try again */
+            /** @description The store or queue is unavailable, or the server holds as many connections as it takes; nothing was accepted, try again */
             503: {
                 headers: {
                     [name: string]: unknown;
@@ -5375,7 +5657,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
-            /** @description The store or queue is unavailable; nothing was accepted, try again */
+            /** @description The store or queue is unavailable, or the server holds as many connections as it takes; nothing was accepted, try again */
             503: {
                 headers: {
                     [name: string]: unknown;
@@ -5447,6 +5729,15 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
+            /** @description The body did not arrive in time (see docs/api.md, "Connections"); the connection is closed */
+            408: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
             /** @description Not in this state (a closed thread, open children, a move under way) */
             409: {
                 headers: {
@@ -5490,7 +5781,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
-            /** @description The store or queue is unavailable; nothing was accepted, try again */
+            /** @description The store or queue is unavailable, or the server holds as many connections as it takes; nothing was accepted, try again */
             503: {
                 headers: {
                     [name: string]: unknown;
@@ -5574,6 +5865,15 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
+            /** @description The store or queue is unavailable, or the server holds as many connections as it takes; nothing was accepted, try again */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
         };
     };
     createSchedule: {
@@ -5650,6 +5950,15 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
+            /** @description The body did not arrive in time (see docs/api.md, "Connections"); the connection is closed */
+            408: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
             /** @description Not in this state (a closed thread, open children, a move under way) */
             409: {
                 headers: {
@@ -5693,7 +6002,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
-            /** @description The store or queue is unavailable; nothing was accepted, try again */
+            /** @description The store or queue is unavailable, or the server holds as many connections as it takes; nothing was accepted, try again */
             503: {
                 headers: {
                     [name: string]: unknown;
@@ -5779,7 +6088,7 @@ export interface operations {
                 };
                 content?: never;
             };
-            /** @description The store or queue is unavailable; nothing was accepted, try again */
+            /** @description The store or queue is unavailable, or the server holds as many connections as it takes; nothing was accepted, try again */
             503: {
                 headers: {
                     [name: string]: unknown;
@@ -5853,6 +6162,15 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
+            /** @description The body did not arrive in time (see docs/api.md, "Connections"); the connection is closed */
+            408: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
             /** @description Not in this state (a closed thread, open children, a move under way) */
             409: {
                 headers: {
@@ -5896,7 +6214,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
-            /** @description The store or queue is unavailable; nothing was accepted, try again */
+            /** @description The store or queue is unavailable, or the server holds as many connections as it takes; nothing was accepted, try again */
             503: {
                 headers: {
                     [name: string]: unknown;
@@ -5971,7 +6289,7 @@ export interface operations {
                 };
                 content?: never;
             };
-            /** @description The store or queue is unavailable; nothing was accepted, try again */
+            /** @description The store or queue is unavailable, or the server holds as many connections as it takes; nothing was accepted, try again */
             503: {
                 headers: {
                     [name: string]: unknown;
@@ -6055,6 +6373,15 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
+            /** @description The store or queue is unavailable, or the server holds as many connections as it takes; nothing was accepted, try again */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
         };
     };
     pressWidget: {
@@ -6118,6 +6445,15 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
+            /** @description The body did not arrive in time (see docs/api.md, "Connections"); the connection is closed */
+            408: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
             /** @description Not in this state (a closed thread, open children, a move under way) */
             409: {
                 headers: {
@@ -6161,7 +6497,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
-            /** @description The store or queue is unavailable; nothing was accepted, try again */
+            /** @description The store or queue is unavailable, or the server holds as many connections as it takes; nothing was accepted, try again */
             503: {
                 headers: {
                     [name: string]: unknown;
@@ -6190,6 +6526,15 @@ export interface operations {
                     "application/json": components["schemas"]["ListedTool"][];
                 };
             };
+            /** @description The request is not one this route takes; the error names what is wrong */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
             /** @description No token, or a wrong one */
             401: {
                 headers: {
@@ -6214,6 +6559,15 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content?: never;
+            };
+            /** @description The store or queue is unavailable, or the server holds as many connections as it takes; nothing was accepted, try again */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
             };
         };
     };

@@ -175,7 +175,7 @@ const CRATE_LAYERS: &[(&str, &[&[&str]])] = &[
         "infinity-server",
         &[
             &["api"],
-            &["guard"],
+            &["guard", "connections"],
             &[
                 "artifacts",
                 "events",
@@ -185,7 +185,7 @@ const CRATE_LAYERS: &[(&str, &[&[&str]])] = &[
                 "migration",
             ],
             &["openapi"],
-            &["stack"],
+            &["stack", "testing"],
         ],
     ),
     (

@@ -2,7 +2,8 @@
 //!
 //! On a loopback address, requests must name the server itself in `Host` (no DNS rebinding) and
 //! come from its own origin if they carry an `Origin` (no other site's page); on any other
-//! address, a bearer token is required too. `/health` and `/openapi.json` are always open.
+//! address, a bearer token is required too. `/health` and `/openapi.json` are always open. A
+//! request with two `Host` (or two `Content-Length`) headers is refused on every route.
 
 use std::convert::Infallible;
 use std::future::{ready, Ready};
@@ -78,6 +79,16 @@ impl Guard {
     /// Why a request for `uri` with `headers` is refused, as the answer to give; `None` lets
     /// it through.
     pub fn refusal(&self, uri: &Uri, headers: &HeaderMap) -> Option<Response> {
+        // Which host, or how long a body, a request names must not depend on who reads it
+        // (RFC 9112, sections 3.2 and 6.3): one of each, on every route.
+        for name in [header::HOST, header::CONTENT_LENGTH] {
+            if headers.get_all(&name).iter().nth(1).is_some() {
+                return Some(refuse(
+                    StatusCode::BAD_REQUEST,
+                    format!("the request has more than one `{name}` header"),
+                ));
+            }
+        }
         if uri.path() == "/health" || uri.path() == "/openapi.json" {
             return None;
         }
@@ -252,5 +263,26 @@ mod tests {
         );
         assert_eq!(status(&wide, "/threads?access_token=t+k", &[any]), 401);
         assert_eq!(status(&wide.without_token(), "/threads", &[any]), 200);
+    }
+
+    #[test]
+    fn two_host_headers_are_refused_on_every_route() {
+        let (loopback, _) = Guard::for_address("127.0.0.1", 8700, None);
+        let (wide, _) = Guard::for_address("0.0.0.0", 8700, Some("t".into()));
+        for (guard, first) in [(&loopback, "127.0.0.1:8700"), (&wide, "box.example")] {
+            let mut headers = HeaderMap::new();
+            headers.append(header::HOST, HeaderValue::from_static(first));
+            headers.append(header::HOST, HeaderValue::from_static("evil.example"));
+            headers.append(header::AUTHORIZATION, HeaderValue::from_static("Bearer t"));
+            for path in ["/threads", "/health", "/openapi.json"] {
+                let uri: Uri = path.parse().unwrap_or_default();
+                let refusal = guard.refusal(&uri, &headers);
+                assert_eq!(
+                    refusal.map(|r| r.status().as_u16()),
+                    Some(400),
+                    "{path} with two Host headers (RFC 9112, section 3.2)"
+                );
+            }
+        }
     }
 }

@@ -36,9 +36,13 @@
 //! address, requests must name the server itself in `Host` (no DNS rebinding) and come from its
 //! own origin if they carry an `Origin` (no other site's page); on any other address, a bearer
 //! token is required too.
+//!
+//! On a machine, [`serve_until_interrupted`] holds the connections to time limits and a cap
+//! (see [`connections`]), so that slow, half-open and idle clients cannot hold the server.
 
 pub mod api;
 pub mod artifacts;
+pub mod connections;
 pub mod events;
 pub mod guard;
 pub mod markdown;
@@ -53,16 +57,15 @@ use axum::Router;
 
 pub use guard::{Guard, TOKEN_VAR};
 
-/// Serves `app` on `listener` until Ctrl-C.
+/// Serves `app` on `listener` within the default [`connections::Limits`] until Ctrl-C.
 pub async fn serve_until_interrupted(
     listener: tokio::net::TcpListener,
     app: Router,
 ) -> std::io::Result<()> {
-    axum::serve(listener, app)
-        .with_graceful_shutdown(async {
-            let _ = tokio::signal::ctrl_c().await;
-        })
-        .await
+    let interrupted = async {
+        let _ = tokio::signal::ctrl_c().await;
+    };
+    connections::serve(listener, app, connections::Limits::default(), interrupted).await
 }
 
 /// The whole API on `host`: the thread routes, `moves` (a session's migration, embedded only:
@@ -91,3 +94,7 @@ pub fn checked(app: Router) -> Router {
         app
     }
 }
+
+// Last: the document's test reads the routes from the sources up to the first test item.
+#[cfg(test)]
+mod testing;

@@ -2,46 +2,61 @@
 //! the `ammonia` sanitizer, so whatever a model writes (raw HTML, `javascript:` links, event
 //! handlers, remote images) cannot run in the page or reach out of it. `POST /markdown` renders
 //! texts for the page (see docs/web.md, "Markdown").
+//!
+//! A text is untrusted, and so is a request: neither may stall the server. A request carries
+//! at most [`MAX_TEXTS`] texts of at most [`MAX_TEXT_CHARS`] characters each, in a body of at
+//! most [`MAX_BODY_BYTES`]; nesting deeper than [`depth::MAX_DEPTH`] levels is flattened before
+//! the sanitizer's parser sees it (whose time grows with the square of the nesting, see
+//! [`depth`]). Texts are rendered on a blocking thread, never on the threads that answer
+//! requests, by at most [`RENDERERS`] requests at once (so hostile requests cannot take every
+//! blocking thread), within [`RENDER_LIMIT`] including the wait for a turn (503 after it). A
+//! rendering stops before its next text once its request is answered or its client gone.
 
-use std::borrow::Cow;
+mod depth;
+mod urls;
+
 use std::collections::HashSet;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
 
 use axum::extract::rejection::JsonRejection;
+use axum::extract::{DefaultBodyLimit, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::routing::post;
 use axum::{Json, Router};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
+use tokio::sync::Semaphore;
 
 use crate::api::{error, ApiError};
 
 /// The most texts one request renders.
-const MAX_TEXTS: usize = 500;
+pub const MAX_TEXTS: usize = 500;
 
-/// The image types shown inline (from `data:` URLs, which the page's policy allows); others are
-/// dropped, and an image from elsewhere keeps only its alt text (no request leaves the page).
-const INLINE_IMAGES: [&str; 4] = [
-    "data:image/png;base64,",
-    "data:image/jpeg;base64,",
-    "data:image/gif;base64,",
-    "data:image/webp;base64,",
-];
+/// The most characters one text may have (the bytes its rendering reads are at most four times
+/// as many).
+pub const MAX_TEXT_CHARS: usize = 100_000;
+
+/// The most bytes a request's body may have (413 past it).
+pub const MAX_BODY_BYTES: usize = 1 << 20;
+
+/// How many requests render at once; others wait their turn (within [`RENDER_LIMIT`]).
+pub const RENDERERS: usize = 2;
+
+/// How long a request may take to render, its wait for a turn included (503 past it).
+pub const RENDER_LIMIT: Duration = Duration::from_secs(10);
 
 /// `text`, Markdown, as safe HTML: headings, emphasis, lists, task lists, tables, code, quotes
 /// and links (which open elsewhere, without a referrer) are kept; scripts, styles, frames,
 /// forms, event handlers, `javascript:` and other schemes but `http`, `https` and `mailto` are
 /// removed.
 pub fn to_html(text: &str) -> String {
-    to_html_all(std::iter::once(text)).pop().unwrap_or_default()
+    one_to_html(&sanitizer(), text)
 }
 
-fn to_html_all<'a>(texts: impl Iterator<Item = &'a str>) -> Vec<String> {
-    use pulldown_cmark::{html, Options, Parser};
-    let options = Options::ENABLE_TABLES
-        | Options::ENABLE_STRIKETHROUGH
-        | Options::ENABLE_TASKLISTS
-        | Options::ENABLE_FOOTNOTES;
+fn sanitizer() -> ammonia::Builder<'static> {
     let mut sanitizer = ammonia::Builder::default();
     sanitizer
         .url_schemes(HashSet::from(["http", "https", "mailto", "data"]))
@@ -50,32 +65,97 @@ fn to_html_all<'a>(texts: impl Iterator<Item = &'a str>) -> Vec<String> {
         .set_tag_attribute_value("a", "target", "_blank")
         .add_tag_attributes("input", ["type", "checked", "disabled"])
         .add_tags(["input"])
-        .attribute_filter(keep);
-    texts
-        .map(|text| {
-            let mut raw = String::new();
-            html::push_html(&mut raw, Parser::new_ext(text, options));
-            sanitizer.clean(&raw).to_string()
-        })
-        .collect()
+        .attribute_filter(urls::keep);
+    sanitizer
 }
 
-/// What the sanitizer keeps of an attribute it allows: `data:` URLs only as inline images of
-/// the types above; task-list checkboxes only.
-fn keep<'v>(element: &str, attribute: &str, value: &'v str) -> Option<Cow<'v, str>> {
-    let data = value
-        .trim_start()
-        .get(..5)
-        .is_some_and(|s| s.eq_ignore_ascii_case("data:"));
-    match (element, attribute) {
-        ("img", "src") if data => INLINE_IMAGES
-            .iter()
-            .any(|prefix| value.trim_start().starts_with(prefix))
-            .then_some(Cow::Borrowed(value)),
-        ("img", "src") => None,
-        (_, "href" | "src" | "cite") if data => None,
-        ("input", "type") => (value == "checkbox").then_some(Cow::Borrowed(value)),
-        _ => Some(Cow::Borrowed(value)),
+fn one_to_html(sanitizer: &ammonia::Builder<'_>, text: &str) -> String {
+    use pulldown_cmark::{html, Options, Parser};
+    let options = Options::ENABLE_TABLES
+        | Options::ENABLE_STRIKETHROUGH
+        | Options::ENABLE_TASKLISTS
+        | Options::ENABLE_FOOTNOTES;
+    let mut raw = String::new();
+    html::push_html(&mut raw, depth::bounded(Parser::new_ext(text, options)));
+    sanitizer.clean(&raw).to_string()
+}
+
+/// Each of `texts` as HTML, or `None` once `stop` is set (checked before each text).
+fn to_html_until(texts: &[String], stop: &AtomicBool) -> Option<Vec<String>> {
+    let sanitizer = sanitizer();
+    let mut html = Vec::with_capacity(texts.len());
+    for text in texts {
+        if stop.load(Ordering::Relaxed) {
+            return None;
+        }
+        html.push(one_to_html(&sanitizer, text));
+    }
+    Some(html)
+}
+
+/// Who renders: the turns requests take (a blocking thread each) and how long one may take.
+#[derive(Debug, Clone)]
+pub struct Renderer {
+    turns: Arc<Semaphore>,
+    limit: Duration,
+}
+
+impl Default for Renderer {
+    fn default() -> Self {
+        Self::new(RENDERERS, RENDER_LIMIT)
+    }
+}
+
+/// Set when the request that asked for a rendering is answered or gone (its future dropped):
+/// the rendering stops before its next text.
+struct StopOnDrop(Arc<AtomicBool>);
+
+impl Drop for StopOnDrop {
+    fn drop(&mut self) {
+        self.0.store(true, Ordering::Relaxed);
+    }
+}
+
+impl Renderer {
+    /// `turns` requests rendering at once, each within `limit`.
+    pub fn new(turns: usize, limit: Duration) -> Self {
+        Self {
+            turns: Arc::new(Semaphore::new(turns.max(1))),
+            limit,
+        }
+    }
+
+    /// `texts` as HTML, rendered on a blocking thread when a turn is free, within the limit;
+    /// dropping the future stops the rendering before its next text.
+    async fn render(&self, texts: Vec<String>) -> Result<Vec<String>, ApiError> {
+        let stop = StopOnDrop(Arc::new(AtomicBool::new(false)));
+        let flag = Arc::clone(&stop.0);
+        let turns = Arc::clone(&self.turns);
+        let rendering = async move {
+            let turn = turns.acquire_owned().await.ok()?;
+            // The turn is held until the thread is done, not only until the answer: a
+            // rendering past its time limit still counts against the others.
+            let task = tokio::task::spawn_blocking(move || {
+                let _turn = turn;
+                to_html_until(&texts, &flag)
+            });
+            task.await.ok().flatten()
+        };
+        match tokio::time::timeout(self.limit, rendering).await {
+            Ok(Some(html)) => Ok(html),
+            Ok(None) => Err(error(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                "the texts could not be rendered",
+            )),
+            Err(_) => Err(error(
+                StatusCode::SERVICE_UNAVAILABLE,
+                format!(
+                    "the texts were not rendered within {} s (the server is busy, or they are \
+                     many and large): send fewer at once, or try again",
+                    self.limit.as_secs_f32()
+                ),
+            )),
+        }
     }
 }
 
@@ -83,7 +163,9 @@ fn keep<'v>(element: &str, attribute: &str, value: &'v str) -> Option<Cow<'v, st
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Texts {
-    /// The texts.
+    /// The texts: at most 500, each at most 100,000 characters, in a body of at most 1 MiB
+    /// (1,048,576 bytes).
+    #[schemars(length(max = MAX_TEXTS), inner(length(max = MAX_TEXT_CHARS)))]
     texts: Vec<String>,
 }
 
@@ -95,7 +177,10 @@ pub struct Html {
 }
 
 /// `POST /markdown` (`{"texts": [...]}`): each text as safe HTML (`{"html": [...]}`).
-async fn render(body: Result<Json<Texts>, JsonRejection>) -> Result<Response, ApiError> {
+async fn render(
+    State(renderer): State<Renderer>,
+    body: Result<Json<Texts>, JsonRejection>,
+) -> Result<Response, ApiError> {
     let Json(Texts { texts }) = body.map_err(|e| error(e.status(), e.body_text()))?;
     if texts.len() > MAX_TEXTS {
         return Err(error(
@@ -103,105 +188,37 @@ async fn render(body: Result<Json<Texts>, JsonRejection>) -> Result<Response, Ap
             format!("{} texts; at most {MAX_TEXTS} at once", texts.len()),
         ));
     }
-    let html = to_html_all(texts.iter().map(String::as_str));
+    for (index, text) in texts.iter().enumerate() {
+        // Cheap before counting: a text of at most that many bytes has at most that many
+        // characters.
+        let chars = if text.len() > MAX_TEXT_CHARS {
+            text.chars().count()
+        } else {
+            0
+        };
+        if chars > MAX_TEXT_CHARS {
+            return Err(error(
+                StatusCode::PAYLOAD_TOO_LARGE,
+                format!("`texts[{index}]` has {chars} characters; at most {MAX_TEXT_CHARS} each"),
+            ));
+        }
+    }
+    let html = renderer.render(texts).await?;
     Ok(Json(Html { html }).into_response())
 }
 
-/// The route.
+/// The route, rendering with a [`Renderer::default`].
 pub fn routes() -> Router {
-    Router::new().route("/markdown", post(render))
+    routes_with(Renderer::default())
+}
+
+/// The route, rendering with `renderer`.
+pub fn routes_with(renderer: Renderer) -> Router {
+    Router::new()
+        .route("/markdown", post(render))
+        .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
+        .with_state(renderer)
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn markdown_is_kept_as_markup() {
-        let html = to_html(
-            "# Plan\n\n**bold** and *soft* and `code`\n\n- [x] done\n- [ ] next\n\n\
-             | a | b |\n|---|---|\n| 1 | 2 |\n\n```\nfn main() {}\n```\n\n> quoted",
-        );
-        for kept in [
-            "<h1>Plan</h1>",
-            "<strong>bold</strong>",
-            "<em>soft</em>",
-            "<code>code</code>",
-            "<table>",
-            "<td>1</td>",
-            "<pre><code>fn main() {}",
-            "<blockquote>",
-            "type=\"checkbox\"",
-        ] {
-            assert!(html.contains(kept), "{kept} missing from {html}");
-        }
-    }
-
-    #[test]
-    fn links_open_elsewhere_and_only_with_safe_schemes() {
-        let html = to_html("[docs](https://example.com/a?b=1) [mail](mailto:a@example.com)");
-        assert!(
-            html.contains("href=\"https://example.com/a?b=1\""),
-            "{html}"
-        );
-        assert!(
-            html.contains("rel=\"noopener noreferrer nofollow\""),
-            "{html}"
-        );
-        assert!(html.contains("target=\"_blank\""), "{html}");
-        assert!(html.contains("href=\"mailto:a@example.com\""), "{html}");
-        for bad in [
-            "[x](javascript:alert(1))",
-            "[x](JaVaScRiPt:alert(1))",
-            "[x](  javascript:alert(1))",
-            "[x](data:text/html;base64,PHNjcmlwdD5hbGVydCgxKTwvc2NyaXB0Pg==)",
-            "[x](vbscript:msgbox(1))",
-            "[x](/threads/t/close)",
-            "<a href=\"javascript:alert(1)\">x</a>",
-        ] {
-            let html = to_html(bad);
-            assert!(!html.contains("href"), "{bad} kept a link: {html}");
-        }
-    }
-
-    #[test]
-    fn raw_html_that_could_run_or_reach_out_is_removed() {
-        for (bad, gone) in [
-            ("<script>alert(1)</script>", "<script"),
-            ("<img src=x onerror=alert(1)>", "onerror"),
-            ("<svg onload=alert(1)></svg>", "onload"),
-            ("<iframe src=\"https://evil.example\"></iframe>", "<iframe"),
-            ("<style>body{display:none}</style>", "<style"),
-            (
-                "<form action=\"https://evil.example\"><input></form>",
-                "<form",
-            ),
-            ("<div style=\"position:fixed\">x</div>", "style="),
-            ("<b onclick=\"alert(1)\">x</b>", "onclick"),
-            ("<object data=\"x\"></object>", "<object"),
-            (
-                "<math><mi xlink:href=\"javascript:alert(1)\">x</mi></math>",
-                "javascript",
-            ),
-        ] {
-            let html = to_html(bad);
-            assert!(!html.to_lowercase().contains(gone), "{bad}: {html}");
-        }
-        // Harmless raw HTML stays.
-        assert!(to_html("<b>bold</b>").contains("<b>bold</b>"));
-    }
-
-    #[test]
-    fn images_show_inline_data_only_and_never_load_from_elsewhere() {
-        let inline = to_html("![dot](data:image/png;base64,iVBORw0KGgo=)");
-        assert!(
-            inline.contains("src=\"data:image/png;base64,iVBORw0KGgo=\""),
-            "{inline}"
-        );
-        let remote = to_html("![tracker](https://evil.example/pixel.png)");
-        assert!(!remote.contains("src="), "{remote}");
-        assert!(remote.contains("alt=\"tracker\""), "{remote}");
-        let svg = to_html("![x](data:image/svg+xml;base64,PHN2Zz48L3N2Zz4=)");
-        assert!(!svg.contains("src="), "{svg}");
-    }
-}
+mod tests;

@@ -24,6 +24,37 @@ const STILL_RUNNING_PREFIX = "Still running:";
 /** The same, for a call whose tool waits for the user to authorize it. */
 const STILL_WAITING_PREFIX = "Still waiting:";
 
+// What one `POST /markdown` takes (`crates/infinity-server/src/markdown.rs`): at most 500
+// texts of at most 100,000 characters each, in a body of at most 1 MiB. A batch is kept well
+// under the body's bound (a character may take several bytes).
+
+/** The longest text the server renders (JavaScript counts UTF-16 units; never more). */
+const MARKDOWN_TEXT_CHARS = 100_000;
+/** The most texts in one request. */
+const MARKDOWN_BATCH_TEXTS = 500;
+/** The most characters in one request, all texts together. */
+const MARKDOWN_BATCH_CHARS = 250_000;
+
+/** `items` (`{text}`) in batches of at most the texts and characters one request takes. */
+function markdownBatches(items) {
+  const batches = [];
+  let batch = [];
+  let chars = 0;
+  for (const item of items) {
+    const full =
+      batch.length === MARKDOWN_BATCH_TEXTS || chars + item.text.length > MARKDOWN_BATCH_CHARS;
+    if (batch.length && full) {
+      batches.push(batch);
+      batch = [];
+      chars = 0;
+    }
+    batch.push(item);
+    chars += item.text.length;
+  }
+  if (batch.length) batches.push(batch);
+  return batches;
+}
+
 export class Transcript {
   /**
    * `list` is the `<ol>` to fill; `onWidgetAction(action, values)` sends a widget's button
@@ -39,33 +70,40 @@ export class Transcript {
 
   /**
    * Shows the agent's `text` in `element` as plain text at once, and as Markdown once the
-   * server has rendered it (texts shown together are rendered in one request). Until then the
-   * element is marked `data-markdown="pending"`; if rendering fails, the plain text stays.
+   * server has rendered it (texts shown together are rendered in as few requests as the
+   * server's bounds allow). Until then the element is marked `data-markdown="pending"`; if
+   * rendering fails, or the text is longer than the server renders, the plain text stays.
    */
   markdown(element, text) {
+    if (text.length > MARKDOWN_TEXT_CHARS) {
+      element.dataset.markdown = "too-long";
+      return;
+    }
     element.dataset.markdown = "pending";
     this.unrendered.push({ element, text });
     if (this.unrendered.length > 1) return;
     queueMicrotask(async () => {
-      const batch = this.unrendered;
+      const waiting = this.unrendered;
       this.unrendered = [];
-      let html = null;
-      try {
-        html = await this.renderMarkdown(batch.map((item) => item.text));
-      } catch {
-        // The plain text stays.
-      }
-      batch.forEach((item, index) => {
-        if (html && typeof html[index] === "string") {
-          // The server's sanitizer made this HTML safe; a template parses it without running
-          // anything, and the page's policy forbids inline scripts besides.
-          const template = document.createElement("template");
-          template.innerHTML = html[index];
-          item.element.replaceChildren(template.content);
-          item.element.classList.add("markdown");
+      for (const batch of markdownBatches(waiting)) {
+        let html = null;
+        try {
+          html = await this.renderMarkdown(batch.map((item) => item.text));
+        } catch {
+          // The plain text stays.
         }
-        item.element.dataset.markdown = html ? "done" : "failed";
-      });
+        batch.forEach((item, index) => {
+          if (html && typeof html[index] === "string") {
+            // The server's sanitizer made this HTML safe; a template parses it without
+            // running anything, and the page's policy forbids inline scripts besides.
+            const template = document.createElement("template");
+            template.innerHTML = html[index];
+            item.element.replaceChildren(template.content);
+            item.element.classList.add("markdown");
+          }
+          item.element.dataset.markdown = html ? "done" : "failed";
+        });
+      }
     });
   }
 

@@ -2182,6 +2182,10 @@ class Suspension(BaseModel):
     """
 
 
+class Text(RootModel[str]):
+    root: Annotated[str, Field(max_length=100000)]
+
+
 class Texts(BaseModel):
     """
     Markdown texts to render.
@@ -2190,9 +2194,10 @@ class Texts(BaseModel):
     model_config = ConfigDict(
         extra='forbid',
     )
-    texts: list[str]
+    texts: Annotated[list[Text], Field(max_length=500)]
     """
-    The texts.
+    The texts: at most 500, each at most 100,000 characters, in a body of at most 1 MiB
+    (1,048,576 bytes).
     """
 
 

@@ -149,13 +149,15 @@ impl Operation {
     }
 
     /// Its answers: those it names, and those every route of its kind may give: the guard's
-    /// 403 (a wrong `Host` or `Origin`; every route but `/health` and `/openapi.json`) and 401
-    /// (no token; the routes that need one), 400 for a path parameter that is not text, for a
-    /// JSON body 413 (too big), 415 (not JSON) and 422 (not the shape), and for every route the
-    /// HTTP server's own 414 (with no body: it answers before any route).
+    /// 400 (two `Host` headers, or a path parameter that is not text; every route), 403 (a
+    /// wrong `Host` or `Origin`; every route but `/health` and `/openapi.json`) and 401 (no
+    /// token; the routes that need one); for a JSON body 408 (too slow to arrive), 413 (too
+    /// big), 415 (not JSON) and 422 (not the shape); 503 (past the connection cap, `infinity
+    /// serve`; every route); and for every route the HTTP server's own 414 (with no body: it
+    /// answers before any route).
     pub fn all_responses(&self) -> Vec<(u16, &'static str, Option<Content>)> {
         let mut all = self.responses.clone();
-        let mut implied = Vec::new();
+        let mut implied = vec![400, 503];
         if !matches!(self.path, "/health" | "/openapi.json") {
             implied.push(403);
         }
@@ -166,7 +168,7 @@ impl Operation {
             implied.push(400);
         }
         if matches!(self.body, Some((Content::Json(_), _))) {
-            implied.extend([413, 415, 422]);
+            implied.extend([408, 413, 415, 422]);
         }
         for status in implied {
             if !all.iter().any(|(s, _, _)| *s == status) {
@@ -227,6 +229,7 @@ fn error_meaning(status: u16) -> &'static str {
             "Refused: a `Host` that is not this server's, or an `Origin` that is not its own pages'"
         }
         404 => "Nothing by that name or id",
+        408 => "The body did not arrive in time (see docs/api.md, \"Connections\"); the connection is closed",
         409 => "Not in this state (a closed thread, open children, a move under way)",
         413 => "The body is too big",
         414 => "The URI is over 64 KiB: the HTTP server refuses it before any route, with no body",
@@ -234,7 +237,7 @@ fn error_meaning(status: u16) -> &'static str {
         422 => "The body's JSON is not the shape this route takes; the error names what is wrong",
         429 => "Refused for now: a limit is reached (a page's comments); the error says which",
         502 => "A tool server or remote did not take the answer",
-        503 => "The store or queue is unavailable; nothing was accepted, try again",
+        503 => "The store or queue is unavailable, or the server holds as many connections as it takes; nothing was accepted, try again",
         _ => "Failed",
     }
 }

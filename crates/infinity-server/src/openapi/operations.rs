@@ -159,7 +159,8 @@ pub fn all() -> Vec<Operation> {
             .about("web", "Markdown texts as safe HTML")
             .body::<Texts>()
             .answers::<Html>(200, "Each text's HTML, in order")
-            .errors(&[400, 413]),
+            .errors(&[400, 413])
+            .answers_with(503, "Not rendered within the time limit (10 s, the wait for a turn included): the server is busy, or the texts are many and large; send fewer at once, or try again", Some(Content::Json(super::schema::<crate::api::ErrorBody>))),
         post("/threads/{id}/migration", "startMigration")
             .about("migration", "Starts moving a session away: its bundle (embedded host with a store only; 409 otherwise)")
             .body::<StartRequest>()

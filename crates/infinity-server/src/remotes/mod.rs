@@ -102,13 +102,15 @@ pub struct Approval {
     selected: usize,
 }
 
-/// `app` with the routes remotes use, behind `access`, and the approval route outside it (the
-/// token in its URL is the credential, as for any `user_choice` question's `response_url`);
-/// the whole, answering what it does not route as JSON ([`crate::api::with_fallbacks`]) and
-/// checked against the API's document when asked ([`crate::checked`]).
+/// `app` with the routes remotes use, behind `access`, and the approval route behind its
+/// `Host` and `Origin` checks without the token (the token in its URL is the credential, as for
+/// any `user_choice` question's `response_url`); the whole, answering what it does not route as
+/// JSON ([`crate::api::with_fallbacks`]) and checked against the API's document when asked
+/// ([`crate::checked`]).
 pub fn mount(app: Router, hub: Hub, access: &crate::Guard) -> Router {
     let (guarded, open) = routes(hub);
     let guarded = guarded.layer(access.clone());
+    let open = open.layer(access.without_token());
     crate::checked(crate::api::with_fallbacks(app.merge(guarded).merge(open)))
 }
 
@@ -195,5 +197,62 @@ async fn approve(
     match hub.approve(&token, body.selected).await {
         Ok(()) => StatusCode::NO_CONTENT.into_response(),
         Err(err) => hub_problem(err),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use axum::body::Body;
+    use axum::http::Request;
+    use tower::ServiceExt;
+
+    /// The answer of the mounted routes to a `POST` of `body` to `path` with `headers`.
+    async fn answer(path: &str, headers: &[(&str, &str)], body: &str) -> u16 {
+        let (access, _) = crate::Guard::for_address("127.0.0.1", 8700, None);
+        let app = mount(Router::new(), MemoryRemotes::new(), &access);
+        let mut request = Request::post(path).header("content-type", "application/json");
+        for (name, value) in headers {
+            request = request.header(*name, *value);
+        }
+        let Ok(request) = request.body(Body::from(body.to_owned())) else {
+            return 0;
+        };
+        match app.oneshot(request).await {
+            Ok(answer) => answer.status().as_u16(),
+            Err(never) => match never {},
+        }
+    }
+
+    #[tokio::test]
+    async fn an_approval_is_refused_from_another_host_or_origin_as_every_route_is() {
+        let own = ("host", "127.0.0.1:8700");
+        let body = r#"{"selected": 0}"#;
+        for (headers, why) in [
+            (vec![("host", "evil.example:8700")], "DNS rebinding"),
+            (
+                vec![own, ("origin", "http://evil.example")],
+                "another site's page",
+            ),
+        ] {
+            assert_eq!(
+                answer("/remotes/approvals/t1", &headers, body).await,
+                403,
+                "{why}"
+            );
+            assert_eq!(answer("/remotes", &headers, body).await, 403, "{why}");
+        }
+        assert_eq!(
+            answer(
+                "/remotes/approvals/t1",
+                &[("host", "evil.example:8700")],
+                "{"
+            )
+            .await,
+            403,
+            "refused before the body is read"
+        );
+        // From the server's own host, the token in the path is the credential: no bearer token.
+        assert_eq!(answer("/remotes/approvals/t1", &[own], body).await, 404);
     }
 }
