@@ -1,5 +1,6 @@
 //! Calls that wait for a person's approval (an agent file's `approvals:`): the question is
-//! asked, the answer (or the deadline's default) runs the call or declines it.
+//! asked, the answer (or the deadline's default) runs the call or declines it. The answers to
+//! every question (a tool server's too) come in here.
 
 use crate::effect::{Effect, OutputKind};
 use crate::history::ToolCall;
@@ -166,6 +167,42 @@ impl Draft<'_> {
             .as_ref()
             .is_some_and(|a| a.default == ApprovalDefault::Approve);
         self.settle_approval(pending, approved, approval::Settled::Deadline(after));
+        Ok(())
+    }
+
+    /// A question was answered (an approval's or a tool server's): it closes, and an approval
+    /// is settled by the answer.
+    pub(super) fn user_choice_answered(
+        &mut self,
+        call_id: CallId,
+        selected: usize,
+        unattended: bool,
+    ) -> Applied {
+        let Some(at) = self
+            .record
+            .open_choices
+            .iter()
+            .position(|c| c.call_id == call_id)
+        else {
+            return Err(DropReason::NoOpenChoice(call_id));
+        };
+        let choice = self.record.open_choices.remove(at);
+        tracing::info!(thread = %self.record.id, call = %call_id, selected, "user choice answered");
+        match self.take_unapproved(&call_id) {
+            Some(pending) => {
+                let by = match unattended {
+                    true => crate::tools::approval::Settled::Unattended,
+                    false => crate::tools::approval::Settled::Person,
+                };
+                self.settle_approval(pending, selected == crate::tools::approval::RUN, by);
+            }
+            None => self.output(OutputKind::ChoiceAnswered {
+                call_id,
+                selected,
+                choice: choice.choices.get(selected).cloned().unwrap_or_default(),
+                by_deadline: false,
+            }),
+        }
         Ok(())
     }
 }

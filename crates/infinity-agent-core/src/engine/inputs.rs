@@ -607,40 +607,6 @@ impl Draft<'_> {
 
     /// A question was answered: a tool server's (the answer went to it, its result follows) or
     /// an approval the runtime asked (0 runs the call).
-    fn user_choice_answered(
-        &mut self,
-        call_id: CallId,
-        selected: usize,
-        unattended: bool,
-    ) -> Applied {
-        let Some(at) = self
-            .record
-            .open_choices
-            .iter()
-            .position(|c| c.call_id == call_id)
-        else {
-            return Err(DropReason::NoOpenChoice(call_id));
-        };
-        let choice = self.record.open_choices.remove(at);
-        tracing::info!(thread = %self.record.id, call = %call_id, selected, "user choice answered");
-        match self.take_unapproved(&call_id) {
-            Some(pending) => {
-                let by = match unattended {
-                    true => crate::tools::approval::Settled::Unattended,
-                    false => crate::tools::approval::Settled::Person,
-                };
-                self.settle_approval(pending, selected == crate::tools::approval::RUN, by);
-            }
-            None => self.output(OutputKind::ChoiceAnswered {
-                call_id,
-                selected,
-                choice: choice.choices.get(selected).cloned().unwrap_or_default(),
-                by_deadline: false,
-            }),
-        }
-        Ok(())
-    }
-
     fn view_update(
         &mut self,
         view_type: String,
