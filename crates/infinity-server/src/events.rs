@@ -2,8 +2,8 @@
 //!
 //! Every event a thread keeps carries its number in the thread ([`OutputEvent::seq`]); its SSE
 //! `id` is that number once the event is kept, and `N.B.D` for one its running slice showed
-//! before committing it (see [`position`]: a resume from it checks that the client's copies are
-//! the ones kept). A client that saw up to an id comes back with `Last-Event-ID` (a browser's
+//! before committing it (see `events/position.rs`: a resume from it checks that the client's
+//! copies are the ones kept). A client that saw up to an id comes back with `Last-Event-ID` (a browser's
 //! `EventSource` does so by itself) or `?after=`, and gets exactly what it missed: first what
 //! the store kept after it ([`ThreadStore::events_after`](infinity_agent_core::store::ThreadStore::events_after)), then what the thread's running
 //! slice showed and has not committed yet, then the reply the model is streaming so far (one

@@ -5,9 +5,8 @@
 //!
 //! A text is untrusted, and so is a request: neither may stall the server. A request carries
 //! at most [`MAX_TEXTS`] texts of at most [`MAX_TEXT_CHARS`] characters each, in a body of at
-//! most [`MAX_BODY_BYTES`]; nesting deeper than [`depth::MAX_DEPTH`] levels is flattened before
-//! the sanitizer's parser sees it (whose time grows with the square of the nesting, see
-//! [`depth`]). Texts are rendered on a blocking thread, never on the threads that answer
+//! most [`MAX_BODY_BYTES`]; nesting deeper than 32 levels is flattened before the sanitizer's
+//! parser sees it (whose time grows with the square of the nesting, see `markdown/depth.rs`). Texts are rendered on a blocking thread, never on the threads that answer
 //! requests, by at most [`RENDERERS`] requests at once (so hostile requests cannot take every
 //! blocking thread), within [`RENDER_LIMIT`] including the wait for a turn (503 after it). A
 //! rendering stops before its next text once its request is answered or its client gone.
