@@ -6,7 +6,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 
 /// The top-level modules, bottom first.
-const LAYERS: &[&[&str]] = &[
+pub(crate) const LAYERS: &[&[&str]] = &[
     &["ids", "json", "schema", "text", "cost", "telemetry"],
     &["history"],
     &["model"],
@@ -68,14 +68,69 @@ fn imports_in(src: &Path, known: impl Fn(&str) -> bool) -> BTreeMap<String, BTre
     found
 }
 
-/// A source file's code: its test module and comment lines left out.
+/// A source file's code: its comment lines and its items under `#[cfg(test)]` left out (an
+/// inline test module, or one declared with `mod tests;`), wherever they are in the file.
 fn code_of(path: &Path) -> String {
     let text = std::fs::read_to_string(path).unwrap();
-    let code = text.split("#[cfg(test)]").next().unwrap_or_default();
-    code.lines()
+    let code = text
+        .lines()
         .filter(|l| !l.trim_start().starts_with("//"))
         .collect::<Vec<_>>()
-        .join("\n")
+        .join("\n");
+    without_test_items(&code)
+}
+
+/// `code` without the items `#[cfg(test)]` marks: each ends at its first `;` when that comes
+/// before any `{`, else at the `}` that closes its first `{`.
+fn without_test_items(code: &str) -> String {
+    const MARK: &str = "#[cfg(test)]";
+    let mut out = String::new();
+    let mut rest = code;
+    while let Some(at) = rest.find(MARK) {
+        out.push_str(&rest[..at]);
+        let item = &rest[at + MARK.len()..];
+        let end = match (item.find(';'), item.find('{')) {
+            (Some(semi), Some(brace)) if semi < brace => semi + 1,
+            (Some(semi), None) => semi + 1,
+            (_, Some(brace)) => closing(item, brace).map_or(item.len(), |close| close + 1),
+            (None, None) => item.len(),
+        };
+        rest = &item[end..];
+    }
+    out.push_str(rest);
+    out
+}
+
+/// Where the `}` that closes the `{` at `open` is.
+fn closing(text: &str, open: usize) -> Option<usize> {
+    let mut depth = 0usize;
+    for (i, c) in text[open..].char_indices() {
+        match c {
+            '{' => depth += 1,
+            '}' => {
+                depth = depth.checked_sub(1)?;
+                if depth == 0 {
+                    return Some(open + i);
+                }
+            }
+            _ => {}
+        }
+    }
+    None
+}
+
+#[test]
+fn test_items_are_left_out_wherever_they_are() {
+    let code = "mod a;\n#[cfg(test)]\nmod tests;\nuse crate::b;\n#[cfg(test)]\nmod more {\n    use crate::c;\n    fn f() { if x { } }\n}\nuse crate::d;";
+    let kept = without_test_items(code);
+    assert!(
+        kept.contains("use crate::b;") && kept.contains("use crate::d;"),
+        "{kept}"
+    );
+    assert!(
+        !kept.contains("crate::c") && !kept.contains("mod tests"),
+        "{kept}"
+    );
 }
 
 /// The Rust files below `dir`, but test modules in files of their own (`engine/tests.rs`, which
@@ -131,7 +186,7 @@ fn upward_imports(name: &str, layers: &[&[&str]]) -> Vec<String> {
 
 /// The other crates' top-level modules, bottom first: as in the core, a module imports only
 /// the layers below its own and its own, so no two import each other.
-const CRATE_LAYERS: &[(&str, &[&[&str]])] = &[
+pub(crate) const CRATE_LAYERS: &[(&str, &[&[&str]])] = &[
     (
         "infinity-aws",
         &[
@@ -242,6 +297,9 @@ fn no_module_imports_one_above_it() {
         imports.contains_key("engine") && imports.contains_key("host"),
         "{imports:?}"
     );
+    // The whole file is read: `engine/mod.rs` imports after `#[cfg(test)] mod tests;`.
+    let engine = code_of(&Path::new(env!("CARGO_MANIFEST_DIR")).join("src/engine/mod.rs"));
+    assert!(engine.contains("use crate::commit::Commit;"), "{engine}");
     let mut upward = Vec::new();
     for (module, uses) in &imports {
         let Some(own) = layer_of(module) else {

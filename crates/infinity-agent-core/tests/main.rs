@@ -4,6 +4,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // test code: a failed step should stop the test
 
 mod behaviour;
+mod drift;
 mod fuzz;
 mod layers;
 mod simulation;

@@ -84,3 +84,14 @@ impl Tool for Pause {
 pub fn tools() -> Vec<Arc<dyn Tool>> {
     vec![Arc::new(WordCount), Arc::new(Pause)]
 }
+
+/// The Rust of docs/rust-api.md and docs/internal-tools.md, compiled (and run, where it can) as
+/// doc tests, so the guides cannot drift from the API.
+#[cfg(doctest)]
+mod guides {
+    #[doc = include_str!("../../../docs/rust-api.md")]
+    struct RustApi;
+
+    #[doc = include_str!("../../../docs/internal-tools.md")]
+    struct InternalTools;
+}

@@ -57,8 +57,12 @@
 //! ```
 //!
 //! The work is split by job, a file each: `admit` (deduplication, thread creation), `inputs` (one
-//! function per input kind), `timeline` (appending entries, holding and injecting events),
-//! `compaction`, and `calls` (the completion loop and tool calls).
+//! function per input kind), `messages` (people's and parents' messages, while the thread is
+//! busy too), `approvals` (calls that wait for a person's yes, and every question's answer),
+//! `schedules` (a recurring schedule's occurrences), `filters` (a subscription's `wake_if`),
+//! `limits` (the limits that hold across slices), `timeline` (the `Draft` of the
+//! thread: appending entries, holding and injecting events), `compaction`, and `calls` (the
+//! completion loop and tool calls); `tests` (and `tests/`) feed it canned completions.
 
 mod admit;
 mod approvals;
