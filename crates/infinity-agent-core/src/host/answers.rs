@@ -7,8 +7,9 @@
 //! takes each answer's turn here as well, through the same store: an answer that finds another
 //! standing is overruled, and the one that stands is applied in its place (its input may not
 //! have reached the queue, if the process that kept it died first); the engine drops the loser,
-//! marked processed, naming the answer that stands. An interrupt or a close keeps
-//! "cancelled" for the calls it cancels; an answer kept before it is applied first.
+//! marked processed, naming the answer that stands. An interrupt, a close, or a person's message
+//! that interrupts (`while_busy: interrupt`) keeps "cancelled" for the calls it cancels; an
+//! answer kept before it is applied first.
 
 use std::collections::{HashMap, HashSet};
 
@@ -17,7 +18,7 @@ use jiff::Timestamp;
 use crate::ids::{CallId, InputId};
 use crate::input::{Answer, AnswerTo, Answered};
 use crate::input::{Input, InputBody};
-use crate::state::{ApprovalDefault, ThreadRecord};
+use crate::state::{ApprovalDefault, ThreadRecord, WhileBusy};
 use crate::store::{StoreError, ThreadStore};
 use crate::tools::approval;
 
@@ -118,6 +119,19 @@ async fn put_in(
     Ok(())
 }
 
+/// The calls of `record` that wait for someone outside the thread, and for what.
+fn waiting(record: &ThreadRecord) -> Vec<(CallId, AnswerTo)> {
+    record
+        .pending_calls
+        .iter()
+        .filter_map(|p| match (&p.approval, &p.client) {
+            (Some(_), _) => Some((p.call_id.clone(), AnswerTo::Question)),
+            (None, Some(_)) => Some((p.call_id.clone(), AnswerTo::Result)),
+            (None, None) => None,
+        })
+        .collect()
+}
+
 /// What `input` does to the calls of `record` that wait for an answer.
 fn turn_of(record: &ThreadRecord, input: &Input, now: Timestamp) -> Turn {
     let waits_for_application = |call: &CallId| {
@@ -168,21 +182,15 @@ fn turn_of(record: &ThreadRecord, input: &Input, now: Timestamp) -> Turn {
                 },
             )
         }
-        InputBody::Interrupt { .. } | InputBody::Close {} => {
-            let by = match input.body {
-                InputBody::Close {} => "the thread's close",
-                _ => "an interrupt",
-            };
-            let waiting = record
-                .pending_calls
-                .iter()
-                .filter_map(|p| match (&p.approval, &p.client) {
-                    (Some(_), _) => Some((p.call_id.clone(), AnswerTo::Question)),
-                    (None, Some(_)) => Some((p.call_id.clone(), AnswerTo::Result)),
-                    (None, None) => None,
-                })
-                .collect();
-            return Turn::Cancels(waiting, by);
+        InputBody::Interrupt { .. } => return Turn::Cancels(waiting(record), "an interrupt"),
+        InputBody::Close {} => return Turn::Cancels(waiting(record), "the thread's close"),
+        // A person's message that interrupts a busy thread (its own `while_busy`, or its
+        // agent's as the last slice saw it) cancels as an interrupt does.
+        InputBody::UserMessage { while_busy, .. }
+            if record.is_busy()
+                && while_busy.or(record.while_busy) == Some(WhileBusy::Interrupt) =>
+        {
+            return Turn::Cancels(waiting(record), "an interrupting message");
         }
         _ => return Turn::None,
     };

@@ -592,3 +592,45 @@ async fn an_interrupt_stands_for_what_it_cancelled_and_an_answer_before_it_goes_
     let record = h.system.record(&tid("main")).await.unwrap().unwrap();
     assert!(record.open_choices.is_empty() && record.pending_calls.is_empty());
 }
+
+/// A person's message under `while_busy: interrupt` cancels what waits as an interrupt does, and
+/// takes the same turn: an answer kept just before it is applied first, and one sent after it
+/// is refused naming the cancel.
+#[tokio::test(start_paused = true)]
+async fn an_interrupting_message_takes_its_turn_like_an_interrupt() {
+    let mut setup = Setup::new(SCRIPT);
+    setup.client_tools = vec![pick_color(None)];
+    setup.approvals = vec![rule("{tools: [lookup]}")];
+    let mut h = setup.start().await;
+    let interrupting = |text: &str| InputBody::UserMessage {
+        text: text.to_owned(),
+        agent: None,
+        while_busy: Some(infinity_agent_core::state::WhileBusy::Interrupt),
+    };
+    h.say("main", "look").await;
+    let (asked, _) = question(&h).await;
+    let store = h.system.store();
+    assert!(store
+        .claim_answer(&tid("main"), &kept(&asked, 0))
+        .await
+        .unwrap()
+        .is_none());
+    h.send("main", interrupting("never mind")).await;
+    assert_eq!(h.dispatcher.invocations.lock().unwrap().len(), 1);
+    assert!(h.lines("main").iter().any(|l| l == "chosen Run it"));
+    h.say("main", "paint").await;
+    let (call, _) = client_call(&h);
+    h.send("main", interrupting("stop")).await;
+    let late = h
+        .system
+        .post_tool_result(&tid("main"), &call, "teal".to_owned(), false)
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(
+        late.contains(&format!(
+            "call {call} was cancelled by an interrupting message"
+        )),
+        "{late}"
+    );
+}
