@@ -30,8 +30,8 @@ pub struct Commit {
 
 /// Numbers `event` as `record`'s next output event.
 pub(crate) fn number(record: &mut ThreadRecord, event: &mut OutputEvent) {
-    record.events += 1;
-    event.seq = Some(record.events);
+    record.last_event_seq += 1;
+    event.seq = Some(record.last_event_seq);
 }
 
 /// Numbers the output events among `effects` (in order) as `record`'s next ones, and returns

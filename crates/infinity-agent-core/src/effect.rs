@@ -120,8 +120,9 @@ pub enum Effect {
 pub struct ToolInvocation {
     /// The calling thread.
     pub thread_id: ThreadId,
-    /// The calling thread's stack, root .. itself.
-    pub stack: Vec<ThreadId>,
+    /// The calling thread's lineage, root .. itself (RAP's `stack`).
+    #[serde(rename = "stack")]
+    pub lineage: Vec<ThreadId>,
     /// The call.
     pub call_id: CallId,
     /// The tool.

@@ -37,9 +37,17 @@ pub const STILL_RUNNING_PREFIX: &str = "Still running:";
 /// [`STILL_RUNNING_PREFIX`] for a call whose tool waits for the user to authorize it.
 pub const STILL_WAITING_PREFIX: &str = "Still waiting:";
 
-/// A timestamp as shown to models and people: to the second, in UTC.
-pub fn show_time(t: Timestamp) -> String {
+/// A time as the runtime's texts show it to models: RFC 3339 to the second, in UTC
+/// (`2026-05-01T21:07:09Z`). Half a second or more rounds up.
+pub fn model_time(t: Timestamp) -> String {
     t.round(jiff::Unit::Second).unwrap_or(t).to_string()
+}
+
+/// The same second as [`model_time`] as people read it: `2026-05-01 21:07:09 UTC` (the CLI, a
+/// thread list's activity, the web app's `status.js`).
+pub fn person_time(t: Timestamp) -> String {
+    let t = t.round(jiff::Unit::Second).unwrap_or(t);
+    t.strftime("%Y-%m-%d %H:%M:%S UTC").to_string()
 }
 
 /// One entry of a thread's own history. Entries are never changed once committed.

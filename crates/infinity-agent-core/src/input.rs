@@ -143,8 +143,9 @@ pub enum InputBody {
         agent: String,
         /// Where the child forks from its parent.
         parent: ParentLink,
-        /// The parent's stack (root .. parent).
-        parent_stack: Vec<ThreadId>,
+        /// The parent's lineage (root .. parent); on the wire `parent_stack`.
+        #[serde(rename = "parent_stack")]
+        parent_lineage: Vec<ThreadId>,
         /// The child's first own history entries.
         seed: Vec<Item>,
         /// The parent's delegation depth, which the child shares.

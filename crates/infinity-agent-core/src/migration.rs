@@ -121,11 +121,13 @@ pub async fn session_threads(
             .load_record(&id)
             .await?
             .ok_or_else(|| MigrationError::UnknownThread(id.clone()))?;
-        let next = record
-            .children
-            .iter()
-            .map(|c| c.thread_id.clone())
-            .chain(record.delegations.iter().map(|d| d.thread_id.clone()));
+        let next = record.children.iter().map(|c| c.thread_id.clone()).chain(
+            record
+                .conversation
+                .delegations
+                .iter()
+                .map(|d| d.thread_id.clone()),
+        );
         for child in next {
             if seen.insert(child.clone()) {
                 queue.push_back(child);
@@ -273,7 +275,7 @@ pub fn move_servers(bundle: &mut Bundle, servers: &BTreeMap<String, String>) {
             .into_iter()
             .map(|(server, key)| (servers.get(&server).cloned().unwrap_or(server), key))
             .collect();
-        let Some(toolset) = thread.record.toolset.as_mut() else {
+        let Some(toolset) = thread.record.conversation.toolset.as_mut() else {
             continue;
         };
         for tool in &mut toolset.tools {
@@ -323,7 +325,7 @@ pub async fn import(
             agent: t.record.agent.clone(),
         });
     }
-    let toolset = root.record.toolset.as_ref();
+    let toolset = root.record.conversation.toolset.as_ref();
     let mut imported = Vec::with_capacity(bundle.threads.len());
     for thread in &bundle.threads {
         let record = &thread.record;

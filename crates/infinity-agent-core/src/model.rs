@@ -50,8 +50,8 @@ pub struct CompletionRequest<'a> {
     pub thread_id: &'a ThreadId,
     /// True for a root thread, false for children.
     pub is_root: bool,
-    /// The thread's stack: root first, the thread itself last.
-    pub stack: &'a [ThreadId],
+    /// The thread's lineage: root first, the thread itself last.
+    pub lineage: &'a [ThreadId],
     /// The system prompt (the agent's, followed by a line telling the model its thread ID and
     /// stack, which `spawn_thread` and `close_thread` need).
     pub system: &'a str,

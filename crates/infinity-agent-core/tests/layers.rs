@@ -248,7 +248,7 @@ pub(crate) const CRATE_LAYERS: &[(&str, &[&[&str]])] = &[
         &[
             &["display"],
             &["render"],
-            &["status", "aws"],
+            &["activity", "aws"],
             &["dlq", "lists"],
             &["place", "people"],
             &["agents", "knowledge", "tool_servers", "migrate", "remote"],

@@ -295,7 +295,7 @@ pub async fn show(args: ShowArgs) -> Result<u8> {
     crate::out!(
         "  stack {}",
         record
-            .stack
+            .lineage
             .iter()
             .map(ThreadId::as_str)
             .collect::<Vec<_>>()
@@ -303,13 +303,13 @@ pub async fn show(args: ShowArgs) -> Result<u8> {
     );
     crate::out!(
         "  usage: {} ({} input, {} read from cache, {} written to cache, {} output)",
-        crate::status::spent(&record.usage),
+        crate::activity::spent(&record.usage),
         record.usage.input_tokens,
         record.usage.cache_read_tokens,
         record.usage.cache_write_tokens,
         record.usage.output_tokens
     );
-    if let Some(conversation) = crate::status::conversation_spent(&record) {
+    if let Some(conversation) = crate::activity::conversation_spent(&record) {
         crate::out!("  conversation: {conversation}");
     }
     if let Some(suspension) = &record.suspended {
@@ -365,7 +365,7 @@ pub async fn show(args: ShowArgs) -> Result<u8> {
             crate::render::clip(&serde_json::Value::Object(content.clone()).to_string(), 200)
         );
     }
-    if let Some(toolset) = &record.toolset {
+    if let Some(toolset) = &record.conversation.toolset {
         let names: Vec<&str> = toolset.tools.iter().map(|t| t.spec.name.as_str()).collect();
         crate::out!("  tool server tools: {}", names.join(", "));
         for problem in &toolset.problems {

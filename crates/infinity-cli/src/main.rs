@@ -1,5 +1,6 @@
 //! `infinity`: run and chat with agents on the embedded runtime.
 
+mod activity;
 mod agents;
 mod aws;
 mod commands;
@@ -12,7 +13,6 @@ mod people;
 mod place;
 mod remote;
 mod render;
-mod status;
 mod system;
 mod tool_servers;
 
@@ -42,7 +42,7 @@ enum Command {
     /// What would wake a thread and each open thread below it (timers, calls in flight,
     /// subscriptions, questions, children, limits, effects to perform); stuck ones flagged (exit
     /// 1). A store folder, or an AWS (or local) stack.
-    Status(commands::waiting::StatusArgs),
+    Status(commands::status::StatusArgs),
     /// Send a user message to a thread on an AWS (or local) stack.
     Send(aws::SendArgs),
     /// Threads on an AWS (or local) stack.
@@ -230,7 +230,7 @@ fn run_cli() -> std::process::ExitCode {
             Command::Run(args) => commands::run::run(args).await,
             Command::Chat(args) => commands::chat::chat(args).await,
             Command::Threads(args) => commands::threads::threads(args).await,
-            Command::Status(args) => commands::waiting::status(args).await,
+            Command::Status(args) => commands::status::status(args).await,
             Command::Serve(args) => commands::serve::serve(args).await,
             Command::Send(args) => aws::send(args).await,
             Command::ToolResult(args) => people::tool_result(args).await,

@@ -170,7 +170,7 @@ pub async fn budget(args: BudgetArgs) -> Result<u8> {
             tokens: budget.tokens,
         })
         .await?;
-    let spent = &target.record.conversation_usage;
+    let spent = &target.record.conversation.total;
     crate::out!(
         "sent budget {id} to conversation {root} (spent so far: {}, {} tokens)",
         spent.cost_text(),
@@ -238,7 +238,7 @@ pub async fn use_agent(args: UseAgentArgs) -> Result<u8> {
     )
     .await?;
     let current = target.record.agent.clone();
-    if current.split('@').next() != Some(reference.name.as_str()) {
+    if infinity_agent_core::catalog::AgentRef::name_in(&current) != reference.name {
         anyhow::bail!(
             "thread {} runs the agent {current} and can only move to another version of it, not \
              to `{}`",

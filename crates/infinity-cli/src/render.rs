@@ -64,13 +64,6 @@ pub fn printable(text: &str) -> std::borrow::Cow<'_, str> {
     infinity_agent_core::text::visible(text)
 }
 
-/// A time as the CLI shows it: in UTC, rounded to the second as the model reads it
-/// (`history::show_time`), so a live line and the model's text name the same second.
-pub(crate) fn show_time(t: jiff::Timestamp) -> String {
-    let t = t.round(jiff::Unit::Second).unwrap_or(t);
-    t.strftime("%Y-%m-%d %H:%M:%S UTC").to_string()
-}
-
 pub(crate) fn one_line(text: &str, max: usize) -> String {
     let flat = text.replace('\n', " ⏎ ");
     if flat.chars().count() <= max {
@@ -176,7 +169,10 @@ impl Renderer {
             OutputKind::Sleeping { until, .. } => match until {
                 Some(t) => {
                     let secs = t.duration_since(event.at).as_secs_f64().round() as i64;
-                    format!("sleeping until {} (in {secs}s)", show_time(*t))
+                    format!(
+                        "sleeping until {} (in {secs}s)",
+                        infinity_agent_core::history::person_time(*t)
+                    )
                 }
                 None => "sleeping until an event or a message".to_owned(),
             },

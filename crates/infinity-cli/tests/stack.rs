@@ -630,7 +630,7 @@ async fn a_conversation_on_a_stack_stops_at_its_budget_until_a_person_raises_it(
     let after = record().await.unwrap();
     assert!(after.suspended.is_none(), "{:?}", after.suspended);
     assert_eq!(
-        after.conversation_budget_set.usd.map(|usd| usd.dollars()),
+        after.conversation.budget_set.usd.map(|usd| usd.dollars()),
         Some(100.0)
     );
     let shown = infinity_on(&stack, &["thread", "show", "budget1"]).await;

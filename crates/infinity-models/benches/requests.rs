@@ -165,7 +165,7 @@ fn conversion(c: &mut Criterion) {
     let request = CompletionRequest {
         thread_id: &id,
         is_root: true,
-        stack: &stack,
+        lineage: &stack,
         system: "You are benchmarked.",
         tools: &tools,
         history: HistoryView::from_slice(&history),
@@ -473,7 +473,7 @@ async fn cache_share() {
         let request = CompletionRequest {
             thread_id: &id,
             is_root: true,
-            stack: &stack,
+            lineage: &stack,
             system: &system,
             tools: &tools,
             history: HistoryView::from_slice(&history),

@@ -214,7 +214,7 @@ async fn ask(
     m.complete(CompletionRequest {
         thread_id: &id,
         is_root: true,
-        stack: &stack,
+        lineage: &stack,
         system: "Be brief.",
         tools: &tools,
         history: HistoryView::from_slice(history),

@@ -37,7 +37,7 @@ async fn ping(model: &dyn ModelProvider) -> String {
     let request = CompletionRequest {
         thread_id: &thread,
         is_root: true,
-        stack: &stack,
+        lineage: &stack,
         system: "You are a smoke test. Do exactly what the user asks.",
         tools: &[],
         history: HistoryView::from_slice(&history),

@@ -468,9 +468,9 @@ impl ToolDispatcher for RapClient {
         };
         let thread = invocation.thread_id.as_str();
         let ancestors: Vec<String> = invocation
-            .stack
+            .lineage
             .iter()
-            .take(invocation.stack.len().saturating_sub(1))
+            .take(invocation.lineage.len().saturating_sub(1))
             .map(|t| t.to_string())
             .collect();
         // The callback URL also hands the server the key of this thread's notifications to it.

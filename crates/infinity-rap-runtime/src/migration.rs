@@ -191,7 +191,7 @@ fn carry_notification_keys(bundle: &mut Bundle, signer: &CallbackSigner) {
     let servers: BTreeSet<String> = bundle
         .threads
         .iter()
-        .filter_map(|t| t.record.toolset.as_ref())
+        .filter_map(|t| t.record.conversation.toolset.as_ref())
         .flat_map(|t| &t.tools)
         .map(|t| t.server.trim_end_matches('/').to_owned())
         .collect();
@@ -251,6 +251,7 @@ async fn move_server_state(
         .map_err(MigrationError::from)?
         .ok_or_else(|| MigrationError::UnknownThread(root.clone()))?;
     let used: BTreeSet<String> = record
+        .conversation
         .toolset
         .iter()
         .flat_map(|t| &t.tools)

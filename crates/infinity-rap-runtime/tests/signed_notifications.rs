@@ -78,7 +78,7 @@ impl World {
         let thread_id = ThreadId::new(thread).unwrap();
         let invocation = ToolInvocation {
             thread_id: thread_id.clone(),
-            stack: vec![thread_id],
+            lineage: vec![thread_id],
             call_id: CallId::new(call).unwrap(),
             tool: "wait".to_owned(),
             args: json!({}),

@@ -176,7 +176,7 @@ async fn events(
         .load_record(&id)
         .await
         .map_err(|e| error(StatusCode::SERVICE_UNAVAILABLE, e))?;
-    let kept = record.as_ref().map_or(0, |r| r.events);
+    let kept = record.as_ref().map_or(0, |r| r.last_event_seq);
     let shown_up_to = following
         .as_ref()
         .and_then(|f| f.shown.last())

@@ -18,7 +18,7 @@ export const INJECTED_TOOL = "receive_event__injected";
 export function showTime(at) {
   const date = parseTime(at);
   if (!date) return "";
-  // Half a second or more rounds up, as the runtime rounds (`show_time`).
+  // Half a second or more rounds up, as the runtime rounds (`history::person_time`).
   const iso = new Date(Math.round(date.getTime() / 1000) * 1000).toISOString();
   return `${iso.slice(0, 10)} ${iso.slice(11, 19)} UTC`;
 }

@@ -15,7 +15,7 @@ use crate::model::{ModelProvider, Priced};
 use crate::state::{Toolset, WhileBusy};
 use crate::tools::approval::ApprovalRule;
 use crate::tools::client::{ClientTool, ClientToolFile};
-use crate::tools::internal::delegation::{AgentTool, SubAgent};
+use crate::tools::internal::delegation::{DelegateTool, SubAgent};
 use crate::tools::internal::{Categories, InternalTools, Skill, ToolSettings};
 use crate::tools::servers::{session_registry, ToolServerConfig};
 use crate::tools::{RegistryError, Tool, ToolRegistry};
@@ -274,7 +274,7 @@ impl Agent {
                 tracing::warn!(agent = %spec.name, tool = %name, "the configured agent's tool has the name of another tool of this agent; it is left out");
                 continue;
             }
-            tools.push(Arc::new(AgentTool::to(sub)));
+            tools.push(Arc::new(DelegateTool::to(sub)));
         }
         for tool in spec.client_tools {
             tools.push(Arc::new(ClientTool::new(tool)));

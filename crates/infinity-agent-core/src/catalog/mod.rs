@@ -145,6 +145,14 @@ impl AgentRef {
     /// the agents requests name): `NAME` or `NAME@VERSION`, a version from 1.
     pub const PATTERN: &str = "^[A-Za-z0-9_.-]{1,64}(@[1-9][0-9]{0,8})?$";
 
+    /// The agent's name in a reference as a thread keeps it (`NAME` or `NAME@VERSION`), without
+    /// judging it: what is before the first `@`, or all of it.
+    pub fn name_in(reference: &str) -> &str {
+        reference
+            .split_once('@')
+            .map_or(reference, |(name, _)| name)
+    }
+
     /// Reads `NAME` or `NAME@VERSION`; an error says what is wrong with it.
     pub fn parse(text: &str) -> Result<Self, String> {
         let (name, version) = match text.split_once('@') {

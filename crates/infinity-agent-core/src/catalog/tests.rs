@@ -147,6 +147,19 @@ fn agent_refs() {
     }
 }
 
+#[test]
+fn the_name_in_a_kept_reference() {
+    for (reference, name) in [
+        ("helper@3", "helper"),
+        ("helper", "helper"),
+        ("h.e-l_p@12", "h.e-l_p"),
+        ("@2", ""),
+        ("", ""),
+    ] {
+        assert_eq!(AgentRef::name_in(reference), name, "{reference}");
+    }
+}
+
 fn file(yaml: &str) -> AgentFile {
     AgentFile::parse(yaml, Path::new("a.yaml")).unwrap()
 }

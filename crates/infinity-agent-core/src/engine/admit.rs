@@ -220,7 +220,7 @@ fn use_agent(
     agents: &dyn crate::agent::AgentLookup,
 ) -> (String, bool) {
     let current = record.agent.clone();
-    let name = |reference: &str| reference.split('@').next().unwrap_or_default().to_owned();
+    let name = |reference: &str| crate::catalog::AgentRef::name_in(reference).to_owned();
     let refused = |why: String| {
         tracing::info!(thread = %record.id, agent = %current, target, %why, "a move to another agent version is refused");
         (
@@ -376,14 +376,14 @@ fn new_record(
         InputBody::ChildSeed {
             agent,
             parent,
-            parent_stack,
+            parent_lineage,
             depth,
             ..
         } => {
             let mut record = ThreadRecord::new(
                 thread_id.clone(),
                 agent.clone(),
-                Some((parent.clone(), parent_stack.clone())),
+                Some((parent.clone(), parent_lineage.clone())),
                 now,
             );
             record.depth = *depth;

@@ -122,7 +122,7 @@ impl Draft<'_> {
         CompletionRequest {
             thread_id: &self.record.id,
             is_root: self.record.is_root(),
-            stack: &self.record.stack,
+            lineage: &self.record.lineage,
             system,
             tools,
             history,
@@ -166,7 +166,7 @@ impl Draft<'_> {
 
     /// The agent's system prompt and the thread's place in its tree.
     fn system_prompt(&self) -> String {
-        let stack: Vec<&str> = self.record.stack.iter().map(ThreadId::as_str).collect();
+        let stack: Vec<&str> = self.record.lineage.iter().map(ThreadId::as_str).collect();
         let place = format!(
             "Your thread ID is {}. Your thread stack, root first: {}.",
             self.record.id,

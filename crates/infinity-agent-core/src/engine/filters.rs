@@ -1,7 +1,7 @@
 //! Wake filters: a subscription's `wake_if` keeps events that do not match from the model; they
 //! are counted on the subscription and summarized at its next completion.
 
-use crate::history::{show_time, Item};
+use crate::history::{model_time, Item};
 use crate::state::Subscription;
 
 use super::timeline::Draft;
@@ -67,7 +67,7 @@ pub(super) fn filtered_notice(sub: &Subscription, f: &crate::state::Filtered) ->
         sub.call_id,
         sub.tool,
         sub.wake_if.as_deref().unwrap_or_default(),
-        show_time(f.since),
+        model_time(f.since),
         f.last
     )
 }

@@ -4,7 +4,7 @@ use serde_json::json;
 
 use crate::effect::{Effect, Notification, OutputKind};
 use crate::history::{
-    show_time, HistoryView, Item, ToolCall, INJECTED_TOOL, INTERRUPTED_IDLE_NOTICE,
+    model_time, HistoryView, Item, ToolCall, INJECTED_TOOL, INTERRUPTED_IDLE_NOTICE,
     INTERRUPTED_NOTICE,
 };
 use crate::ids::{CallId, InputId, ThreadId};
@@ -245,11 +245,11 @@ impl Draft<'_> {
         let Some(pending) = self.take_pending(&call_id) else {
             return Err(DropReason::NoPendingSleep(call_id));
         };
-        let due = show_time(pending.due.unwrap_or(self.now));
+        let due = model_time(pending.due.unwrap_or(self.now));
         let text = if pending.moved_on {
             format!("The sleep that was interrupted earlier has ended (it was due at {due}).")
         } else {
-            format!("Slept until {due}; woke at {}.", show_time(self.now))
+            format!("Slept until {due}; woke at {}.", model_time(self.now))
         };
         self.resolve(pending, CallResult::text(text));
         Ok(())

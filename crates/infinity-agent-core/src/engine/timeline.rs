@@ -11,7 +11,7 @@ use crate::agent::Agent;
 use crate::commit::Commit;
 use crate::effect::{Effect, OutputEvent, OutputKind};
 use crate::history::{
-    show_time, HistoryEntry, HistoryView, Image, Item, ToolCall, INJECTED_TOOL,
+    model_time, HistoryEntry, HistoryView, Image, Item, ToolCall, INJECTED_TOOL,
     SLEEP_INTERRUPTED_PREFIX, STILL_RUNNING_PREFIX, STILL_WAITING_PREFIX,
 };
 use crate::ids::{CallId, IdSource, InputId};
@@ -306,7 +306,7 @@ impl Draft<'_> {
                 (PendingKind::Passive, Some(due)) => format!(
                     "{SLEEP_INTERRUPTED_PREFIX} new input arrived before {}. The sleep's own \
                      result will arrive as an event when it ends.",
-                    show_time(due)
+                    model_time(due)
                 ),
                 (PendingKind::Passive, None) => "Woke up: new input arrived.".to_owned(),
                 (PendingKind::Dispatched, _) if p.approval.is_some() => format!(

@@ -455,7 +455,7 @@ mod tests {
         let call = pending(Effect::Dispatch {
             invocation: ToolInvocation {
                 thread_id: thread.clone(),
-                stack: vec![thread.clone()],
+                lineage: vec![thread.clone()],
                 call_id: CallId::new("c1").unwrap(),
                 tool: "elsewhere".into(),
                 args: serde_json::json!({}),

@@ -309,7 +309,7 @@ pub async fn run_loaded_slice(
     }
     // (The engine refuses a move to another agent; the thread's own is the one to make ready.)
     let moved_to = moved_to.filter(|target| {
-        let name = |r: &str| r.split('@').next().unwrap_or_default().to_owned();
+        let name = crate::catalog::AgentRef::name_in;
         record
             .as_ref()
             .is_some_and(|r| name(&r.agent) == name(target))
@@ -391,10 +391,10 @@ pub async fn run_loaded_slice(
     };
     // A child reads what its conversation shares from the root.
     let root = match &record {
-        Some(r) if !r.is_root() => r.stack.first().cloned(),
+        Some(r) if !r.is_root() => r.lineage.first().cloned(),
         Some(_) => None,
         None => inputs.iter().find_map(|i| match &i.body {
-            InputBody::ChildSeed { parent_stack, .. } => parent_stack.first().cloned(),
+            InputBody::ChildSeed { parent_lineage, .. } => parent_lineage.first().cloned(),
             _ => None,
         }),
     };

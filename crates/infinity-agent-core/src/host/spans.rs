@@ -28,9 +28,9 @@ pub(super) fn slice_span(
     );
     // The conversation: the root of the thread's tree (a new child's comes with its seed).
     let root = match record {
-        Some(r) => r.stack.first().cloned(),
+        Some(r) => r.lineage.first().cloned(),
         None => inputs.iter().find_map(|i| match &i.body {
-            InputBody::ChildSeed { parent_stack, .. } => parent_stack.first().cloned(),
+            InputBody::ChildSeed { parent_lineage, .. } => parent_lineage.first().cloned(),
             _ => None,
         }),
     }
@@ -42,7 +42,7 @@ pub(super) fn slice_span(
     telemetry::set(
         &span,
         "gen_ai.agent.name",
-        agent.split('@').next().unwrap_or(agent).to_owned(),
+        crate::catalog::AgentRef::name_in(agent).to_owned(),
     );
     telemetry::set(&span, "gen_ai.conversation.id", root.to_string());
     telemetry::set(&span, "infinity.thread.id", thread_id.to_string());

@@ -49,7 +49,7 @@ async fn put(store: &MemoryStore, mut record: ThreadRecord, history: u64) {
 /// child sleeping until 18:00, in `store`.
 async fn session(store: &MemoryStore) {
     let mut root = ThreadRecord::new(id("root"), "a", None, now());
-    root.toolset = Some(Toolset {
+    root.conversation.toolset = Some(Toolset {
         tools: vec![SessionTool {
             server: "http://tools.here:1".into(),
             endpoint: "http://tools.here:1/invoke".into(),
@@ -154,7 +154,7 @@ async fn a_session_moves_whole_with_its_timers_and_deadlines_armed_again() {
     let root = there.load_record(&id("root")).await.unwrap().unwrap();
     assert!(root.migration.is_none());
     assert_eq!(root.pending_calls.len(), 1);
-    let tool = &root.toolset.as_ref().unwrap().tools[0];
+    let tool = &root.conversation.toolset.as_ref().unwrap().tools[0];
     assert_eq!(tool.server, "http://tools.there:2");
     assert_eq!(tool.endpoint, "http://tools.there:2/invoke");
     assert_eq!(

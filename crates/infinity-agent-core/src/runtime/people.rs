@@ -186,7 +186,7 @@ pub trait Front: Send + Sync {
     async fn use_agent(&self, thread_id: &ThreadId, agent: &str) -> Result<InputId, PostError> {
         let record = self.open_record(thread_id).await?;
         let reference = crate::catalog::AgentRef::parse(agent).map_err(PostError::BadAgent)?;
-        let current = record.agent.split('@').next().unwrap_or_default();
+        let current = crate::catalog::AgentRef::name_in(&record.agent);
         if reference.name != current {
             return Err(PostError::KeepsAgent(format!(
                 "thread {thread_id} runs the agent `{current}` and can only move to another \

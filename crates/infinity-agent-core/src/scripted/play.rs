@@ -254,7 +254,7 @@ impl ScriptedModel {
             let bindings = Bindings {
                 captures,
                 thread_id: request.thread_id.as_str(),
-                stack: request.stack,
+                stack: request.lineage,
             };
             let tool_calls: Vec<ModelToolCall> = rule
                 .reply

@@ -53,7 +53,7 @@ async fn ask(
         .complete(CompletionRequest {
             thread_id: &id,
             is_root,
-            stack: &stack,
+            lineage: &stack,
             system: "",
             tools: &[],
             history: HistoryView::from_slice(history),
@@ -80,7 +80,7 @@ async fn a_break_after_rule_breaks_its_first_stream_once() {
         let request = CompletionRequest {
             thread_id: &id,
             is_root: true,
-            stack: std::slice::from_ref(&id),
+            lineage: std::slice::from_ref(&id),
             system: "",
             tools: &[],
             history: HistoryView::from_slice(&history),
@@ -136,7 +136,7 @@ rules:
     let request = CompletionRequest {
         thread_id: &id,
         is_root: true,
-        stack: std::slice::from_ref(&id),
+        lineage: std::slice::from_ref(&id),
         system: "",
         tools: &[],
         history: HistoryView::from_slice(&history),

@@ -11,7 +11,7 @@ mod migration;
 mod output;
 mod plan;
 mod schedule;
-pub mod summary;
+pub mod thread_list;
 mod toolset;
 pub mod waits;
 
@@ -20,7 +20,6 @@ use std::collections::BTreeMap;
 use jiff::Timestamp;
 use serde::{Deserialize, Serialize};
 
-use crate::cost::Budget;
 use crate::history::Item;
 use crate::ids::{CallId, InputId, ThreadId};
 use crate::model::Usage;
@@ -34,7 +33,7 @@ pub use migration::{Migration, MigrationState};
 pub use output::{FinishStatus, ThreadOutput};
 pub use plan::{Plan, PlanStep, StepStatus};
 pub use schedule::Schedule;
-pub use summary::{Activity, ThreadKind, ThreadPage, ThreadQuery, ThreadSummary};
+pub use thread_list::{Activity, ThreadKind, ThreadPage, ThreadQuery, ThreadSummary};
 pub use toolset::{Deadline, SessionTool, Toolset};
 
 /// The current schema version of [`ThreadRecord`]. Bumped on an incompatible change, with a
@@ -349,8 +348,10 @@ pub struct ThreadRecord {
     /// The parent, for child threads.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub parent: Option<ParentLink>,
+    // Its lineage, kept as `stack`: the name RAP's invocation and a model's prompt give it.
     /// The ids from the root thread to this one, inclusive.
-    pub stack: Vec<ThreadId>,
+    #[serde(rename = "stack")]
+    pub lineage: Vec<ThreadId>,
     /// Open or closed.
     pub status: ThreadStatus,
     /// A title, set by a tool such as `set_title`.
@@ -359,9 +360,10 @@ pub struct ThreadRecord {
     /// The thread's output (the `finish` tool).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub output: Option<ThreadOutput>,
-    /// The conversation's notes (the `memory` tools); kept on the root thread only.
-    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
-    pub memory: Memory,
+    /// What the threads of its conversation share, kept on the root thread only (a child's is
+    /// empty): written as the record's own fields, as before there was one field for them.
+    #[serde(flatten)]
+    pub conversation: Conversation,
     /// How many delegations (`agent` calls) lie between this thread's conversation and one a
     /// person started (0). Children inherit it.
     #[serde(default, skip_serializing_if = "is_zero")]
@@ -369,19 +371,12 @@ pub struct ThreadRecord {
     /// For a thread started by the `agent` tool: who gets its result.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub delegated_by: Option<DelegatedBy>,
-    /// The conversation's running delegations; kept on the root thread only.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub delegations: Vec<Delegation>,
     /// Questions tool servers asked the user, not answered yet.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub open_choices: Vec<OpenChoice>,
     /// The latest content of each of the thread's views (RAP `view_update`), by view type.
     #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
     pub views: std::collections::BTreeMap<String, serde_json::Map<String, serde_json::Value>>,
-    /// The session's tools from tool servers, discovered when it started; kept on the root
-    /// thread only.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub toolset: Option<Toolset>,
     /// The thread's plan (the `plan` internal tools).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub plan: Option<Plan>,
@@ -427,32 +422,17 @@ pub struct ThreadRecord {
     /// What this thread used in the current hour (its hourly limits).
     #[serde(default, skip_serializing_if = "HourlyUsage::is_empty")]
     pub hourly: HourlyUsage,
-    /// What the conversation's threads used in the current hour; kept on the root thread only.
-    #[serde(default, skip_serializing_if = "HourlyUsage::is_empty")]
-    pub conversation_hourly: HourlyUsage,
-    /// What the conversation's threads (this root and every thread below it, and the
-    /// delegations it started) used and cost over its whole life; kept on the root thread only.
-    #[serde(default, skip_serializing_if = "is_default")]
-    pub conversation_usage: Usage,
-    /// The conversation's lifetime budget in force as its root's last slice saw it: what a
-    /// person set, else its agent's `limits.conversation_budget_*`; kept on the root thread
-    /// only, for people to read.
-    #[serde(default, skip_serializing_if = "Budget::is_empty")]
-    pub conversation_budget: Budget,
-    /// What a person set of the budget (`infinity budget`, `POST /threads/{id}/budget`), which
-    /// holds over the agent's limits; kept on the root thread only.
-    #[serde(default, skip_serializing_if = "Budget::is_empty")]
-    pub conversation_budget_set: Budget,
     /// Set when the thread reached an hourly limit: it runs no completion until a person writes
     /// to it (or, for a child, its parent does).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub suspended: Option<Suspension>,
     /// Number of the thread's own history entries.
     pub history_len: u64,
+    // Kept as `events`.
     /// Number of the output events the thread has shown and kept: the last one's
     /// [`seq`](crate::effect::OutputEvent::seq).
-    #[serde(default, skip_serializing_if = "is_zero_u64")]
-    pub events: u64,
+    #[serde(default, rename = "events", skip_serializing_if = "is_zero_u64")]
+    pub last_event_seq: u64,
     /// The newest summary in the thread's view (its own, or inherited at the fork), so the engine
     /// finds it without scanning the history.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -534,28 +514,26 @@ impl ThreadRecord {
         parent: Option<(ParentLink, Vec<ThreadId>)>,
         now: Timestamp,
     ) -> Self {
-        let (parent, mut stack) = match parent {
-            Some((link, parent_stack)) => (Some(link), parent_stack),
+        let (parent, mut lineage) = match parent {
+            Some((link, parent_lineage)) => (Some(link), parent_lineage),
             None => (None, Vec::new()),
         };
         let latest_summary = parent.as_ref().and_then(|p| p.summary);
-        stack.push(id.clone());
+        lineage.push(id.clone());
         Self {
             schema: RECORD_SCHEMA,
             id,
             agent: agent.into(),
             model: None,
             parent,
-            stack,
+            lineage,
             status: ThreadStatus::Open,
             title: None,
             plan: None,
             output: None,
-            memory: Default::default(),
+            conversation: Conversation::default(),
             depth: 0,
             delegated_by: None,
-            delegations: Vec::new(),
-            toolset: None,
             open_choices: Vec::new(),
             views: Default::default(),
             pending_calls: Vec::new(),
@@ -569,13 +547,9 @@ impl ThreadRecord {
             children: Vec::new(),
             usage: Usage::default(),
             hourly: HourlyUsage::default(),
-            conversation_hourly: HourlyUsage::default(),
-            conversation_usage: Usage::default(),
-            conversation_budget: Budget::default(),
-            conversation_budget_set: Budget::default(),
             suspended: None,
             history_len: 0,
-            events: 0,
+            last_event_seq: 0,
             latest_summary,
             last_prompt_tokens: 0,
             migration: None,
@@ -600,7 +574,7 @@ impl ThreadRecord {
 
     /// The root thread of this thread's tree.
     pub fn root(&self) -> &ThreadId {
-        self.stack.first().unwrap_or(&self.id)
+        self.lineage.first().unwrap_or(&self.id)
     }
 
     /// Whether a person's message finds the thread busy (see [`WhileBusy`]).

@@ -187,10 +187,10 @@ impl Waits {
         waits.schedules = record.schedules.iter().map(|s| s.id.clone()).collect();
         waits.paused = record.suspended.as_ref().map(|s| s.reason.clone());
         waits.budget = record.suspended.as_ref().is_some_and(|s| s.budget);
-        let usage = &record.conversation_usage;
+        let usage = &record.conversation.total;
         if let (true, Some(usd), 1..) = (
             record.is_root(),
-            record.conversation_budget.usd,
+            record.conversation.budget.usd,
             usage.unpriced,
         ) {
             waits.unpriced = Some(format!(

@@ -12,7 +12,7 @@ use std::sync::Arc;
 use jiff::Timestamp;
 
 use crate::ids::ThreadId;
-use crate::state::summary::{cursor_of, read_cursor};
+use crate::state::thread_list::{cursor_of, read_cursor};
 use crate::state::{
     ThreadKind, ThreadPage, ThreadQuery, ThreadRecord, ThreadStatus, ThreadSummary,
 };
@@ -126,7 +126,7 @@ impl Listing {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::state::summary::tests::record;
+    use crate::state::thread_list::tests::record;
     use crate::state::ParentLink;
 
     fn ids(page: &ThreadPage) -> Vec<&str> {
@@ -150,7 +150,7 @@ mod tests {
             fork_at: 0,
             summary: None,
         });
-        child.stack = vec![ThreadId::new("a").unwrap(), ThreadId::new("a-1").unwrap()];
+        child.lineage = vec![ThreadId::new("a").unwrap(), ThreadId::new("a-1").unwrap()];
         records.push(child);
         records[2].status = ThreadStatus::Closed;
         records[3].agent = "other".into();

@@ -324,7 +324,7 @@ mod tests {
         let id = ThreadId::new("moved").unwrap();
         let mut record = ThreadRecord::new(id.clone(), "a", None, jiff::Timestamp::UNIX_EPOCH);
         record.version = 1;
-        record.events = 52;
+        record.last_event_seq = 52;
         let events: Vec<OutputEvent> = [51, 52]
             .into_iter()
             .map(|seq| OutputEvent {

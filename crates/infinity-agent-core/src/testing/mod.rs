@@ -147,7 +147,7 @@ impl crate::tools::Tool for DispatchedTool {
     ) -> crate::tools::ToolOutcome {
         let invocation = crate::effect::ToolInvocation {
             thread_id: ctx.record.id.clone(),
-            stack: ctx.record.stack.clone(),
+            lineage: ctx.record.lineage.clone(),
             call_id: ctx.call.id.clone(),
             tool: self.0.to_owned(),
             args: args.clone(),

@@ -150,7 +150,7 @@ impl ToolContext<'_> {
             .cloned();
         let invocation = ToolInvocation {
             thread_id: self.record.id.clone(),
-            stack: self.record.stack.clone(),
+            lineage: self.record.lineage.clone(),
             call_id: self.call.id.clone(),
             tool: tool.to_owned(),
             args,

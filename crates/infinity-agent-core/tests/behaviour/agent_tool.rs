@@ -109,7 +109,11 @@ async fn the_finish_result_of_a_fresh_copy_comes_back_as_the_tool_result() {
     assert_eq!(record.status, ThreadStatus::Closed);
     assert!(record.is_root() && !record.is_top_level());
     let main = h.system.record(&tid("main")).await.unwrap().unwrap();
-    assert!(main.delegations.is_empty(), "{:?}", main.delegations);
+    assert!(
+        main.conversation.delegations.is_empty(),
+        "{:?}",
+        main.conversation.delegations
+    );
     assert!(main.pending_calls.is_empty());
 }
 
@@ -215,7 +219,11 @@ async fn the_limit_counts_every_thread_of_the_conversation() {
     );
     assert!(h.children(child).is_empty(), "{child_lines:#?}");
     let main = h.system.record(&tid("main")).await.unwrap().unwrap();
-    assert!(main.delegations.is_empty(), "{:?}", main.delegations);
+    assert!(
+        main.conversation.delegations.is_empty(),
+        "{:?}",
+        main.conversation.delegations
+    );
 }
 
 #[tokio::test(start_paused = true)]
@@ -230,15 +238,27 @@ async fn a_child_delegation_is_counted_on_the_root_until_it_returns() {
     let child = h.children("main").pop().unwrap();
     let delegated = h.children(&child).pop().unwrap();
     let main = h.system.record(&tid("main")).await.unwrap().unwrap();
-    assert_eq!(main.delegations.len(), 1, "{:?}", main.delegations);
-    assert_eq!(main.delegations[0].thread_id.as_str(), delegated);
-    assert_eq!(main.delegations[0].caller.as_str(), child);
+    assert_eq!(
+        main.conversation.delegations.len(),
+        1,
+        "{:?}",
+        main.conversation.delegations
+    );
+    assert_eq!(
+        main.conversation.delegations[0].thread_id.as_str(),
+        delegated
+    );
+    assert_eq!(main.conversation.delegations[0].caller.as_str(), child);
     // Closing the child closes its delegation, which stops counting.
     h.say("main", &format!("close {child}")).await;
     let record = h.system.record(&tid(&delegated)).await.unwrap().unwrap();
     assert_eq!(record.status, ThreadStatus::Closed);
     let main = h.system.record(&tid("main")).await.unwrap().unwrap();
-    assert!(main.delegations.is_empty(), "{:?}", main.delegations);
+    assert!(
+        main.conversation.delegations.is_empty(),
+        "{:?}",
+        main.conversation.delegations
+    );
     assert_eq!(
         count(&h.lines(&delegated), "finished"),
         0,

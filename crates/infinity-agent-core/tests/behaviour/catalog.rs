@@ -201,7 +201,7 @@ async fn a_delegation_to_an_agent_nobody_stored_is_an_error_result() {
         ],
     );
     let main = h.system.record(&tid("main")).await.unwrap().unwrap();
-    assert!(main.pending_calls.is_empty() && main.delegations.is_empty());
+    assert!(main.pending_calls.is_empty() && main.conversation.delegations.is_empty());
     let ghost = h.children("main").pop().unwrap();
     let record = h.system.record(&tid(&ghost)).await.unwrap().unwrap();
     assert_eq!(record.status, ThreadStatus::Closed);

@@ -94,7 +94,7 @@ async fn child_history_is_the_parent_prefix_by_reference() {
     let link = record.parent.clone().unwrap();
     let fork = link.fork_at as usize;
     assert_eq!(link.thread_id.as_str(), "main");
-    assert_eq!(record.stack, vec![tid("main"), tid(&child)]);
+    assert_eq!(record.lineage, vec![tid("main"), tid(&child)]);
     // Inherited: exactly the parent's entries before the spawning turn (its user message),
     // shared, not copied into the child's own history. The child's history starts with that
     // turn holding its own call only (so it never carries its siblings' calls).

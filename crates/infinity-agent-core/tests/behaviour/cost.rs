@@ -73,7 +73,7 @@ async fn a_conversation_adds_up_what_every_thread_below_it_spent() {
     assert_eq!(h.children("main").len(), 3);
     assert!(all.completions >= 6, "{all:?}");
     assert_eq!(
-        root.conversation_usage, all,
+        root.conversation.total, all,
         "the root's totals are every thread's"
     );
     assert!(root.usage.completions < all.completions);
@@ -82,7 +82,7 @@ async fn a_conversation_adds_up_what_every_thread_below_it_spent() {
     assert_eq!(all.cost.dollars(), all.tokens() as f64, "a dollar a token");
     // A child's own record keeps its own usage only.
     let child = record(&h, &h.children("main")[0]).await;
-    assert!(child.conversation_usage == Usage::default());
+    assert!(child.conversation.total == Usage::default());
     assert_eq!(child.usage.cost.dollars(), child.usage.tokens() as f64);
 }
 
@@ -96,7 +96,7 @@ async fn a_model_without_prices_counts_its_completions_as_unpriced() {
     assert_eq!(root.usage.unpriced, root.usage.completions);
     assert_eq!(root.usage.cost, Usd::ZERO);
     assert_eq!(root.usage.cost_text(), "unpriced");
-    assert_eq!(root.conversation_usage.unpriced, 1);
+    assert_eq!(root.conversation.total.unpriced, 1);
 }
 
 #[tokio::test(start_paused = true)]
@@ -111,7 +111,7 @@ async fn at_its_budget_the_whole_tree_stops_until_a_person_raises_it() {
     h.say("main", "loop").await;
     let child = h.children("main").pop().unwrap();
     let root = record(&h, "main").await;
-    let spent = root.conversation_usage.cost;
+    let spent = root.conversation.total.cost;
     assert!(spent >= budget, "stopped at the budget: {spent}");
     // It stops before the next completion, so it overshoots by less than a few completions.
     assert!(spent.dollars() < budget.dollars() + 100.0, "{spent}");
@@ -132,7 +132,7 @@ async fn at_its_budget_the_whole_tree_stops_until_a_person_raises_it() {
         "{all_lines:#?}"
     );
     assert_eq!(
-        root.conversation_budget.usd,
+        root.conversation.budget.usd,
         Some(budget),
         "shown as in force"
     );
@@ -140,8 +140,8 @@ async fn at_its_budget_the_whole_tree_stops_until_a_person_raises_it() {
     tokio::time::advance(std::time::Duration::from_secs(3600)).await;
     h.settle().await;
     assert_eq!(
-        record(&h, "main").await.conversation_usage,
-        root.conversation_usage
+        record(&h, "main").await.conversation.total,
+        root.conversation.total
     );
 
     // A person's message does not lift a budget stop; it says so and keeps the message.
@@ -182,12 +182,12 @@ async fn at_its_budget_the_whole_tree_stops_until_a_person_raises_it() {
     assert_eq!(to, tid("main"));
     h.settle().await;
     let root = record(&h, "main").await;
-    assert_eq!(root.conversation_budget_set.usd, Some(raised));
-    assert_eq!(root.conversation_budget.usd, Some(raised));
+    assert_eq!(root.conversation.budget_set.usd, Some(raised));
+    assert_eq!(root.conversation.budget.usd, Some(raised));
     assert!(
-        root.conversation_usage.cost >= raised,
+        root.conversation.total.cost >= raised,
         "{:?}",
-        root.conversation_usage
+        root.conversation.total
     );
     let child_after = record(&h, &child).await;
     assert!(
@@ -226,7 +226,7 @@ async fn a_token_budget_stops_it_too() {
     .await;
     h.say("main", "loop").await;
     let root = record(&h, "main").await;
-    assert!(root.conversation_usage.tokens() >= 40);
+    assert!(root.conversation.total.tokens() >= 40);
     let all_lines = [h.lines("main"), h.lines(&h.children("main")[0])].concat();
     assert!(
         count(

@@ -102,5 +102,5 @@ async fn a_conversation_starts_only_so_many_threads_an_hour() {
         &["error spawn_thread: Error: this conversation has started as many threads this hour"],
     );
     let root = h.system.record(&tid("main")).await.unwrap().unwrap();
-    assert_eq!(root.conversation_hourly.threads, 4);
+    assert_eq!(root.conversation.hourly.threads, 4);
 }

@@ -56,7 +56,7 @@ async fn root_and_children_share_notes() {
     // The child's note reached the root's record, durably.
     let record = h.system.record(&tid("main")).await.unwrap().unwrap();
     assert_eq!(
-        record.memory.get("cake").map(String::as_str),
+        record.conversation.memory.get("cake").map(String::as_str),
         Some("chocolate")
     );
     h.say("main", "all").await;

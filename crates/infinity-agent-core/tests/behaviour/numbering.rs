@@ -94,7 +94,7 @@ async fn a_failed_slice_withdraws_what_it_showed_and_the_numbers_are_given_again
         "the store keeps exactly what was shown, numbered alike"
     );
     let record = system.threads().load_record(&main).await.unwrap().unwrap();
-    assert_eq!(record.events, *numbers.last().unwrap());
+    assert_eq!(record.last_event_seq, *numbers.last().unwrap());
     assert!(kept.iter().any(|e| e.kind
         == OutputKind::AssistantText {
             text: "hello".into()

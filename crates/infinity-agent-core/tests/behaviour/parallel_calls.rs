@@ -35,7 +35,7 @@ async fn parallel_calls_wait_for_every_result() {
         calls.iter().map(|c| c.tool.as_str()).collect::<Vec<_>>(),
         ["lookup", "fetch"]
     );
-    assert_eq!(calls[0].stack, vec![tid("main")]);
+    assert_eq!(calls[0].lineage, vec![tid("main")]);
     // The synchronous call ran inline; no completion yet.
     assert_eq!(count(&h.lines("main"), "assistant:"), 1);
 

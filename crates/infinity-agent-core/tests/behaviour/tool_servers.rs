@@ -139,7 +139,7 @@ async fn a_session_discovers_once_and_dispatches_to_the_server() {
     assert_eq!(discovery.calls.load(Ordering::SeqCst), 1);
     // The toolset is on the root's record; a new session discovers afresh.
     let record = h.system.record(&tid("main")).await.unwrap().unwrap();
-    let toolset = record.toolset.unwrap();
+    let toolset = record.conversation.toolset.unwrap();
     assert_eq!(toolset.tools.len(), 1);
     assert_eq!(toolset.problems.len(), 2);
     h.say("other", "hello").await;

@@ -132,7 +132,7 @@ impl ModelProvider for SimModel {
         if *turns > 12 {
             return Ok(text("That is all for now."));
         }
-        let stack: Vec<String> = request.stack.iter().map(ToString::to_string).collect();
+        let stack: Vec<String> = request.lineage.iter().map(ToString::to_string).collect();
         let children = spawned(&request);
         let offered = |name: &str| request.tools.iter().any(|t| t.name == name);
         let pick = rng.below(100);

@@ -16,7 +16,7 @@
 use std::collections::HashMap;
 
 use aws_sdk_dynamodb::types::AttributeValue;
-use infinity_agent_core::state::summary::{cursor_of, read_cursor};
+use infinity_agent_core::state::thread_list::{cursor_of, read_cursor};
 use infinity_agent_core::state::{
     ThreadKind, ThreadPage, ThreadQuery, ThreadRecord, ThreadStatus, ThreadSummary,
 };

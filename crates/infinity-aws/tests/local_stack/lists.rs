@@ -76,7 +76,7 @@ fn created(id: &str, kind: ThreadKind, at: i64, title: Option<&str>) -> Commit {
                 fork_at: 0,
                 summary: None,
             });
-            record.stack = vec![tid("c-000"), tid(id)];
+            record.lineage = vec![tid("c-000"), tid(id)];
         }
     }
     Commit {

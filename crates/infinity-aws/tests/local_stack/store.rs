@@ -378,7 +378,7 @@ async fn the_events_commits_showed_are_read_back_after_any_position_until_they_e
     let mut version = None;
     for events in batches {
         let mut c = commit(&record, version, Vec::new(), Vec::new());
-        c.record.events = events.last().unwrap().seq.unwrap();
+        c.record.last_event_seq = events.last().unwrap().seq.unwrap();
         c.events = events;
         store.commit(&c).await.unwrap();
         version = Some(c.record.version);
@@ -416,7 +416,7 @@ async fn the_events_commits_showed_are_read_back_after_any_position_until_they_e
         .clone()
         .keeping_events_for(std::time::Duration::ZERO);
     let mut c = commit(&record, version, Vec::new(), Vec::new());
-    c.record.events = 7;
+    c.record.last_event_seq = 7;
     c.events = numbered("shown", 7, &["gone".into()]);
     brief.commit(&c).await.unwrap();
     let after = store.events_after(&tid("shown"), 5, 100).await.unwrap();

@@ -59,7 +59,7 @@ async fn results_and_events_come_back_through_the_callback_handler() {
     assert_eq!(events, 2, "{history:#?}");
     let record = s.record("rap").await.unwrap();
     assert!(record.subscriptions.is_empty() && record.pending_calls.is_empty());
-    let toolset = record.toolset.unwrap();
+    let toolset = record.conversation.toolset.unwrap();
     assert_eq!(toolset.tools.len(), 2);
 
     // A forged callback is refused by the handler and never reaches the thread.

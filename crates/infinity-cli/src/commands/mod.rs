@@ -4,6 +4,6 @@
 pub(crate) mod chat;
 pub(crate) mod run;
 pub(crate) mod serve;
+pub(crate) mod status;
 pub(crate) mod threads;
 pub(crate) mod tools;
-pub(crate) mod waiting;

@@ -6,7 +6,7 @@ use anyhow::Result;
 use clap::Args;
 use infinity_agent_core::store::{FileStore, ThreadStore};
 
-use crate::status;
+use crate::activity;
 
 #[derive(Debug, Args)]
 pub(crate) struct ThreadsArgs {
@@ -25,8 +25,8 @@ pub(crate) async fn print_threads(store: &dyn ThreadStore) -> Result<()> {
         let Some(r) = store.load_record(&id).await? else {
             continue;
         };
-        let indent = "  ".repeat(r.stack.len().saturating_sub(1));
-        let status = status::describe(&r);
+        let indent = "  ".repeat(r.lineage.len().saturating_sub(1));
+        let status = activity::describe(&r);
         let delegated = r
             .delegated_by
             .as_ref()
@@ -40,9 +40,9 @@ pub(crate) async fn print_threads(store: &dyn ThreadStore) -> Result<()> {
                 .unwrap_or_default(),
             r.agent,
             r.history_len,
-            status::spent(&r.usage)
+            activity::spent(&r.usage)
         );
-        if let Some(conversation) = status::conversation_spent(&r) {
+        if let Some(conversation) = activity::conversation_spent(&r) {
             crate::out!("{indent}  conversation: {conversation}");
         }
     }

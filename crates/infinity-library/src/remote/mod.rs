@@ -554,7 +554,7 @@ impl Tool for RemoteExec {
         };
         let invocation = ToolInvocation {
             thread_id: ctx.record.id.clone(),
-            stack: ctx.record.stack.clone(),
+            lineage: ctx.record.lineage.clone(),
             call_id: ctx.call.id.clone(),
             tool: REMOTE_EXEC.to_owned(),
             args: json!({

@@ -107,7 +107,7 @@ impl Conversation {
         CompletionRequest {
             thread_id: &self.thread,
             is_root: true,
-            stack: &self.stack,
+            lineage: &self.stack,
             system: SYSTEM,
             tools: &self.tools,
             history: HistoryView::from_slice(&self.history),

@@ -207,7 +207,7 @@ pub struct ListParams {
     updated_since: Option<String>,
     /// The `next` of the page before.
     #[serde(default)]
-    #[schemars(regex(pattern = infinity_agent_core::state::summary::CURSOR_PATTERN))]
+    #[schemars(regex(pattern = infinity_agent_core::state::thread_list::CURSOR_PATTERN))]
     cursor: Option<String>,
     /// How many threads a page has at most (default 50).
     #[serde(default)]
@@ -271,7 +271,7 @@ impl ListParams {
             },
         };
         if let Some(cursor) = &self.cursor {
-            if infinity_agent_core::state::summary::read_cursor(cursor).is_none() {
+            if infinity_agent_core::state::thread_list::read_cursor(cursor).is_none() {
                 return Err(bad("cursor", cursor, "the `next` of a page of this list"));
             }
         }
@@ -340,7 +340,7 @@ async fn history(State(system): State<Shared>, Path(id): Path<String>) -> Answer
         .map_err(|e| error(StatusCode::INTERNAL_SERVER_ERROR, e))?;
     // The last event the history includes: a client streams events after it.
     Ok((
-        [("last-event-id", record.events.to_string())],
+        [("last-event-id", record.last_event_seq.to_string())],
         Json(view.iter().map(|e| &**e).collect::<Vec<_>>()),
     )
         .into_response())

@@ -562,7 +562,7 @@ fn showing(version: Option<u64>, seq: u64, first: u64, count: u64) -> Commit {
             )
         })
         .collect();
-    c.record.events = first + count - 1;
+    c.record.last_event_seq = first + count - 1;
     c
 }
 

@@ -6,7 +6,7 @@ use serde_json::{json, Value};
 
 use super::str_arg;
 use crate::effect::OutputKind;
-use crate::history::show_time;
+use crate::history::model_time;
 use crate::model::ToolSpec;
 use crate::tools::{Tool, ToolContext, ToolOutcome};
 
@@ -161,8 +161,8 @@ impl Tool for SleepUntil {
         if due <= ctx.now {
             return ToolOutcome::ok(format!(
                 "{date} {time} {zone} ({}) is already past (now {}); not sleeping.",
-                show_time(due),
-                show_time(ctx.now)
+                model_time(due),
+                model_time(ctx.now)
             ));
         }
         schedule_wake(ctx, due);

@@ -130,7 +130,7 @@ pub(crate) fn spawn_child(
             body: InputBody::ChildSeed {
                 agent: record.agent.clone(),
                 parent,
-                parent_stack: record.stack.clone(),
+                parent_lineage: record.lineage.clone(),
                 seed,
                 depth: record.depth,
             },
@@ -175,7 +175,7 @@ impl Tool for SpawnThread {
             .and_then(Value::as_array)
             .map(|a| a.iter().filter_map(Value::as_str).collect())
             .unwrap_or_default();
-        let stack: Vec<&str> = ctx.record.stack.iter().map(ThreadId::as_str).collect();
+        let stack: Vec<&str> = ctx.record.lineage.iter().map(ThreadId::as_str).collect();
         if child_of != stack {
             return ToolOutcome::error(format!(
                 "Error: child_of must be your full thread stack, from the root to yourself: {}. \

@@ -232,7 +232,7 @@ impl Categories {
         &self,
         flags: &InternalTools,
         settings: &ToolSettings,
-    ) -> Vec<AgentTool<'_>> {
+    ) -> Vec<AgentInternalTool<'_>> {
         let lent: Vec<Skill> = self
             .iter()
             .filter(|d| Self::enabled(flags, d))
@@ -256,7 +256,7 @@ impl Categories {
                 lent_skills: &lent,
             };
             for tool in &def.tools {
-                tools.push(AgentTool {
+                tools.push(AgentInternalTool {
                     category: def,
                     name: tool.name,
                     on,
@@ -298,7 +298,7 @@ impl Categories {
 
 /// One internal tool of an agent ([`Categories::agent_tools`]).
 #[derive(Debug)]
-pub struct AgentTool<'a> {
+pub struct AgentInternalTool<'a> {
     /// Its category.
     pub category: &'a CategoryDef,
     /// Its name.

@@ -52,11 +52,11 @@ pub fn agent_tool_name(agent: &str) -> String {
 
 /// `agent` (a copy of the calling agent, `target` none) or a configured agent's tool.
 #[derive(Debug)]
-pub struct AgentTool {
+pub struct DelegateTool {
     target: Option<SubAgent>,
 }
 
-impl AgentTool {
+impl DelegateTool {
     /// The `agent` tool: delegates to a copy of the caller.
     pub(super) fn copy() -> Self {
         Self { target: None }
@@ -77,7 +77,7 @@ impl AgentTool {
     }
 }
 
-impl Tool for AgentTool {
+impl Tool for DelegateTool {
     fn spec(&self) -> ToolSpec {
         let description = match &self.target {
             None => format!(

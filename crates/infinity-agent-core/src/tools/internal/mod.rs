@@ -18,8 +18,9 @@ mod widget;
 use std::sync::Arc;
 
 pub use categories::{
-    no_settings, AgentTool, Categories, CategoryDef, CategoryError, InternalToolDef, InternalTools,
-    InternalToolsBuilder, InternalToolsConfig, ListedTool, Making, Offered, ToolSettings,
+    no_settings, AgentInternalTool, Categories, CategoryDef, CategoryError, InternalToolDef,
+    InternalTools, InternalToolsBuilder, InternalToolsConfig, ListedTool, Making, Offered,
+    ToolSettings,
 };
 pub use finish::MAX_RESULT_BYTES as MAX_FINISH_RESULT_BYTES;
 
@@ -108,7 +109,7 @@ fn core_categories() -> Vec<CategoryDef> {
             "`agent`: delegating to a copy of the agent.",
             vec![InternalToolDef {
                 name: "agent",
-                make: |_| Arc::new(delegation::AgentTool::copy()),
+                make: |_| Arc::new(delegation::DelegateTool::copy()),
             }],
         ),
     ]

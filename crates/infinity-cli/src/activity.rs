@@ -28,8 +28,8 @@ pub(crate) fn conversation_spent(record: &ThreadRecord) -> Option<String> {
     if !record.is_root() {
         return None;
     }
-    let total = &record.conversation_usage;
-    let budget = &record.conversation_budget;
+    let total = &record.conversation.total;
+    let budget = &record.conversation.budget;
     let mut limits = Vec::new();
     if let Some(usd) = budget.usd {
         limits.push(format!("{usd}"));
@@ -40,7 +40,7 @@ pub(crate) fn conversation_spent(record: &ThreadRecord) -> Option<String> {
     let budget = match limits.is_empty() {
         true => "no budget".to_owned(),
         false => {
-            let by = match record.conversation_budget_set.is_empty() {
+            let by = match record.conversation.budget_set.is_empty() {
                 true => "the agent's",
                 false => "set by a person",
             };

@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use anyhow::Result;
 use clap::Args;
+use infinity_agent_core::history::person_time;
 use infinity_agent_core::ids::ThreadId;
 use infinity_agent_core::state::waits::Waits;
 use infinity_agent_core::store::{waiting, FileStore, ThreadStore};
@@ -15,7 +16,6 @@ use infinity_aws::config::Clients;
 use infinity_aws::store::DynamoThreadStore;
 
 use crate::aws::{setting, Endpoint};
-use crate::render::show_time;
 
 #[derive(Debug, Args)]
 pub(crate) struct StatusArgs {
@@ -100,7 +100,7 @@ fn describe(waits: &Waits, now: jiff::Timestamp) -> Vec<String> {
         lines.push(format!(
             "  timer   {} fires {} ({}{how})",
             timer.tool,
-            show_time(timer.due),
+            person_time(timer.due),
             span(now, timer.due)
         ));
     }
@@ -119,7 +119,7 @@ fn describe(waits: &Waits, now: jiff::Timestamp) -> Vec<String> {
         lines.push(format!(
             "  call    {} since {} ({}{how})",
             visible(&call.tool),
-            show_time(call.since),
+            person_time(call.since),
             span(now, call.since)
         ));
     }

@@ -85,7 +85,10 @@ impl Activity {
                 .filter_map(|call| call.due)
                 .min();
             return match due {
-                Some(due) => Self::new("sleeping", format!("sleeping until {}", person_time(due))),
+                Some(due) => Self::new(
+                    "sleeping",
+                    format!("sleeping until {}", crate::history::person_time(due)),
+                ),
                 None => Self::new("sleeping", "sleeping until an event or a message"),
             };
         }
@@ -99,12 +102,6 @@ impl Activity {
         }
         Self::new("idle", "idle")
     }
-}
-
-/// A time as people read it: to the second, in UTC (`2026-05-01 21:07:09 UTC`).
-pub fn person_time(t: Timestamp) -> String {
-    let t = t.round(jiff::Unit::Second).unwrap_or(t);
-    t.strftime("%Y-%m-%d %H:%M:%S UTC").to_string()
 }
 
 /// Where a thread stands among the others: a conversation a person started, the root of a
@@ -189,7 +186,7 @@ impl ThreadSummary {
             updated_at: record.updated_at,
             version: record.version,
             usage: if kind.is_root() {
-                record.conversation_usage
+                record.conversation.total
             } else {
                 record.usage
             },
