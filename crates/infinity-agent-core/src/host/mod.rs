@@ -4,6 +4,7 @@
 
 mod answers;
 mod effects;
+mod plan;
 mod spans;
 
 use std::time::Duration;
@@ -20,13 +21,14 @@ use crate::agent::{AgentLookup, PrepareError};
 use crate::effect::{LiveOutput, Notification, OutputEvent, OutputKind, ToolInvocation};
 use crate::engine::{Slice, SliceError, SliceOutcome, SliceRequest, Step};
 use crate::ids::{IdSource, InputId, ThreadId};
-use crate::input::{Input, InputBody};
+use crate::input::Input;
 use crate::model::{ModelError, ModelProvider, Streamed};
-use crate::state::Conversation;
+use crate::state::{Conversation, ThreadRecord};
 use crate::store::{load_view_prefix, Entries, SliceState, StoreError, ThreadStore};
 use crate::telemetry;
 use crate::tools::servers::{apply_deadlines, assemble, Discovered, DiscoveryError, ToolDiscovery};
 
+use plan::SlicePlan;
 use spans::{slice_span, traced};
 
 /// Why an input could not be handed to the queue or the timers.
@@ -200,24 +202,6 @@ pub struct SliceReport {
     pub effects: Result<(), PerformError>,
 }
 
-/// The input that creates the thread when it has no record yet (a first user message, with the
-/// host's default agent; a delegated task; a child seed), and the agent the new thread runs.
-fn creator<'a>(
-    inputs: &'a [Input],
-    default_agent: Option<&'a str>,
-) -> Option<(&'a InputBody, &'a str)> {
-    inputs.iter().find_map(|i| match &i.body {
-        InputBody::UserMessage { agent, .. } => agent
-            .as_deref()
-            .or(default_agent)
-            .map(|agent| (&i.body, agent)),
-        InputBody::DelegatedTask { agent, .. } | InputBody::ChildSeed { agent, .. } => {
-            Some((&i.body, agent.as_str()))
-        }
-        _ => None,
-    })
-}
-
 /// What every host does for one batch of a thread's inputs: load the thread (its record, its
 /// history view, or for a new child its parent's history up to the fork), look up which inputs
 /// were already processed, discover the tool servers' tools when the batch starts a session,
@@ -256,156 +240,28 @@ pub async fn run_loaded_slice(
     // An answer that lost to another is overruled; the one that stands is applied.
     let answers::Held { inputs, overruled } =
         answers::standing_answers(store, record.as_ref(), inputs, &already_processed, now).await?;
-    // A stored agent is read and built before the engine, which cannot wait, looks it up.
-    let created_by = match &record {
-        Some(_) => None,
-        None => creator(&inputs, host.default_agent),
-    };
-    let agent_name = match &record {
-        Some(record) => Some(record.agent.as_str()),
-        None => created_by.map(|(_, agent)| agent),
-    };
-    let delegated = matches!(created_by, Some((InputBody::DelegatedTask { .. }, _)));
-    // A root thread being created starts a session (a child shares its parent's).
-    let starts_session = created_by
-        .filter(|(body, _)| !matches!(body, InputBody::ChildSeed { .. }))
-        .map(|(_, agent)| agent);
-    if let Some(name) = agent_name {
-        match host.agents.prepare(name).await {
-            Ok(()) => {}
-            Err(PrepareError::Unavailable(why)) => return Err(SliceError::Retryable(why).into()),
-            // A task delegated to it is refused by the engine, so its caller hears of it.
-            Err(PrepareError::Broken(reason)) if delegated => {
-                tracing::warn!(thread = %thread_id, agent = name, %reason, "the delegated task's agent cannot run");
-            }
-            Err(PrepareError::Broken(reason)) => {
-                return Err(SliceError::AgentBroken {
-                    thread_id: thread_id.clone(),
-                    agent: name.to_owned(),
-                    reason,
-                }
-                .into())
-            }
-        }
-    }
-    // A person's move to another version of the agent: that version is made ready too, and a
-    // root moved to it takes its tool servers' tools afresh.
-    let moved_to = match &record {
-        Some(_) => inputs.iter().rev().find_map(|i| match &i.body {
-            InputBody::UseAgent { agent } => Some(agent.as_str()),
-            _ => None,
-        }),
+    let plan = SlicePlan::of(record.as_ref(), &inputs, host.default_agent);
+    let settled = make_ready(host, thread_id, &plan, record.as_ref()).await?;
+    let session_toolset = match settled.discovers {
+        Some(name) => discover(host, name, settled.moved_to.is_some()).await,
         None => None,
     };
-    if let Some(target) = moved_to {
-        match host.agents.prepare(target).await {
-            Ok(()) => {}
-            Err(PrepareError::Unavailable(why)) => return Err(SliceError::Retryable(why).into()),
-            // The engine refuses the move, with a notice on the thread.
-            Err(PrepareError::Broken(reason)) => {
-                tracing::warn!(thread = %thread_id, agent = target, %reason, "the version a thread is moved to cannot run");
-            }
-        }
-    }
-    // (The engine refuses a move to another agent; the thread's own is the one to make ready.)
-    let moved_to = moved_to.filter(|target| {
-        let name = crate::catalog::AgentRef::name_in;
-        record
-            .as_ref()
-            .is_some_and(|r| name(&r.agent) == name(target))
-            && host.agents.agent(target).is_some()
-    });
-    let agent_name = moved_to.or(agent_name);
-    let starts_session = match &record {
-        Some(r) if r.is_root() && moved_to.is_some() => moved_to,
-        _ => starts_session,
-    };
-    if let (Some(library), Some(agent)) =
-        (host.library, agent_name.and_then(|n| host.agents.agent(n)))
-    {
-        // Tools work on the copies the host has (or say there are none); the slice goes on.
-        for (category, why) in library.prepare_for(|c| agent.tools.has_category(c)).await {
-            tracing::warn!(thread = %thread_id, category, %why, "a category's shelf could not be loaded");
-        }
-    }
-    // The model a person switched the thread to (or is switching it to) is made ready too.
-    if let Some(library) = host.library {
-        let switched = record.as_ref().and_then(|r| r.model.as_deref());
-        let switching = inputs.iter().filter_map(|i| match &i.body {
-            InputBody::UseModel { model } => model.as_deref(),
-            _ => None,
-        });
-        for spec in switched.into_iter().chain(switching) {
-            if let Err(why) = library.prepare_model(spec).await {
-                tracing::warn!(thread = %thread_id, model = spec, %why, "a thread's model cannot be made here");
-            }
-        }
-    }
-    let session_toolset = match starts_session {
-        // A root moved to a version without tool servers has none left.
-        Some(name)
-            if moved_to.is_some()
-                && host
-                    .agents
-                    .agent(name)
-                    .is_some_and(|a| a.tool_servers.is_empty()) =>
-        {
-            Some(crate::state::Toolset::default())
-        }
-        Some(name) => match host.agents.agent(name) {
-            Some(agent) if !agent.tool_servers.is_empty() => {
-                let discovered = match host.discovery {
-                    Some(d) => d.discover(&agent.tool_servers).await,
-                    None => agent
-                        .tool_servers
-                        .iter()
-                        .map(|s| Discovered {
-                            server: s.url.clone(),
-                            result: Err(DiscoveryError::NoClient),
-                            about: None,
-                        })
-                        .collect(),
-                };
-                let mut toolset = assemble(&agent.tools, discovered);
-                apply_deadlines(&mut toolset, &agent.tool_servers);
-                Some(toolset)
-            }
-            _ => None,
-        },
-        _ => None,
-    };
-    let view: Entries = match &record {
-        Some(_) => view,
-        None => {
-            let seed_parent = inputs.iter().find_map(|i| match &i.body {
-                InputBody::ChildSeed { parent, .. } => Some(parent),
-                _ => None,
-            });
-            match seed_parent {
-                Some(p) => load_view_prefix(store, &p.thread_id, p.fork_at)
-                    .await?
-                    .into(),
-                None => Entries::default(),
-            }
-        }
+    let view: Entries = match (&record, plan.fork) {
+        (Some(_), _) => view,
+        (None, Some(p)) => load_view_prefix(store, &p.thread_id, p.fork_at)
+            .await?
+            .into(),
+        (None, None) => Entries::default(),
     };
     // A child reads what its conversation shares from the root.
-    let root = match &record {
-        Some(r) if !r.is_root() => r.lineage.first().cloned(),
-        Some(_) => None,
-        None => inputs.iter().find_map(|i| match &i.body {
-            InputBody::ChildSeed { parent_lineage, .. } => parent_lineage.first().cloned(),
-            _ => None,
-        }),
-    };
-    let conversation = match root {
+    let conversation = match plan.root {
         Some(root) => store
-            .load_record(&root)
+            .load_record(root)
             .await?
             .map(|r| Conversation::of_root(&r)),
         None => None,
     };
-    let span = slice_span(host, thread_id, agent_name, &record, &inputs);
+    let span = slice_span(host, thread_id, settled.agent, &record, &inputs);
     let finish = async move {
         let request = SliceRequest {
             inputs,
@@ -419,8 +275,7 @@ pub async fn run_loaded_slice(
             library: host.library,
             ..SliceRequest::new(thread_id.clone(), record, &view, host.agents, now, ids)
         };
-        let outcome = drive(host, Slice::start(request), thread_id, now).await;
-        let outcome = match outcome {
+        let outcome = match drive(host, Slice::start(request), thread_id, now).await {
             Ok(outcome) => outcome,
             Err(err) => {
                 telemetry::set_error(&tracing::Span::current(), &err.to_string());
@@ -430,34 +285,131 @@ pub async fn run_loaded_slice(
         // The view goes before the commit: a store that shares its list with it then appends
         // in place instead of on a copy.
         drop(view);
-        let effects = match &outcome.commit {
-            Some(commit) => {
-                telemetry::set(
-                    &tracing::Span::current(),
-                    "infinity.thread.version",
-                    i64::try_from(commit.record.version).unwrap_or(i64::MAX),
-                );
-                if let Err(failed) = store.commit(commit).await {
-                    telemetry::set_error(&tracing::Span::current(), &failed.to_string());
-                    return Err(failed.into());
-                }
-                perform_effects(
-                    host.effects,
-                    store,
-                    thread_id,
-                    &commit.effects,
-                    Some(commit.record.version),
-                )
-                .await
-            }
-            None => Ok(()),
-        };
-        if let Err(failed) = &effects {
-            telemetry::set_error(&tracing::Span::current(), &failed.to_string());
-        }
-        Ok(SliceReport { outcome, effects })
+        commit_and_perform(host, thread_id, outcome).await
     };
     finish.instrument(span).await
+}
+
+/// Makes ready what the slice's plan names: the agent's version (and the one a person moves the
+/// thread to), its library's shelves and the models a person chose; says which agent runs.
+async fn make_ready<'a>(
+    host: &HostContext<'_>,
+    thread_id: &ThreadId,
+    plan: &SlicePlan<'a>,
+    record: Option<&ThreadRecord>,
+) -> Result<plan::Settled<'a>, SliceFailure> {
+    // A stored agent is read and built before the engine, which cannot wait, looks it up.
+    if let Some(name) = plan.agent {
+        match host.agents.prepare(name).await {
+            Ok(()) => {}
+            Err(PrepareError::Unavailable(why)) => return Err(SliceError::Retryable(why).into()),
+            // A task delegated to it is refused by the engine, so its caller hears of it.
+            Err(PrepareError::Broken(reason)) if plan.delegated => {
+                tracing::warn!(thread = %thread_id, agent = name, %reason, "the delegated task's agent cannot run");
+            }
+            Err(PrepareError::Broken(reason)) => {
+                return Err(SliceError::AgentBroken {
+                    thread_id: thread_id.clone(),
+                    agent: name.to_owned(),
+                    reason,
+                }
+                .into())
+            }
+        }
+    }
+    // A person's move to another version of the agent: that version is made ready too.
+    if let Some(target) = plan.move_to {
+        match host.agents.prepare(target).await {
+            Ok(()) => {}
+            Err(PrepareError::Unavailable(why)) => return Err(SliceError::Retryable(why).into()),
+            // The engine refuses the move, with a notice on the thread.
+            Err(PrepareError::Broken(reason)) => {
+                tracing::warn!(thread = %thread_id, agent = target, %reason, "the version a thread is moved to cannot run");
+            }
+        }
+    }
+    let settled = plan.settle(record, |target| host.agents.agent(target).is_some());
+    if let (Some(library), Some(agent)) = (
+        host.library,
+        settled.agent.and_then(|n| host.agents.agent(n)),
+    ) {
+        // Tools work on the copies the host has (or say there are none); the slice goes on.
+        for (category, why) in library.prepare_for(|c| agent.tools.has_category(c)).await {
+            tracing::warn!(thread = %thread_id, category, %why, "a category's shelf could not be loaded");
+        }
+    }
+    // The model a person switched the thread to (or is switching it to) is made ready too.
+    if let Some(library) = host.library {
+        for spec in &plan.models {
+            if let Err(why) = library.prepare_model(spec).await {
+                tracing::warn!(thread = %thread_id, model = spec, %why, "a thread's model cannot be made here");
+            }
+        }
+    }
+    Ok(settled)
+}
+
+/// The tools a conversation of the agent `name` takes from its tool servers (`None`: it has
+/// none, and keeps what it had); a root `moved` to a version without servers has none left.
+async fn discover(
+    host: &HostContext<'_>,
+    name: &str,
+    moved: bool,
+) -> Option<crate::state::Toolset> {
+    let agent = host.agents.agent(name)?;
+    if agent.tool_servers.is_empty() {
+        return moved.then(crate::state::Toolset::default);
+    }
+    let discovered = match host.discovery {
+        Some(d) => d.discover(&agent.tool_servers).await,
+        None => agent
+            .tool_servers
+            .iter()
+            .map(|s| Discovered {
+                server: s.url.clone(),
+                result: Err(DiscoveryError::NoClient),
+                about: None,
+            })
+            .collect(),
+    };
+    let mut toolset = assemble(&agent.tools, discovered);
+    apply_deadlines(&mut toolset, &agent.tool_servers);
+    Some(toolset)
+}
+
+/// Commits what a slice decided and performs the committed effects.
+async fn commit_and_perform(
+    host: &HostContext<'_>,
+    thread_id: &ThreadId,
+    outcome: SliceOutcome,
+) -> Result<SliceReport, SliceFailure> {
+    let store = host.store;
+    let effects = match &outcome.commit {
+        Some(commit) => {
+            telemetry::set(
+                &tracing::Span::current(),
+                "infinity.thread.version",
+                i64::try_from(commit.record.version).unwrap_or(i64::MAX),
+            );
+            if let Err(failed) = store.commit(commit).await {
+                telemetry::set_error(&tracing::Span::current(), &failed.to_string());
+                return Err(failed.into());
+            }
+            perform_effects(
+                host.effects,
+                store,
+                thread_id,
+                &commit.effects,
+                Some(commit.record.version),
+            )
+            .await
+        }
+        None => Ok(()),
+    };
+    if let Err(failed) = &effects {
+        telemetry::set_error(&tracing::Span::current(), &failed.to_string());
+    }
+    Ok(SliceReport { outcome, effects })
 }
 
 /// Polls the slice to its end: shows output, runs completions (retrying a temporarily

@@ -30,8 +30,9 @@ use crate::knowledge::DynamoKnowledgeStore;
 use crate::queue::{AwsTimers, OutputQueue, SqsInputSender};
 use crate::remotes::TableRemotes;
 use crate::store::DynamoThreadStore;
-use crate::wire::{parse_input, Carried, RelayEnvelope, WireError};
+use crate::wire::{Carried, RelayEnvelope, WireError};
 
+mod batch;
 mod perform;
 mod relay;
 mod setup;

@@ -1,6 +1,7 @@
 //! A batch of the input queue: its messages grouped by thread, one slice per thread, and what
 //! is done with a message no slice can use.
 
+use super::batch::{Batch, Failed, ThreadMessages, Verdict};
 use super::*;
 
 impl AgentHandler {
@@ -18,66 +19,27 @@ impl AgentHandler {
         if let Some(deadline) = deadline {
             self.warn_if_short(deadline);
         }
-        let mut groups: Vec<(String, Vec<Message>)> = Vec::new();
-        // Each message's receipt handle and receive count, for a retry after a failure.
-        let mut deliveries: HashMap<String, (String, u32)> = HashMap::new();
-        for record in event.records {
-            let message_id = record.message_id.clone().unwrap_or_default();
-            let group = attribute(&record, "MessageGroupId");
-            let body = record.body.clone().unwrap_or_default();
-            let input = parse_input(&body, group, attribute(&record, "MessageDeduplicationId"));
-            let key = group
-                .map(str::to_owned)
-                .or_else(|| input.as_ref().ok().map(|i| i.thread_id().to_string()))
-                .unwrap_or_else(|| message_id.clone());
-            let receive_count = attribute(&record, "ApproximateReceiveCount")
-                .and_then(|n| n.parse().ok())
-                .unwrap_or(1);
-            if let Some(receipt) = &record.receipt_handle {
-                deliveries.insert(message_id.clone(), (receipt.clone(), receive_count));
-            }
-            let message = Message {
-                message_id,
-                receive_count,
-                group: group.map(str::to_owned),
-                body,
-                input,
-            };
-            match groups.iter_mut().find(|(k, _)| *k == key) {
-                Some((_, messages)) => messages.push(message),
-                None => groups.push((key, vec![message])),
-            }
-        }
+        let Batch {
+            threads,
+            deliveries,
+        } = Batch::of(event.records);
         let mut tasks = JoinSet::new();
-        for (_, messages) in groups {
+        for messages in threads {
             let this = Arc::clone(self);
             tasks.spawn(async move { this.handle_thread(messages, deadline).await });
         }
-        let mut response = SqsBatchResponse::default();
-        let mut retry = Vec::new();
-        let mut notes = Vec::new();
+        let mut failed = Vec::new();
         while let Some(result) = tasks.join_next().await {
             match result {
-                Ok(failed) => {
-                    for (id, thread, reason) in failed {
-                        let receive_count = deliveries.get(&id).map_or(1, |d| d.1);
-                        if let Some(delivery) = deliveries.get(&id) {
-                            retry.push(delivery.clone());
-                        }
-                        notes.push(FailureNote {
-                            message_id: id.clone(),
-                            queue: "input".to_owned(),
-                            thread,
-                            reason,
-                            receive_count,
-                            at: Timestamp::now(),
-                        });
-                        response.add_failure(id);
-                    }
-                }
+                Ok(thread_failed) => failed.extend(thread_failed),
                 Err(err) => tracing::error!(%err, "a thread's task failed"),
             }
         }
+        let Verdict {
+            response,
+            retry,
+            notes,
+        } = deliveries.verdict(failed, Timestamp::now());
         // Why each failed, for whoever finds it in the dead-letter queue.
         self.notes.write(&notes).await;
         // Failed messages come back after a short, growing delay, not the queue's visibility
@@ -97,20 +59,10 @@ impl AgentHandler {
         &self,
         messages: Vec<Message>,
         deadline: Option<tokio::time::Instant>,
-    ) -> Vec<(String, Option<String>, String)> {
-        // Messages kept aside are done with: never reported as failed, so never kept twice.
-        let mut kept_aside: Vec<&str> = Vec::new();
-        let failure =
-            |m: &Message, reason: &str| (m.message_id.clone(), m.group.clone(), reason.to_owned());
-        let all = |kept_aside: &[&str], reason: String| {
-            messages
-                .iter()
-                .filter(|m| !kept_aside.contains(&m.message_id.as_str()))
-                .map(|m| failure(m, &reason))
-                .collect()
-        };
+    ) -> Vec<Failed> {
+        let mut thread = ThreadMessages::new(&messages);
         let mut inputs: Vec<Input> = Vec::new();
-        let mut failed: Vec<(String, Option<String>, String)> = Vec::new();
+        let mut failed: Vec<Failed> = Vec::new();
         for (i, message) in messages.iter().enumerate() {
             let input = match &message.input {
                 Ok(Carried::Input(input)) => Ok(Some(input.clone())),
@@ -119,10 +71,7 @@ impl AgentHandler {
                     // The table is unavailable: the whole batch of the thread again, later.
                     Err(err) => {
                         tracing::warn!(thread = %stored.thread_id, %err, "cannot read a stored input; the thread's messages will be redelivered");
-                        return all(
-                            &kept_aside,
-                            format!("a stored input could not be read: {err}"),
-                        );
+                        return thread.all(&format!("a stored input could not be read: {err}"));
                     }
                 },
                 Err(err) => Err(err.clone()),
@@ -136,18 +85,11 @@ impl AgentHandler {
                     // dead-letter queue; kept aside in the table instead, it is acknowledged and
                     // the messages behind it go on.
                     match self.keep_aside(message, &err).await {
-                        Ok(()) => kept_aside.push(&message.message_id),
+                        Ok(()) => thread.keep_aside(i),
                         Err(why) => {
                             tracing::warn!(message_id = %message.message_id, error = %err, %why, "an unusable input message could not be kept aside; it and the rest of its thread's messages will be redelivered");
-                            failed.push(failure(
-                                message,
-                                &format!("unusable ({err}) and not kept aside: {why}"),
-                            ));
-                            let behind = format!(
-                                "behind the unusable message {} of its thread",
-                                message.message_id
-                            );
-                            failed.extend(messages[i + 1..].iter().map(|m| failure(m, &behind)));
+                            failed = thread
+                                .from(i, &format!("unusable ({err}) and not kept aside: {why}"));
                             break;
                         }
                     }
@@ -164,7 +106,7 @@ impl AgentHandler {
             let ids: Vec<&str> = messages.iter().map(|m| m.message_id.as_str()).collect();
             tracing::warn!(thread = %thread_id, %err, message_ids = ?ids, "slice not finished; its messages will be redelivered");
             // Report the whole thread's batch: FIFO redelivers it, in order.
-            failed = all(&kept_aside, format!("the slice did not finish: {err}"));
+            failed = thread.all(&format!("the slice did not finish: {err}"));
         }
         failed
     }
