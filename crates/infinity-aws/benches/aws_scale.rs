@@ -114,10 +114,7 @@ async fn batch(
     for round in 0..5 {
         for id in &threads {
             let input = Input::user_message(id.clone(), format!("message {round}"));
-            sender
-                .send_to_input_queue(&input, id, &input.id)
-                .await
-                .unwrap();
+            sender.send_to_input_queue(&input).await.unwrap();
         }
     }
     let mut runner = LocalRunner::new(clients.clone(), config.clone(), handler.clone());
@@ -233,10 +230,7 @@ async fn fan_out(clients: &Clients, config: &AwsConfig, handler: &Arc<AgentHandl
     let sender = SqsInputSender::new(clients.sqs.clone(), config.input_queue_url.clone());
     let parent = ThreadId::new("fan-parent").unwrap();
     let input = Input::user_message(parent.clone(), "fan");
-    sender
-        .send_to_input_queue(&input, &parent, &input.id)
-        .await
-        .unwrap();
+    sender.send_to_input_queue(&input).await.unwrap();
     let mut runner = LocalRunner::new(clients.clone(), config.clone(), handler.clone());
     runner.concurrency = 10;
     let store = handler.store().clone();

@@ -205,7 +205,7 @@ impl Front for StackFront {
 
     async fn post(&self, input: Input) -> Result<InputId, PostError> {
         self.sender
-            .send_to_input_queue(&input, &input.thread_id, &input.id)
+            .send_to_input_queue(&input)
             .await
             .map_err(|e| PostError::Unavailable(e.to_string()))?;
         Ok(input.id)

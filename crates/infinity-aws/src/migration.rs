@@ -23,11 +23,7 @@ pub struct Nudges(pub SqsInputSender);
 impl Performer for Nudges {
     async fn perform(&self, thread_id: &ThreadId, _: &[PendingEffect], _: Option<u64>) {
         let nudge = Input::new(thread_id.clone(), InputBody::Nudge {});
-        if let Err(err) = self
-            .0
-            .send_to_input_queue(&nudge, thread_id, &nudge.id)
-            .await
-        {
+        if let Err(err) = self.0.send_to_input_queue(&nudge).await {
             tracing::warn!(%err, "no nudge: the thread performs its outbox at its next input");
         }
     }

@@ -9,7 +9,7 @@ use aws_sdk_scheduler::types::{
 };
 use infinity_agent_core::effect::OutputEvent;
 use infinity_agent_core::host::{InputSender, OutputError, SendError, Timers};
-use infinity_agent_core::ids::{EffectId, InputId, ThreadId};
+use infinity_agent_core::ids::{EffectId, InputId};
 use infinity_agent_core::input::Input;
 use infinity_agent_core::runtime::PostError;
 use jiff::Timestamp;
@@ -300,7 +300,7 @@ impl SqsInputSender {
            + 'a {
         move |input| {
             Box::pin(async move {
-                self.send_to_input_queue(&input, &input.thread_id, &input.id)
+                self.send_to_input_queue(&input)
                     .await
                     .map_err(|e| PostError::Unavailable(e.to_string()))?;
                 Ok(input.id)
@@ -311,18 +311,7 @@ impl SqsInputSender {
 
 #[async_trait]
 impl InputSender for SqsInputSender {
-    async fn send_to_input_queue(
-        &self,
-        message: &Input,
-        group_id: &ThreadId,
-        dedup_id: &InputId,
-    ) -> Result<(), SendError> {
-        if group_id != &message.thread_id || dedup_id != &message.id {
-            return Err(send_error(
-                message,
-                format!("the input queue groups by thread and deduplicates by input id; asked for group {group_id} and deduplication id {dedup_id}"),
-            ));
-        }
+    async fn send_to_input_queue(&self, message: &Input) -> Result<(), SendError> {
         let limit = self.limit.body_bytes(&self.sqs).await;
         let carried = self.carry(message, limit).await?;
         self.send_carried(&carried).await
@@ -432,11 +421,7 @@ impl AwsTimers {
     /// Forwards an input (or its reference) that is due now to the input queue.
     pub async fn deliver_now(&self, carried: &Carried) -> Result<(), SendError> {
         match carried {
-            Carried::Input(input) => {
-                self.input
-                    .send_to_input_queue(input, &input.thread_id, &input.id)
-                    .await
-            }
+            Carried::Input(input) => self.input.send_to_input_queue(input).await,
             Carried::StoredInput(_) => self.input.send_carried(carried).await,
         }
     }
@@ -505,10 +490,7 @@ impl Timers for AwsTimers {
         let ahead = due.duration_since(Timestamp::now());
         let Ok(delay) = Duration::try_from(ahead) else {
             // Already due.
-            return self
-                .input
-                .send_to_input_queue(&input, &input.thread_id, &input.id)
-                .await;
+            return self.input.send_to_input_queue(&input).await;
         };
         if delay <= self.config.relay_threshold {
             let limit = self.relay_limit.body_bytes(&self.sqs).await;

@@ -158,7 +158,7 @@ impl TableRemotes {
 
     async fn send(&self, input: &Input) -> Result<(), HubError> {
         self.sender
-            .send_to_input_queue(input, &input.thread_id, &input.id)
+            .send_to_input_queue(input)
             .await
             .map_err(|e| HubError::Unavailable(format!("sending to the thread: {e}")))
     }

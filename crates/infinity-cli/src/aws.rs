@@ -248,9 +248,7 @@ pub async fn send(args: SendArgs) -> Result<u8> {
     if let Some(id) = args.id {
         input.id = InputId::new(id)?;
     }
-    sender
-        .send_to_input_queue(&input, &thread, &input.id)
-        .await?;
+    sender.send_to_input_queue(&input).await?;
     crate::out!("sent {} to thread {thread}", input.id);
     Ok(0)
 }
@@ -512,7 +510,7 @@ pub async fn outbox(args: OutboxArgs) -> Result<u8> {
             body: infinity_agent_core::input::InputBody::Nudge {},
         };
         SqsInputSender::new(clients.sqs, queue_url)
-            .send_to_input_queue(&nudge, &thread, &nudge.id)
+            .send_to_input_queue(&nudge)
             .await?;
         crate::out!(
             "put {moved} effect(s) back into thread {thread}'s outbox and nudged it; `infinity thread outbox {thread}` shows what is left"

@@ -301,9 +301,7 @@ impl OpenThread {
     /// Queues `body` for the thread; returns the input's id.
     async fn send(&self, body: InputBody) -> Result<InputId> {
         let input = Input::new(self.thread.clone(), body);
-        self.sender
-            .send_to_input_queue(&input, &self.thread, &input.id)
-            .await?;
+        self.sender.send_to_input_queue(&input).await?;
         Ok(input.id)
     }
 }

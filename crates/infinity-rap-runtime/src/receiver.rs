@@ -124,10 +124,7 @@ pub async fn handle(
         Ok(input) => input,
         Err(why) => return Reply::new(400, why.to_string()),
     };
-    match queue
-        .send_to_input_queue(&input, &input.thread_id, &input.id)
-        .await
-    {
+    match queue.send_to_input_queue(&input).await {
         Ok(()) => {
             tracing::info!(%thread, %call, kind = input.body.kind(), "callback queued");
             Reply::new(200, "ok")
@@ -173,10 +170,7 @@ pub async fn handle_forward(
             ),
         );
     }
-    match queue
-        .send_to_input_queue(&input, &input.thread_id, &input.id)
-        .await
-    {
+    match queue.send_to_input_queue(&input).await {
         Ok(()) => {
             tracing::info!(%thread, input = %input.id, kind = input.body.kind(), "forwarded input queued");
             Reply::new(200, "ok")
@@ -226,10 +220,7 @@ async fn refuse(
             ),
         ),
     };
-    match queue
-        .send_to_input_queue(&input, &thread_id, &input.id)
-        .await
-    {
+    match queue.send_to_input_queue(&input).await {
         Ok(()) => Reply::new(
             400,
             format!("{why} (the call was given an error result saying so)"),

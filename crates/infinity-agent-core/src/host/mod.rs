@@ -46,14 +46,9 @@ pub struct SendError {
 /// Puts inputs on a thread's input queue.
 #[async_trait]
 pub trait InputSender: Send + Sync {
-    /// Enqueues `message` in the queue group `group_id` (the thread id) with deduplication key
-    /// `dedup_id` (the input id).
-    async fn send_to_input_queue(
-        &self,
-        message: &Input,
-        group_id: &ThreadId,
-        dedup_id: &InputId,
-    ) -> Result<(), SendError>;
+    /// Enqueues `message` for its thread: a queue groups it by its thread (`thread_id`, in
+    /// order) and deduplicates it by its id.
+    async fn send_to_input_queue(&self, message: &Input) -> Result<(), SendError>;
 }
 
 /// Delivers inputs later.

@@ -396,22 +396,12 @@ const SLICE_RETRY: RetryPolicy =
 /// ([`AgentSystem::accept`]).
 #[async_trait]
 impl InputSender for AgentSystem {
-    async fn send_to_input_queue(
-        &self,
-        message: &Input,
-        group_id: &ThreadId,
-        dedup_id: &InputId,
-    ) -> Result<(), SendError> {
+    async fn send_to_input_queue(&self, message: &Input) -> Result<(), SendError> {
         let refused = |reason: String| SendError {
             input_id: message.id.clone(),
             thread_id: message.thread_id.clone(),
             reason,
         };
-        if &message.thread_id != group_id || &message.id != dedup_id {
-            return Err(refused(format!(
-                "group {group_id} / dedup id {dedup_id} disagree with the input's thread and id"
-            )));
-        }
         self.accept(message.clone())
             .await
             .map(|_| ())

@@ -229,8 +229,6 @@ impl crate::host::InputSender for RecordingQueue {
     async fn send_to_input_queue(
         &self,
         message: &crate::input::Input,
-        _group_id: &crate::ids::ThreadId,
-        _dedup_id: &crate::ids::InputId,
     ) -> Result<(), crate::host::SendError> {
         self.0
             .lock()

@@ -7,9 +7,7 @@ use super::*;
 #[async_trait]
 impl EffectPerformer for AgentHandler {
     async fn send(&self, input: &Input, _from: &EffectRef) -> Result<Handoff, SendError> {
-        self.sender
-            .send_to_input_queue(input, &input.thread_id, &input.id)
-            .await?;
+        self.sender.send_to_input_queue(input).await?;
         Ok(Handoff::Delivered)
     }
 

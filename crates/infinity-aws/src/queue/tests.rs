@@ -1,3 +1,5 @@
+use infinity_agent_core::ids::ThreadId;
+
 use super::*;
 
 #[test]

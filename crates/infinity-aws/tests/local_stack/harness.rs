@@ -215,10 +215,7 @@ impl Stack {
     }
 
     pub async fn send(&self, input: &Input) {
-        self.sender
-            .send_to_input_queue(input, &input.thread_id, &input.id)
-            .await
-            .unwrap();
+        self.sender.send_to_input_queue(input).await.unwrap();
     }
 
     /// Runs the handlers (one poll of each queue and one schedule pump per round) until
