@@ -197,8 +197,10 @@ fn run_cli() -> std::process::ExitCode {
     if std::env::args_os().len() == 1 && infinity_server::stack::in_lambda() {
         return match tokio::runtime::Runtime::new()
             .map_err(anyhow::Error::from)
-            .and_then(|rt| rt.block_on(infinity_server::stack::lambda()))
-        {
+            .and_then(|rt| {
+                rt.block_on(infinity_server::stack::lambda())
+                    .map_err(anyhow::Error::from)
+            }) {
             Ok(()) => std::process::ExitCode::SUCCESS,
             Err(err) => {
                 eprintln!("error: {err:#}");
@@ -248,7 +250,10 @@ fn run_cli() -> std::process::ExitCode {
             Command::Remote(RemoteCommand::Check(args)) => remote::check::check(&args),
             Command::Schedules(command) => people::schedules(command).await,
             Command::Migrate(args) => migrate::run(args).await,
-            Command::McpBridge(args) => infinity_mcp_bridge::run(args).await.map(|()| 0),
+            Command::McpBridge(args) => infinity_mcp_bridge::run(args)
+                .await
+                .map(|()| 0)
+                .map_err(anyhow::Error::from),
             Command::Tools(ToolsCommand::Internal { json }) => {
                 commands::tools::tools_internal(json)
             }

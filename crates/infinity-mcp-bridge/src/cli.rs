@@ -1,6 +1,5 @@
 //! The `infinity mcp-bridge` command, and the bridge started inside a host process.
 
-use anyhow::Context as _;
 use clap::ArgGroup;
 use tokio::net::TcpListener;
 
@@ -42,12 +41,12 @@ pub struct BridgeArgs {
 
 impl BridgeArgs {
     /// The MCP server the arguments name: `--url`, or else the command after `--`.
-    pub fn source(&self) -> anyhow::Result<McpSource> {
+    pub fn source(&self) -> Result<McpSource, BridgeError> {
         if let Some(url) = &self.url {
             return Ok(McpSource::http(url.clone()));
         }
         let Some((command, args)) = self.command.split_first() else {
-            anyhow::bail!("name the MCP server: --url URL, or its command after `--`");
+            return Err(BridgeError::NoServer);
         };
         Ok(McpSource::Stdio {
             command: command.clone(),
@@ -68,16 +67,18 @@ fn parse_env_var(text: &str) -> Result<(String, String), String> {
 /// Runs `infinity mcp-bridge`: connects to the MCP server, listens on `--host`/`--port`,
 /// prints one line `mcp-bridge: <n> tools from <server name> at <public url>` on stdout, and
 /// serves until Ctrl-C, then ends the MCP session.
-pub async fn run(args: BridgeArgs) -> anyhow::Result<()> {
+pub async fn run(args: BridgeArgs) -> Result<(), BridgeError> {
     let source = args.source()?;
     let bridge = Bridge::connect(source).await?;
     let address = format!("{}:{}", args.host, args.port);
+    let cannot_listen = |source| BridgeError::Listen {
+        address: address.clone(),
+        source,
+    };
     let listener = TcpListener::bind((args.host.as_str(), args.port))
         .await
-        .with_context(|| format!("could not listen on {address}"))?;
-    let local = listener
-        .local_addr()
-        .with_context(|| format!("could not listen on {address}"))?;
+        .map_err(cannot_listen)?;
+    let local = listener.local_addr().map_err(cannot_listen)?;
     let public_url = args
         .public_url
         .clone()
@@ -96,7 +97,7 @@ pub async fn run(args: BridgeArgs) -> anyhow::Result<()> {
             }
         })
         .await
-        .context("the bridge stopped serving")?;
+        .map_err(BridgeError::Stopped)?;
     bridge.close().await;
     Ok(())
 }

@@ -69,6 +69,21 @@ pub enum BridgeError {
     /// The listener's address could not be read.
     #[error("could not serve the bridge: {0}")]
     Listener(#[source] io::Error),
+    /// `infinity mcp-bridge` was given neither `--url` nor a command. Terminal.
+    #[error("name the MCP server: --url URL, or its command after `--`")]
+    NoServer,
+    /// The bridge could not listen on the address given. Terminal until it is free.
+    #[error("could not listen on {address}: {source}")]
+    Listen {
+        /// `HOST:PORT`.
+        address: String,
+        /// What the system said.
+        #[source]
+        source: io::Error,
+    },
+    /// Serving stopped with an error.
+    #[error("the bridge stopped serving: {0}")]
+    Stopped(#[source] io::Error),
 }
 
 impl BridgeError {

@@ -14,7 +14,6 @@
 
 use std::sync::Arc;
 
-use anyhow::{Context, Result};
 use aws_lambda_events::event::lambda_function_urls::LambdaFunctionUrlResponse;
 use axum::body::Body;
 use axum::Router;
@@ -39,18 +38,42 @@ pub fn in_lambda() -> bool {
     std::env::var_os("AWS_LAMBDA_RUNTIME_API").is_some()
 }
 
-fn stack_config() -> Result<AwsConfig> {
-    AwsConfig::from_env().context(
-        "serving a stack reads it from the INFINITY_* variables (for the local stack: \
-         source infra/local/env.sh)",
-    )
+/// Why a stack could not be served.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum StackError {
+    /// The `INFINITY_*` variables do not describe a stack.
+    #[error(
+        "serving a stack reads it from the INFINITY_* variables (for the local stack: source \
+         infra/local/env.sh): {0}"
+    )]
+    Config(#[from] infinity_aws::config::ConfigError),
+    /// The API function has no token parameter to read.
+    #[error("{TOKEN_PARAMETER_VAR} is not set: the API function serves no one without a token")]
+    NoToken,
+    /// The token parameter could not be read.
+    #[error(transparent)]
+    Token(#[from] infinity_aws::handler::SsmError),
+    /// The token parameter (named here) is empty.
+    #[error("the API token in {0} is empty")]
+    EmptyToken(String),
+    /// The listener failed.
+    #[error("serving failed: {0}")]
+    Serve(#[from] std::io::Error),
+    /// The Lambda runtime stopped (with why).
+    #[error("the Lambda runtime stopped: {0}")]
+    Runtime(String),
+}
+
+fn stack_config() -> Result<AwsConfig, StackError> {
+    Ok(AwsConfig::from_env()?)
 }
 
 /// `infinity serve --aws`: serves the stack's threads on `listener` until Ctrl-C.
 pub async fn serve(
     endpoint: Option<&str>,
     (listener, access): (tokio::net::TcpListener, Guard),
-) -> Result<()> {
+) -> Result<(), StackError> {
     let config = stack_config()?;
     let clients = Clients::from_env_with_endpoint(endpoint).await;
     let mut front = StackFront::new(&clients, &config, default_agent_from_env());
@@ -88,20 +111,18 @@ pub async fn serve(
 }
 
 /// The stack's API function: answers Function URL requests with the API until Lambda stops it.
-pub async fn lambda() -> Result<()> {
+pub async fn lambda() -> Result<(), StackError> {
     let config = stack_config()?;
     let clients = Clients::from_env().await;
     let parameter = std::env::var(TOKEN_PARAMETER_VAR)
         .ok()
         .filter(|v| !v.trim().is_empty())
-        .with_context(|| {
-            format!(
-                "{TOKEN_PARAMETER_VAR} is not set: the API function serves no one without a token"
-            )
-        })?;
+        .ok_or(StackError::NoToken)?;
     let token = infinity_aws::handler::read_ssm_parameter(&parameter).await?;
     let token = token.trim().to_owned();
-    anyhow::ensure!(!token.is_empty(), "the API token in {parameter} is empty");
+    if token.is_empty() {
+        return Err(StackError::EmptyToken(parameter));
+    }
     // Any host name (the Function URL's, or a domain in front of it), always the token.
     let access = Guard {
         token: Some(token),
@@ -126,7 +147,7 @@ pub async fn lambda() -> Result<()> {
         },
     ))
     .await
-    .map_err(|e| anyhow::anyhow!("the Lambda runtime stopped: {e}"))?;
+    .map_err(|e| StackError::Runtime(e.to_string()))?;
     Ok(())
 }
 
