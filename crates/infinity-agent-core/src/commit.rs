@@ -23,8 +23,9 @@ pub struct Commit {
     /// Effects to put in the outbox and perform after the commit.
     pub effects: Vec<PendingEffect>,
     /// The output events the slice showed, numbered from the previous record's
-    /// [`events`](ThreadRecord::events) + 1 to the new record's: the store keeps them for
-    /// clients that resume a stream ([`ThreadStore::events_after`](crate::store::ThreadStore::events_after)).
+    /// [`last_event_seq`](ThreadRecord::last_event_seq) + 1 to the new record's: the store keeps
+    /// them for clients that resume a stream
+    /// ([`ThreadStore::events_after`](crate::store::ThreadStore::events_after)).
     pub events: Vec<OutputEvent>,
 }
 
