@@ -29,7 +29,7 @@ impl Outbox {
         }
     }
 
-    /// Adds an effect; an output event among them is shown at the next [`Outbox::flush_live`].
+    /// Adds an effect (an output event is shown live at the next [`Outbox::flush_live`]).
     pub(in crate::engine) fn push(&mut self, effect: Effect) {
         self.effects.push(effect);
     }
