@@ -12,8 +12,8 @@ use crate::ids::{InputId, ThreadId};
 use crate::input::{Input, InputBody};
 use crate::state::{Conversation, ThreadRecord};
 
+use super::draft::{Draft, Equipment, History, Outbox};
 use super::inputs::DropReason;
-use super::timeline::Draft;
 use super::{DroppedInput, SliceError, SliceRequest};
 
 /// Notes an input as dropped, with why.
@@ -70,7 +70,6 @@ pub(super) fn admit<'a>(
         return Ok(Admitted::Nothing);
     }
 
-    let expected_version = record.as_ref().map(|r| r.version);
     let (record, original) = match record {
         Some(record) => {
             let original = record.clone();
@@ -116,7 +115,7 @@ pub(super) fn admit<'a>(
         });
     };
 
-    let created = expected_version.is_none();
+    let created = original.is_none();
     // A person's switch of the thread's model, then the model its completions use.
     for input in &fresh {
         if let InputBody::UseModel { model } = &input.body {
@@ -164,43 +163,23 @@ pub(super) fn admit<'a>(
         std::borrow::Cow::Borrowed(_) => None,
         std::borrow::Cow::Owned(specs) => Some(specs),
     };
-    let mut draft = Draft {
-        own_len_at_start: record.history_len,
+    let equipment = Equipment::new(agent, model, session_tools, offered, library);
+    let history = History::new(view, view_start, record.history_len);
+    let mut draft = Draft::new(
         record,
         original,
-        base: view,
-        skipped: usize::try_from(view_start).unwrap_or(usize::MAX),
-        added: Vec::new(),
-        effects: Vec::new(),
-        live: live_output,
-        outputs: Vec::new(),
-        shown: Vec::new(),
-        agent,
-        model,
-        session_tools,
-        offered,
-        system: None,
-        prompt: None,
+        conversation,
+        equipment,
+        history,
+        Outbox::new(live_output),
         now,
         ids,
-        current_input: None,
-        created,
-        turn_ended: false,
-        conversation,
-        expected_version,
-        processed: Vec::new(),
-        completions: 0,
-        carried: 0,
-        compacted: false,
-        usage_to_report: crate::state::HourlyUsage::default(),
-        total_to_report: crate::model::Usage::default(),
-        library,
-    };
+    );
     for text in problems {
         draft.output(crate::effect::OutputKind::Error { text });
     }
     // The agent's policy for messages that find the thread busy, where hosts read it.
-    let policy = draft.agent.while_busy;
+    let policy = draft.equipment.agent().while_busy;
     draft.record.while_busy = (policy != crate::state::WhileBusy::MoveOn).then_some(policy);
     for (text, is_error) in moves {
         if is_error {
@@ -432,7 +411,7 @@ impl Draft<'_> {
         let held_count = held.len();
         for (n, input) in held.into_iter().chain(inputs).enumerate() {
             if n >= held_count {
-                self.processed.push(input.id.clone());
+                self.intake.mark_processed(input.id.clone());
             }
             let closed = self.record.status == crate::state::ThreadStatus::Closed;
             // A parent's close request that crossed the child's own closing still gets its
@@ -446,7 +425,7 @@ impl Draft<'_> {
                 drop_input(dropped, &thread_id, &input, reason);
                 continue;
             }
-            self.current_input = Some(input.id.clone());
+            self.intake.applying(Some(input.id.clone()));
             let (id, kind) = (input.id.clone(), input.body.kind());
             if let Err(reason) = self.apply(input.body) {
                 tracing::info!(thread = %thread_id, input = %id, kind, %reason, "input dropped");
@@ -456,9 +435,9 @@ impl Draft<'_> {
                     reason,
                 });
             }
-            self.flush_live();
+            self.outbox.flush_live(&mut self.record);
         }
-        self.current_input = None;
+        self.intake.applying(None);
     }
 
     /// What a thread that is moving (`forward_url` `None`) or has moved to another host does
@@ -468,7 +447,7 @@ impl Draft<'_> {
     fn pass_on(&mut self, inputs: Vec<Input>, forward_url: Option<&str>) {
         let thread_id = self.record.id.clone();
         for input in inputs {
-            self.processed.push(input.id.clone());
+            self.intake.mark_processed(input.id.clone());
             match forward_url {
                 _ if matches!(input.body, InputBody::Nudge {} | InputBody::Continue { .. }) => {}
                 None => match serde_json::to_value(&input) {
@@ -479,7 +458,7 @@ impl Draft<'_> {
                 },
                 Some(url) => {
                     tracing::info!(thread = %thread_id, input = %input.id, kind = input.body.kind(), "forwarding an input to the thread's new host");
-                    self.effects.push(crate::effect::Effect::Forward {
+                    self.outbox.push(crate::effect::Effect::Forward {
                         url: url.to_owned(),
                         input,
                     });

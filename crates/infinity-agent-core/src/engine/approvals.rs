@@ -11,8 +11,9 @@ use crate::state::{
 use crate::tools::approval;
 
 use super::calls::Performed;
+use super::draft::Draft;
 use super::inputs::{Applied, DropReason};
-use super::timeline::{CallResult, Draft};
+use super::timeline::CallResult;
 
 impl Draft<'_> {
     /// When the agent requires approval for `call`'s tool: keeps the call pending, asks a
@@ -20,7 +21,7 @@ impl Draft<'_> {
     /// What came of the call, for its span (`approval`, or `rejected` when its arguments are
     /// too big to hold); `None` when no rule covers the tool.
     pub(super) fn ask_approval(&mut self, call: &ToolCall) -> Option<&'static str> {
-        let agent = std::sync::Arc::clone(&self.agent);
+        let agent = std::sync::Arc::clone(self.equipment.agent());
         let (rule, pattern) = approval::rule_for(&agent.approvals, &call.name)?;
         // The record holds them until the answer, and it is rewritten at every commit.
         let size = call.args.to_string().len();
@@ -68,7 +69,7 @@ impl Draft<'_> {
         });
         self.record.open_choices.push(choice);
         if let Some((due, after)) = deadline {
-            self.effects.push(Effect::SendAt {
+            self.outbox.push(Effect::SendAt {
                 input: approval::deadline_input(&self.record.id, &call.id, after),
                 due,
             });
@@ -126,7 +127,7 @@ impl Draft<'_> {
                 end_turn,
             } => {
                 if end_turn && !pending.moved_on {
-                    self.turn_ended = true;
+                    self.turn.end();
                 }
                 let result = if is_error {
                     CallResult::error(text)

@@ -4,7 +4,7 @@
 use serde_json::json;
 
 use crate::effect::Effect;
-use crate::history::{HistoryView, Item, ToolCall};
+use crate::history::{Item, ToolCall};
 use crate::ids::{InputId, ThreadId};
 use crate::input::{Input, InputBody};
 use crate::model::{Completion, CompletionRequest, StopReason};
@@ -12,10 +12,10 @@ use crate::state::{PendingCall, PendingKind, ThreadStatus};
 use crate::telemetry;
 use crate::tools::builtin::threads::close_now;
 use crate::tools::internal::delegation;
-use crate::tools::{OfferedTools, ToolContext, ToolOutcome};
+use crate::tools::{ToolContext, ToolOutcome};
 
 use super::compaction::SUMMARY_SYSTEM;
-use super::timeline::Draft;
+use super::draft::Draft;
 use super::Purpose;
 
 /// What running a tool came to (see [`Draft::perform`]).
@@ -50,18 +50,18 @@ impl Draft<'_> {
             return None;
         }
         self.flush_deferred();
-        if self.turn_ended || !self.needs_answer() {
+        if self.turn.ended() || !self.needs_answer() {
             // The turn is over: messages queued while it ran start the next one.
             if !self.flush_queued() {
                 return None;
             }
-            self.turn_ended = false;
+            self.turn.begin();
         }
         if self.held_by_limits() {
             return None;
         }
-        let limit = self.agent.limits.max_completions_per_slice;
-        let ran = self.completions + self.carried;
+        let limit = self.equipment.agent().limits.max_completions_per_slice;
+        let ran = self.accounting.turn_completions();
         if ran >= limit {
             self.notice_error(format!(
                 "Stopped after {ran} completions in one slice (the agent's \
@@ -72,17 +72,15 @@ impl Draft<'_> {
         }
         self.move_on();
         self.summarize_filtered();
-        if !self.compacted && self.over_compaction_threshold() {
-            self.compacted = true;
+        if self.over_compaction_threshold() && self.turn.first_compaction() {
             if let Some(prompt) = self.summary_prompt() {
-                self.prompt = Some(prompt);
+                self.turn.ask_summary(prompt);
                 return Some(Purpose::Summary);
             }
         }
-        if self.system.is_none() {
-            self.system = Some(self.system_prompt());
-        }
-        self.prompt = self.model_view();
+        let prompt = self.model_view();
+        let (agent, record) = (self.equipment.agent(), &self.record);
+        self.turn.ask_turn(|| system_prompt(agent, record), prompt);
         Some(Purpose::Turn)
     }
 
@@ -91,14 +89,14 @@ impl Draft<'_> {
     /// id is the thread's and the version this slice commits, so a repeat of the same hand-off
     /// is the same input.
     pub(super) fn hand_off(&mut self) {
-        let version = self.expected_version.map_or(1, |v| v + 1);
+        let version = self.version_to_commit();
         let id = InputId::derived(self.record.id.as_str(), &format!("continue-{version}"));
-        self.effects.push(Effect::Send {
+        self.outbox.push(Effect::Send {
             input: Input {
                 id,
                 thread_id: self.record.id.clone(),
                 body: InputBody::Continue {
-                    completions: self.completions + self.carried,
+                    completions: self.accounting.turn_completions(),
                 },
             },
         });
@@ -106,18 +104,10 @@ impl Draft<'_> {
 
     /// The owed completion's request, borrowed from the draft.
     pub(super) fn request(&self, purpose: Purpose) -> CompletionRequest<'_> {
-        let history = match &self.prompt {
-            Some(prompt) => HistoryView::from_slice(prompt),
-            None => self.view(),
-        };
+        let history = self.turn.prompt().unwrap_or_else(|| self.history.view());
         let (system, tools) = match purpose {
             Purpose::Summary => (SUMMARY_SYSTEM, &[][..]),
-            Purpose::Turn => (
-                self.system.as_deref().unwrap_or_default(),
-                self.offered
-                    .as_deref()
-                    .unwrap_or_else(|| self.agent.tools.specs()),
-            ),
+            Purpose::Turn => (self.turn.system(), self.equipment.specs()),
         };
         CompletionRequest {
             thread_id: &self.record.id,
@@ -134,7 +124,7 @@ impl Draft<'_> {
     fn needs_answer(&self) -> bool {
         let live_pending = self.record.pending_calls.iter().any(|p| !p.moved_on);
         let mut saw_result = false;
-        for entry in self.view().iter().rev() {
+        for entry in self.history.view().iter().rev() {
             match &entry.item {
                 Item::Message { .. } => return true,
                 Item::Assistant {
@@ -164,25 +154,10 @@ impl Draft<'_> {
         saw_result && !live_pending
     }
 
-    /// The agent's system prompt and the thread's place in its tree.
-    fn system_prompt(&self) -> String {
-        let stack: Vec<&str> = self.record.lineage.iter().map(ThreadId::as_str).collect();
-        let place = format!(
-            "Your thread ID is {}. Your thread stack, root first: {}.",
-            self.record.id,
-            json!(stack)
-        );
-        if self.agent.system_prompt.is_empty() {
-            place
-        } else {
-            format!("{}\n\n{place}", self.agent.system_prompt)
-        }
-    }
-
     /// Records the model's turn and runs its tool calls (synchronous ones inline; dispatched and
     /// passive ones become pending calls).
     pub(super) fn on_turn(&mut self, completion: Completion) {
-        self.completions += 1;
+        self.accounting.completed();
         let usage = completion.usage;
         self.record.last_prompt_tokens =
             usage.input_tokens + usage.cache_read_tokens + usage.cache_write_tokens;
@@ -237,14 +212,13 @@ impl Draft<'_> {
             if pending.moved_on {
                 continue;
             }
-            let own_result = self.effects.iter().position(|e| match e {
+            let sent = self.outbox.take_first(|e| match e {
                 Effect::Send { input } => {
                     input.thread_id == self.record.id
                         && matches!(&input.body, InputBody::ToolResult { call_id, .. } if *call_id == pending.call_id)
                 }
                 _ => false,
             });
-            let sent = own_result.map(|i| self.effects.remove(i));
             match sent {
                 Some(Effect::Send {
                     input:
@@ -278,9 +252,9 @@ impl Draft<'_> {
 
     /// A model error retrying cannot fix: recorded, and the loop ends.
     pub(super) fn on_model_error(&mut self, why: &str) {
-        let name = self.model.name().to_owned();
+        let name = self.equipment.model().name().to_owned();
         self.notice_error(format!("Model error ({name}): {why}"));
-        self.turn_ended = true;
+        self.turn.end();
     }
 
     fn run_tool(&mut self, call: &ToolCall) {
@@ -324,7 +298,7 @@ impl Draft<'_> {
                 end_turn: true,
                 ..
             } => {
-                self.turn_ended = true;
+                self.turn.end();
                 self.append(Item::tool_result(id, name, text));
                 "end_turn"
             }
@@ -358,8 +332,7 @@ impl Draft<'_> {
         &self,
         call: &ToolCall,
     ) -> Result<std::sync::Arc<dyn crate::tools::Tool>, String> {
-        let session = self.session_tools.clone();
-        let offered = OfferedTools::new(&self.agent.tools, session.as_deref());
+        let offered = self.equipment.tools();
         offered
             .check(&call.name, &call.args, &self.record)
             .map(std::sync::Arc::clone)
@@ -371,34 +344,31 @@ impl Draft<'_> {
     /// Runs `tool` for `call`: what it answered now, or the pending call that waits for its
     /// result (a dispatched call, a client tool's, a sleep).
     pub(super) fn perform(&mut self, call: &ToolCall, tool: &dyn crate::tools::Tool) -> Performed {
-        let agent = std::sync::Arc::clone(&self.agent);
-        let session = self.session_tools.clone();
-        let offered = OfferedTools::new(&agent.tools, session.as_deref());
         let threads_left = self.threads_left();
-        let before = self.effects.len();
+        let before = self.outbox.effects().len();
         let outcome = {
             let mut ctx = ToolContext {
                 now: self.now,
                 record: &mut self.record,
-                view: HistoryView::window(self.skipped, self.base, &self.added),
+                view: self.history.view(),
                 call,
                 conversation: &mut self.conversation,
                 threads_left,
                 ids: &mut *self.ids,
-                effects: &mut self.effects,
-                library: self.library,
-                offered,
+                effects: self.outbox.effects_mut(),
+                library: self.equipment.library(),
+                offered: self.equipment.tools(),
             };
             tool.call(&call.args, &mut ctx)
         };
-        let made = &self.effects[before..];
+        let made = &self.outbox.effects()[before..];
         let started = starts_threads(made);
         let delegated = made.iter().any(|e| {
             matches!(e, Effect::Send { input } if matches!(input.body, InputBody::DelegatedTask { .. }))
         });
         let client = crate::tools::client::held_call(made).map(Box::new);
         self.count_threads(started);
-        self.flush_live();
+        self.outbox.flush_live(&mut self.record);
         let (kind, due) = match outcome {
             ToolOutcome::Dispatched => (PendingKind::Dispatched, None),
             ToolOutcome::Passive { due } => (PendingKind::Passive, due),
@@ -465,11 +435,14 @@ impl Draft<'_> {
         let Some(by) = &self.record.delegated_by else {
             return;
         };
-        if by.returned || self.record.status == ThreadStatus::Closed || self.added.is_empty() {
+        if by.returned
+            || self.record.status == ThreadStatus::Closed
+            || self.history.appended().is_empty()
+        {
             return;
         }
         let (text, is_error) = if self.record.pending_calls.is_empty() {
-            let view = self.view();
+            let view = self.history.view();
             match view.get(view.len().wrapping_sub(1)).map(|e| &e.item) {
                 Some(Item::Assistant {
                     text, tool_calls, ..
@@ -483,14 +456,14 @@ impl Draft<'_> {
                     format!("The delegated agent stopped with an error: {text}"),
                     true,
                 ),
-                _ if self.turn_ended => delegation::result_text(&self.record, None),
+                _ if self.turn.ended() => delegation::result_text(&self.record, None),
                 _ => return,
             }
         } else if self.can_be_woken() {
             return;
         } else {
             // It waits (`sleep_until_event_or_input`) for input nothing can send.
-            let view = self.view();
+            let view = self.history.view();
             let last_text = view.iter().rev().find_map(|e| match &e.item {
                 Item::Assistant {
                     text: Some(text),
@@ -501,9 +474,30 @@ impl Draft<'_> {
             });
             delegation::result_text(&self.record, last_text)
         };
-        delegation::return_result(&mut self.record, text, is_error, &mut self.effects);
+        delegation::return_result(&mut self.record, text, is_error, self.outbox.effects_mut());
         let cause = format!("{}-returned", self.record.id);
-        close_now(&mut self.record, self.now, None, &cause, &mut self.effects);
+        close_now(
+            &mut self.record,
+            self.now,
+            None,
+            &cause,
+            self.outbox.effects_mut(),
+        );
+    }
+}
+
+/// The agent's system prompt and the thread's place in its tree.
+fn system_prompt(agent: &crate::agent::Agent, record: &crate::state::ThreadRecord) -> String {
+    let stack: Vec<&str> = record.lineage.iter().map(ThreadId::as_str).collect();
+    let place = format!(
+        "Your thread ID is {}. Your thread stack, root first: {}.",
+        record.id,
+        json!(stack)
+    );
+    if agent.system_prompt.is_empty() {
+        place
+    } else {
+        format!("{}\n\n{place}", agent.system_prompt)
     }
 }
 

@@ -11,7 +11,7 @@ use crate::ids::CallId;
 use crate::model::{Completion, ModelError};
 use crate::state::SummaryRef;
 
-use super::timeline::Draft;
+use super::draft::Draft;
 
 /// Entries kept verbatim after a cut.
 const KEEP: usize = 6;
@@ -27,8 +27,8 @@ pub(super) const SUMMARY_SYSTEM: &str = "You summarize conversations faithfully 
 impl Draft<'_> {
     /// True when the last prompt used more of the model's context window than the agent allows.
     pub(super) fn over_compaction_threshold(&self) -> bool {
-        let window = u64::from(self.model.context_window());
-        let allowed = window * u64::from(self.agent.limits.compact_at_percent) / 100;
+        let window = u64::from(self.equipment.model().context_window());
+        let allowed = window * u64::from(self.equipment.agent().limits.compact_at_percent) / 100;
         self.record.last_prompt_tokens > allowed
     }
 
@@ -43,7 +43,7 @@ impl Draft<'_> {
     /// entries from the point it covers to. `None`: the whole view, as it is.
     pub(super) fn model_view(&self) -> Option<Vec<Arc<HistoryEntry>>> {
         let (index, covers) = self.latest_summary()?;
-        let view = self.view();
+        let view = self.history.view();
         let mut out = Vec::with_capacity(view.len().saturating_sub(covers));
         out.extend(view.get(index).cloned());
         out.extend(
@@ -60,7 +60,7 @@ impl Draft<'_> {
     /// call answered) that keeps at least [`KEEP`] entries verbatim.
     pub(super) fn summary_prompt(&self) -> Option<Vec<Arc<HistoryEntry>>> {
         let cut = self.compaction_cut()?;
-        let view = self.view();
+        let view = self.history.view();
         let start = self.latest_summary().map_or(0, |(_, covers)| covers);
         let mut history: Vec<Arc<HistoryEntry>> = Vec::new();
         if let Some((index, _)) = self.latest_summary() {
@@ -77,7 +77,7 @@ impl Draft<'_> {
     }
 
     fn compaction_cut(&self) -> Option<usize> {
-        let view = self.view();
+        let view = self.history.view();
         let start = self.latest_summary().map_or(0, |(_, covers)| covers);
         // No call is open across the previous cut (it was a clean boundary), so the walk starts
         // there: a windowed view has nothing older loaded, and needs nothing older.
@@ -107,7 +107,7 @@ impl Draft<'_> {
         let summary = match result {
             Ok(summary) => summary,
             Err(why) => {
-                let name = self.model.name().to_owned();
+                let name = self.equipment.model().name().to_owned();
                 self.notice_error(format!("Compaction failed ({name}): {why}"));
                 return;
             }
@@ -118,7 +118,7 @@ impl Draft<'_> {
         self.spend(summary.usage);
         tracing::info!(thread = %self.record.id, covers = cut, "history compacted");
         self.record.latest_summary = Some(SummaryRef {
-            index: self.view().len() as u64,
+            index: self.history.view().len() as u64,
             covers: cut as u64,
         });
         self.append(Item::Summary {

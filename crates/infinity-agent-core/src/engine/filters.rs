@@ -4,7 +4,7 @@
 use crate::history::{model_time, Item};
 use crate::state::Subscription;
 
-use super::timeline::Draft;
+use super::draft::Draft;
 
 impl Draft<'_> {
     /// True when an event of subscription `index` wakes the thread: it has no `wake_if`, or the

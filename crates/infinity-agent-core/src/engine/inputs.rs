@@ -4,8 +4,7 @@ use serde_json::json;
 
 use crate::effect::{Effect, Notification, OutputKind};
 use crate::history::{
-    model_time, HistoryView, Item, ToolCall, INJECTED_TOOL, INTERRUPTED_IDLE_NOTICE,
-    INTERRUPTED_NOTICE,
+    model_time, Item, ToolCall, INJECTED_TOOL, INTERRUPTED_IDLE_NOTICE, INTERRUPTED_NOTICE,
 };
 use crate::ids::{CallId, InputId, ThreadId};
 use crate::input::{Input, InputBody};
@@ -13,8 +12,9 @@ use crate::state::{memory_write, Delegation, MemoryError, OpenChoice, PendingKin
 use crate::tools::builtin::threads::{close_now, spawn_child, ChildOrigin};
 use crate::tools::internal::delegation::{self, NotRunning};
 
+use super::draft::Draft;
 use super::filters::filtered_notice;
-use super::timeline::{CallResult, Draft};
+use super::timeline::CallResult;
 
 /// Why an input was dropped. Dropping is not an error: the input is marked processed and
 /// changes nothing.
@@ -179,7 +179,7 @@ impl Draft<'_> {
             // Applied when the slice chose its agent (`admit`), before any input.
             InputBody::Nudge {} | InputBody::UseAgent { .. } | InputBody::UseModel { .. } => Ok(()),
             InputBody::Continue { completions } => {
-                self.carried = self.carried.max(completions);
+                self.accounting.carry(completions);
                 Ok(())
             }
             InputBody::Interrupt { tree } => self.interrupt(tree),
@@ -306,8 +306,8 @@ impl Draft<'_> {
     fn spawn_event_thread(&mut self, sub: &Subscription, text: String) {
         self.count_threads(1);
         let seed_call = CallId::derived(
-            self.current_input
-                .as_ref()
+            self.intake
+                .current()
                 .map(InputId::as_str)
                 .unwrap_or(sub.call_id.as_str()),
             "event",
@@ -319,7 +319,7 @@ impl Draft<'_> {
         });
         spawn_child(
             &mut self.record,
-            HistoryView::window(self.skipped, self.base, &self.added),
+            self.history.view(),
             self.now,
             self.ids,
             ChildOrigin {
@@ -327,7 +327,7 @@ impl Draft<'_> {
                 tool: &sub.tool,
                 args: &sub.args,
             },
-            &mut self.effects,
+            self.outbox.effects_mut(),
             |child_id| {
                 vec![
                     Item::Assistant {
@@ -381,7 +381,7 @@ impl Draft<'_> {
     }
 
     fn child_seed(&mut self, seed: Vec<Item>) -> Applied {
-        if !self.created || !self.added.is_empty() {
+        if !self.created() || !self.history.appended().is_empty() {
             return Err(DropReason::ThreadExists);
         }
         for item in seed {
@@ -391,7 +391,7 @@ impl Draft<'_> {
     }
 
     fn delegated_task(&mut self, text: String) -> Applied {
-        if !self.created || !self.added.is_empty() {
+        if !self.created() || !self.history.appended().is_empty() {
             return Err(DropReason::ThreadExists);
         }
         self.actionable(vec![Item::user(text)]);
@@ -425,7 +425,7 @@ impl Draft<'_> {
                 body.kind()
             )));
         };
-        let Some(library) = self.library else {
+        let Some(library) = self.equipment.library() else {
             return Err(DropReason::CategoryEvent(format!(
                 "an input of the {category} category, and this host keeps no library"
             )));
@@ -478,13 +478,13 @@ impl Draft<'_> {
             && self.record.open_choices.is_empty()
             && !(tree && self.record.children.iter().any(|c| !c.closed));
         if tree {
-            let cause = self.current_input.clone();
+            let cause = self.intake.current().cloned();
             for child in self.record.children.iter().filter(|c| !c.closed) {
                 let id = match &cause {
                     Some(cause) => InputId::derived(cause.as_str(), child.thread_id.as_str()),
                     None => InputId::derived(child.thread_id.as_str(), "interrupt"),
                 };
-                self.effects.push(Effect::Send {
+                self.outbox.push(Effect::Send {
                     input: Input {
                         id,
                         thread_id: child.thread_id.clone(),
@@ -575,9 +575,9 @@ impl Draft<'_> {
             return;
         }
         if call.delegated || call.tool == delegation::TOOL {
-            delegation::close_delegated(&self.record.id, &call.call_id, &mut self.effects);
+            delegation::close_delegated(&self.record.id, &call.call_id, self.outbox.effects_mut());
         } else if !crate::tools::BUILTIN_TOOL_NAMES.contains(&call.tool.as_str()) {
-            self.effects.push(Effect::Notify {
+            self.outbox.push(Effect::Notify {
                 notification: Notification::CancelToolCall {
                     thread_id: self.record.id.clone(),
                     call_id: call.call_id.clone(),
@@ -634,8 +634,8 @@ impl Draft<'_> {
     /// A person closes the thread (and so its descendants); its parent, if any, is told.
     fn close(&mut self) -> Applied {
         let cause = self
-            .current_input
-            .as_ref()
+            .intake
+            .current()
             .map_or_else(|| "close".to_owned(), |id| id.to_string());
         let report = self
             .record
@@ -647,16 +647,22 @@ impl Draft<'_> {
             self.now,
             report,
             &cause,
-            &mut self.effects,
+            self.outbox.effects_mut(),
         );
         Ok(())
     }
 
     fn close_request(&mut self, call_id: CallId) -> Applied {
         let cause = call_id.as_str().to_owned();
-        close_now(&mut self.record, self.now, None, &cause, &mut self.effects);
+        close_now(
+            &mut self.record,
+            self.now,
+            None,
+            &cause,
+            self.outbox.effects_mut(),
+        );
         if let Some(parent) = &self.record.parent {
-            self.effects.push(Effect::Send {
+            self.outbox.push(Effect::Send {
                 input: Input {
                     id: InputId::derived(call_id.as_str(), "closed"),
                     thread_id: parent.thread_id.clone(),

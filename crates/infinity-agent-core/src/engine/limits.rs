@@ -17,14 +17,14 @@ use crate::input::{Input, InputBody};
 use crate::model::Usage;
 use crate::state::{HourlyUsage, Suspension};
 
-use super::timeline::Draft;
+use super::draft::Draft;
 
 impl Draft<'_> {
     /// The conversation's usage this hour as this slice sees it: the root's own, or for a child
     /// the root's as the slice began plus what the slice counted.
     fn conversation_seen(&self) -> HourlyUsage {
         let mut seen = self.conversation.hourly;
-        seen.add(&self.usage_to_report);
+        seen.add(self.accounting.hour_reported());
         seen
     }
 
@@ -32,13 +32,13 @@ impl Draft<'_> {
     /// thread's totals and its conversation's (a child's and a delegation's go to their
     /// conversation's root with the commit), and counted against the hour.
     pub(super) fn spend(&mut self, usage: Usage) {
-        let usage = usage.priced(self.model.prices().as_ref());
+        let usage = usage.priced(self.equipment.model().prices().as_ref());
         self.record.usage.add(&usage);
         if self.record.is_root() {
             self.conversation.total.add(&usage);
         }
         if !self.record.is_root() || self.record.delegated_by.is_some() {
-            self.total_to_report.add(&usage);
+            self.accounting.report_total(&usage);
         }
         self.count_completion(usage.tokens());
     }
@@ -50,7 +50,7 @@ impl Draft<'_> {
         self.conversation.total.add(total);
         // A delegation's root passes on what its tree used to the conversation it works for.
         if self.record.delegated_by.is_some() {
-            self.total_to_report.add(total);
+            self.accounting.report_total(total);
         }
     }
 
@@ -85,8 +85,7 @@ impl Draft<'_> {
             self.conversation.hourly.roll(self.now);
             self.conversation.hourly.add(&used);
         } else {
-            self.usage_to_report.roll(self.now);
-            self.usage_to_report.add(&used);
+            self.accounting.report_hour(&used, self.now);
         }
     }
 
@@ -94,7 +93,8 @@ impl Draft<'_> {
     pub(super) fn threads_left(&self) -> u32 {
         let mut seen = self.conversation_seen();
         seen.roll(self.now);
-        self.agent
+        self.equipment
+            .agent()
             .limits
             .conversation_threads_per_hour
             .saturating_sub(seen.threads)
@@ -106,7 +106,7 @@ impl Draft<'_> {
         if self.record.suspended.is_some() {
             return true;
         }
-        let limits = self.agent.limits;
+        let limits = self.equipment.agent().limits;
         let mut own = self.record.hourly;
         own.roll(self.now);
         let mut all = self.conversation_seen();
@@ -148,14 +148,16 @@ impl Draft<'_> {
     fn conversation_total(&self) -> Usage {
         let mut total = self.conversation.total;
         if !self.record.is_root() {
-            total.add(&self.total_to_report);
+            total.add(self.accounting.total_reported());
         }
         total
     }
 
     /// The conversation's lifetime budget: a person's, over the agent's limits.
     pub(super) fn budget(&self) -> Budget {
-        self.conversation.budget_set.or(self.agent.limits.budget())
+        self.conversation
+            .budget_set
+            .or(self.equipment.agent().limits.budget())
     }
 
     /// Why the conversation may run no more completions, when it reached its budget.
@@ -204,11 +206,8 @@ impl Draft<'_> {
              kept."
         ));
         if let Some(parent) = self.record.parent.clone() {
-            let base = match self.processed.first() {
-                Some(input) => format!("{}-{input}", self.record.id),
-                None => self.record.id.to_string(),
-            };
-            self.effects.push(Effect::Send {
+            let base = self.intake.id_base(&self.record.id);
+            self.outbox.push(Effect::Send {
                 input: Input {
                     id: InputId::derived(&base, "suspended"),
                     thread_id: parent.thread_id,
@@ -263,16 +262,12 @@ impl Draft<'_> {
             (None, Some(by)) => by.conversation.clone(),
             (None, None) => return,
         };
-        let usage = std::mem::take(&mut self.usage_to_report);
-        let total = std::mem::take(&mut self.total_to_report);
+        let (usage, total) = self.accounting.take_reports();
         if usage.is_empty() && total == Usage::default() {
             return;
         }
-        let base = match self.processed.first() {
-            Some(input) => format!("{}-{input}", self.record.id),
-            None => self.record.id.to_string(),
-        };
-        self.effects.push(Effect::Send {
+        let base = self.intake.id_base(&self.record.id);
+        self.outbox.push(Effect::Send {
             input: Input {
                 id: InputId::derived(&base, "usage"),
                 thread_id: to,
@@ -313,10 +308,10 @@ impl Draft<'_> {
             self.record.suspended = None;
             tracing::info!(thread = %self.record.id, "stopped at the budget; goes on");
         }
-        let version = self.expected_version.map_or(1, |v| v + 1);
+        let version = self.version_to_commit();
         let salt = format!("budget-{}-{version}", self.record.id);
         for child in self.record.children.iter().filter(|c| !c.closed) {
-            self.effects.push(Effect::Send {
+            self.outbox.push(Effect::Send {
                 input: Input {
                     id: InputId::derived(child.thread_id.as_str(), &salt),
                     thread_id: child.thread_id.clone(),

@@ -7,8 +7,8 @@ use crate::history::{Item, MessageSource};
 use crate::ids::InputId;
 use crate::state::{Deferred, WhileBusy};
 
+use super::draft::Draft;
 use super::inputs::{Applied, DropReason};
-use super::timeline::Draft;
 
 impl Draft<'_> {
     pub(super) fn user_message(&mut self, text: String, while_busy: Option<WhileBusy>) -> Applied {
@@ -20,15 +20,16 @@ impl Draft<'_> {
             );
             return Err(DropReason::EmptyMessage);
         }
-        let policy = while_busy.unwrap_or(self.agent.while_busy);
+        let policy = while_busy.unwrap_or(self.equipment.agent().while_busy);
         if self.record.is_busy() {
             match policy {
                 WhileBusy::MoveOn => {}
                 WhileBusy::Queue => {
                     // Kept, and answered once the turn ends (see `Draft::next`).
                     let input_id = self
-                        .current_input
-                        .clone()
+                        .intake
+                        .current()
+                        .cloned()
                         .unwrap_or_else(|| InputId::derived(self.record.id.as_str(), "queued"));
                     self.record.queued.push(Deferred {
                         input_id,
@@ -55,7 +56,7 @@ impl Draft<'_> {
                 }
             }
         }
-        self.carried = 0;
+        self.accounting.new_turn();
         self.actionable(vec![Item::user(text)]);
         self.lift_suspension(true);
         Ok(())

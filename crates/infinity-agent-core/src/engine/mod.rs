@@ -60,15 +60,17 @@
 //! function per input kind), `messages` (people's and parents' messages, while the thread is
 //! busy too), `approvals` (calls that wait for a person's yes, and every question's answer),
 //! `schedules` (a recurring schedule's occurrences), `filters` (a subscription's `wake_if`),
-//! `limits` (the limits that hold across slices), `timeline` (the `Draft` of the
-//! thread: appending entries, holding and injecting events), `compaction`, and `calls` (the
-//! completion loop and tool calls); `tests` (and `tests/`) feed it canned completions.
+//! `limits` (the limits that hold across slices), `draft` (the `Draft`, the thread as the slice
+//! changes it: its state in parts, and what it commits), `timeline` (appending entries, holding
+//! and injecting events), `compaction`, and `calls` (the completion loop and tool calls);
+//! `tests` (and `tests/`) feed it canned completions.
 
 mod admit;
 mod approvals;
 pub(crate) use admit::held_inputs;
 mod calls;
 mod compaction;
+mod draft;
 mod filters;
 mod inputs;
 mod limits;
@@ -93,8 +95,8 @@ use crate::input::Input;
 use crate::model::{Completion, CompletionRequest, ModelError};
 use crate::state::{Conversation, Toolset};
 
+use draft::Draft;
 pub use inputs::DropReason;
-use timeline::Draft;
 
 /// Everything a slice starts from.
 pub struct SliceRequest<'a> {
@@ -376,7 +378,7 @@ impl<'a> Slice<'a> {
 
     /// The model that answers this slice's completions (`None` when the slice never began).
     pub fn model(&self) -> Option<Arc<dyn crate::model::ModelProvider>> {
-        self.draft.as_ref().map(|d| Arc::clone(&d.model))
+        self.draft.as_ref().map(|d| Arc::clone(d.equipment.model()))
     }
 
     /// Hands the slice the result of the completion it asked for. A retryable model error ends
@@ -402,7 +404,7 @@ impl<'a> Slice<'a> {
 
     fn next_output(&mut self) -> Option<OutputEvent> {
         if let Some(draft) = self.draft.as_mut() {
-            self.outputs.extend(draft.take_outputs());
+            self.outputs.extend(draft.outbox.take_live());
         }
         self.outputs.pop_front()
     }

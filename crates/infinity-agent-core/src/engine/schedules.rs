@@ -2,8 +2,8 @@
 
 use crate::history::Item;
 
+use super::draft::Draft;
 use super::inputs::DropReason;
-use super::timeline::Draft;
 
 type Applied = Result<(), DropReason>;
 
@@ -45,7 +45,7 @@ impl Draft<'_> {
             Some(next) => {
                 schedule.next = next;
                 let effect = arm(&self.record, &self.record.schedules[index]);
-                self.effects.push(effect);
+                self.outbox.push(effect);
                 None
             }
             None => Some(self.record.schedules.remove(index).id),
@@ -72,7 +72,7 @@ impl Draft<'_> {
             &mut self.record,
             self.now,
             self.ids,
-            &mut self.effects,
+            self.outbox.effects_mut(),
             &args,
             Some(schedule_id.clone()),
         );

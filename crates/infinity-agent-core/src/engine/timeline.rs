@@ -1,24 +1,18 @@
-//! The thread as a slice changes it ([`Draft`]), and its timeline: appending entries and showing
-//! them, standing in for the calls the conversation moved on from, and injecting late results
-//! and events.
+//! The thread's timeline as a slice changes it: appending entries and showing them, standing in
+//! for the calls the conversation moved on from, and injecting late results and events.
 
-use std::sync::Arc;
-
-use jiff::Timestamp;
 use serde_json::json;
 
-use crate::agent::Agent;
-use crate::commit::Commit;
-use crate::effect::{Effect, OutputEvent, OutputKind};
+use crate::effect::{Effect, OutputKind};
 use crate::history::{
-    model_time, HistoryEntry, HistoryView, Image, Item, ToolCall, INJECTED_TOOL,
-    SLEEP_INTERRUPTED_PREFIX, STILL_RUNNING_PREFIX, STILL_WAITING_PREFIX,
+    model_time, Image, Item, ToolCall, INJECTED_TOOL, SLEEP_INTERRUPTED_PREFIX,
+    STILL_RUNNING_PREFIX, STILL_WAITING_PREFIX,
 };
-use crate::ids::{CallId, IdSource, InputId};
-use crate::model::ToolSpec;
-use crate::state::{Conversation, PendingCall, PendingKind, ThreadRecord};
+use crate::ids::{CallId, InputId};
+use crate::state::{PendingCall, PendingKind};
 use crate::telemetry;
-use crate::tools::ToolRegistry;
+
+use super::draft::Draft;
 
 /// What a pending call's result carries.
 #[derive(Debug, Default)]
@@ -46,114 +40,17 @@ impl CallResult {
     }
 }
 
-/// The thread as the slice changes it: the record, the entries appended so far, the effects to
-/// commit, and the slice's bookkeeping.
-pub(super) struct Draft<'a> {
-    pub(super) record: ThreadRecord,
-    /// The record as it was loaded (`None` for a thread this slice creates), to tell whether
-    /// anything changed.
-    pub(super) original: Option<ThreadRecord>,
-    /// The history the slice started from.
-    pub(super) base: &'a [Arc<HistoryEntry>],
-    /// The index of `base`'s first entry in the whole history (entries before it were not loaded).
-    pub(super) skipped: usize,
-    /// Entries this slice appended.
-    pub(super) added: Vec<Arc<HistoryEntry>>,
-    pub(super) own_len_at_start: u64,
-    pub(super) effects: Vec<Effect>,
-    /// True: output events go to `outputs` as they happen; false: they are effects.
-    pub(super) live: bool,
-    pub(super) outputs: Vec<OutputEvent>,
-    /// The live output events shown so far, numbered, for the commit to keep.
-    pub(super) shown: Vec<OutputEvent>,
-    pub(super) agent: Arc<Agent>,
-    /// The model that answers: the agent's, or the one a person switched the thread to.
-    pub(super) model: Arc<dyn crate::model::ModelProvider>,
-    /// The session's tools from tool servers, compiled.
-    pub(super) session_tools: Option<Arc<ToolRegistry>>,
-    /// The specs this thread is offered, when they are not simply the agent's.
-    pub(super) offered: Option<Vec<ToolSpec>>,
-    /// The system prompt, made at the first completion.
-    pub(super) system: Option<String>,
-    /// The history of the owed completion, when it is not the view as it stands (a compacted
-    /// view, or the summary request).
-    pub(super) prompt: Option<Vec<Arc<HistoryEntry>>>,
-    pub(super) now: Timestamp,
-    pub(super) ids: &'a mut dyn IdSource,
-    /// The input being applied (its id goes on the entries it produces).
-    pub(super) current_input: Option<InputId>,
-    pub(super) created: bool,
-    /// Set by a tool that ends the turn (`finish`), or by an error that stops the loop.
-    pub(super) turn_ended: bool,
-    /// What the conversation's threads share, as this slice sees it; written back to the record
-    /// by a root.
-    pub(super) conversation: Conversation,
-    pub(super) expected_version: Option<u64>,
-    pub(super) processed: Vec<InputId>,
-    pub(super) completions: u32,
-    /// Completions the turn ran in earlier slices, handed over by a `continue` input (they count
-    /// against `limits.max_completions_per_slice` too); a new message starts a turn afresh.
-    pub(super) carried: u32,
-    pub(super) compacted: bool,
-    /// For a child: what this slice counted against the conversation's hour, sent to the root
-    /// with the commit.
-    pub(super) usage_to_report: crate::state::HourlyUsage,
-    /// What this slice spent, for the conversation's lifetime totals: a child's goes to its
-    /// root, a delegation's root's (and its tree's) to the conversation it works for.
-    pub(super) total_to_report: crate::model::Usage,
-    /// The host's library, for tools that read it.
-    pub(super) library: Option<&'a crate::library::Library>,
-}
-
 impl Draft<'_> {
-    pub(super) fn view(&self) -> HistoryView<'_> {
-        HistoryView::window(self.skipped, self.base, &self.added)
-    }
-
     /// Shows an event: now (live) or after the commit (an effect).
     pub(super) fn output(&mut self, kind: OutputKind) {
         let effect = Effect::output(&self.record.id, self.now, kind);
-        self.effects.push(effect);
-        self.flush_live();
-    }
-
-    /// With live output, moves the output effects produced so far (tools add theirs as effects)
-    /// to the events handed out at once.
-    pub(super) fn flush_live(&mut self) {
-        if !self.live
-            || !self
-                .effects
-                .iter()
-                .any(|e| matches!(e, Effect::Output { .. }))
-        {
-            return;
-        }
-        let mut kept = Vec::with_capacity(self.effects.len());
-        for effect in std::mem::take(&mut self.effects) {
-            match effect {
-                // Shown after the commit, like a host without live output shows every event.
-                Effect::Output { event } if event.kind.awaits_answer() => {
-                    kept.push(Effect::Output { event });
-                }
-                Effect::Output { mut event } => {
-                    crate::commit::number(&mut self.record, &mut event);
-                    self.shown.push(event.clone());
-                    self.outputs.push(event);
-                }
-                other => kept.push(other),
-            }
-        }
-        self.effects = kept;
-    }
-
-    /// The live output events waiting to be handed out.
-    pub(super) fn take_outputs(&mut self) -> Vec<OutputEvent> {
-        std::mem::take(&mut self.outputs)
+        self.outbox.push(effect);
+        self.outbox.flush_live(&mut self.record);
     }
 
     /// Appends one entry to the thread's own history and shows it.
     pub(super) fn append(&mut self, item: Item) {
-        self.flush_live();
+        self.outbox.flush_live(&mut self.record);
         match &item {
             Item::Message { text, .. } => {
                 self.output(OutputKind::UserMessage { text: text.clone() })
@@ -193,13 +90,8 @@ impl Draft<'_> {
             }
             Item::Summary { .. } => {}
         }
-        let entry = HistoryEntry {
-            seq: self.own_len_at_start + self.added.len() as u64,
-            at: self.now,
-            input_id: self.current_input.clone(),
-            item,
-        };
-        self.added.push(Arc::new(entry));
+        let input_id = self.intake.current().cloned();
+        self.history.push(self.now, input_id, item);
     }
 
     /// Records an error on the thread (the user sees it; the model does not answer it).
@@ -223,8 +115,8 @@ impl Draft<'_> {
         salt: &str,
     ) -> Vec<Item> {
         let base = self
-            .current_input
-            .as_ref()
+            .intake
+            .current()
             .map(InputId::as_str)
             .unwrap_or(call_id.as_str());
         let id = CallId::derived(base, salt);
@@ -272,14 +164,14 @@ impl Draft<'_> {
     /// for the calls still pending.
     fn append_held(&mut self, held: Vec<crate::state::Deferred>) {
         self.move_on();
-        let current = self.current_input.take();
+        let current = self.intake.applying(None);
         for deferred in held {
-            self.current_input = Some(deferred.input_id);
+            self.intake.applying(Some(deferred.input_id));
             for item in deferred.items {
                 self.append(item);
             }
         }
-        self.current_input = current;
+        self.intake.applying(current);
     }
 
     /// Appends the messages queued while the thread was busy ([`crate::state::WhileBusy::Queue`]),
@@ -290,7 +182,7 @@ impl Draft<'_> {
         }
         let queued = std::mem::take(&mut self.record.queued);
         self.append_held(queued);
-        self.carried = 0;
+        self.accounting.new_turn();
         true
     }
 
@@ -400,49 +292,5 @@ impl Draft<'_> {
             });
             self.flush_deferred();
         }
-    }
-
-    /// What the slice commits, how many completions it ran, and the live outputs still to hand
-    /// out. No commit when nothing changed.
-    pub(super) fn into_commit(mut self) -> (Option<Commit>, u32, Vec<OutputEvent>) {
-        self.return_if_delegation_done();
-        if self.record.status == crate::state::ThreadStatus::Closed {
-            self.cancel_pending();
-        }
-        self.report_usage_to_root();
-        if self.record.is_root() {
-            self.conversation.budget = self.budget();
-            std::mem::take(&mut self.conversation).put_back(&mut self.record);
-        }
-        self.flush_live();
-        let outputs = std::mem::take(&mut self.outputs);
-        let unchanged = self.added.is_empty()
-            && self.effects.is_empty()
-            && self.original.as_ref() == Some(&self.record);
-        if unchanged && self.processed.is_empty() {
-            return (None, self.completions, outputs);
-        }
-        // Even when nothing else changed (every input dropped, or a no-op such as writing a note
-        // that already says so), the inputs' markers are written: a late duplicate must not be
-        // applied again over newer state.
-        self.record.version = self.expected_version.map_or(1, |v| v + 1);
-        self.record.history_len = self.own_len_at_start + self.added.len() as u64;
-        self.record.updated_at = self.now;
-        let mut events = std::mem::take(&mut self.shown);
-        events.extend(crate::commit::number_outputs(
-            &mut self.record,
-            &mut self.effects,
-        ));
-        let effects = super::with_ids(std::mem::take(&mut self.effects), self.ids);
-        let commit = Commit {
-            thread_id: self.record.id.clone(),
-            expected_version: self.expected_version,
-            new_entries: self.added.iter().map(|e| (**e).clone()).collect(),
-            processed_inputs: std::mem::take(&mut self.processed),
-            effects,
-            events,
-            record: self.record,
-        };
-        (Some(commit), self.completions, outputs)
     }
 }
