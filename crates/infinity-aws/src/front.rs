@@ -181,7 +181,10 @@ impl Front for StackFront {
             .make(spec)
             .await
             .map(drop)
-            .map_err(|why| PostError::BadModel(format!("cannot use the model `{spec}`: {why}")))
+            .map_err(|why| PostError::BadModel {
+                spec: spec.to_owned(),
+                why,
+            })
     }
 
     fn allowed_models(&self) -> AllowedModels {

@@ -9,8 +9,8 @@ use async_trait::async_trait;
 use clap::{Args, Subcommand};
 use infinity_agent_core::agent::Agent;
 use infinity_agent_core::catalog::{
-    check_names, describe_sub_agents, AgentBuilder, AgentCatalog, AgentRef, FileCatalog,
-    StoredAgent,
+    check_names, describe_sub_agents, AgentBuilder, AgentCatalog, AgentRef, BuildError,
+    FileCatalog, StoredAgent,
 };
 use infinity_agent_core::tools::servers::{ToolDiscovery, ToolServerEntry};
 use infinity_agent_core::tools::{SetTitle, Tool};
@@ -250,15 +250,15 @@ pub struct CliAgentBuilder {
 
 #[async_trait]
 impl AgentBuilder for CliAgentBuilder {
-    async fn build(&self, stored: &StoredAgent) -> Result<Agent, String> {
+    async fn build(&self, stored: &StoredAgent) -> Result<Agent, BuildError> {
         let mut spec = infinity_models::stored::load_stored_agent(
             stored,
             infinity_models::LoadOptions::default(),
         )
         .await
-        .map_err(|e| e.to_string())?;
+        .map_err(BuildError::invalid)?;
         describe_sub_agents(self.catalog.as_ref(), &mut spec).await;
         let tools: Vec<Arc<dyn Tool>> = vec![Arc::new(SetTitle)];
-        Agent::from_spec(spec, &infinity_library::categories(), &tools).map_err(|e| e.to_string())
+        Agent::from_spec(spec, &infinity_library::categories(), &tools).map_err(BuildError::invalid)
     }
 }

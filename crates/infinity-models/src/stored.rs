@@ -77,14 +77,23 @@ impl infinity_agent_core::library::ModelSource for SpecModels {
     async fn make(
         &self,
         spec: &str,
-    ) -> Result<std::sync::Arc<dyn infinity_agent_core::model::ModelProvider>, String> {
-        let parsed =
-            infinity_agent_core::agent::ModelSpec::parse(spec).map_err(|e| e.to_string())?;
+    ) -> Result<
+        std::sync::Arc<dyn infinity_agent_core::model::ModelProvider>,
+        infinity_agent_core::library::ModelSourceError,
+    > {
+        use infinity_agent_core::library::ModelSourceError;
+        let parsed = infinity_agent_core::agent::ModelSpec::parse(spec)
+            .map_err(|e| ModelSourceError::UnknownProvider(e.to_string()))?;
         if let Some(factory) = self.providers.get(&parsed.provider) {
-            return factory(&parsed.model);
+            return factory(&parsed.model).map_err(ModelSourceError::CannotMake);
         }
         crate::resolve_model_with_key(&parsed, &self.base, self.key.clone())
             .await
-            .map_err(|e| e.to_string())
+            .map_err(|e| match e {
+                crate::ResolveError::Core(
+                    infinity_agent_core::agent::CoreModelError::UnknownProvider(_),
+                ) => ModelSourceError::UnknownProvider(e.to_string()),
+                _ => ModelSourceError::CannotMake(e.to_string()),
+            })
     }
 }

@@ -14,7 +14,28 @@ use crate::agent::{Agent, AgentLookup, PrepareError};
 #[async_trait]
 pub trait AgentBuilder: Send + Sync {
     /// The agent `stored` defines, its [`Agent::version`] set. An error says why it cannot run.
-    async fn build(&self, stored: &StoredAgent) -> Result<Agent, String>;
+    async fn build(&self, stored: &StoredAgent) -> Result<Agent, BuildError>;
+}
+
+/// Why a stored agent could not be built: a kind to match on, with the text a person reads.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum BuildError {
+    /// Something it needs could not be read now (its model key's parameter): building it again
+    /// later may work, and the slice that needed it is tried again.
+    #[error("{0}")]
+    Unavailable(String),
+    /// The version cannot run as it is (its file, its model, a tool it names): the thread is
+    /// told, or the caller of a delegation.
+    #[error("{0}")]
+    Invalid(String),
+}
+
+impl BuildError {
+    /// [`BuildError::Invalid`], saying `why`.
+    pub fn invalid(why: impl fmt::Display) -> Self {
+        Self::Invalid(why.to_string())
+    }
 }
 
 /// The agents of a host: the ones it was given (an agent file on the command line, agents
@@ -126,10 +147,13 @@ impl AgentLookup for CatalogAgents {
         };
         let key = (stored.name.clone(), stored.version);
         if !locked(&self.built).contains_key(&key) {
-            let agent =
-                self.builder.build(&stored).await.map_err(|why| {
-                    PrepareError::Broken(format!("{}: {why}", stored.reference()))
-                })?;
+            let agent = self.builder.build(&stored).await.map_err(|why| {
+                let text = format!("{}: {why}", stored.reference());
+                match why {
+                    BuildError::Unavailable(_) => PrepareError::Unavailable(text),
+                    BuildError::Invalid(_) => PrepareError::Broken(text),
+                }
+            })?;
             locked(&self.built).insert(key, Arc::new(agent));
         }
         if reference.version.is_none() {

@@ -26,7 +26,7 @@ use jiff::Timestamp;
 use serde::{Deserialize, Serialize};
 
 pub use file::FileCatalog;
-pub use lookup::{AgentBuilder, CatalogAgents};
+pub use lookup::{AgentBuilder, BuildError, CatalogAgents};
 pub use rules::{check_names, NameClash};
 
 use crate::agent::{AgentFile, AgentFileError};

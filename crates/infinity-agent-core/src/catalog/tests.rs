@@ -234,13 +234,15 @@ struct Builds(AtomicU32);
 
 #[async_trait]
 impl AgentBuilder for Builds {
-    async fn build(&self, stored: &StoredAgent) -> Result<Agent, String> {
+    async fn build(&self, stored: &StoredAgent) -> Result<Agent, BuildError> {
         self.0.fetch_add(1, Ordering::SeqCst);
-        if stored.text == "broken" {
-            return Err("no model".to_owned());
+        match stored.text.as_str() {
+            "broken" => return Err(BuildError::invalid("no model")),
+            "unreachable" => return Err(BuildError::Unavailable("no key yet".to_owned())),
+            _ => {}
         }
         let model = crate::scripted::ScriptedModel::parse("rules: []", Path::new("s.yaml"))
-            .map_err(|e| e.to_string())?;
+            .map_err(BuildError::invalid)?;
         let mut agent = Agent::new(
             stored.name.clone(),
             stored.text.clone(),
@@ -299,6 +301,16 @@ async fn the_lookup_builds_versions_once_and_bare_names_follow_the_newest() {
     catalog.save(stored("bad", "broken"), at(3)).await.unwrap();
     let err = agents.prepare("bad").await.unwrap_err();
     assert_eq!(err, PrepareError::Broken("bad@1: no model".to_owned()));
+    // One whose builder could not read what it needs yet is tried again later, not broken.
+    catalog
+        .save(stored("later", "unreachable"), at(4))
+        .await
+        .unwrap();
+    let err = agents.prepare("later").await.unwrap_err();
+    assert_eq!(
+        err,
+        PrepareError::Unavailable("later@1: no key yet".to_owned())
+    );
 }
 
 #[tokio::test]

@@ -434,7 +434,7 @@ impl Draft<'_> {
         let mut notes = self.record.notes(category).clone();
         let shown = library
             .on_event(category, &mut notes, &event)
-            .map_err(DropReason::CategoryEvent)?;
+            .map_err(|why| DropReason::CategoryEvent(why.text().to_owned()))?;
         *self.record.notes_mut(category) = notes;
         self.actionable(vec![Item::user(shown)]);
         Ok(())

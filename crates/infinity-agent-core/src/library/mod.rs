@@ -20,7 +20,7 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 
-pub use models::{AllowedModels, ModelSource, ALLOWED_MODELS_VAR};
+pub use models::{AllowedModels, ModelSource, ModelSourceError, ALLOWED_MODELS_VAR};
 
 /// One category's part of a host's library: the copy its tools read, loaded before a slice that
 /// needs it, and the writes its effects ask for.
@@ -37,7 +37,7 @@ pub trait Shelf: Send + Sync + fmt::Debug + 'static {
 
     /// Loads the copy its tools read, if it is not fresh. An error leaves the old copy (or
     /// none) and is logged by the host; the tools then work on what is there.
-    async fn prepare(&self) -> Result<(), String> {
+    async fn prepare(&self) -> Result<(), ShelfError> {
         Ok(())
     }
 
@@ -51,14 +51,17 @@ pub trait Shelf: Send + Sync + fmt::Debug + 'static {
 
     /// Applies an input of its category (a person's comment on a page, for `artifact`) to what
     /// the category keeps on the thread (`notes`, `Null` at first), inside the slice: what the
-    /// model is shown, or why the input is dropped.
+    /// model is shown, or why the input is dropped ([`ShelfError::Refused`]).
     fn on_event(
         &self,
         notes: &mut serde_json::Value,
         event: &serde_json::Value,
-    ) -> Result<String, String> {
+    ) -> Result<String, ShelfError> {
         let _ = (notes, event);
-        Err(format!("the {} category takes no inputs", self.category()))
+        Err(ShelfError::Refused(format!(
+            "the {} category takes no inputs",
+            self.category()
+        )))
     }
 
     /// Itself, for [`Library::shelf`].
@@ -81,6 +84,13 @@ impl ShelfError {
     /// True when the same write may succeed if tried again.
     pub fn is_retryable(&self) -> bool {
         matches!(self, ShelfError::Unavailable(_))
+    }
+
+    /// What went wrong, without its kind.
+    pub fn text(&self) -> &str {
+        match self {
+            ShelfError::Unavailable(text) | ShelfError::Refused(text) => text,
+        }
     }
 }
 
@@ -116,7 +126,7 @@ impl Library {
     pub async fn prepare_for(
         &self,
         has_category: impl Fn(&str) -> bool,
-    ) -> Vec<(&'static str, String)> {
+    ) -> Vec<(&'static str, ShelfError)> {
         let mut failed = Vec::new();
         for shelf in &self.shelves {
             let read_by = shelf.read_by();
@@ -150,12 +160,12 @@ impl Library {
         category: &str,
         notes: &mut serde_json::Value,
         event: &serde_json::Value,
-    ) -> Result<String, String> {
+    ) -> Result<String, ShelfError> {
         match self.shelves.iter().find(|s| s.category() == category) {
             Some(shelf) => shelf.on_event(notes, event),
-            None => Err(format!(
+            None => Err(ShelfError::Refused(format!(
                 "an input of the {category} category, which this host does not keep"
-            )),
+            ))),
         }
     }
 
@@ -172,10 +182,10 @@ impl Library {
 
     /// Makes the model `spec` names ready for [`Library::model`], if it is not yet and the
     /// allowed list has it. An error says why this host cannot use it.
-    pub async fn prepare_model(&self, spec: &str) -> Result<(), String> {
+    pub async fn prepare_model(&self, spec: &str) -> Result<(), ModelSourceError> {
         match &self.models {
             Some(shelf) => shelf.prepare(spec).await,
-            None => Err("this host cannot switch a thread's model".to_owned()),
+            None => Err(ModelSourceError::NoSource),
         }
     }
 
@@ -207,9 +217,11 @@ mod tests {
             "notes"
         }
 
-        async fn prepare(&self) -> Result<(), String> {
+        async fn prepare(&self) -> Result<(), ShelfError> {
             self.prepared.fetch_add(1, Ordering::SeqCst);
-            Err("the notes server is down".to_owned())
+            Err(ShelfError::Unavailable(
+                "the notes server is down".to_owned(),
+            ))
         }
 
         async fn perform(&self, op: &serde_json::Value) -> Result<(), ShelfError> {
@@ -241,7 +253,10 @@ mod tests {
         let failed = library.prepare_for(|c| c == "notes").await;
         assert_eq!(
             failed,
-            vec![("notes", "the notes server is down".to_owned())]
+            vec![(
+                "notes",
+                ShelfError::Unavailable("the notes server is down".to_owned())
+            )]
         );
 
         // Its writes come as the one library effect, routed by category.

@@ -17,7 +17,27 @@ use crate::model::ModelProvider;
 pub trait ModelSource: Send + Sync + fmt::Debug {
     /// The provider `spec` names; an error says why there is none (an unknown provider, a
     /// missing key).
-    async fn make(&self, spec: &str) -> Result<Arc<dyn ModelProvider>, String>;
+    async fn make(&self, spec: &str) -> Result<Arc<dyn ModelProvider>, ModelSourceError>;
+}
+
+/// Why a thread cannot switch to a model: a kind to match on, each with the text a person reads.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum ModelSourceError {
+    /// The deployment does not list the spec ([`AllowedModels::check`]): the text names the
+    /// spec, the list and where it is set.
+    #[error("{0}")]
+    NotAllowed(String),
+    /// This host makes no models for threads (its library has no [`ModelSource`]).
+    #[error("this host cannot switch a thread's model")]
+    NoSource,
+    /// The spec is not `PROVIDER:MODEL`, or names a provider the host does not have.
+    #[error("{0}")]
+    UnknownProvider(String),
+    /// The provider is known but the model cannot be made: a missing key (or one that could not
+    /// be read), a script that does not load, an application's provider that refused it.
+    #[error("{0}")]
+    CannotMake(String),
 }
 
 /// The variable every host reads the allowed models from: comma-separated `PROVIDER:MODEL`
@@ -72,7 +92,7 @@ impl AllowedModels {
 
     /// `Ok` when `spec` is listed; otherwise why not, naming the spec and where the list is set.
     /// Decided on the spec's text alone: nothing it names is read.
-    pub fn check(&self, spec: &str) -> Result<(), String> {
+    pub fn check(&self, spec: &str) -> Result<(), ModelSourceError> {
         if self.specs.iter().any(|s| s == spec) {
             return Ok(());
         }
@@ -93,9 +113,9 @@ impl AllowedModels {
         } else {
             format!("; the list is set with {}", self.set_in)
         };
-        Err(format!(
+        Err(ModelSourceError::NotAllowed(format!(
             "the model `{spec}` is not one this deployment lets threads switch to ({listed}{set_in})"
-        ))
+        )))
     }
 }
 
@@ -122,7 +142,7 @@ impl ModelShelf {
 
     /// Makes `spec`'s model if the list allows it: checked first, so a spec that is not listed
     /// never reaches the source (and a `script:` path in it is never read).
-    pub(super) async fn prepare(&self, spec: &str) -> Result<(), String> {
+    pub(super) async fn prepare(&self, spec: &str) -> Result<(), ModelSourceError> {
         self.allowed.check(spec)?;
         if self.get(spec).is_some() {
             return Ok(());
@@ -154,8 +174,10 @@ mod tests {
 
     #[async_trait]
     impl ModelSource for Refusing {
-        async fn make(&self, spec: &str) -> Result<Arc<dyn ModelProvider>, String> {
-            Err(format!("the source was asked for {spec}"))
+        async fn make(&self, spec: &str) -> Result<Arc<dyn ModelProvider>, ModelSourceError> {
+            Err(ModelSourceError::CannotMake(format!(
+                "the source was asked for {spec}"
+            )))
         }
     }
 
@@ -168,6 +190,8 @@ mod tests {
         assert_eq!(allowed.specs(), ["openai:gpt-4.1", "script:demo.yaml"]);
         let shelf = ModelShelf::new(Arc::new(Refusing), allowed);
         let refused = shelf.prepare("script:/etc/passwd").await.unwrap_err();
+        assert!(matches!(refused, ModelSourceError::NotAllowed(_)));
+        let refused = refused.to_string();
         assert!(
             refused.contains("`script:/etc/passwd`")
                 && refused.contains("`INFINITY_ALLOWED_MODELS`")
@@ -175,9 +199,12 @@ mod tests {
             "{refused}"
         );
         let asked = shelf.prepare("script:demo.yaml").await.unwrap_err();
-        assert!(asked.contains("the source was asked"), "{asked}");
+        assert!(
+            matches!(&asked, ModelSourceError::CannotMake(why) if why.contains("the source was asked")),
+            "{asked}"
+        );
         let none = ModelShelf::new(Arc::new(Refusing), AllowedModels::default());
         let refused = none.prepare("openai:gpt-4.1").await.unwrap_err();
-        assert!(refused.contains("allows none"), "{refused}");
+        assert!(refused.to_string().contains("allows none"), "{refused}");
     }
 }

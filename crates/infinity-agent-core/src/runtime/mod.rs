@@ -129,9 +129,15 @@ pub enum PostError {
     /// A move to an agent version this host does not have.
     #[error("{0}")]
     NoAgent(String),
-    /// A model this host cannot make (an unknown provider, a missing key).
-    #[error("{0}")]
-    BadModel(String),
+    /// A model a thread cannot switch to: not listed, or one this host cannot make (an unknown
+    /// provider, a missing key); `why` says which.
+    #[error("{}", bad_model(spec, why))]
+    BadModel {
+        /// The model asked for (`PROVIDER:MODEL`).
+        spec: String,
+        /// Why it cannot be used.
+        why: crate::library::ModelSourceError,
+    },
     /// A budget that sets nothing, or a zero.
     #[error("{0}")]
     BadBudget(String),
@@ -162,6 +168,14 @@ pub enum PostError {
     /// The input could not be handed to its thread's queue (it was not sent): why.
     #[error("the input could not be queued: {0}")]
     Unavailable(String),
+}
+
+/// A refused model in words: the list's refusal names the spec already.
+fn bad_model(spec: &str, why: &crate::library::ModelSourceError) -> String {
+    match why {
+        crate::library::ModelSourceError::NotAllowed(text) => text.clone(),
+        other => format!("cannot use the model `{spec}`: {other}"),
+    }
 }
 
 /// How [`AgentSystem::wait_idle`] ended.

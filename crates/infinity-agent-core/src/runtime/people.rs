@@ -231,7 +231,10 @@ pub trait Front: Send + Sync {
             Some(spec) => {
                 self.allowed_models()
                     .check(spec)
-                    .map_err(PostError::BadModel)?;
+                    .map_err(|why| PostError::BadModel {
+                        spec: spec.to_owned(),
+                        why,
+                    })?;
                 self.ready_model(spec).await?;
                 Some(spec.to_owned())
             }
@@ -384,13 +387,16 @@ impl Front for AgentSystem {
     }
 
     async fn ready_model(&self, spec: &str) -> Result<(), PostError> {
-        let library = self.inner.library.as_ref().ok_or_else(|| {
-            PostError::BadModel("this host cannot switch a thread's model".to_owned())
-        })?;
-        library
-            .prepare_model(spec)
-            .await
-            .map_err(|why| PostError::BadModel(format!("cannot use the model `{spec}`: {why}")))
+        let refused = |why| PostError::BadModel {
+            spec: spec.to_owned(),
+            why,
+        };
+        let library = self
+            .inner
+            .library
+            .as_ref()
+            .ok_or_else(|| refused(crate::library::ModelSourceError::NoSource))?;
+        library.prepare_model(spec).await.map_err(refused)
     }
 
     fn allowed_models(&self) -> AllowedModels {

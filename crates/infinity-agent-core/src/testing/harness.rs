@@ -17,7 +17,7 @@ use std::sync::{Arc, Mutex};
 
 use super::DispatchedTool;
 use crate::agent::{Agent, AgentFile, AgentSpec, Limits};
-use crate::catalog::{AgentBuilder, AgentCatalog, MemoryCatalog, StoredAgent};
+use crate::catalog::{AgentBuilder, AgentCatalog, BuildError, MemoryCatalog, StoredAgent};
 use crate::effect::{Notification, OutputEvent, OutputKind, ToolInvocation};
 use crate::history::Item;
 use crate::host::{DispatchError, ToolDispatcher};
@@ -384,15 +384,18 @@ pub struct Builder(pub Categories);
 
 #[async_trait]
 impl AgentBuilder for Builder {
-    async fn build(&self, stored: &StoredAgent) -> Result<Agent, String> {
-        let file: AgentFile = stored.agent_file().map_err(|e| e.to_string())?;
-        let script = file.model.strip_prefix("script:").ok_or("not scripted")?;
-        let model = ScriptedModel::load(&file.resolve_path(script)).map_err(|e| e.to_string())?;
+    async fn build(&self, stored: &StoredAgent) -> Result<Agent, BuildError> {
+        let file: AgentFile = stored.agent_file().map_err(BuildError::invalid)?;
+        let script = file
+            .model
+            .strip_prefix("script:")
+            .ok_or_else(|| BuildError::invalid("not scripted"))?;
+        let model = ScriptedModel::load(&file.resolve_path(script)).map_err(BuildError::invalid)?;
         let mut spec = AgentSpec::from_file(&file, Arc::new(model), &BTreeMap::new())
-            .map_err(|e| e.to_string())?;
+            .map_err(BuildError::invalid)?;
         spec.version = Some(stored.version);
         let tools: Vec<Arc<dyn Tool>> = vec![Arc::new(SetTitle)];
-        Agent::from_spec(spec, &self.0, &tools).map_err(|e| e.to_string())
+        Agent::from_spec(spec, &self.0, &tools).map_err(BuildError::invalid)
     }
 }
 

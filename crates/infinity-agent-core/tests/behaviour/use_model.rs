@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 use infinity_agent_core::input::InputBody;
-use infinity_agent_core::library::{AllowedModels, Library, ModelSource};
+use infinity_agent_core::library::{AllowedModels, Library, ModelSource, ModelSourceError};
 use infinity_agent_core::model::ModelProvider;
 use infinity_agent_core::runtime::Front;
 use infinity_agent_core::runtime::PostError;
@@ -21,13 +21,14 @@ struct Named;
 
 #[async_trait]
 impl ModelSource for Named {
-    async fn make(&self, spec: &str) -> Result<Arc<dyn ModelProvider>, String> {
-        let name = spec
-            .strip_prefix("script:")
-            .ok_or_else(|| format!("no provider for `{spec}`"))?;
+    async fn make(&self, spec: &str) -> Result<Arc<dyn ModelProvider>, ModelSourceError> {
+        let name = spec.strip_prefix("script:").ok_or_else(|| {
+            ModelSourceError::UnknownProvider(format!("no provider for `{spec}`"))
+        })?;
         let script = format!("rules:\n  - reply: {{text: \"{name} here\"}}\n");
         Ok(Arc::new(
-            ScriptedModel::parse(&script, Path::new("named.yaml")).map_err(|e| e.to_string())?,
+            ScriptedModel::parse(&script, Path::new("named.yaml"))
+                .map_err(|e| ModelSourceError::CannotMake(e.to_string()))?,
         ))
     }
 }
@@ -64,7 +65,8 @@ async fn a_thread_switches_models_and_back() {
         .await
         .unwrap_err();
     assert!(
-        matches!(&err, PostError::BadModel(why) if why.contains("no provider for `nowhere:big`")),
+        matches!(&err, PostError::BadModel { spec, why: ModelSourceError::UnknownProvider(_) } if spec == "nowhere:big")
+            && err.to_string().contains("no provider for `nowhere:big`"),
         "{err}"
     );
     // A model the deployment does not list is refused before it is made, naming the list.
@@ -74,7 +76,14 @@ async fn a_thread_switches_models_and_back() {
         .await
         .unwrap_err();
     assert!(
-        matches!(&err, PostError::BadModel(why) if why.contains("`script:unlisted` is not one") && why.contains("set with the test")),
+        matches!(
+            &err,
+            PostError::BadModel {
+                why: ModelSourceError::NotAllowed(_),
+                ..
+            }
+        ) && err.to_string().contains("`script:unlisted` is not one")
+            && err.to_string().contains("set with the test"),
         "{err}"
     );
     // The same input sent as it is (another surface) is refused on the thread, with a notice.

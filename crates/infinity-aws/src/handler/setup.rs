@@ -6,7 +6,9 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 use infinity_agent_core::agent::{Agent, AgentFile};
-use infinity_agent_core::catalog::{describe_sub_agents, AgentBuilder, AgentCatalog, StoredAgent};
+use infinity_agent_core::catalog::{
+    describe_sub_agents, AgentBuilder, AgentCatalog, BuildError, StoredAgent,
+};
 use infinity_agent_core::tools::{SetTitle, Tool};
 
 /// Why the agent could not be set up (at init: the function fails to start, loudly).
@@ -148,19 +150,23 @@ pub(super) struct StoredAgentBuilder {
 
 #[async_trait]
 impl AgentBuilder for StoredAgentBuilder {
-    async fn build(&self, stored: &StoredAgent) -> Result<Agent, String> {
+    async fn build(&self, stored: &StoredAgent) -> Result<Agent, BuildError> {
         let mut options =
             infinity_models::LoadOptions::default().with_providers(self.providers.clone());
-        if let Some(key) = model_key_from_ssm().await.map_err(|e| e.to_string())? {
+        // The key's parameter unreadable now (throttled, a network error): tried again later.
+        if let Some(key) = model_key_from_ssm()
+            .await
+            .map_err(|e| BuildError::Unavailable(e.to_string()))?
+        {
             options = options.with_key(key);
         }
         let mut spec = infinity_models::stored::load_stored_agent(stored, options)
             .await
-            .map_err(|e| e.to_string())?;
+            .map_err(BuildError::invalid)?;
         describe_sub_agents(self.catalog.as_ref(), &mut spec).await;
         let mut all: Vec<Arc<dyn Tool>> = vec![Arc::new(SetTitle)];
         all.extend(self.tools.iter().cloned());
-        Agent::from_spec(spec, &infinity_library::categories(), &all).map_err(|e| e.to_string())
+        Agent::from_spec(spec, &infinity_library::categories(), &all).map_err(BuildError::invalid)
     }
 }
 
@@ -191,12 +197,17 @@ impl infinity_agent_core::library::ModelSource for DeploymentModels {
     async fn make(
         &self,
         spec: &str,
-    ) -> Result<Arc<dyn infinity_agent_core::model::ModelProvider>, String> {
+    ) -> Result<
+        Arc<dyn infinity_agent_core::model::ModelProvider>,
+        infinity_agent_core::library::ModelSourceError,
+    > {
         let models = self
             .models
             .get_or_try_init(|| async {
-                let key = model_key_from_ssm().await.map_err(|e| e.to_string())?;
-                Ok::<_, String>(infinity_models::stored::SpecModels::new(".").with_key(key))
+                let key = model_key_from_ssm().await.map_err(|e| {
+                    infinity_agent_core::library::ModelSourceError::CannotMake(e.to_string())
+                })?;
+                Ok(infinity_models::stored::SpecModels::new(".").with_key(key))
             })
             .await?;
         infinity_agent_core::library::ModelSource::make(models, spec).await

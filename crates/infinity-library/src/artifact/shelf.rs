@@ -24,6 +24,7 @@ use super::Blobs;
 use serde::{Deserialize, Serialize};
 
 use infinity_agent_core::input::InputBody;
+use infinity_agent_core::library::ShelfError;
 use infinity_agent_core::state::ThreadRecord;
 
 pub use super::page::{
@@ -230,11 +231,7 @@ impl infinity_agent_core::library::Shelf for Artifacts {
         CATEGORY
     }
 
-    async fn perform(
-        &self,
-        op: &serde_json::Value,
-    ) -> Result<(), infinity_agent_core::library::ShelfError> {
-        use infinity_agent_core::library::ShelfError;
+    async fn perform(&self, op: &serde_json::Value) -> Result<(), ShelfError> {
         let op = ArtifactOp::deserialize(op)
             .map_err(|e| ShelfError::Refused(format!("not an artifact write: {e}")))?;
         let done = match op {
@@ -259,8 +256,8 @@ impl infinity_agent_core::library::Shelf for Artifacts {
         &self,
         notes: &mut serde_json::Value,
         event: &serde_json::Value,
-    ) -> Result<String, String> {
-        note_comment(notes, event)
+    ) -> Result<String, ShelfError> {
+        note_comment(notes, event).map_err(ShelfError::Refused)
     }
 
     fn as_any(&self) -> &dyn std::any::Any {

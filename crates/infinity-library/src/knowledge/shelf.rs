@@ -86,11 +86,15 @@ impl Shelf for KnowledgeShelf {
         &[CATEGORY, "meta"]
     }
 
-    async fn prepare(&self) -> Result<(), String> {
+    async fn prepare(&self) -> Result<(), ShelfError> {
         if fresh(&self.loaded_at, self.refresh) {
             return Ok(());
         }
-        let entries = self.store.load_all().await.map_err(|e| e.to_string())?;
+        let entries = self
+            .store
+            .load_all()
+            .await
+            .map_err(|e| ShelfError::Unavailable(e.to_string()))?;
         let copy = Knowledge::from_entries(entries);
         *self.copy.write().unwrap_or_else(PoisonError::into_inner) = copy;
         *self

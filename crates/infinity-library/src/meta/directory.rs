@@ -21,7 +21,7 @@ use async_trait::async_trait;
 use serde::Serialize;
 
 use crate::fresh;
-use infinity_agent_core::library::Shelf;
+use infinity_agent_core::library::{Shelf, ShelfError};
 
 use crate::knowledge::{EntryType, Knowledge, KnowledgeEntry};
 use crate::search::TextIndex;
@@ -225,8 +225,9 @@ pub struct DirectoryContents {
 #[async_trait]
 pub trait DirectorySource: Send + Sync + fmt::Debug {
     /// Everything the catalog holds now. An app whose server cannot be reached is left out
-    /// (and logged); an error is for a source that cannot be read at all.
-    async fn load(&self) -> Result<DirectoryContents, String>;
+    /// (and logged); an error is for a source that cannot be read at all
+    /// ([`ShelfError::Unavailable`]).
+    async fn load(&self) -> Result<DirectoryContents, ShelfError>;
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -606,7 +607,7 @@ impl Shelf for DirectoryShelf {
         "meta"
     }
 
-    async fn prepare(&self) -> Result<(), String> {
+    async fn prepare(&self) -> Result<(), ShelfError> {
         if fresh(&self.loaded_at, Some(self.refresh)) {
             return Ok(());
         }

@@ -12,6 +12,7 @@ use async_trait::async_trait;
 
 use crate::meta::{App, DirectoryAgent, DirectoryContents, DirectorySkill, DirectorySource};
 use infinity_agent_core::catalog::AgentCatalog;
+use infinity_agent_core::library::ShelfError;
 use infinity_agent_core::tools::servers::{ToolDiscovery, ToolServerConfig, ToolServerEntry};
 
 /// The catalog of a deployment's stored agents and their tool servers.
@@ -31,8 +32,12 @@ impl StoredDirectory {
 
 #[async_trait]
 impl DirectorySource for StoredDirectory {
-    async fn load(&self) -> Result<DirectoryContents, String> {
-        let mut stored = self.catalog.list().await.map_err(|e| e.to_string())?;
+    async fn load(&self) -> Result<DirectoryContents, ShelfError> {
+        let mut stored = self
+            .catalog
+            .list()
+            .await
+            .map_err(|e| ShelfError::Unavailable(e.to_string()))?;
         stored.sort_by(|a, b| a.name.cmp(&b.name));
         let mut contents = DirectoryContents::default();
         let mut servers: Vec<ToolServerConfig> = Vec::new();

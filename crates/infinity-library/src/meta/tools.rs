@@ -403,7 +403,9 @@ mod tests {
 
     #[async_trait]
     impl DirectorySource for Fixed {
-        async fn load(&self) -> Result<DirectoryContents, String> {
+        async fn load(
+            &self,
+        ) -> Result<DirectoryContents, infinity_agent_core::library::ShelfError> {
             let app = |url: &str| {
                 let tool = ToolSpec::new("t", "A tool.", json!({"type": "object"}));
                 App::new(

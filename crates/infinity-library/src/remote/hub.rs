@@ -21,6 +21,7 @@ use serde_json::json;
 use infinity_agent_core::effect::ToolInvocation;
 use infinity_agent_core::ids::{CallId, InputId, ThreadId};
 use infinity_agent_core::input::{Input, InputBody};
+use infinity_agent_core::library::ShelfError;
 
 /// The name of the tool that runs a command.
 pub const REMOTE_EXEC: &str = "remote_exec";
@@ -406,8 +407,12 @@ impl infinity_agent_core::library::Shelf for RemoteShelf {
         "remote"
     }
 
-    async fn prepare(&self) -> Result<(), String> {
-        let listed = self.directory.remotes().await.map_err(|e| e.to_string())?;
+    async fn prepare(&self) -> Result<(), ShelfError> {
+        let listed = self
+            .directory
+            .remotes()
+            .await
+            .map_err(|e| ShelfError::Unavailable(e.to_string()))?;
         *self.copy.write().unwrap_or_else(PoisonError::into_inner) = listed;
         Ok(())
     }

@@ -499,7 +499,7 @@ fn post_error(e: PostError) -> ApiError {
         PostError::NoSchedule { .. } => error(StatusCode::NOT_FOUND, e),
         PostError::BadSchedule(_)
         | PostError::BadAgent(_)
-        | PostError::BadModel(_)
+        | PostError::BadModel { .. }
         | PostError::BadBudget(_)
         | PostError::EmptyMessage(_) => error(StatusCode::BAD_REQUEST, e),
         PostError::NoAgent(_) => error(StatusCode::NOT_FOUND, e),
