@@ -98,15 +98,86 @@ pub struct Completion {
     pub usage: Usage,
 }
 
-/// Why a completion failed.
-#[derive(Debug, Clone, thiserror::Error)]
+/// Why a completion failed: whether asking again later may help, a kind to match on, and the
+/// text a person reads.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum ModelError {
     /// Worth retrying later (rate limit, overload, network).
-    #[error("model temporarily unavailable: {0}")]
-    Retryable(String),
+    #[error("model temporarily unavailable: {text}")]
+    Retryable {
+        /// What failed.
+        kind: ModelErrorKind,
+        /// What the provider or the adapter said.
+        text: String,
+    },
     /// Retrying will not help (bad request, no script rule matched).
-    #[error("{0}")]
-    Terminal(String),
+    #[error("{text}")]
+    Terminal {
+        /// What failed.
+        kind: ModelErrorKind,
+        /// What the provider or the adapter said.
+        text: String,
+    },
+}
+
+/// What kind of failure a model call met.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum ModelErrorKind {
+    /// The provider asked for fewer requests (HTTP 429, a throttling error).
+    RateLimited,
+    /// The provider is overloaded or failing (5xx, an overloaded error in the stream).
+    Unavailable,
+    /// No answer within the time allowed (the first byte, a pause in the stream, the whole).
+    TimedOut,
+    /// The connection failed or broke off.
+    Network,
+    /// The request was refused as it is (400, 404, 413, 422: a schema, a prompt too long, a
+    /// model that does not exist).
+    Refused,
+    /// The credentials are missing, cannot be read, or are refused (401, 403).
+    Credentials,
+    /// The answer could not be read (a malformed body or event stream).
+    BadAnswer,
+    /// Anything else: a scripted model with no rule that matches, a slice with no model.
+    Other,
+}
+
+impl ModelError {
+    /// A failure worth retrying later.
+    pub fn retryable(kind: ModelErrorKind, text: impl Into<String>) -> Self {
+        Self::Retryable {
+            kind,
+            text: text.into(),
+        }
+    }
+
+    /// A failure that retrying will not mend.
+    pub fn terminal(kind: ModelErrorKind, text: impl Into<String>) -> Self {
+        Self::Terminal {
+            kind,
+            text: text.into(),
+        }
+    }
+
+    /// What failed.
+    pub fn kind(&self) -> ModelErrorKind {
+        match self {
+            Self::Retryable { kind, .. } | Self::Terminal { kind, .. } => *kind,
+        }
+    }
+
+    /// What was said, without whether it may be retried.
+    pub fn text(&self) -> &str {
+        match self {
+            Self::Retryable { text, .. } | Self::Terminal { text, .. } => text,
+        }
+    }
+
+    /// True when asking again later may succeed.
+    pub fn is_retryable(&self) -> bool {
+        matches!(self, Self::Retryable { .. })
+    }
 }
 
 /// A language model (or a script standing in for one). Implement it to bring a provider of your

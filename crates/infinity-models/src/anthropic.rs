@@ -12,7 +12,8 @@ mod request;
 use async_trait::async_trait;
 use infinity_agent_core::model::Usage;
 use infinity_agent_core::model::{
-    Completion, CompletionRequest, ModelError, ModelProvider, ModelToolCall, StopReason, TextSink,
+    Completion, CompletionRequest, ModelError, ModelErrorKind, ModelProvider, ModelToolCall,
+    StopReason, TextSink,
 };
 use reqwest::header::CONTENT_TYPE;
 use serde_json::{json, Map, Value};
@@ -128,8 +129,13 @@ struct Assembly {
 
 impl Assembly {
     fn event(&mut self, data: &str, live: &LiveText<'_>) -> Result<(), Attempt> {
-        let v: Value = serde_json::from_str(data)
-            .map_err(|e| Attempt::Retry(format!("anthropic: malformed stream event: {e}"), None))?;
+        let v: Value = serde_json::from_str(data).map_err(|e| {
+            Attempt::Retry(
+                ModelErrorKind::BadAnswer,
+                format!("anthropic: malformed stream event: {e}"),
+                None,
+            )
+        })?;
         match v["type"].as_str().unwrap_or("") {
             "message_start" => {
                 let u = &v["message"]["usage"];
@@ -205,13 +211,16 @@ impl Assembly {
                 let kind = v["error"]["type"].as_str().unwrap_or("error");
                 let message = v["error"]["message"].as_str().unwrap_or("");
                 let why = format!("anthropic: {kind}: {message}");
-                return Err(
-                    if matches!(kind, "overloaded_error" | "rate_limit_error" | "api_error") {
-                        Attempt::Retry(why, None)
-                    } else {
-                        Attempt::Fail(ModelError::Terminal(why))
-                    },
-                );
+                return Err(match kind {
+                    "rate_limit_error" => Attempt::Retry(ModelErrorKind::RateLimited, why, None),
+                    "overloaded_error" | "api_error" => {
+                        Attempt::Retry(ModelErrorKind::Unavailable, why, None)
+                    }
+                    "authentication_error" | "permission_error" => {
+                        Attempt::Fail(ModelError::terminal(ModelErrorKind::Credentials, why))
+                    }
+                    _ => Attempt::Fail(ModelError::terminal(ModelErrorKind::Refused, why)),
+                });
             }
             _ => {}
         }
@@ -221,6 +230,7 @@ impl Assembly {
     fn finish(self) -> Result<Completion, Attempt> {
         let Some(stop) = self.stop else {
             return Err(Attempt::Retry(
+                ModelErrorKind::Network,
                 "anthropic: the stream ended before the message did".into(),
                 None,
             ));

@@ -16,7 +16,9 @@ use aws_credential_types::provider::error::CredentialsError;
 use aws_credential_types::provider::SharedCredentialsProvider;
 use aws_types::service_config::ServiceConfigKey;
 use aws_types::SdkConfig;
-use infinity_agent_core::model::{Completion, CompletionRequest, ModelError, ModelProvider};
+use infinity_agent_core::model::{
+    Completion, CompletionRequest, ModelError, ModelErrorKind, ModelProvider,
+};
 use reqwest::header::{ACCEPT, CONTENT_TYPE};
 use reqwest::{RequestBuilder, Url};
 
@@ -172,15 +174,16 @@ impl BedrockModel {
         let authentication = self.authentication().await?;
         self.attempt(url, region, &body, &authentication)?
             .build()
-            .map_err(|e| ModelError::Terminal(format!("bedrock: {e}")))
+            .map_err(|e| ModelError::terminal(ModelErrorKind::Other, format!("bedrock: {e}")))
     }
 
     fn target(&self) -> Result<(&Url, &str), ModelError> {
         match &self.target {
             Ok((url, region)) => Ok((url, region.as_str())),
-            Err(why) => Err(ModelError::Terminal(format!(
-                "bedrock: {why} ({CHECK_THE_ENVIRONMENT})"
-            ))),
+            Err(why) => Err(ModelError::terminal(
+                ModelErrorKind::Refused,
+                format!("bedrock: {why} ({CHECK_THE_ENVIRONMENT})"),
+            )),
         }
     }
 
@@ -193,13 +196,19 @@ impl BedrockModel {
                 // A provider that timed out may answer next time; one with nothing to give will
                 // not, however often it is asked.
                 match e {
-                    CredentialsError::ProviderTimedOut(_) => ModelError::Retryable(why),
-                    _ => ModelError::Terminal(format!("{why} ({CHECK_THE_ENVIRONMENT})")),
+                    CredentialsError::ProviderTimedOut(_) => {
+                        ModelError::retryable(ModelErrorKind::Credentials, why)
+                    }
+                    _ => ModelError::terminal(
+                        ModelErrorKind::Credentials,
+                        format!("{why} ({CHECK_THE_ENVIRONMENT})"),
+                    ),
                 }
             }),
-            Auth::Missing => Err(ModelError::Terminal(format!(
-                "bedrock: no AWS credentials were found ({CHECK_THE_ENVIRONMENT})"
-            ))),
+            Auth::Missing => Err(ModelError::terminal(
+                ModelErrorKind::Credentials,
+                format!("bedrock: no AWS credentials were found ({CHECK_THE_ENVIRONMENT})"),
+            )),
         }
     }
 
@@ -235,7 +244,10 @@ impl BedrockModel {
                     SystemTime::now(),
                 )
                 .map_err(|why| {
-                    ModelError::Terminal(format!("bedrock: cannot sign the request: {why}"))
+                    ModelError::terminal(
+                        ModelErrorKind::Credentials,
+                        format!("bedrock: cannot sign the request: {why}"),
+                    )
                 })?;
                 Ok(signed.into_iter().fold(request, |request, (name, value)| {
                     request.header(name, value)
@@ -345,7 +357,8 @@ impl ModelProvider for BedrockModel {
                     body.extend_from_slice(&piece);
                 }
                 // A reply cut short or garbled on the way may come whole next time.
-                response::completion(&body).map_err(|why| Attempt::Retry(why, None))
+                response::completion(&body)
+                    .map_err(|why| Attempt::Retry(ModelErrorKind::BadAnswer, why, None))
             },
         )
         .await

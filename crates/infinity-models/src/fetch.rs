@@ -2,6 +2,7 @@
 //! retries and timeouts as model requests. The core has no HTTP client, so hosts fetch here and
 //! hand the text to [`AgentFile::load_skills`].
 
+use infinity_agent_core::model::{ModelError, ModelErrorKind};
 use std::collections::BTreeMap;
 use std::time::Duration;
 
@@ -52,31 +53,33 @@ pub async fn fetch_text(client: &reqwest::Client, url: &str) -> Result<String, F
             {
                 return Err(Attempt::Fail(too_large(url)));
             }
-            let bytes = response
-                .bytes()
-                .await
-                .map_err(|e| Attempt::Retry(format!("GET {url}: reading the body: {e}"), None))?;
+            let bytes = response.bytes().await.map_err(|e| {
+                Attempt::Retry(
+                    ModelErrorKind::Network,
+                    format!("GET {url}: reading the body: {e}"),
+                    None,
+                )
+            })?;
             if bytes.len() > MAX_FETCH_BYTES {
                 return Err(Attempt::Fail(too_large(url)));
             }
             String::from_utf8(bytes.to_vec()).map_err(|_| {
-                Attempt::Fail(infinity_agent_core::model::ModelError::Terminal(format!(
-                    "GET {url}: the body is not UTF-8 text"
-                )))
+                Attempt::Fail(ModelError::terminal(
+                    ModelErrorKind::BadAnswer,
+                    format!("GET {url}: the body is not UTF-8 text"),
+                ))
             })
         },
     )
     .await
-    .map_err(|e| match e {
-        infinity_agent_core::model::ModelError::Retryable(why)
-        | infinity_agent_core::model::ModelError::Terminal(why) => FetchError(why),
-    })
+    .map_err(|e| FetchError(e.text().to_owned()))
 }
 
-fn too_large(url: &str) -> infinity_agent_core::model::ModelError {
-    infinity_agent_core::model::ModelError::Terminal(format!(
-        "GET {url}: the document is larger than {MAX_FETCH_BYTES} bytes"
-    ))
+fn too_large(url: &str) -> ModelError {
+    ModelError::terminal(
+        ModelErrorKind::Refused,
+        format!("GET {url}: the document is larger than {MAX_FETCH_BYTES} bytes"),
+    )
 }
 
 /// Fetches every skill `url` of an agent file, by url, for [`AgentFile::load_skills`]. The

@@ -6,7 +6,8 @@ mod request;
 use async_trait::async_trait;
 use infinity_agent_core::model::Usage;
 use infinity_agent_core::model::{
-    Completion, CompletionRequest, ModelError, ModelProvider, ModelToolCall, StopReason, TextSink,
+    Completion, CompletionRequest, ModelError, ModelErrorKind, ModelProvider, ModelToolCall,
+    StopReason, TextSink,
 };
 use reqwest::header::CONTENT_TYPE;
 use serde_json::{json, Value};
@@ -113,20 +114,25 @@ impl Assembly {
         if data.trim() == "[DONE]" {
             return Ok(());
         }
-        let v: Value = serde_json::from_str(data)
-            .map_err(|e| Attempt::Retry(format!("openai: malformed stream chunk: {e}"), None))?;
+        let v: Value = serde_json::from_str(data).map_err(|e| {
+            Attempt::Retry(
+                ModelErrorKind::BadAnswer,
+                format!("openai: malformed stream chunk: {e}"),
+                None,
+            )
+        })?;
         if let Some(err) = v.get("error") {
             let message = err["message"].as_str().unwrap_or("error");
             let kind = err["type"].as_str().or(err["code"].as_str()).unwrap_or("");
             let why = format!("openai: {kind}: {message}");
             // Server-side trouble mid-stream is worth another try; anything else is not.
-            return Err(
-                if matches!(kind, "server_error" | "rate_limit_exceeded" | "overloaded") {
-                    Attempt::Retry(why, None)
-                } else {
-                    Attempt::Fail(ModelError::Terminal(why))
-                },
-            );
+            return Err(match kind {
+                "rate_limit_exceeded" => Attempt::Retry(ModelErrorKind::RateLimited, why, None),
+                "server_error" | "overloaded" => {
+                    Attempt::Retry(ModelErrorKind::Unavailable, why, None)
+                }
+                _ => Attempt::Fail(ModelError::terminal(ModelErrorKind::Refused, why)),
+            });
         }
         if let Some(usage) = v.get("usage").filter(|u| u.is_object()) {
             let prompt = usage["prompt_tokens"].as_u64().unwrap_or(0);
@@ -169,6 +175,7 @@ impl Assembly {
     fn finish(self) -> Result<Completion, Attempt> {
         let Some(finish) = self.finish else {
             return Err(Attempt::Retry(
+                ModelErrorKind::Network,
                 "openai: the stream ended before the completion did".into(),
                 None,
             ));

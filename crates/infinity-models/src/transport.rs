@@ -10,7 +10,7 @@
 
 use std::time::Duration;
 
-use infinity_agent_core::model::{ModelError, Streamed, TextSink};
+use infinity_agent_core::model::{ModelError, ModelErrorKind, Streamed, TextSink};
 use infinity_retry::{model_status_is_transient, retry_after, Attempt as Next, RetryPolicy};
 use reqwest::header::HeaderMap;
 use reqwest::{RequestBuilder, Response, StatusCode};
@@ -48,8 +48,8 @@ impl Default for RequestPolicy {
 /// What a failed attempt means.
 #[derive(Debug)]
 pub enum Attempt {
-    /// Try again (after at least this long, if the server said).
-    Retry(String, Option<Duration>),
+    /// Try again (after at least this long, if the server said): what kind of failure, and why.
+    Retry(ModelErrorKind, String, Option<Duration>),
     /// Give up with this error.
     Fail(ModelError),
 }
@@ -99,6 +99,7 @@ where
         let sent = tokio::time::timeout(policy.first_byte, request.timeout(policy.timeout).send());
         let failure = match sent.await {
             Err(_) => Attempt::Retry(
+                ModelErrorKind::TimedOut,
                 format!(
                     "{provider}: no response within {:?} (the first-byte timeout)",
                     policy.first_byte
@@ -106,17 +107,26 @@ where
                 None,
             ),
             Ok(Err(err)) => {
-                let why = if err.is_timeout() {
-                    format!(
-                        "{provider}: the request timed out after {:?}",
-                        policy.timeout
+                let (kind, why) = if err.is_timeout() {
+                    (
+                        ModelErrorKind::TimedOut,
+                        format!(
+                            "{provider}: the request timed out after {:?}",
+                            policy.timeout
+                        ),
                     )
                 } else if err.is_connect() {
-                    format!("{provider}: cannot connect: {}", without_url(&err))
+                    (
+                        ModelErrorKind::Network,
+                        format!("{provider}: cannot connect: {}", without_url(&err)),
+                    )
                 } else {
-                    format!("{provider}: request failed: {}", without_url(&err))
+                    (
+                        ModelErrorKind::Network,
+                        format!("{provider}: request failed: {}", without_url(&err)),
+                    )
                 };
-                Attempt::Retry(why, None)
+                Attempt::Retry(kind, why, None)
             }
             Ok(Ok(response)) if response.status().is_success() => {
                 return read(response).await;
@@ -137,6 +147,8 @@ where
         };
         Err(failure)
     };
+    // The kind of the last failure, for the error when the attempts run out.
+    let last = std::sync::Mutex::new(ModelErrorKind::Other);
     infinity_retry::with_backoff(
         &policy.retry,
         provider,
@@ -144,10 +156,20 @@ where
             match one_attempt().await {
                 Ok(value) => Next::Done(value),
                 Err(Attempt::Fail(err)) => Next::Final(err),
-                Err(Attempt::Retry(why, wait)) => Next::Again(why, wait),
+                Err(Attempt::Retry(kind, why, wait)) => {
+                    *last
+                        .lock()
+                        .unwrap_or_else(std::sync::PoisonError::into_inner) = kind;
+                    Next::Again(why, wait)
+                }
             }
         },
-        |made, why| ModelError::Retryable(format!("{why} (gave up after {made} attempts)")),
+        |made, why| {
+            let kind = *last
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            ModelError::retryable(kind, format!("{why} (gave up after {made} attempts)"))
+        },
     )
     .await
 }
@@ -174,10 +196,11 @@ impl ErrorResponse {
             self.status,
             error_message(&self.body)
         );
+        let kind = status_kind(self.status);
         if model_status_is_transient(self.status) {
-            Attempt::Retry(why, self.retry_after)
+            Attempt::Retry(kind, why, self.retry_after)
         } else {
-            Attempt::Fail(ModelError::Terminal(why))
+            Attempt::Fail(ModelError::terminal(kind, why))
         }
     }
 }
@@ -215,6 +238,7 @@ where
     use futures_util::StreamExt;
     match tokio::time::timeout(policy.idle, body.next()).await {
         Err(_) => Err(Attempt::Retry(
+            ModelErrorKind::TimedOut,
             format!(
                 "{provider}: the stream stalled: nothing for {:?} (the idle timeout)",
                 policy.idle
@@ -265,15 +289,27 @@ impl<'a> LiveText<'a> {
 
 /// The retry for an error while reading a response body (a stream that broke or stalled).
 pub fn body_error(provider: &str, policy: &RequestPolicy, err: &reqwest::Error) -> Attempt {
-    let why = if err.is_timeout() {
-        format!(
+    if err.is_timeout() {
+        let why = format!(
             "{provider}: the request timed out after {:?} (the stream stalled)",
             policy.timeout
-        )
+        );
+        Attempt::Retry(ModelErrorKind::TimedOut, why, None)
     } else {
-        format!("{provider}: the stream broke: {}", without_url(err))
-    };
-    Attempt::Retry(why, None)
+        let why = format!("{provider}: the stream broke: {}", without_url(err));
+        Attempt::Retry(ModelErrorKind::Network, why, None)
+    }
+}
+
+/// What an error status says failed.
+pub fn status_kind(status: StatusCode) -> ModelErrorKind {
+    match status.as_u16() {
+        429 => ModelErrorKind::RateLimited,
+        401 | 403 => ModelErrorKind::Credentials,
+        408 => ModelErrorKind::TimedOut,
+        500..=599 => ModelErrorKind::Unavailable,
+        _ => ModelErrorKind::Refused,
+    }
 }
 
 /// A reqwest error's message without the URL (which may carry a key for some gateways).

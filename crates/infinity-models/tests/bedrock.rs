@@ -19,7 +19,7 @@ use axum::Router;
 use infinity_agent_core::history::{HistoryEntry, HistoryView, Item, ToolCall};
 use infinity_agent_core::ids::{CallId, ThreadId};
 use infinity_agent_core::model::{
-    CompletionRequest, ModelError, ModelProvider, StopReason, ToolSpec,
+    CompletionRequest, ModelError, ModelErrorKind, ModelProvider, StopReason, ToolSpec,
 };
 use infinity_models::bedrock::{BedrockConfig, BedrockModel};
 use infinity_models::transport::RequestPolicy;
@@ -460,7 +460,10 @@ async fn throttling_and_unavailability_are_retried_and_each_attempt_is_signed() 
 async fn throttling_that_outlasts_the_retries_is_retryable() {
     let server = Server::start(vec![error(429, "ThrottlingException", "slow down")]).await;
     match ask(&model(&server), &conversation()[..1]).await {
-        Err(ModelError::Retryable(why)) => assert!(
+        Err(ModelError::Retryable {
+            kind: ModelErrorKind::RateLimited,
+            text: why,
+        }) => assert!(
             why.contains("ThrottlingException: slow down") && why.contains("gave up after 3"),
             "{why}"
         ),
@@ -473,7 +476,10 @@ async fn throttling_that_outlasts_the_retries_is_retryable() {
 async fn a_validation_error_is_terminal_at_once_and_says_what_was_wrong() {
     let server = Server::start(vec![error(400, "ValidationException", "bad tool schema")]).await;
     match ask(&model(&server), &conversation()[..1]).await {
-        Err(ModelError::Terminal(why)) => {
+        Err(ModelError::Terminal {
+            kind: ModelErrorKind::Refused,
+            text: why,
+        }) => {
             assert_eq!(why, "bedrock: ValidationException: bad tool schema")
         }
         other => panic!("{other:?}"),
@@ -485,7 +491,10 @@ async fn a_validation_error_is_terminal_at_once_and_says_what_was_wrong() {
 async fn a_reply_that_is_not_converse_json_is_retried_then_named() {
     let server = Server::start(vec![(200, vec![], r#"{"output": "#.to_owned())]).await;
     match ask(&model(&server), &conversation()[..1]).await {
-        Err(ModelError::Retryable(why)) => assert!(
+        Err(ModelError::Retryable {
+            kind: ModelErrorKind::BadAnswer,
+            text: why,
+        }) => assert!(
             why.starts_with("bedrock: the response is not a Converse reply: EOF while parsing"),
             "{why}"
         ),
@@ -518,7 +527,10 @@ async fn missing_credentials_fail_at_once_and_say_so_and_a_dead_endpoint_is_retr
         ..config("http://127.0.0.1:9")
     };
     match ask(&BedrockModel::new("m", unsigned), &conversation()[..1]).await {
-        Err(ModelError::Terminal(why)) => assert!(
+        Err(ModelError::Terminal {
+            kind: ModelErrorKind::Credentials,
+            text: why,
+        }) => assert!(
             why.contains("no credentials found") && why.contains("AWS_REGION"),
             "{why}"
         ),
@@ -530,7 +542,7 @@ async fn missing_credentials_fail_at_once_and_say_so_and_a_dead_endpoint_is_retr
         ..config("http://127.0.0.1:9")
     };
     match ask(&BedrockModel::new("m", nowhere), &conversation()[..1]).await {
-        Err(ModelError::Terminal(why)) => {
+        Err(ModelError::Terminal { text: why, .. }) => {
             assert!(why.contains("no AWS region is set"), "{why}")
         }
         other => panic!("{other:?}"),
@@ -538,7 +550,9 @@ async fn missing_credentials_fail_at_once_and_say_so_and_a_dead_endpoint_is_retr
     // Nothing listens there: the network may come back.
     let dead = BedrockModel::new(MODEL, config("http://127.0.0.1:9"));
     match ask(&dead, &conversation()[..1]).await {
-        Err(ModelError::Retryable(why)) => assert!(why.starts_with("bedrock: "), "{why}"),
+        Err(ModelError::Retryable { text: why, .. }) => {
+            assert!(why.starts_with("bedrock: "), "{why}")
+        }
         other => panic!("{other:?}"),
     }
 }

@@ -391,14 +391,16 @@ impl<'a> Slice<'a> {
         };
         self.phase = Phase::Run;
         match (purpose, result) {
-            (_, Err(ModelError::Retryable(why))) => {
+            (_, Err(ModelError::Retryable { text: why, .. })) => {
                 self.draft = None;
                 self.outputs.clear();
                 self.end = Some(Err(SliceError::Retryable(why)));
             }
             (Purpose::Summary, result) => draft.on_summary(result),
             (Purpose::Turn, Ok(completion)) => draft.on_turn(completion),
-            (Purpose::Turn, Err(ModelError::Terminal(why))) => draft.on_model_error(&why),
+            (Purpose::Turn, Err(ModelError::Terminal { text: why, .. })) => {
+                draft.on_model_error(&why)
+            }
         }
     }
 

@@ -16,7 +16,8 @@ use crate::history::{HistoryEntry, Item};
 use crate::ids::{CallId, InputId, SeededIds, ThreadId};
 use crate::input::{Input, InputBody};
 use crate::model::{
-    Completion, CompletionRequest, ModelError, ModelProvider, ModelToolCall, StopReason, Usage,
+    Completion, CompletionRequest, ModelError, ModelErrorKind, ModelProvider, ModelToolCall,
+    StopReason, Usage,
 };
 use crate::state::{PendingKind, ThreadRecord, ThreadStatus};
 use crate::tools::ToolRegistry;
@@ -46,8 +47,9 @@ impl ModelProvider for Canned {
     }
 
     async fn complete(&self, _: CompletionRequest<'_>) -> Result<Completion, ModelError> {
-        Err(ModelError::Terminal(
-            "the engine tests feed completions by hand".into(),
+        Err(ModelError::terminal(
+            ModelErrorKind::Other,
+            "the engine tests feed completions by hand",
         ))
     }
 }
@@ -367,7 +369,10 @@ fn the_basic_transitions() {
         },
         Case {
             name: "a terminal model error is recorded and ends the slice",
-            answers: vec![Err(ModelError::Terminal("bad request".into()))],
+            answers: vec![Err(ModelError::terminal(
+                ModelErrorKind::Refused,
+                "bad request",
+            ))],
             history: &["message: hi", "notice: Model error (canned): bad request"],
             completions: 0,
         },
@@ -501,7 +506,10 @@ fn a_retryable_model_error_fails_the_slice_and_commits_nothing() {
     let mut thread = Thread::new();
     let run = thread.slice(
         vec![user("m1", "hi")],
-        vec![Err(ModelError::Retryable("overloaded".into()))],
+        vec![Err(ModelError::retryable(
+            ModelErrorKind::Unavailable,
+            "overloaded",
+        ))],
     );
     match run.outcome {
         Err(SliceError::Retryable(why)) => assert_eq!(why, "overloaded"),

@@ -22,7 +22,7 @@ use crate::effect::{LiveOutput, Notification, OutputEvent, OutputKind, ToolInvoc
 use crate::engine::{Slice, SliceError, SliceOutcome, SliceRequest, Step};
 use crate::ids::{IdSource, InputId, ThreadId};
 use crate::input::Input;
-use crate::model::{ModelError, ModelProvider, Streamed};
+use crate::model::{ModelError, ModelErrorKind, ModelProvider, Streamed};
 use crate::state::{Conversation, ThreadRecord};
 use crate::store::{load_view_prefix, Entries, SliceState, StoreError, ThreadStore};
 use crate::telemetry;
@@ -456,10 +456,14 @@ async fn drive(
             Step::Failed(err) => return Err(err),
             Step::Complete(request) => {
                 match (&model, time, host.budget) {
-                    (None, _, _) => Err(ModelError::Terminal("the slice has no model".to_owned())),
+                    (None, _, _) => Err(ModelError::terminal(
+                        ModelErrorKind::Other,
+                        "the slice has no model",
+                    )),
                     // Past the deadline already: the slice's inputs come again.
-                    (Some(_), None, Some(_)) => Err(ModelError::Retryable(
-                        "no time was left before the deadline for a completion".to_owned(),
+                    (Some(_), None, Some(_)) => Err(ModelError::retryable(
+                        ModelErrorKind::TimedOut,
+                        "no time was left before the deadline for a completion",
                     )),
                     (Some(model), time, _) => {
                         let completion =
@@ -470,10 +474,13 @@ async fn drive(
                                 Some(time) => tokio::time::timeout(time, completion)
                                     .await
                                     .unwrap_or_else(|_| {
-                                        Err(ModelError::Retryable(format!(
-                                            "the model did not answer within {}s",
-                                            time.as_secs_f64().round()
-                                        )))
+                                        Err(ModelError::retryable(
+                                            ModelErrorKind::TimedOut,
+                                            format!(
+                                                "the model did not answer within {}s",
+                                                time.as_secs_f64().round()
+                                            ),
+                                        ))
                                     }),
                             }
                         };
@@ -483,7 +490,7 @@ async fn drive(
             }
         };
         match result {
-            Err(ModelError::Retryable(why))
+            Err(ModelError::Retryable { text: why, .. })
                 if host.model_retry.allows_another(attempt + 1) && !out_of_time =>
             {
                 attempt += 1;
@@ -494,7 +501,9 @@ async fn drive(
             // With a deadline, what the slice's earlier completions did is kept: the slice
             // hands itself on, and the next one asks the model again (from a fresh invocation
             // on Lambda; it fails there if the model is still away, and SQS retries later).
-            Err(ModelError::Retryable(why)) if host.budget.is_some() && answered > 0 => {
+            Err(ModelError::Retryable { text: why, .. })
+                if host.budget.is_some() && answered > 0 =>
+            {
                 if out_of_time {
                     tracing::info!(thread = %thread_id, completions = answered, "no time is left before the deadline; the slice commits its completions and hands itself on");
                 } else {

@@ -115,8 +115,8 @@ pub(super) async fn traced(
         }
         Err(why) => {
             let kind = match why {
-                ModelError::Retryable(_) => "retryable",
-                ModelError::Terminal(_) => "terminal",
+                ModelError::Retryable { .. } => "retryable",
+                ModelError::Terminal { .. } => "terminal",
             };
             telemetry::set(&span, "error.type", kind);
             telemetry::set_error(&span, &why.to_string());

@@ -224,9 +224,10 @@ struct Answer {
 
 /// The transient error of a `break_after` stream.
 fn broke_off(model: &str) -> ModelError {
-    ModelError::Retryable(format!(
-        "{model}: the stream broke off (the script's break_after)"
-    ))
+    ModelError::retryable(
+        crate::model::ModelErrorKind::Network,
+        format!("{model}: the stream broke off (the script's break_after)"),
+    )
 }
 
 impl ScriptedModel {
@@ -300,10 +301,13 @@ impl ScriptedModel {
                 breaks,
             });
         }
-        Err(ModelError::Terminal(format!(
-            "{}: no rule matched the text {:?}",
-            self.name,
-            crate::tools::clip(&newest, 500)
-        )))
+        Err(ModelError::terminal(
+            crate::model::ModelErrorKind::Other,
+            format!(
+                "{}: no rule matched the text {:?}",
+                self.name,
+                crate::tools::clip(&newest, 500)
+            ),
+        ))
     }
 }

@@ -2,7 +2,7 @@ use super::play::newest_text;
 use super::*;
 use crate::history::{HistoryEntry, HistoryView, Item, ToolCall};
 use crate::ids::{CallId, ThreadId};
-use crate::model::{Completion, CompletionRequest, ModelError};
+use crate::model::{Completion, CompletionRequest, ModelError, ModelErrorKind};
 use jiff::Timestamp;
 
 fn entry(item: Item) -> Arc<HistoryEntry> {
@@ -90,7 +90,10 @@ async fn a_break_after_rule_breaks_its_first_stream_once() {
     };
     let (first, shown) = stream().await;
     match first {
-        Err(ModelError::Retryable(why)) => assert!(why.contains("broke off"), "{why}"),
+        Err(ModelError::Retryable { kind, text }) => {
+            assert_eq!(kind, ModelErrorKind::Network);
+            assert!(text.contains("broke off"), "{text}");
+        }
         other => panic!("the first stream did not break: {other:?}"),
     }
     assert_eq!(shown, "one two ");

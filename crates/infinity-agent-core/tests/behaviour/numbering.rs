@@ -8,7 +8,9 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use infinity_agent_core::agent::AgentSpec;
 use infinity_agent_core::effect::{OutputEvent, OutputKind};
-use infinity_agent_core::model::{Completion, CompletionRequest, ModelError, ModelProvider};
+use infinity_agent_core::model::{
+    Completion, CompletionRequest, ModelError, ModelErrorKind, ModelProvider,
+};
 use infinity_agent_core::runtime::{AgentSystemBuilder, Front};
 use infinity_agent_core::scripted::ScriptedModel;
 
@@ -29,7 +31,10 @@ impl ModelProvider for Outage {
 
     async fn complete(&self, request: CompletionRequest<'_>) -> Result<Completion, ModelError> {
         if self.down.load(Ordering::SeqCst) {
-            return Err(ModelError::Retryable("overloaded".into()));
+            return Err(ModelError::retryable(
+                ModelErrorKind::Unavailable,
+                "overloaded",
+            ));
         }
         self.inner.complete(request).await
     }

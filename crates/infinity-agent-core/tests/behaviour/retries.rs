@@ -8,7 +8,7 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use infinity_agent_core::agent::AgentSpec;
 use infinity_agent_core::model::{
-    Completion, CompletionRequest, ModelError, ModelProvider, Streamed, TextSink,
+    Completion, CompletionRequest, ModelError, ModelErrorKind, ModelProvider, Streamed, TextSink,
 };
 use infinity_agent_core::runtime::AgentSystemBuilder;
 use infinity_agent_core::scripted::ScriptedModel;
@@ -31,7 +31,10 @@ impl ModelProvider for Flaky {
 
     async fn complete(&self, request: CompletionRequest<'_>) -> Result<Completion, ModelError> {
         if self.calls.fetch_add(1, Ordering::SeqCst) < self.failures {
-            return Err(ModelError::Retryable("overloaded".into()));
+            return Err(ModelError::retryable(
+                ModelErrorKind::Unavailable,
+                "overloaded",
+            ));
         }
         self.inner.complete(request).await
     }
@@ -88,7 +91,10 @@ impl ModelProvider for BreaksOff {
     ) -> Result<Completion, ModelError> {
         if self.calls.fetch_add(1, Ordering::SeqCst) == 0 {
             on_text(Streamed::Text("Half an "));
-            return Err(ModelError::Retryable("the stream broke".into()));
+            return Err(ModelError::retryable(
+                ModelErrorKind::Network,
+                "the stream broke",
+            ));
         }
         self.inner.complete_streaming(request, on_text).await
     }

@@ -7,7 +7,8 @@ use std::sync::Mutex;
 use async_trait::async_trait;
 use infinity_agent_core::history::Item;
 use infinity_agent_core::model::{
-    Completion, CompletionRequest, ModelError, ModelProvider, ModelToolCall, StopReason, Usage,
+    Completion, CompletionRequest, ModelError, ModelErrorKind, ModelProvider, ModelToolCall,
+    StopReason, Usage,
 };
 use serde_json::{json, Value};
 
@@ -105,10 +106,16 @@ impl ModelProvider for SimModel {
         };
         let roll = rng.below(1000);
         if roll < faults.retryable {
-            return Err(ModelError::Retryable("simulated overload".to_owned()));
+            return Err(ModelError::retryable(
+                ModelErrorKind::Unavailable,
+                "simulated overload",
+            ));
         }
         if roll < faults.retryable + faults.terminal {
-            return Err(ModelError::Terminal("simulated bad request".to_owned()));
+            return Err(ModelError::terminal(
+                ModelErrorKind::Refused,
+                "simulated bad request",
+            ));
         }
         // Now and then something far bigger than a queue's message: a long text, a call with
         // long arguments.

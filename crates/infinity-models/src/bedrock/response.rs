@@ -1,6 +1,8 @@
 //! What Converse answers: a completion, or an error that names its type.
 
-use infinity_agent_core::model::{Completion, ModelError, ModelToolCall, StopReason, Usage};
+use infinity_agent_core::model::{
+    Completion, ModelError, ModelErrorKind, ModelToolCall, StopReason, Usage,
+};
 use serde::Deserialize;
 use serde_json::Value;
 
@@ -133,12 +135,20 @@ pub(super) fn failure(response: ErrorResponse) -> Attempt {
             crate::transport::error_message(&response.body)
         ),
     };
+    let kind = match error_type {
+        Some("ThrottlingException") => ModelErrorKind::RateLimited,
+        Some("AccessDeniedException" | "UnrecognizedClientException") => {
+            ModelErrorKind::Credentials
+        }
+        Some("ModelTimeoutException") => ModelErrorKind::TimedOut,
+        _ => crate::transport::status_kind(response.status),
+    };
     if error_type.is_some_and(|t| RETRYABLE_ERRORS.contains(&t))
         || model_status_is_transient(response.status)
     {
-        Attempt::Retry(why, response.retry_after)
+        Attempt::Retry(kind, why, response.retry_after)
     } else {
-        Attempt::Fail(ModelError::Terminal(why))
+        Attempt::Fail(ModelError::terminal(kind, why))
     }
 }
 
@@ -176,7 +186,7 @@ mod tests {
             r#"{"message":"bad schema"}"#,
         );
         assert!(
-            matches!(&header, Attempt::Fail(ModelError::Terminal(why)) if why == "bedrock: ValidationException: bad schema"),
+            matches!(&header, Attempt::Fail(ModelError::Terminal { kind: ModelErrorKind::Refused, text: why }) if why == "bedrock: ValidationException: bad schema"),
             "{header:?}"
         );
         let body = error(
@@ -185,7 +195,7 @@ mod tests {
             r#"{"__type":"com.amazon.coral.validate#AccessDeniedException","Message":"no"}"#,
         );
         assert!(
-            matches!(&body, Attempt::Fail(ModelError::Terminal(why)) if why == "bedrock: AccessDeniedException: no"),
+            matches!(&body, Attempt::Fail(ModelError::Terminal { kind: ModelErrorKind::Credentials, text: why }) if why == "bedrock: AccessDeniedException: no"),
             "{body:?}"
         );
     }
@@ -202,14 +212,27 @@ mod tests {
         ] {
             let attempt = error(status, Some(kind), r#"{"message":"later"}"#);
             assert!(
-                matches!(&attempt, Attempt::Retry(why, _) if why.contains(kind)),
+                matches!(&attempt, Attempt::Retry(_, why, _) if why.contains(kind)),
+                "{attempt:?}"
+            );
+            let Attempt::Retry(failed, ..) = attempt else {
+                unreachable!()
+            };
+            let expected = match kind {
+                "ThrottlingException" => ModelErrorKind::RateLimited,
+                "ModelTimeoutException" => ModelErrorKind::TimedOut,
+                _ => ModelErrorKind::Unavailable,
+            };
+            assert!(
+                failed == expected
+                    || (kind == "ModelNotReadyException" && failed == ModelErrorKind::RateLimited),
                 "{attempt:?}"
             );
         }
         // A gateway's error names no type: its status decides.
         let gateway = error(502, None, "<html>Bad Gateway</html>");
         assert!(
-            matches!(&gateway, Attempt::Retry(why, _) if why.contains("502")),
+            matches!(&gateway, Attempt::Retry(_, why, _) if why.contains("502")),
             "{gateway:?}"
         );
         for (status, kind) in [
@@ -219,7 +242,7 @@ mod tests {
         ] {
             let attempt = error(status, Some(kind), r#"{"message":"no"}"#);
             assert!(
-                matches!(attempt, Attempt::Fail(ModelError::Terminal(_))),
+                matches!(attempt, Attempt::Fail(ModelError::Terminal { text: _, .. })),
                 "{kind}"
             );
         }

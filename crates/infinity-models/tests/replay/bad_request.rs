@@ -1,7 +1,7 @@
 //! A 400 is not retried: one request, a terminal error carrying the provider's message, and no
 //! API key anywhere in it.
 
-use infinity_agent_core::model::ModelError;
+use infinity_agent_core::model::{ModelError, ModelErrorKind};
 
 use crate::replay::fixtures::{anthropic, complete, openai, quick_retries, Conversation, API_KEY};
 use crate::replay::recordings::{
@@ -16,8 +16,11 @@ fn terminal_message(err: ModelError) -> String {
         assert!(!rendering.contains(API_KEY), "the key leaked: {rendering}");
     }
     match err {
-        ModelError::Terminal(why) => why,
-        ModelError::Retryable(why) => {
+        ModelError::Terminal { kind, text } => {
+            assert_eq!(kind, ModelErrorKind::Refused, "{text}");
+            text
+        }
+        ModelError::Retryable { text: why, .. } => {
             panic!("expected a terminal error, got a retryable one: {why}")
         }
     }

@@ -1,7 +1,7 @@
 //! An event that is not JSON fails the attempt: it is retried, and after `retry.attempts`
 //! broken streams the error is retryable.
 
-use infinity_agent_core::model::ModelError;
+use infinity_agent_core::model::{ModelError, ModelErrorKind};
 
 use crate::replay::fixtures::{anthropic, complete, openai, quick_retries, Conversation};
 use crate::replay::recordings::{
@@ -11,8 +11,14 @@ use crate::replay::server::{Reply, Server};
 
 fn retryable_message(err: ModelError) -> String {
     match err {
-        ModelError::Retryable(why) => why,
-        ModelError::Terminal(why) => {
+        ModelError::Retryable { kind, text } => {
+            assert!(
+                matches!(kind, ModelErrorKind::BadAnswer | ModelErrorKind::Network),
+                "{kind:?}: {text}"
+            );
+            text
+        }
+        ModelError::Terminal { text: why, .. } => {
             panic!("expected a retryable error, got a terminal one: {why}")
         }
     }

@@ -1,7 +1,7 @@
 //! Anthropic's `overloaded_error`, as HTTP 529 or as an `error` event inside a stream that had
 //! already begun, is retried; other error events are not.
 
-use infinity_agent_core::model::ModelError;
+use infinity_agent_core::model::{ModelError, ModelErrorKind};
 
 use crate::replay::fixtures::{anthropic, complete, quick_retries, Conversation};
 use crate::replay::recordings::{
@@ -31,7 +31,11 @@ async fn anthropic_529_every_time_gives_up_retryable() {
 
     let err = complete(&model, &Conversation::hello()).await.unwrap_err();
 
-    let ModelError::Retryable(why) = err else {
+    let ModelError::Retryable {
+        kind: ModelErrorKind::Unavailable,
+        text: why,
+    } = err
+    else {
         panic!("expected a retryable error, got {err:?}");
     };
     assert!(why.contains("529"), "{why}");
@@ -64,7 +68,7 @@ async fn anthropic_invalid_request_error_event_is_terminal() {
 
     let err = complete(&model, &Conversation::hello()).await.unwrap_err();
 
-    let ModelError::Terminal(why) = err else {
+    let ModelError::Terminal { text: why, .. } = err else {
         panic!("expected a terminal error, got {err:?}");
     };
     assert!(why.contains("prompt is too long"), "{why}");

@@ -543,7 +543,7 @@ async fn a_missing_key_is_refused_as_the_provider_would_and_not_retried() {
         ),
     ] {
         let error = model.complete(conversation.request()).await.unwrap_err();
-        let ModelError::Terminal(why) = &error else {
+        let ModelError::Terminal { text: why, .. } = &error else {
             panic!("{}: expected a terminal error, got {error:?}", model.name());
         };
         assert!(

@@ -4,7 +4,7 @@
 
 use std::time::{Duration, Instant};
 
-use infinity_agent_core::model::ModelError;
+use infinity_agent_core::model::{ModelError, ModelErrorKind};
 use infinity_models::transport::RequestPolicy;
 use infinity_retry::RetryPolicy;
 
@@ -32,7 +32,11 @@ fn assert_timed_out(err: ModelError, started: Instant) {
     // Two attempts of 500 ms each, not the server's 3 s stall.
     let elapsed = started.elapsed();
     assert!(elapsed >= 2 * TIMEOUT && elapsed < STALL, "{elapsed:?}");
-    let ModelError::Retryable(why) = err else {
+    let ModelError::Retryable {
+        kind: ModelErrorKind::TimedOut,
+        text: why,
+    } = err
+    else {
         panic!("expected a retryable error, got {err:?}");
     };
     assert!(why.contains("2 attempts"), "{why}");
@@ -111,7 +115,11 @@ fn watchful() -> RequestPolicy {
 fn assert_abandoned(err: ModelError, started: Instant, which: &str) {
     let elapsed = started.elapsed();
     assert!(elapsed >= 2 * TIMEOUT && elapsed < STALL, "{elapsed:?}");
-    let ModelError::Retryable(why) = err else {
+    let ModelError::Retryable {
+        kind: ModelErrorKind::TimedOut,
+        text: why,
+    } = err
+    else {
         panic!("expected a retryable error, got {err:?}");
     };
     assert!(why.contains("2 attempts") && why.contains(which), "{why}");

@@ -184,7 +184,10 @@ fn an_interrupt_with_nothing_in_flight_says_so_and_still_ends_the_turn() {
     let (mut thread, call) = looking_up();
     thread.slice(
         vec![input("r1", InputBody::tool_result(call, "found"))],
-        vec![Err(ModelError::Terminal("bad request".into()))],
+        vec![Err(ModelError::terminal(
+            crate::model::ModelErrorKind::Refused,
+            "bad request",
+        ))],
     );
     assert!(thread.record().pending_calls.is_empty());
     let before = thread.history().len();
