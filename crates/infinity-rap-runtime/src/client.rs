@@ -24,7 +24,7 @@ use infinity_rap::signing::{
 };
 use infinity_rap::wire::{self, Invocation, Nullable};
 
-/// How long fetching a manifest may take: a new session waits for it.
+/// How long fetching a manifest may take: a new conversation waits for it.
 pub const DISCOVERY_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// How long a `/close_thread` or `/cancel_tool_call` notification may take.

@@ -358,8 +358,8 @@ impl Draft<'_> {
         &self,
         call: &ToolCall,
     ) -> Result<std::sync::Arc<dyn crate::tools::Tool>, String> {
-        let session = self.session_tools.clone();
-        let offered = OfferedTools::new(&self.agent.tools, session.as_deref());
+        let conversation_tools = self.conversation_tools.clone();
+        let offered = OfferedTools::new(&self.agent.tools, conversation_tools.as_deref());
         offered
             .check(&call.name, &call.args, &self.record)
             .map(std::sync::Arc::clone)
@@ -372,8 +372,8 @@ impl Draft<'_> {
     /// result (a dispatched call, a client tool's, a sleep).
     pub(super) fn perform(&mut self, call: &ToolCall, tool: &dyn crate::tools::Tool) -> Performed {
         let agent = std::sync::Arc::clone(&self.agent);
-        let session = self.session_tools.clone();
-        let offered = OfferedTools::new(&agent.tools, session.as_deref());
+        let conversation_tools = self.conversation_tools.clone();
+        let offered = OfferedTools::new(&agent.tools, conversation_tools.as_deref());
         let threads_left = self.threads_left();
         let before = self.effects.len();
         let outcome = {

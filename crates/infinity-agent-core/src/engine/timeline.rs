@@ -69,8 +69,8 @@ pub(super) struct Draft<'a> {
     pub(super) agent: Arc<Agent>,
     /// The model that answers: the agent's, or the one a person switched the thread to.
     pub(super) model: Arc<dyn crate::model::ModelProvider>,
-    /// The session's tools from tool servers, compiled.
-    pub(super) session_tools: Option<Arc<ToolRegistry>>,
+    /// The conversation's tools from tool servers, compiled.
+    pub(super) conversation_tools: Option<Arc<ToolRegistry>>,
     /// The specs this thread is offered, when they are not simply the agent's.
     pub(super) offered: Option<Vec<ToolSpec>>,
     /// The system prompt, made at the first completion.

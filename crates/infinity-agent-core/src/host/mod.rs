@@ -160,8 +160,8 @@ pub struct HostContext<'a> {
     pub agents: &'a dyn AgentLookup,
     /// The agent of a root thread a first user message creates.
     pub default_agent: Option<&'a str>,
-    /// Fetches tool servers' toolsets when a session starts (`None`: a host without a tool
-    /// server client; an agent's servers then contribute no tool, and say so).
+    /// Fetches tool servers' toolsets when a conversation starts (`None`: a host without a
+    /// tool server client; an agent's servers then contribute no tool, and say so).
     pub discovery: Option<&'a dyn ToolDiscovery>,
     /// Performs the committed effects.
     pub effects: &'a dyn EffectPerformer,
@@ -220,9 +220,9 @@ fn creator<'a>(
 
 /// What every host does for one batch of a thread's inputs: load the thread (its record, its
 /// history view, or for a new child its parent's history up to the fork), look up which inputs
-/// were already processed, discover the tool servers' tools when the batch starts a session,
-/// drive the engine (calling the model, streaming its text, retrying it), commit, and perform
-/// the committed effects.
+/// were already processed, discover the tool servers' tools when the batch starts a
+/// conversation, drive the engine (calling the model, streaming its text, retrying it), commit,
+/// and perform the committed effects.
 pub async fn run_slice(
     host: &HostContext<'_>,
     thread_id: &ThreadId,
@@ -266,8 +266,8 @@ pub async fn run_loaded_slice(
         None => created_by.map(|(_, agent)| agent),
     };
     let delegated = matches!(created_by, Some((InputBody::DelegatedTask { .. }, _)));
-    // A root thread being created starts a session (a child shares its parent's).
-    let starts_session = created_by
+    // A root thread being created starts a conversation (a child shares its parent's).
+    let starts_conversation = created_by
         .filter(|(body, _)| !matches!(body, InputBody::ChildSeed { .. }))
         .map(|(_, agent)| agent);
     if let Some(name) = agent_name {
@@ -316,9 +316,10 @@ pub async fn run_loaded_slice(
             && host.agents.agent(target).is_some()
     });
     let agent_name = moved_to.or(agent_name);
-    let starts_session = match &record {
+    // The agent whose tool servers this batch discovers.
+    let discover_for = match &record {
         Some(r) if r.is_root() && moved_to.is_some() => moved_to,
-        _ => starts_session,
+        _ => starts_conversation,
     };
     if let (Some(library), Some(agent)) =
         (host.library, agent_name.and_then(|n| host.agents.agent(n)))
@@ -341,7 +342,7 @@ pub async fn run_loaded_slice(
             }
         }
     }
-    let session_toolset = match starts_session {
+    let discovered_toolset = match discover_for {
         // A root moved to a version without tool servers has none left.
         Some(name)
             if moved_to.is_some()
@@ -413,7 +414,7 @@ pub async fn run_loaded_slice(
             overruled,
             default_agent: host.default_agent,
             conversation,
-            session_toolset,
+            discovered_toolset,
             live_output: host.live.is_some(),
             view_start,
             library: host.library,

@@ -8,7 +8,7 @@ use super::*;
 use crate::history::Item;
 use crate::ids::{CallId, SeededIds};
 use crate::model::ToolSpec;
-use crate::state::{ChildLink, Deadline, ParentLink, PendingCall, SessionTool, Toolset};
+use crate::state::{ChildLink, Deadline, DiscoveredTool, ParentLink, PendingCall, Toolset};
 use crate::store::MemoryStore;
 
 const NOW: &str = "2026-03-07T17:00:00Z";
@@ -50,7 +50,7 @@ async fn put(store: &MemoryStore, mut record: ThreadRecord, history: u64) {
 async fn session(store: &MemoryStore) {
     let mut root = ThreadRecord::new(id("root"), "a", None, now());
     root.toolset = Some(Toolset {
-        tools: vec![SessionTool {
+        tools: vec![DiscoveredTool {
             server: "http://tools.here:1".into(),
             endpoint: "http://tools.here:1/invoke".into(),
             spec: ToolSpec::new("lookup", "Looks up.", json!({"type": "object"})),

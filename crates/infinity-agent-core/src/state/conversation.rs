@@ -14,7 +14,7 @@ pub struct Conversation {
     pub memory: Memory,
     /// The delegations (`agent` calls) running.
     pub delegations: Vec<Delegation>,
-    /// The session's tools from tool servers, if it has any configured.
+    /// The conversation's tools from tool servers, if it has any configured.
     pub toolset: Option<Toolset>,
     /// What the conversation's threads used in the current hour (its hourly limits).
     pub hourly: HourlyUsage,
