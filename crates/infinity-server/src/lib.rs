@@ -26,7 +26,7 @@
 //! | `POST /threads/{id}/interrupt` | cancels the thread's calls in flight (`{"tree": true}`: its descendants' too) |
 //! | `GET /threads/{id}/schedules`, `DELETE /threads/{id}/schedules/{schedule}` | the thread's recurring schedules; deleting one |
 //! | `POST /threads/{id}/close` | closes the thread and every thread below it (`{"tree": true}` required when it has open children) |
-//! | `POST /threads/{id}/migration`, `.../migration/finish`, `.../migration/abort`, `POST /migration/import` | moving a session to or from another host (`infinity migrate`, see [`migration`]) |
+//! | `POST /threads/{id}/migration`, `.../migration/finish`, `.../migration/abort`, `POST /migration/import` | moving a conversation to or from another host (`infinity migrate`, see [`migration`]) |
 //! | `/a/...` | the pages agents publish (see [`artifacts`]) |
 //! | `/remotes/...` | machines people connect (see [`remotes`]) |
 //!
@@ -68,7 +68,7 @@ pub async fn serve_until_interrupted(
     connections::serve(listener, app, connections::Limits::default(), interrupted).await
 }
 
-/// The whole API on `host`: the thread routes, `moves` (a session's migration, embedded only:
+/// The whole API on `host`: the thread routes, `moves` (moving conversations, embedded only:
 /// [`migration::routes`] or [`migration::refused`]) and the web app, behind `access`.
 pub fn router(host: api::Shared, access: Guard, moves: Router) -> Router {
     let pages = artifacts::routes(std::sync::Arc::clone(&host), &access);
