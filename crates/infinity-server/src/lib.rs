@@ -8,7 +8,7 @@
 //! | `GET /health` | `ok` |
 //! | `GET /openapi.json` | the API's OpenAPI 3.1 document, every route below with its types (see [`openapi`]; no token) |
 //! | `GET /`, `GET /app/{file}` | the web app (see [`web`]): its files need no token, its API calls carry it |
-//! | `GET /tools/internal`, `GET /agents/internal-tools` | every internal tool with its category and default (as `infinity tools internal --json`) |
+//! | `GET /agents/internal-tools` (and its alias `GET /tools/internal`) | every internal tool with its category and default (as `infinity tools internal --json`) |
 //! | `GET /agents` | the default agent and the stored ones (`{"default", "stored": [{name, version, description, saved_at}]}`) |
 //! | `GET /agents/{name}` | a stored version, `NAME` (the newest) or `NAME@VERSION` (404 if none) |
 //! | `GET /threads` | a page of threads, newest activity first: `{"threads": [summary...], "next": cursor}`; filters `roots`, `kind`, `status`, `agent`, `title`, `updated_since`, and `cursor`, `limit` (see [`ThreadQuery`](infinity_agent_core::state::ThreadQuery)) |
