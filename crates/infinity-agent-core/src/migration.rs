@@ -1,12 +1,13 @@
-//! Moving a live session to another host (RAP session migration), the host-neutral part: which
-//! threads a session has, stopping and exporting them at the source, importing them at the
-//! destination with their timers armed again, and leaving forwarding tombstones behind.
+//! Moving a live conversation to another host (RAP's session migration), the host-neutral
+//! part: which threads move with a conversation (its own and those of the conversations it
+//! delegated to), stopping and exporting them at the source, importing them at the destination
+//! with their timers armed again, and leaving forwarding tombstones behind.
 //!
 //! The steps, in the order the RAP spec gives (the `infinity migrate` command drives them):
-//! 1. [`begin`]: every thread of the session is marked *moving*: it runs nothing and holds the
+//! 1. [`begin`]: every thread of the conversation is marked *moving*: it runs nothing and holds the
 //!    inputs that arrive ([`crate::state::ThreadRecord::held`]).
-//! 2. The tool servers that keep per-session state are told to move it (`POST /migrate`).
-//! 3. [`export`] writes the session as a [`Bundle`]; the destination's [`import`] stores it,
+//! 2. The tool servers that keep state per conversation are told to move it (`POST /migrate`).
+//! 3. [`export`] writes the conversation as a [`Bundle`]; the destination's [`import`] stores it,
 //!    arms its timers and call deadlines again, and signs a forwarding URL per thread.
 //! 4. [`finish`] turns each source thread into a tombstone that forwards what still arrives
 //!    there (a tool's late callback, a timer armed at the source) to the destination; the inputs
@@ -52,14 +53,14 @@ pub struct ThreadExport {
     pub entries: Vec<HistoryEntry>,
 }
 
-/// Why a session could not move (nothing changed at the source unless it says so).
+/// Why a conversation could not move (nothing changed at the source unless it says so).
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum MigrationError {
     /// No thread has this id.
     #[error("thread {0} does not exist")]
     UnknownThread(ThreadId),
-    /// Only a whole session moves.
+    /// Only a whole conversation moves.
     #[error(
         "thread {thread} cannot move on its own: {why}; move the root thread of its conversation"
     )]
@@ -69,10 +70,10 @@ pub enum MigrationError {
         /// What it is instead (a child of, delegated by).
         why: String,
     },
-    /// The session is closed.
+    /// The conversation is closed.
     #[error("thread {0} is closed; there is nothing running to move")]
     Closed(ThreadId),
-    /// A move of this session is under way, or done.
+    /// A move of this conversation is under way, or done.
     #[error("thread {thread} is already {state} to {to}")]
     AlreadyMoving {
         /// The thread.
@@ -107,9 +108,9 @@ pub enum MigrationError {
     Store(#[from] StoreError),
 }
 
-/// The ids of a session's threads: the root, its children, delegated conversations started from
-/// it, and theirs, parents first.
-pub async fn session_threads(
+/// The ids of the threads that move with the conversation of `root`: the root, its children,
+/// the conversations it delegated to, and theirs, parents first.
+pub async fn conversation_threads(
     store: &dyn ThreadStore,
     root: &ThreadId,
 ) -> Result<Vec<ThreadId>, MigrationError> {
@@ -138,8 +139,8 @@ pub async fn session_threads(
     Ok(order)
 }
 
-/// Step 1: checks that `root` is a session that can move, and marks each of its threads moving
-/// (they run nothing and hold their inputs). Returns the session's thread ids.
+/// Step 1: checks that `root` is the root of a conversation that can move, and marks each of its
+/// threads moving (they run nothing and hold their inputs). Returns the threads' ids.
 pub async fn begin(
     store: &dyn ThreadStore,
     root: &ThreadId,
@@ -168,7 +169,7 @@ pub async fn begin(
     if let Some(m) = &record.migration {
         return Err(already(root, m));
     }
-    let ids = session_threads(store, root).await?;
+    let ids = conversation_threads(store, root).await?;
     for (n, id) in ids.iter().enumerate() {
         let marked = update(store, id, |record| {
             if let Some(m) = &record.migration {
@@ -204,11 +205,11 @@ fn already(thread: &ThreadId, m: &Migration) -> MigrationError {
     }
 }
 
-/// How many effects the session's threads still have to perform here. A session moves once
-/// this is 0: an effect performed after the export (a call dispatched, a child's report sent)
-/// would happen at the source while the destination knows nothing of it. Timers do not count:
-/// the destination arms them again from the records, and one that still fires here is
-/// forwarded and dropped there as a repeat.
+/// How many effects the conversation's threads still have to perform here. A conversation
+/// moves once this is 0: an effect performed after the export (a call dispatched, a child's
+/// report sent) would happen at the source while the destination knows nothing of it. Timers do
+/// not count: the destination arms them again from the records, and one that still fires here
+/// is forwarded and dropped there as a repeat.
 pub async fn effects_in_flight(
     store: &dyn ThreadStore,
     ids: &[ThreadId],
@@ -225,7 +226,7 @@ pub async fn effects_in_flight(
     Ok(count)
 }
 
-/// Step 3 at the source: the session as a [`Bundle`] (records as they were before the move
+/// Step 3 at the source: the conversation as a [`Bundle`] (records as they were before the move
 /// began, and every thread's own history). Every thread must be moving.
 pub async fn export(
     store: &dyn ThreadStore,
@@ -265,7 +266,7 @@ pub async fn export(
     })
 }
 
-/// Points the session's tool servers at the destination's: `servers` maps a server's base URL
+/// Points the conversation's tool servers at the destination's: `servers` maps a server's base URL
 /// at the source to the same server's at the destination (both without a trailing `/`). Tools
 /// of other servers keep theirs. The threads' notification keys follow their servers.
 pub fn move_servers(bundle: &mut Bundle, servers: &BTreeMap<String, String>) {
@@ -349,7 +350,7 @@ pub async fn import(
             None => (None, record.version, 0),
             // Already imported (the same bundle again).
             Some(here) if here.migration.is_none() && same_but_version(here, record) => continue,
-            // Coming back to a host it moved away from: its tombstone takes the session back,
+            // Coming back to a host it moved away from: its tombstone takes the conversation back,
             // with the entries added meanwhile.
             Some(here)
                 if here
@@ -418,7 +419,7 @@ pub fn rearm(record: &ThreadRecord, toolset: Option<&Toolset>) -> Vec<Effect> {
             continue;
         }
         // An approval's question has its rule's deadline; a client tool's call keeps its
-        // tool's, a tool server's is in the session's toolset.
+        // tool's, a tool server's is in the conversation's toolset.
         if let Some(approval) = &pending.approval {
             if let Some(deadline) = &approval.deadline {
                 if let Some(due) = deadline.due_from(pending.issued_at) {

@@ -1,7 +1,7 @@
-//! An AWS stack's side of moving a live session to or from another host (see
-//! [`infinity_rap_runtime::migration`]): the table holds the session, and what a step commits (forwarded
-//! inputs, timers armed again) is performed by the stack itself, before the thread's next slice,
-//! which a nudge on the input queue starts.
+//! An AWS stack's side of moving a live conversation to or from another host (see
+//! [`infinity_rap_runtime::migration`]): the table holds the conversation, and what a step commits
+//! (forwarded inputs, timers armed again) is performed by the stack itself, before the thread's
+//! next slice, which a nudge on the input queue starts.
 
 use async_trait::async_trait;
 use infinity_agent_core::effect::PendingEffect;
@@ -33,8 +33,8 @@ impl Performer for Nudges {
 type Agents = Box<dyn Fn(&str) -> bool + Send + Sync>;
 
 /// What a move needs of a stack: its table, its input queue, its callback function's signer
-/// (for the forwarding URLs of sessions moved in), a client for the session's tool servers, and
-/// the agents it runs if known.
+/// (for the forwarding URLs of conversations moved in), a client for the conversation's tool
+/// servers, and the agents it runs if known.
 pub struct StackSide {
     store: DynamoThreadStore,
     nudges: Nudges,
@@ -54,7 +54,7 @@ impl std::fmt::Debug for StackSide {
 
 impl StackSide {
     /// A stack's side from its parts; `signer` is the callback function's (its URL and secret).
-    /// Sessions of any agent are taken in unless [`StackSide::with_agents`] says which the
+    /// Conversations of any agent are taken in unless [`StackSide::with_agents`] says which the
     /// stack runs.
     pub fn new(store: DynamoThreadStore, queue: SqsInputSender, signer: CallbackSigner) -> Self {
         Self {
@@ -66,7 +66,7 @@ impl StackSide {
         }
     }
 
-    /// The same side, taking in only sessions of these agents.
+    /// The same side, taking in only conversations of these agents.
     pub fn with_agents(mut self, names: Vec<String>) -> Self {
         self.agents = Box::new(move |name| names.iter().any(|n| n == name));
         self

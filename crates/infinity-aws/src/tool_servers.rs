@@ -160,7 +160,7 @@ pub async fn rap_client_without_agent() -> Result<Option<Arc<RapClient>>, ToolSe
 /// here, the rest (`bearer_env`, no auth) as [`RapClient::with_configured`] reads it.
 ///
 /// An agent without tool servers still gets a client when the callback URL and secret are set:
-/// it forwards the inputs of sessions moved to another host.
+/// it forwards the inputs of conversations moved to another host.
 pub async fn rap_client_for(agent: &Agent) -> Result<Option<Arc<RapClient>>, ToolServerSetupError> {
     if agent.tool_servers.is_empty() {
         return Ok(signer_from_env()
@@ -227,7 +227,8 @@ impl CallbackHandler {
     }
 
     /// Handles one request: `POST /rap/callback/{thread}/{call}?exp=..&sig=..`, or `POST
-    /// /rap/forward/{thread}?sig=..` (an input forwarded by a host a session moved away from).
+    /// /rap/forward/{thread}?sig=..` (an input forwarded by a host a conversation moved away
+    /// from).
     pub async fn handle(&self, request: LambdaFunctionUrlRequest) -> LambdaFunctionUrlResponse {
         let method = request
             .request_context

@@ -74,8 +74,8 @@ enum Command {
     /// one (an AWS stack; `infinity serve` has `POST` and `DELETE /threads/{id}/schedules`).
     #[command(subcommand)]
     Schedules(people::ScheduleCommand),
-    /// Move a live session to another host: between an `infinity serve` and an AWS stack, either
-    /// way, with its threads, pending calls, subscriptions and timers.
+    /// Move a live conversation to another host: between an `infinity serve` and an AWS stack,
+    /// either way, with its threads, pending calls, subscriptions and timers.
     Migrate(migrate::MigrateArgs),
     /// This machine as a remote of an `infinity serve`: agents with the `remote` category run
     /// shell commands on it (with --exec); and whether an agent's rules let a command run.
@@ -143,7 +143,7 @@ pub(crate) struct AgentArgs {
     #[arg(long = "allow-model", value_name = "SPEC")]
     allow_model: Vec<String>,
     /// With tool servers or --store: the local port that receives callbacks (default: any free
-    /// one). A store opens it even without tool servers: a session moved here gets inputs
+    /// one). A store opens it even without tool servers: a conversation moved here gets inputs
     /// forwarded to it from the host it left. Without either, no port is opened.
     #[arg(long, default_value_t = 0)]
     callback_port: u16,

@@ -1,4 +1,4 @@
-//! `infinity migrate`: moves a live session between hosts (an `infinity serve` and an AWS
+//! `infinity migrate`: moves a live conversation between hosts (an `infinity serve` and an AWS
 //! stack, either way, or two `serve`s); `serve`'s side of it is `infinity_server::migration`.
 //!
 //! A host is named `aws` (the stack the `INFINITY_*` variables describe, reached with this
@@ -18,17 +18,17 @@ use infinity_rap_runtime::migration::{self, Destination, Remote, Source, StartRe
 
 #[derive(Debug, Args)]
 pub struct MigrateArgs {
-    /// The root thread of the session to move.
+    /// The root thread of the conversation to move.
     thread: String,
-    /// Where the session runs now: `aws` (the stack of the INFINITY_* variables) or the URL of
-    /// an `infinity serve`.
+    /// Where the conversation runs now: `aws` (the stack of the INFINITY_* variables) or the URL
+    /// of an `infinity serve`.
     #[arg(long, default_value = "aws")]
     from: String,
     /// Where it moves to: `aws` or the URL of an `infinity serve`.
     #[arg(long, required_unless_present = "abort")]
     to: Option<String>,
     /// A tool server's base URL at the source and the same server's at the destination
-    /// (FROM=TO). Required for each server that keeps per-session state (`needsMigration`);
+    /// (FROM=TO). Required for each server that keeps state per conversation (`needsMigration`);
     /// repeatable.
     #[arg(long = "server", value_name = "FROM=TO")]
     servers: Vec<String>,
@@ -38,11 +38,11 @@ pub struct MigrateArgs {
     /// The bearer token of the `serve` at --to (default: $INFINITY_SERVE_TOKEN).
     #[arg(long)]
     to_token: Option<String>,
-    /// Undo a move that stopped before the destination took the session: the session runs at
-    /// --from again.
+    /// Undo a move that stopped before the destination took the conversation: it runs at --from
+    /// again.
     #[arg(long, conflicts_with = "finish")]
     abort: bool,
-    /// Finish a move whose last step did not reach --from: the session runs at --to, and
+    /// Finish a move whose last step did not reach --from: the conversation runs at --to, and
     /// --from leaves its forwarding tombstones.
     #[arg(long)]
     finish: bool,
@@ -107,7 +107,7 @@ pub async fn run(args: MigrateArgs) -> Result<u8> {
         to: to.clone(),
         servers,
     };
-    let moved = migration::move_session(source, destination, &root, &request).await?;
+    let moved = migration::move_conversation(source, destination, &root, &request).await?;
     eprintln!(
         "moved the session {root} ({} thread(s)) from {} to {to}; what still reaches {} for it \
          is forwarded",

@@ -38,9 +38,9 @@ pub(crate) async fn build_system(args: &AgentArgs, access: StoreAccess) -> Resul
 
 /// [`build_system`], and its link to tool servers and other hosts when it has one: when the
 /// agent has tool servers, or with a store. A store keeps the link (and its callback listener)
-/// without tool servers on purpose: its stored agents may have servers, and a session moved here
-/// (which only a store keeps) gets inputs forwarded from the host it left. Without either there
-/// is nothing to call back, and no port is opened.
+/// without tool servers on purpose: its stored agents may have servers, and a conversation moved
+/// here (which only a store keeps) gets inputs forwarded from the host it left. Without either
+/// there is nothing to call back, and no port is opened.
 pub(crate) async fn build_system_with_receiver(
     args: &AgentArgs,
     access: StoreAccess,

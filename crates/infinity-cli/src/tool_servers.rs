@@ -33,7 +33,8 @@ impl Receiver {
     }
 }
 
-/// A running receiver's signer and the RAP client: what a served runtime needs to move sessions.
+/// A running receiver's signer and the RAP client: what a served runtime needs to move
+/// conversations.
 #[derive(Debug, Clone)]
 pub struct Links {
     /// Signs callback and forwarding URLs of the receiver.
@@ -116,7 +117,7 @@ pub async fn start_mcp_bridges(file: &mut AgentFile) -> Result<()> {
 }
 
 /// For an agent with tool servers, or when `always`: binds the receiver (callbacks, and inputs
-/// forwarded from a host a session moved away from), and gives the builder the RAP client as
+/// forwarded from a host a conversation moved away from), and gives the builder the RAP client as
 /// discovery and dispatcher. `None` when the agent has no tool servers and not `always`.
 pub async fn prepare(
     file: &AgentFile,

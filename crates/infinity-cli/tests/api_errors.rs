@@ -192,7 +192,7 @@ async fn every_error_is_json_naming_what_was_wrong_with_a_status_the_document_li
     );
     assert!(listing["responses"]["414"].get("content").is_none());
 
-    // A session moving away has no forwarding addresses here: a conflict with its state (409),
+    // A conversation moving away has no forwarding addresses here: a conflict with its state (409),
     // not another host's failure.
     let said = json_body("/threads/mover/messages", r#"{"text": "hi"}"#)
         .send()

@@ -293,7 +293,7 @@ fn chat_keeps_its_threads_in_the_store() {
     assert!(first.status.success());
     let stdout = String::from_utf8_lossy(&first.stdout);
     assert!(stdout.contains("title: Groceries"), "{stdout}");
-    // A second session finds the thread, its title and its history.
+    // A second `infinity chat` finds the thread, its title and its history.
     let second = chat("/threads\nhi again\n");
     let stdout = String::from_utf8_lossy(&second.stdout);
     assert!(stdout.contains("chat \"Groceries\" [idle]"), "{stdout}");

@@ -1,6 +1,6 @@
-//! `infinity migrate` between two `infinity serve` processes, as a user runs it: a session with a
-//! child thread and a sleep moves, sleeps out at its new host, and a message posted at the old
-//! host still reaches it; what cannot move is refused with a reason.
+//! `infinity migrate` between two `infinity serve` processes, as a user runs it: a conversation
+//! with a child thread and a sleep moves, sleeps out at its new host, and a message posted at the
+//! old host still reaches it; what cannot move is refused with a reason.
 
 use crate::common;
 
@@ -59,7 +59,7 @@ async fn history(base: &str, thread: &str) -> Vec<String> {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_session_moves_between_two_served_runtimes() {
+async fn a_conversation_moves_between_two_served_runtimes() {
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(
         dir.path().join("script.yaml"),
@@ -151,7 +151,7 @@ async fn a_session_moves_between_two_served_runtimes() {
     assert_eq!(code, 1);
     assert!(stderr.contains("thread nobody does not exist"), "{stderr}");
 
-    // And back: the old host's tombstone takes the session back.
+    // And back: the old host's tombstone takes the conversation back.
     let (code, stderr) = migrate(&["trip", "--from", &there, "--to", &here]);
     assert_eq!(code, 0, "{stderr}");
     let (_, record) = get_json(&format!("{here}/threads/trip")).await;

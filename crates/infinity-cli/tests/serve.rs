@@ -629,7 +629,7 @@ async fn beyond_loopback_serve_requires_the_token_it_prints() {
         .await
         .unwrap();
     assert_eq!(by_query.status(), 200);
-    // ... and no session moves in: it would be lost at the end, and nothing receives its
+    // ... and no conversation moves in: it would be lost at the end, and nothing receives its
     // forwarded inputs.
     let moved = http
         .post(format!("{api}/migration/import"))

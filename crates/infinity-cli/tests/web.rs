@@ -1,5 +1,5 @@
 //! The web app `infinity serve` serves: its files and their headers over HTTP, then a person's
-//! session in a real headless Chromium, driven over the DevTools protocol: an empty list, a new
+//! visit in a real headless Chromium, driven over the DevTools protocol: an empty list, a new
 //! conversation with a streamed answer, child threads in the tree until they close, a widget
 //! whose button the agent answers, a tool server's question answered by a click, a reconnect
 //! and a reload that keep the transcript as it was, and no console error all along.

@@ -4,7 +4,8 @@
 //! ([`infinity_agent_core::library::Shelf`]):
 //!
 //! - [`knowledge`]: the deployment's knowledge, searched by ranked full text ([`search`]).
-//! - [`meta`]: a directory of apps, stored agents, skills and knowledge to search and use.
+//! - [`meta`]: a directory of tool servers, stored agents, skills and knowledge to search and
+//!   use.
 //! - [`artifact`]: pages agents publish and people comment on.
 //! - [`remote`]: shell commands on machines people connect.
 //!

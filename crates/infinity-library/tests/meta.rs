@@ -1,8 +1,8 @@
 //! The `meta` category on the embedded runtime: `search_tools`, `list_tools` and `execute_tool`
-//! over the catalog the host keeps (stored agents, their skills, their tool servers as apps,
-//! and the knowledge registry): results per kind with a cap, a multi-tool server once, the
-//! reference forms, the order `execute_tool` resolves names in, apps run as calls to their
-//! server, agents delegated to under the `agent` limits, unknown kinds named.
+//! over the catalog the host keeps (stored agents, their skills, their tool servers as items of
+//! the kind `app`, and the knowledge registry): results per kind with a cap, a multi-tool server
+//! once, the reference forms, the order `execute_tool` resolves names in, tool servers' functions
+//! run as calls to their server, agents delegated to under the `agent` limits, unknown kinds named.
 
 use std::sync::Arc;
 
@@ -139,10 +139,10 @@ async fn search_ranks_every_kind_with_a_cap_and_shows_a_server_once() {
     for kind in ["app", "agent", "skill", "knowledge"] {
         assert_eq!(sources.iter().filter(|s| **s == kind).count(), 1, "{found}");
     }
-    // Apps: each server once (its toolset's name), whatever matched among its tools.
+    // Tool servers: each once (its toolset's name), whatever matched among its tools.
     h.say("main", "find-app time").await;
-    let apps = names(&result_of(&h, "main", "search_tools"), "results");
-    assert_eq!(apps, ["clock.test/world-clock"]);
+    let servers = names(&result_of(&h, "main", "search_tools"), "results");
+    assert_eq!(servers, ["clock.test/world-clock"]);
     h.say("main", "find-skill tide harbour").await;
     let skills = names(&result_of(&h, "main", "search_tools"), "results");
     assert_eq!(
@@ -253,7 +253,8 @@ async fn an_app_runs_as_a_call_to_its_server_and_waits_for_the_result() {
 #[tokio::test(start_paused = true)]
 async fn without_a_kind_the_first_kind_with_the_name_wins() {
     let (mut h, _stored) = start().await;
-    // `researcher` is an app (the harbours server's toolset) and an agent: the app runs.
+    // `researcher` is a tool server (the harbours server's toolset) and an agent: the server's
+    // function runs (the kind `app` comes first).
     h.say("main", "run researcher").await;
     let invocations = h.dispatcher.invocations.lock().unwrap().clone();
     assert_eq!(invocations.len(), 1);

@@ -24,14 +24,14 @@ use infinity_rap::signing::{
 };
 use infinity_rap::wire::{self, Invocation, Nullable};
 
-/// How long fetching a manifest may take: a new session waits for it.
+/// How long fetching a manifest may take: a new conversation waits for it.
 pub const DISCOVERY_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// How long a `/close_thread` or `/cancel_tool_call` notification may take.
 pub const NOTIFY_TIMEOUT: Duration = Duration::from_secs(3);
 
-/// How long a tool server may take to move a session's state (`POST /migrate` answers only once
-/// the state is at the destination).
+/// How long a tool server may take to move its state for a conversation (`POST /migrate`
+/// answers only once the state is at the destination).
 pub const MIGRATE_TIMEOUT: Duration = Duration::from_secs(600);
 
 /// Why a request could not be given its credentials.
@@ -361,7 +361,7 @@ impl RapClient {
         })
     }
 
-    /// Asks the server at `base_url` to move a session's state to its instance at
+    /// Asks the server at `base_url` to move its state for a conversation to its instance at
     /// `request.destination_url` (`POST /migrate`); `Ok` once it answered 200, which it does
     /// only when the state is there. Not retried: a server that failed says why, and the move is
     /// abandoned.

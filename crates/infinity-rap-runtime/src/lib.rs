@@ -5,7 +5,8 @@
 //!   implements the core's `ToolDiscovery` and `ToolDispatcher`, so any host plugs it in.
 //! - [`receiver`]: the axum router (and the plain [`receiver::handle`] function a Lambda uses)
 //!   that checks callbacks and queues them as inputs.
-//! - [`migration`]: moving a live session from one host to another.
+//! - [`migration`]: moving a live conversation from one host to another (RAP's session
+//!   migration).
 //!
 //! A tool server depends on `infinity-rap` alone and never compiles the runtime.
 #![warn(missing_docs)]

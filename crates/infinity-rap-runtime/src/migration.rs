@@ -1,11 +1,12 @@
-//! Moving a live session between hosts (RAP session migration), the steps that need the
+//! Moving a live conversation between hosts (RAP's session migration), the steps that need the
 //! network: telling tool servers with `needsMigration` to move their state, signing forwarding
 //! URLs at the destination, and the HTTP form of each host's side for `infinity migrate`.
 //!
-//! [`move_session`] drives a move from a [`Source`] to a [`Destination`], in the spec's order:
-//! the source stops the session's loop and has its stateful tool servers move their state
-//! ([`start`]), the destination imports the session ([`import`]), and the source leaves
-//! forwarding tombstones ([`finish`]), or runs the session again if anything failed ([`abort`]).
+//! [`move_conversation`] drives a move from a [`Source`] to a [`Destination`], in the spec's
+//! order: the source stops the conversation's loop and has its stateful tool servers move their
+//! state ([`start`]), the destination imports the conversation ([`import`]), and the source
+//! leaves forwarding tombstones ([`finish`]), or runs the conversation again if anything failed
+//! ([`abort`]).
 //! A host does its side through a [`Host`]; another host is reached through [`Remote`] (the
 //! `/threads/{id}/migration` routes of `infinity serve`).
 
@@ -25,7 +26,7 @@ use crate::client::RapClient;
 use infinity_rap::signing::CallbackSigner;
 use infinity_rap::wire::MigrateRequest;
 
-/// How long [`start`] waits for effects the session still has to perform here.
+/// How long [`start`] waits for effects the conversation still has to perform here.
 pub const QUIET_WAIT: Duration = Duration::from_secs(30);
 
 /// Performs effects committed outside a slice (a move's steps put forwarded inputs, timers and
@@ -57,9 +58,10 @@ pub struct Host<'a> {
     /// Signs this host's forwarding URLs (its base URL is where this host's receiver is
     /// reached).
     pub signer: &'a CallbackSigner,
-    /// Reaches the session's tool servers (their manifests, `/migrate`).
+    /// Reaches the conversation's tool servers (their manifests, `/migrate`).
     pub client: &'a RapClient,
-    /// Whether this host runs an agent by a name (a session moved here must find its agents).
+    /// Whether this host runs an agent by a name (a conversation moved here must find its
+    /// agents).
     pub runs_agent: &'a (dyn Fn(&str) -> bool + Sync),
 }
 
@@ -103,10 +105,10 @@ pub struct FinishRequest {
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum MoveError {
-    /// A step on the thread store failed, or the session cannot move.
+    /// A step on the thread store failed, or the conversation cannot move.
     #[error(transparent)]
     Migration(#[from] MigrationError),
-    /// The session's effects kept running.
+    /// The conversation's effects kept running.
     #[error("the session still has {count} effect(s) to perform after {waited:?} (a call being dispatched, a failing delivery: `infinity thread outbox` shows them); try again once they are done")]
     Busy {
         /// How many.
@@ -136,7 +138,7 @@ pub enum MoveError {
         /// What it said.
         why: String,
     },
-    /// The session does not run on this host (it is moving, or moved away): it has no
+    /// The conversation does not run on this host (it is moving, or moved away): it has no
     /// forwarding addresses here.
     #[error("thread {0} does not run here (it is moving or moved away)")]
     NotHere(ThreadId),
@@ -148,8 +150,8 @@ pub enum MoveError {
         /// What went wrong.
         why: String,
     },
-    /// The destination has the session, but the source could not be told: it holds the
-    /// session's inputs until `finish` is run again.
+    /// The destination has the conversation, but the source could not be told: it holds the
+    /// conversation's inputs until `finish` is run again.
     #[error("the session now runs at the destination, but the source could not leave its forwarding tombstones ({why}); run the same `infinity migrate` with --finish")]
     Unfinished {
         /// Why.
@@ -157,10 +159,10 @@ pub enum MoveError {
     },
 }
 
-/// The source's first step: stops the session's loop, waits until it has no effect left to
+/// The source's first step: stops the conversation's loop, waits until it has no effect left to
 /// perform, has each stateful tool server move its state (in the spec's order, before the
-/// conversation moves), and exports the session with its tool servers pointed at the
-/// destination's. On any failure the session runs here again.
+/// conversation moves), and exports the conversation with its tool servers pointed at the
+/// destination's. On any failure the conversation runs here again.
 pub async fn start(
     host: Host<'_>,
     root: &ThreadId,
@@ -184,8 +186,8 @@ pub async fn start(
     moved
 }
 
-/// Gives each thread of the bundle the keys its notifications to the session's tool servers are
-/// signed with here, so that the destination signs with the keys the servers learned from this
+/// Gives each thread of the bundle the keys its notifications to the conversation's tool servers
+/// are signed with here, so that the destination signs with the keys the servers learned from this
 /// host's callback URLs (a server re-keys at the thread's next invocation).
 fn carry_notification_keys(bundle: &mut Bundle, signer: &CallbackSigner) {
     let servers: BTreeSet<String> = bundle
@@ -236,7 +238,7 @@ fn normalized(servers: &BTreeMap<String, String>) -> BTreeMap<String, String> {
         .collect()
 }
 
-/// `POST /migrate` to each of the session's servers whose manifest says `needsMigration`,
+/// `POST /migrate` to each of the conversation's servers whose manifest says `needsMigration`,
 /// all of them before the conversation moves; the first failure stops the move.
 async fn move_server_state(
     host: Host<'_>,
@@ -291,8 +293,8 @@ async fn move_server_state(
     Ok(())
 }
 
-/// The destination's step: stores the session, arms its timers again, and signs a forwarding
-/// URL for each of its threads.
+/// The destination's step: stores the conversation, arms its timers again, and signs a
+/// forwarding URL for each of its threads.
 pub async fn import(host: Host<'_>, bundle: &Bundle) -> Result<Imported, MoveError> {
     let imported = migration::import(host.store, bundle, host.runs_agent, &mut RandomIds).await?;
     for (thread_id, effects) in &imported {
@@ -314,13 +316,13 @@ pub async fn import(host: Host<'_>, bundle: &Bundle) -> Result<Imported, MoveErr
     })
 }
 
-/// The destination's forwarding URLs for a session it runs (moved here): to finish a move
+/// The destination's forwarding URLs for a conversation it runs (moved here): to finish a move
 /// whose last step did not reach the source.
 pub async fn forward_urls(
     host: Host<'_>,
     root: &ThreadId,
 ) -> Result<BTreeMap<ThreadId, String>, MoveError> {
-    let ids = migration::session_threads(host.store, root).await?;
+    let ids = migration::conversation_threads(host.store, root).await?;
     let mut forward = BTreeMap::new();
     for id in ids {
         let record = host
@@ -337,14 +339,14 @@ pub async fn forward_urls(
     Ok(forward)
 }
 
-/// The source's last step: every thread of the session forwards to the destination from now
+/// The source's last step: every thread of the conversation forwards to the destination from now
 /// on, the inputs held meanwhile first. Running it again is harmless.
 pub async fn finish(
     host: Host<'_>,
     root: &ThreadId,
     forward: &BTreeMap<ThreadId, String>,
 ) -> Result<(), MoveError> {
-    let ids = migration::session_threads(host.store, root).await?;
+    let ids = migration::conversation_threads(host.store, root).await?;
     let commits = migration::finish(host.store, &ids, forward).await?;
     perform_commits(host, &commits).await;
     Ok(())
@@ -363,9 +365,9 @@ async fn perform_commits(host: Host<'_>, commits: &[Commit]) {
     }
 }
 
-/// Abandons a move at the source: the session runs here again and applies what it held.
+/// Abandons a move at the source: the conversation runs here again and applies what it held.
 pub async fn abort(host: Host<'_>, root: &ThreadId) -> Result<(), MoveError> {
-    let ids = migration::session_threads(host.store, root).await?;
+    let ids = migration::conversation_threads(host.store, root).await?;
     abort_ids(host, &ids).await
 }
 
@@ -375,7 +377,7 @@ async fn abort_ids(host: Host<'_>, ids: &[ThreadId]) -> Result<(), MoveError> {
     Ok(())
 }
 
-/// The host a session moves away from.
+/// The host a conversation moves away from.
 #[async_trait]
 pub trait Source: Send + Sync {
     /// See [`start`].
@@ -390,7 +392,7 @@ pub trait Source: Send + Sync {
     async fn abort(&self, root: &ThreadId) -> Result<(), MoveError>;
 }
 
-/// The host a session moves to.
+/// The host a conversation moves to.
 #[async_trait]
 pub trait Destination: Send + Sync {
     /// See [`import`].
@@ -429,13 +431,13 @@ impl Destination for Host<'_> {
 /// What a finished move did.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Moved {
-    /// The session's threads, as the destination stored them.
+    /// The conversation's threads, as the destination stored them.
     pub threads: usize,
 }
 
-/// Moves the session of `root` from `source` to `destination`: start, import, finish; when the
-/// import fails, the source runs the session again.
-pub async fn move_session(
+/// Moves the conversation of `root` from `source` to `destination`: start, import, finish; when
+/// the import fails, the source runs the conversation again.
+pub async fn move_conversation(
     source: &dyn Source,
     destination: &dyn Destination,
     root: &ThreadId,
@@ -573,7 +575,7 @@ impl Destination for Remote {
 }
 
 /// Finishes a move whose last step did not reach the source: the destination, which runs the
-/// session, gives its forwarding URLs, and the source leaves its tombstones.
+/// conversation, gives its forwarding URLs, and the source leaves its tombstones.
 pub async fn finish_move(
     source: &dyn Source,
     destination: &dyn Destination,

@@ -10,8 +10,8 @@
 //!   an input for an unknown thread, or a result for a call that is not pending, is logged and
 //!   discarded when the thread's slice runs (the spec's routing rule), so duplicates are safe.
 //!
-//! `POST /rap/forward/{thread}?sig=..` takes an input that the host a session moved away from
-//! forwards ([`handle_forward`], see docs/migration.md).
+//! `POST /rap/forward/{thread}?sig=..` takes an input that the host a conversation moved away
+//! from forwards ([`handle_forward`], see docs/migration.md).
 //!
 //! The embedded runtime serves it on a local port; on AWS a Lambda behind a Function URL runs
 //! the same [`handle`] and [`handle_forward`] functions.
@@ -136,7 +136,7 @@ pub async fn handle(
     }
 }
 
-/// Takes an input forwarded by the host a session moved away from (`POST
+/// Takes an input forwarded by the host a conversation moved away from (`POST
 /// /rap/forward/{thread}?sig=..`, the body an input as JSON): 401/403 for an unsigned or forged
 /// URL, 400 for a body that is not an input of that thread, 503 when the queue cannot take it,
 /// 200 once queued. The thread drops a repeat by its input id.

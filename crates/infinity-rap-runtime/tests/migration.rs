@@ -1,8 +1,8 @@
-//! Moving a live session between two embedded runtimes over real HTTP (RAP session
+//! Moving a live conversation between two embedded runtimes over real HTTP (RAP's session
 //! migration): the stateful tool server is told to move its state first, the call in flight and
 //! the sleep survive the move, a late callback that reaches the old host is forwarded, new calls
-//! go to the destination's server, and a move that cannot complete leaves the session running
-//! where it was.
+//! go to the destination's server, and a move that cannot complete leaves the conversation
+//! running where it was.
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -26,7 +26,7 @@ use infinity_rap_runtime::migration::{self, Host, MoveError, StartRequest};
 use serde_json::{json, Value};
 use tokio::net::TcpListener;
 
-/// A tool server that keeps per-session state (`needsMigration`), written by hand.
+/// A tool server that keeps state per conversation (`needsMigration`), written by hand.
 #[derive(Default)]
 struct Server {
     base: Mutex<String>,
@@ -225,7 +225,7 @@ where
 }
 
 #[tokio::test]
-async fn a_live_session_moves_with_its_call_in_flight_and_its_sleep() {
+async fn a_live_conversation_moves_with_its_call_in_flight_and_its_sleep() {
     let (here_tools, there_tools) = (start_server().await, start_server().await);
     let here = start_runtime(&here_tools, b"the source host's secret, 32 bytes or more").await;
     let there = start_runtime(
@@ -281,18 +281,18 @@ async fn a_live_session_moves_with_its_call_in_flight_and_its_sleep() {
         to: there.receiver.clone(),
         servers: BTreeMap::from([(here_tools.base(), there_tools.base())]),
     };
-    let moved = migration::move_session(&here.host(), &there.host(), &main(), &request)
+    let moved = migration::move_conversation(&here.host(), &there.host(), &main(), &request)
         .await
         .unwrap();
     assert_eq!(moved.threads, 1);
 
-    // The stateful server was asked to move the session to its counterpart, once.
+    // The stateful server was asked to move the conversation to its counterpart, once.
     assert_eq!(
         *here_tools.migrations.lock().unwrap(),
         [json!({"session_id": "main", "destination_url": there_tools.base()})]
     );
     assert!(there_tools.migrations.lock().unwrap().is_empty());
-    // The destination has the session, its two calls pending; the source a tombstone.
+    // The destination has the conversation, its two calls pending; the source a tombstone.
     let record = there.system.record(&main()).await.unwrap().unwrap();
     let pending: Vec<&str> = record
         .pending_calls
@@ -454,7 +454,7 @@ async fn a_live_session_moves_with_its_call_in_flight_and_its_sleep() {
 }
 
 #[tokio::test]
-async fn a_move_that_cannot_complete_leaves_the_session_running_where_it_was() {
+async fn a_move_that_cannot_complete_leaves_the_conversation_running_where_it_was() {
     let tools = start_server().await;
     let here = start_runtime(&tools, b"the source host's secret, 32 bytes or more").await;
     let there = start_runtime(&tools, b"the destination's own secret, also 32+ bytes").await;
@@ -469,7 +469,7 @@ async fn a_move_that_cannot_complete_leaves_the_session_running_where_it_was() {
         to: there.receiver.clone(),
         servers: BTreeMap::new(),
     };
-    let err = migration::move_session(&here.host(), &there.host(), &main(), &request)
+    let err = migration::move_conversation(&here.host(), &there.host(), &main(), &request)
         .await
         .unwrap_err();
     assert!(matches!(err, MoveError::UnmappedServer { .. }), "{err}");
@@ -484,7 +484,7 @@ async fn a_move_that_cannot_complete_leaves_the_session_running_where_it_was() {
         to: there.receiver.clone(),
         servers: BTreeMap::from([(tools.base(), tools.base())]),
     };
-    let err = migration::move_session(&here.host(), &there.host(), &main(), &request)
+    let err = migration::move_conversation(&here.host(), &there.host(), &main(), &request)
         .await
         .unwrap_err();
     assert_eq!(
@@ -519,7 +519,7 @@ async fn a_move_whose_last_step_did_not_reach_the_source_is_finished_later() {
         to: there.receiver.clone(),
         servers: BTreeMap::from([(tools.base(), tools.base())]),
     };
-    // Start and import, as `move_session` does; the finish never reaches the source.
+    // Start and import, as `move_conversation` does; the finish never reaches the source.
     let bundle = migration::start(source, &main(), &request).await.unwrap();
     migration::import(destination, &bundle).await.unwrap();
     // Meanwhile a message reaches the old host: held, not lost.
@@ -530,7 +530,7 @@ async fn a_move_whose_last_step_did_not_reach_the_source_is_finished_later() {
     here.settle().await;
     let held = here.system.record(&main()).await.unwrap().unwrap();
     assert_eq!(held.held.len(), 1);
-    // The source cannot be asked for forwarding URLs of a session it does not run.
+    // The source cannot be asked for forwarding URLs of a conversation it does not run.
     let err = migration::forward_urls(source, &main()).await.unwrap_err();
     assert!(err.to_string().contains("does not run here"), "{err}");
 

@@ -140,7 +140,7 @@ impl CallbackSigner {
         mac
     }
 
-    /// The URL at which the host a session moved away from forwards the inputs of `thread`
+    /// The URL at which the host a conversation moved away from forwards the inputs of `thread`
     /// that still arrive there: `{base}/rap/forward/{thread}?sig=HMAC(secret,
     /// "rap-forward-v1\n{thread}")`. It does not expire: a tool may answer months later.
     pub fn forward_url(&self, thread: &str) -> String {

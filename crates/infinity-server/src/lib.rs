@@ -8,7 +8,7 @@
 //! | `GET /health` | `ok` |
 //! | `GET /openapi.json` | the API's OpenAPI 3.1 document, every route below with its types (see [`openapi`]; no token) |
 //! | `GET /`, `GET /app/{file}` | the web app (see [`web`]): its files need no token, its API calls carry it |
-//! | `GET /tools/internal`, `GET /agents/internal-tools` | every internal tool with its category and default (as `infinity tools internal --json`) |
+//! | `GET /agents/internal-tools` (and its alias `GET /tools/internal`) | every internal tool with its category and default (as `infinity tools internal --json`) |
 //! | `GET /agents` | the default agent and the stored ones (`{"default", "stored": [{name, version, description, saved_at}]}`) |
 //! | `GET /agents/{name}` | a stored version, `NAME` (the newest) or `NAME@VERSION` (404 if none) |
 //! | `GET /threads` | a page of threads, newest activity first: `{"threads": [summary...], "next": cursor}`; filters `roots`, `kind`, `status`, `agent`, `title`, `updated_since`, and `cursor`, `limit` (see [`ThreadQuery`](infinity_agent_core::state::ThreadQuery)) |
@@ -26,7 +26,7 @@
 //! | `POST /threads/{id}/interrupt` | cancels the thread's calls in flight (`{"tree": true}`: its descendants' too) |
 //! | `GET /threads/{id}/schedules`, `DELETE /threads/{id}/schedules/{schedule}` | the thread's recurring schedules; deleting one |
 //! | `POST /threads/{id}/close` | closes the thread and every thread below it (`{"tree": true}` required when it has open children) |
-//! | `POST /threads/{id}/migration`, `.../migration/finish`, `.../migration/abort`, `POST /migration/import` | moving a session to or from another host (`infinity migrate`, see [`migration`]) |
+//! | `POST /threads/{id}/migration`, `.../migration/finish`, `.../migration/abort`, `POST /migration/import` | moving a conversation to or from another host (`infinity migrate`, see [`migration`]) |
 //! | `/a/...` | the pages agents publish (see [`artifacts`]) |
 //! | `/remotes/...` | machines people connect (see [`remotes`]) |
 //!
@@ -68,7 +68,7 @@ pub async fn serve_until_interrupted(
     connections::serve(listener, app, connections::Limits::default(), interrupted).await
 }
 
-/// The whole API on `host`: the thread routes, `moves` (a session's migration, embedded only:
+/// The whole API on `host`: the thread routes, `moves` (moving conversations, embedded only:
 /// [`migration::routes`] or [`migration::refused`]) and the web app, behind `access`.
 pub fn router(host: api::Shared, access: Guard, moves: Router) -> Router {
     let pages = artifacts::routes(std::sync::Arc::clone(&host), &access);

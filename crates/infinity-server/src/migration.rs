@@ -1,4 +1,4 @@
-//! The routes through which `infinity serve` takes part in moving a live session between
+//! The routes through which `infinity serve` takes part in moving a live conversation between
 //! hosts (`infinity migrate` drives the move; see [`infinity_rap_runtime::migration`]).
 
 use std::sync::Arc;
@@ -39,13 +39,13 @@ impl MigrationRoutes {
     }
 }
 
-/// The largest session `serve` imports in one request.
+/// The largest conversation `serve` imports in one request.
 const MAX_BUNDLE_BYTES: usize = 1 << 30;
 
 /// `serve`'s side of a move: `POST /threads/{id}/migration` (a [`StartRequest`]; answers the
-/// session as a bundle), `POST /threads/{id}/migration/finish` (a [`FinishRequest`]), `POST
+/// conversation as a bundle), `POST /threads/{id}/migration/finish` (a [`FinishRequest`]), `POST
 /// /threads/{id}/migration/abort`, `POST /threads/{id}/migration/forwarding` (the forwarding
-/// URLs of a session that runs here), and `POST /migration/import` (a bundle; answers the
+/// URLs of a conversation that runs here), and `POST /migration/import` (a bundle; answers the
 /// forwarding URLs). `signer` signs the callback and forwarding URLs of the runtime's
 /// receiver; `client` reaches tool servers and forwards inputs.
 pub fn routes(system: Arc<AgentSystem>, signer: CallbackSigner, client: Arc<RapClient>) -> Router {
@@ -69,7 +69,7 @@ pub fn routes(system: Arc<AgentSystem>, signer: CallbackSigner, client: Arc<RapC
 }
 
 /// The migration routes of a `serve` without a store (and without tool servers, so without a
-/// callback receiver): a session moved here would be lost when it stops, and inputs forwarded
+/// callback receiver): a conversation moved here would be lost when it stops, and inputs forwarded
 /// to it would have no receiver, so each move is refused, saying why.
 pub fn refused() -> Router {
     async fn refuse() -> ApiError {

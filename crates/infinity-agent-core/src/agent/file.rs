@@ -65,7 +65,7 @@ pub struct AgentFile {
     #[serde(default)]
     pub skills: Vec<SkillFile>,
     /// Tool servers: RAP base URLs, `{url, auth}`, or MCP servers (`{mcp: ...}`) the host
-    /// bridges. Their tools are discovered when a session starts.
+    /// bridges. Their tools are discovered when a conversation starts.
     #[serde(default)]
     pub tool_servers: Vec<crate::tools::servers::ToolServerEntry>,
     /// Stored agents offered as tools that delegate to them (see [`crate::catalog`]).

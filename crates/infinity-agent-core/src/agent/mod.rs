@@ -17,7 +17,7 @@ use crate::tools::approval::ApprovalRule;
 use crate::tools::client::{ClientTool, ClientToolFile};
 use crate::tools::internal::delegation::{DelegateTool, SubAgent};
 use crate::tools::internal::{Categories, InternalTools, Skill, ToolSettings};
-use crate::tools::servers::{session_registry, ToolServerConfig};
+use crate::tools::servers::{conversation_registry, ToolServerConfig};
 use crate::tools::{RegistryError, Tool, ToolRegistry};
 
 mod file;
@@ -105,7 +105,7 @@ pub struct AgentSpec {
     pub output_schema: Option<serde_json::Value>,
     /// Skills for `skill_get`.
     pub skills: Vec<Skill>,
-    /// Tool servers whose tools each new session discovers.
+    /// Tool servers whose tools each new conversation discovers.
     pub tool_servers: Vec<ToolServerConfig>,
     /// Stored agents offered as tools that delegate to them (`agents:` of the file).
     pub sub_agents: Vec<SubAgent>,
@@ -204,16 +204,17 @@ pub struct Agent {
     pub limits: Limits,
     /// What a person's message does while the thread is busy (`while_busy:`).
     pub while_busy: WhileBusy,
-    /// Tool servers whose tools each new session discovers.
+    /// Tool servers whose tools each new conversation discovers.
     pub tool_servers: Vec<ToolServerConfig>,
     /// Tools whose calls wait for a person's approval (`approvals:`), first rule first.
     pub approvals: Vec<ApprovalRule>,
-    /// The compiled tools of recent sessions, by root thread (see [`Agent::session_tools`]).
-    sessions: Mutex<HashMap<ThreadId, (Toolset, Arc<ToolRegistry>)>>,
+    /// The compiled tools of recent conversations, by root thread (see
+    /// [`Agent::conversation_tools`]).
+    conversations: Mutex<HashMap<ThreadId, (Toolset, Arc<ToolRegistry>)>>,
 }
 
-/// How many sessions' compiled tools an agent keeps.
-const SESSIONS_KEPT: usize = 256;
+/// How many conversations' compiled tools an agent keeps.
+const CONVERSATIONS_KEPT: usize = 256;
 
 impl fmt::Debug for Agent {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -244,7 +245,7 @@ impl Agent {
             while_busy: WhileBusy::default(),
             tool_servers: Vec::new(),
             approvals: Vec::new(),
-            sessions: Mutex::default(),
+            conversations: Mutex::default(),
         }
     }
 
@@ -281,7 +282,7 @@ impl Agent {
         }
         let tools = ToolRegistry::for_agent(categories, &spec.internal_tools, &settings, &tools)?;
         // A rule for a tool the agent cannot call would ask nothing, ever: a typo. (A tool
-        // server's tools are known only when a session starts: with servers, any name goes.)
+        // server's tools are known only when a conversation starts: with servers, any name goes.)
         if spec.tool_servers.is_empty() {
             let unknown = spec
                 .approvals
@@ -329,24 +330,24 @@ impl Agent {
         warnings
     }
 
-    /// The compiled registry of a session's tools (`toolset`, kept on the root thread `root`).
-    /// A session's toolset does not change, so its schemas are compiled once and kept for the
-    /// next slices (of the most recent sessions).
-    pub fn session_tools(&self, root: &ThreadId, toolset: &Toolset) -> Arc<ToolRegistry> {
-        let mut sessions = self
-            .sessions
+    /// The compiled registry of a conversation's tools (`toolset`, kept on the root thread
+    /// `root`). A conversation's toolset does not change, so its schemas are compiled once and
+    /// kept for the next slices (of the most recent conversations).
+    pub fn conversation_tools(&self, root: &ThreadId, toolset: &Toolset) -> Arc<ToolRegistry> {
+        let mut conversations = self
+            .conversations
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
-        if let Some((kept, registry)) = sessions.get(root) {
+        if let Some((kept, registry)) = conversations.get(root) {
             if kept == toolset {
                 return Arc::clone(registry);
             }
         }
-        let registry = Arc::new(session_registry(toolset));
-        if sessions.len() >= SESSIONS_KEPT {
-            sessions.clear();
+        let registry = Arc::new(conversation_registry(toolset));
+        if conversations.len() >= CONVERSATIONS_KEPT {
+            conversations.clear();
         }
-        sessions.insert(root.clone(), (toolset.clone(), Arc::clone(&registry)));
+        conversations.insert(root.clone(), (toolset.clone(), Arc::clone(&registry)));
         registry
     }
 }

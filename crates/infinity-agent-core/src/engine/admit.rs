@@ -49,7 +49,7 @@ pub(super) fn admit<'a>(
         now,
         ids,
         conversation,
-        session_toolset,
+        discovered_toolset,
         live_output,
         library,
     } = request;
@@ -145,25 +145,25 @@ pub(super) fn admit<'a>(
         conversation.unwrap_or_default()
     };
     let mut problems = Vec::new();
-    // A new session, or a root moved to another version, takes the tools its servers offer.
+    // A new conversation, or a root moved to another version, takes the tools its servers offer.
     if (created || moved) && record.is_root() {
-        if let Some(toolset) = session_toolset {
+        if let Some(toolset) = discovered_toolset {
             problems.clone_from(&toolset.problems);
             conversation.toolset = Some(toolset);
         }
     }
-    let session_tools = conversation
+    let conversation_tools = conversation
         .toolset
         .as_ref()
         .filter(|t| !t.tools.is_empty())
-        .map(|t| agent.session_tools(record.root(), t));
-    let offered = match crate::tools::OfferedTools::new(&agent.tools, session_tools.as_deref())
+        .map(|t| agent.conversation_tools(record.root(), t));
+    let offered = match crate::tools::OfferedTools::new(&agent.tools, conversation_tools.as_deref())
         .specs_for(&record, library)
     {
         std::borrow::Cow::Borrowed(_) => None,
         std::borrow::Cow::Owned(specs) => Some(specs),
     };
-    let equipment = Equipment::new(agent, model, session_tools, offered, library);
+    let equipment = Equipment::new(agent, model, conversation_tools, offered, library);
     let history = History::new(view, view_start, record.history_len);
     let mut draft = Draft::new(
         record,

@@ -131,9 +131,9 @@ pub struct SliceRequest<'a> {
     /// For a child thread: what the conversation's threads share, as the root thread holds it
     /// (the host reads it from the root's record). Ignored for a root thread, which holds its own.
     pub conversation: Option<Conversation>,
-    /// For a slice that starts a session (creates a root thread): the tools its agent's tool
-    /// servers offer, discovered by the host. Ignored otherwise.
-    pub session_toolset: Option<Toolset>,
+    /// For a slice that starts a conversation (creates a root thread): the tools its agent's
+    /// tool servers offer, discovered by the host. Ignored otherwise.
+    pub discovered_toolset: Option<Toolset>,
     /// True: output events are handed out as [`Step::Output`] as they happen. False: they
     /// become `output` effects, performed after the commit.
     pub live_output: bool,
@@ -164,7 +164,7 @@ impl<'a> SliceRequest<'a> {
             now,
             ids,
             conversation: None,
-            session_toolset: None,
+            discovered_toolset: None,
             live_output: false,
             library: None,
         }

@@ -157,8 +157,8 @@ pub struct HostContext<'a> {
     pub agents: &'a dyn AgentLookup,
     /// The agent of a root thread a first user message creates.
     pub default_agent: Option<&'a str>,
-    /// Fetches tool servers' toolsets when a session starts (`None`: a host without a tool
-    /// server client; an agent's servers then contribute no tool, and say so).
+    /// Fetches tool servers' toolsets when a conversation starts (`None`: a host without a
+    /// tool server client; an agent's servers then contribute no tool, and say so).
     pub discovery: Option<&'a dyn ToolDiscovery>,
     /// Performs the committed effects.
     pub effects: &'a dyn EffectPerformer,
@@ -199,9 +199,9 @@ pub struct SliceReport {
 
 /// What every host does for one batch of a thread's inputs: load the thread (its record, its
 /// history view, or for a new child its parent's history up to the fork), look up which inputs
-/// were already processed, discover the tool servers' tools when the batch starts a session,
-/// drive the engine (calling the model, streaming its text, retrying it), commit, and perform
-/// the committed effects.
+/// were already processed, discover the tool servers' tools when the batch starts a
+/// conversation, drive the engine (calling the model, streaming its text, retrying it), commit,
+/// and perform the committed effects.
 pub async fn run_slice(
     host: &HostContext<'_>,
     thread_id: &ThreadId,
@@ -237,7 +237,7 @@ pub async fn run_loaded_slice(
         answers::standing_answers(store, record.as_ref(), inputs, &already_processed, now).await?;
     let plan = SlicePlan::of(record.as_ref(), &inputs, host.default_agent);
     let settled = make_ready(host, thread_id, &plan, record.as_ref()).await?;
-    let session_toolset = match settled.discovers {
+    let discovered_toolset = match settled.discovers {
         Some(name) => discover(host, name, settled.moved_to.is_some()).await,
         None => None,
     };
@@ -264,7 +264,7 @@ pub async fn run_loaded_slice(
             overruled,
             default_agent: host.default_agent,
             conversation,
-            session_toolset,
+            discovered_toolset,
             live_output: host.live.is_some(),
             view_start,
             library: host.library,

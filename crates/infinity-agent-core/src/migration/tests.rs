@@ -1,4 +1,4 @@
-//! Moving a session between two stores: what moves, what is armed again, what stays behind.
+//! Moving a conversation between two stores: what moves, what is armed again, what stays behind.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
@@ -8,7 +8,7 @@ use super::*;
 use crate::history::Item;
 use crate::ids::{CallId, SeededIds};
 use crate::model::ToolSpec;
-use crate::state::{ChildLink, Deadline, ParentLink, PendingCall, SessionTool, Toolset};
+use crate::state::{ChildLink, Deadline, DiscoveredTool, ParentLink, PendingCall, Toolset};
 use crate::store::MemoryStore;
 
 const NOW: &str = "2026-03-07T17:00:00Z";
@@ -47,10 +47,10 @@ async fn put(store: &MemoryStore, mut record: ThreadRecord, history: u64) {
 
 /// A root with a daily schedule and a dispatched call (its server has a 2 h deadline), and a
 /// child sleeping until 18:00, in `store`.
-async fn session(store: &MemoryStore) {
+async fn conversation(store: &MemoryStore) {
     let mut root = ThreadRecord::new(id("root"), "a", None, now());
     root.conversation.toolset = Some(Toolset {
-        tools: vec![SessionTool {
+        tools: vec![DiscoveredTool {
             server: "http://tools.here:1".into(),
             endpoint: "http://tools.here:1/invoke".into(),
             spec: ToolSpec::new("lookup", "Looks up.", json!({"type": "object"})),
@@ -119,10 +119,10 @@ async fn session(store: &MemoryStore) {
 }
 
 #[tokio::test]
-async fn a_session_moves_whole_with_its_timers_and_deadlines_armed_again() {
+async fn a_conversation_moves_whole_with_its_timers_and_deadlines_armed_again() {
     let here = MemoryStore::new();
     let there = MemoryStore::new();
-    session(&here).await;
+    conversation(&here).await;
 
     let ids = begin(&here, &id("root"), "there", now()).await.unwrap();
     assert_eq!(ids, [id("root"), id("child")]);
@@ -213,7 +213,7 @@ async fn a_session_moves_whole_with_its_timers_and_deadlines_armed_again() {
 #[tokio::test]
 async fn finishing_forwards_what_was_held_and_leaves_tombstones() {
     let here = MemoryStore::new();
-    session(&here).await;
+    conversation(&here).await;
     let ids = begin(&here, &id("root"), "there", now()).await.unwrap();
     // An input held while moving (as a slice holds it).
     let mut root = here.load_record(&id("root")).await.unwrap().unwrap();
@@ -256,7 +256,7 @@ async fn finishing_forwards_what_was_held_and_leaves_tombstones() {
         root.migration.as_ref().unwrap().forward_url(),
         Some("http://there/rap/forward/root?sig=00")
     );
-    // A moved session cannot start moving again.
+    // A moved conversation cannot start moving again.
     let err = begin(&here, &id("root"), "elsewhere", now())
         .await
         .unwrap_err();
@@ -267,9 +267,9 @@ async fn finishing_forwards_what_was_held_and_leaves_tombstones() {
 }
 
 #[tokio::test]
-async fn only_a_whole_open_session_moves() {
+async fn only_a_whole_open_conversation_moves() {
     let here = MemoryStore::new();
-    session(&here).await;
+    conversation(&here).await;
     let err = begin(&here, &id("child"), "there", now())
         .await
         .unwrap_err();
@@ -329,7 +329,7 @@ async fn only_a_whole_open_session_moves() {
     .await
     .unwrap();
 
-    // An abandoned move leaves the session as it was, and a nudge for what it held.
+    // An abandoned move leaves the conversation as it was, and a nudge for what it held.
     let ids = begin(&here, &id("root"), "there", now()).await.unwrap();
     let commits = abort(&here, &ids, &mut SeededIds::new(1)).await.unwrap();
     assert!(
@@ -349,10 +349,10 @@ async fn only_a_whole_open_session_moves() {
 }
 
 #[tokio::test]
-async fn a_session_comes_back_to_the_host_it_left() {
+async fn a_conversation_comes_back_to_the_host_it_left() {
     let here = MemoryStore::new();
     let there = MemoryStore::new();
-    session(&here).await;
+    conversation(&here).await;
     let forward = |host: &str| -> BTreeMap<ThreadId, String> {
         ["root", "child"]
             .iter()
@@ -397,7 +397,7 @@ async fn a_session_comes_back_to_the_host_it_left() {
     let root = here.load_record(&id("root")).await.unwrap().unwrap();
     assert!(
         root.migration.is_none(),
-        "the tombstone took the session back"
+        "the tombstone took the conversation back"
     );
     assert_eq!(root.history_len, 152);
     assert!(root.version > tombstone.version && root.version > bundle.threads[0].record.version);

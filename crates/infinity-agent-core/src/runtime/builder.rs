@@ -141,7 +141,7 @@ impl AgentSystemBuilder {
         self
     }
 
-    /// Discovers the tools of the agents' tool servers when a session starts.
+    /// Discovers the tools of the agents' tool servers when a conversation starts.
     pub fn with_discovery(mut self, discovery: Arc<dyn ToolDiscovery>) -> Self {
         self.discovery = Some(discovery);
         self

@@ -341,7 +341,7 @@ impl AgentSystem {
         self.inner.clock
     }
 
-    /// Performs effects committed outside a slice (a session's move commits forwarded inputs,
+    /// Performs effects committed outside a slice (a conversation's move commits forwarded inputs,
     /// timers armed again and nudges): as after a slice, those not performed stay in the outbox.
     /// `commit_version`: the commit's version when `effects` are all of its effects.
     pub async fn perform(

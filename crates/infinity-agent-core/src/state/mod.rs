@@ -1,5 +1,5 @@
 //! The durable thread record and everything it embeds: pending calls, children, the plan, the
-//! `finish` output, the conversation's memory, delegations and the session's toolset.
+//! `finish` output, the conversation's memory, delegations and toolset.
 //!
 //! This is the bottom layer of the core, with [`crate::history`], [`crate::input`] and
 //! [`crate::effect`]: it imports nothing from `tools` or `engine`, which build on it.
@@ -34,7 +34,7 @@ pub use output::{FinishStatus, ThreadOutput};
 pub use plan::{Plan, PlanStep, StepStatus};
 pub use schedule::Schedule;
 pub use thread_list::{Activity, ThreadKind, ThreadPage, ThreadQuery, ThreadSummary};
-pub use toolset::{Deadline, SessionTool, Toolset};
+pub use toolset::{Deadline, DiscoveredTool, Toolset};
 
 /// The current schema version of [`ThreadRecord`]. Bumped on an incompatible change, with a
 /// migration in [`ThreadRecord`]'s loader.

@@ -1,4 +1,8 @@
-//! The tools a session got from tool servers, as its root thread's record keeps them.
+//! The tools a conversation got from tool servers, as its root thread's record keeps them.
+//!
+//! The API's document is written from these types and their doc comments, and its words are
+//! held fixed: there a conversation is still a *session* and [`DiscoveredTool`] is
+//! `SessionTool`. Both change only with the document.
 
 use serde::{Deserialize, Serialize};
 
@@ -6,7 +10,8 @@ use crate::model::ToolSpec;
 
 /// A tool a session got from a tool server.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
-pub struct SessionTool {
+#[schemars(rename = "SessionTool")]
+pub struct DiscoveredTool {
     /// The server's base URL, as configured.
     pub server: String,
     /// Where its invocations go (the manifest's `endpoint`).
@@ -96,7 +101,7 @@ impl From<Deadline> for String {
 pub struct Toolset {
     /// The tools loaded.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub tools: Vec<SessionTool>,
+    pub tools: Vec<DiscoveredTool>,
     /// What was not loaded, and why (shown to the user when the session starts).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub problems: Vec<String>,
@@ -104,7 +109,7 @@ pub struct Toolset {
 
 impl Toolset {
     /// The tool with this name.
-    pub fn get(&self, name: &str) -> Option<&SessionTool> {
+    pub fn get(&self, name: &str) -> Option<&DiscoveredTool> {
         self.tools.iter().find(|t| t.spec.name == name)
     }
 }

@@ -121,7 +121,8 @@ pub struct ToolContext<'a> {
     pub(crate) effects: &'a mut Vec<Effect>,
     /// The host's library (knowledge, the meta catalog); `None` when it keeps none.
     pub library: Option<&'a crate::library::Library>,
-    /// The tools this thread is offered (the agent's and its session's), for `execute_tool`.
+    /// The tools this thread is offered (the agent's and its conversation's), for
+    /// `execute_tool`.
     pub offered: OfferedTools<'a>,
 }
 

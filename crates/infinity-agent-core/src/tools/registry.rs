@@ -1,4 +1,4 @@
-//! The tool registry: the tools of an agent (or of a session's tool servers) with their
+//! The tool registry: the tools of an agent (or of a conversation's tool servers) with their
 //! compiled argument schemas, and the checks every call passes before it runs.
 
 use std::borrow::Cow;
@@ -65,7 +65,8 @@ struct Registered {
     live: bool,
 }
 
-/// Tools with their compiled argument schemas: an agent's, or a session's from tool servers.
+/// Tools with their compiled argument schemas: an agent's, or a conversation's from tool
+/// servers.
 pub struct ToolRegistry {
     tools: Vec<Registered>,
     by_name: HashMap<String, usize>,
@@ -255,36 +256,39 @@ impl ToolRegistry {
     }
 }
 
-/// The tools one thread is offered: its agent's, then its session's from tool servers. The
-/// session's toolset was assembled so that no name is in both.
+/// The tools one thread is offered: its agent's, then its conversation's from tool servers.
+/// The conversation's toolset was assembled so that no name is in both.
 #[derive(Debug, Clone, Copy)]
 pub struct OfferedTools<'a> {
     agent: &'a ToolRegistry,
-    session: Option<&'a ToolRegistry>,
+    conversation: Option<&'a ToolRegistry>,
 }
 
 impl<'a> OfferedTools<'a> {
-    /// The agent's tools and, if the session has any, its tool servers' tools.
-    pub fn new(agent: &'a ToolRegistry, session: Option<&'a ToolRegistry>) -> Self {
-        Self { agent, session }
+    /// The agent's tools and, if the conversation has any, its tool servers' tools.
+    pub fn new(agent: &'a ToolRegistry, conversation: Option<&'a ToolRegistry>) -> Self {
+        Self {
+            agent,
+            conversation,
+        }
     }
 
     /// The specs this thread is offered, in order, those that describe the host's `library`
     /// made for what it holds now: borrowed when nothing is hidden from the thread, none
-    /// describes the library and the session has no tools of its own.
+    /// describes the library and the conversation has no tools of its own.
     pub fn specs_for(
         &self,
         record: &ThreadRecord,
         library: Option<&Library>,
     ) -> Cow<'a, [ToolSpec]> {
-        let session = self.session.filter(|s| !s.is_empty());
+        let conversation = self.conversation.filter(|s| !s.is_empty());
         let live = library.filter(|_| self.agent.live);
-        if session.is_none() && live.is_none() && self.agent.all_offered(record) {
+        if conversation.is_none() && live.is_none() && self.agent.all_offered(record) {
             return Cow::Borrowed(self.agent.specs());
         }
         let mut specs: Vec<ToolSpec> = self.agent.offered(record, live).collect();
-        if let Some(session) = session {
-            specs.extend(session.offered(record, None));
+        if let Some(conversation) = conversation {
+            specs.extend(conversation.offered(record, None));
         }
         Cow::Owned(specs)
     }
@@ -300,8 +304,10 @@ impl<'a> OfferedTools<'a> {
         if name == INJECTED_TOOL {
             return Err(CallRejection::Reserved);
         }
-        match (self.agent.check(name, args, record), self.session) {
-            (Err(CallRejection::Unknown(_)), Some(session)) => session.check(name, args, record),
+        match (self.agent.check(name, args, record), self.conversation) {
+            (Err(CallRejection::Unknown(_)), Some(conversation)) => {
+                conversation.check(name, args, record)
+            }
             (result, _) => result,
         }
     }

@@ -1,15 +1,15 @@
 //! Tools from tool servers (the Reactive Agent Protocol): how an agent file names its servers,
-//! the toolset of a session, and the seam through which a host discovers it.
+//! the toolset of a conversation, and the seam through which a host discovers it.
 //!
-//! A *session* is a conversation a person (or a delegation) started: its root thread. When a
-//! session starts, the host asks its [`ToolDiscovery`] for every configured server's tools;
-//! [`assemble`] applies the loading rules and the result is kept on the root thread's record,
-//! so every slice of the session (children included) sees the same tools, and a new session
-//! fetches them afresh. In a slice they are registry tools like the agent's own
-//! ([`ServerTool`], compiled once per session by [`session_registry`]): the registry checks their
-//! arguments against their `inputSchema`, and a call becomes an
-//! `Effect::Dispatch` naming the server, performed after the
-//! commit; results come back as `tool_result` inputs.
+//! A conversation is what a person's first message (or a delegation) starts: a root thread and
+//! the threads under it. When a conversation starts, the host asks its [`ToolDiscovery`] for
+//! every configured server's tools; [`assemble`] applies the loading rules and the result is
+//! kept on the root thread's record, so every slice of the conversation (children included) sees
+//! the same tools, and a new conversation fetches them afresh. In a slice they are registry
+//! tools like the agent's own ([`ServerTool`], compiled once per conversation by
+//! [`conversation_registry`]): the registry checks their arguments against their `inputSchema`,
+//! and a call becomes an `Effect::Dispatch` naming the server, performed after the commit;
+//! results come back as `tool_result` inputs.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -22,7 +22,7 @@ use crate::effect::{Effect, ServerTarget};
 use crate::history::INJECTED_TOOL;
 use crate::input::Input;
 use crate::model::ToolSpec;
-use crate::state::{Deadline, SessionTool, Toolset};
+use crate::state::{Deadline, DiscoveredTool, Toolset};
 
 /// How requests to a tool server are authenticated.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -195,7 +195,7 @@ impl<'de> Deserialize<'de> for ToolServerEntry {
     }
 }
 
-/// Why a tool server contributes no tool to a session.
+/// Why a tool server contributes no tool to a conversation.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum DiscoveryError {
     /// The host cannot reach tool servers at all.
@@ -236,7 +236,7 @@ pub fn apply_deadlines(toolset: &mut Toolset, servers: &[ToolServerConfig]) {
     }
 }
 
-/// The toolset of a new session from what discovery found, by the loading rules: a server that
+/// The toolset of a new conversation from what discovery found, by the loading rules: a server that
 /// failed contributes nothing; a name offered by two servers loads from neither; a name the
 /// agent already has (built-in, an internal tool it has on, its own tool) or the reserved
 /// injection name is refused, naming both; a schema that does not compile is refused. Every
@@ -304,7 +304,7 @@ pub fn assemble(agent_tools: &ToolRegistry, discovered: Vec<Discovered>) -> Tool
                         problems.push(why);
                     }
                 }
-                None => tools.push(SessionTool {
+                None => tools.push(DiscoveredTool {
                     server: d.server.clone(),
                     endpoint: endpoint.clone(),
                     spec,
@@ -319,7 +319,7 @@ pub fn assemble(agent_tools: &ToolRegistry, discovered: Vec<Discovered>) -> Tool
 /// A tool server's tool, as a registry tool: a call dispatches to its server.
 #[derive(Debug, Clone)]
 pub struct ServerTool {
-    tool: SessionTool,
+    tool: DiscoveredTool,
 }
 
 /// The argument a tool server's tool gets from the runtime for calls that subscribe: the
@@ -328,7 +328,7 @@ pub struct ServerTool {
 pub const WAKE_IF_ARG: &str = "wake_if";
 
 /// True when the runtime, not the server, owns `wake_if` for this tool.
-pub fn runtime_owns_wake_if(tool: &SessionTool) -> bool {
+pub fn runtime_owns_wake_if(tool: &DiscoveredTool) -> bool {
     tool.spec
         .input_schema
         .get("properties")
@@ -337,7 +337,7 @@ pub fn runtime_owns_wake_if(tool: &SessionTool) -> bool {
 }
 
 /// The `wake_if` expression of a call of `tool` with `args`, when the runtime owns it.
-pub fn wake_if_of<'a>(tool: &SessionTool, args: &'a serde_json::Value) -> Option<&'a str> {
+pub fn wake_if_of<'a>(tool: &DiscoveredTool, args: &'a serde_json::Value) -> Option<&'a str> {
     if !runtime_owns_wake_if(tool) {
         return None;
     }
@@ -403,10 +403,10 @@ impl Tool for ServerTool {
     }
 }
 
-/// The registry of a session's tools, their argument schemas compiled. [`assemble`] already
+/// The registry of a conversation's tools, their argument schemas compiled. [`assemble`] already
 /// refused tools whose schema does not compile, so none is expected to fail here; one that does
 /// (a record written by an older version) is left out with a warning.
-pub fn session_registry(toolset: &Toolset) -> ToolRegistry {
+pub fn conversation_registry(toolset: &Toolset) -> ToolRegistry {
     let mut registry = ToolRegistry::empty();
     for tool in &toolset.tools {
         let server_tool = Arc::new(ServerTool { tool: tool.clone() });

@@ -1,4 +1,4 @@
-//! Tools from tool servers in the core: discovered once per session and kept on the root's
+//! Tools from tool servers in the core: discovered once per conversation and kept on the root's
 //! record, offered to the model next to the agent's own, arguments checked against their
 //! schema, calls dispatched to the server that offered them; clashes refused and shown. (The
 //! HTTP side is tested in `infinity-rap`.)
@@ -89,12 +89,12 @@ async fn start(discovery: Arc<FixedDiscovery>) -> Harness {
 }
 
 #[tokio::test(start_paused = true)]
-async fn a_session_discovers_once_and_dispatches_to_the_server() {
+async fn a_conversation_discovers_once_and_dispatches_to_the_server() {
     let discovery = Arc::new(FixedDiscovery::default());
     let mut h = start(Arc::clone(&discovery)).await;
     h.say("main", "time").await;
     let lines = h.lines("main");
-    // Problems are shown when the session starts: the broken server, the clash with `sleep`.
+    // Problems are shown when the conversation starts: the broken server, the clash with `sleep`.
     assert_in_order(
         &lines,
         &["ERROR tool server http://broken.test: no tools loaded: HTTP 500"],
@@ -131,13 +131,13 @@ async fn a_session_discovers_once_and_dispatches_to_the_server() {
         &h.lines("main"),
         &["result get_time: 12:00", "assistant: ok"],
     );
-    // A child of the session uses the root's toolset; nothing is discovered again.
+    // A child of the conversation uses the root's toolset; nothing is discovered again.
     h.say("main", "spawn").await;
     let invocations = h.dispatcher.invocations.lock().unwrap().clone();
     assert_eq!(invocations.len(), 2, "{invocations:?}");
     assert_eq!(invocations[1].args, json!({"timezone": "UTC"}));
     assert_eq!(discovery.calls.load(Ordering::SeqCst), 1);
-    // The toolset is on the root's record; a new session discovers afresh.
+    // The toolset is on the root's record; a new conversation discovers afresh.
     let record = h.system.record(&tid("main")).await.unwrap().unwrap();
     let toolset = record.conversation.toolset.unwrap();
     assert_eq!(toolset.tools.len(), 1);

@@ -72,7 +72,7 @@ async fn a_slice_hands_itself_on_before_the_function_timeout() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_invocation_past_the_function_timeout_is_stopped_and_its_messages_come_back() {
-    // A tool server that takes connections and never answers: the session's tool discovery
+    // A tool server that takes connections and never answers: the conversation's tool discovery
     // hangs past the function's timeout.
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let url = format!("http://{}", listener.local_addr().unwrap());

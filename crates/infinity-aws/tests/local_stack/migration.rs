@@ -1,7 +1,7 @@
-//! A live session moves from the embedded runtime to the stack and back (RAP session migration),
-//! through the real handlers, SQS and DynamoDB: the stateful tool server moves its state first,
-//! the call in flight and the sleep survive each move, and a tool's late callback to the host
-//! the session left is forwarded to where it runs now.
+//! A live conversation moves from the embedded runtime to the stack and back (RAP's session
+//! migration), through the real handlers, SQS and DynamoDB: the stateful tool server moves its
+//! state first, the call in flight and the sleep survive each move, and a tool's late callback to
+//! the host the conversation left is forwarded to where it runs now.
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -37,7 +37,7 @@ rules:
   - reply: {text: "noted"}
 "#;
 
-/// A tool server that keeps per-session state (`needsMigration`).
+/// A tool server that keeps state per conversation (`needsMigration`).
 #[derive(Default)]
 struct Tools {
     base: Mutex<String>,
@@ -182,7 +182,7 @@ fn stack_side(s: &Stack) -> StackSide {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_session_moves_from_the_embedded_runtime_to_the_stack_and_back() {
+async fn a_conversation_moves_from_the_embedded_runtime_to_the_stack_and_back() {
     let (laptop_tools, cloud_tools) = (start_tools().await, start_tools().await);
     let s = stack_with(
         SCRIPT,
@@ -215,7 +215,7 @@ async fn a_session_moves_from_the_embedded_runtime_to_the_stack_and_back() {
         to: "aws".into(),
         servers: BTreeMap::from([(laptop_tools.base(), cloud_tools.base())]),
     };
-    migration::move_session(&laptop.host(), &cloud.host(), &tid("trip"), &to_cloud)
+    migration::move_conversation(&laptop.host(), &cloud.host(), &tid("trip"), &to_cloud)
         .await
         .unwrap();
     assert_eq!(
@@ -256,7 +256,7 @@ async fn a_session_moves_from_the_embedded_runtime_to_the_stack_and_back() {
             .await
     );
 
-    // A new call on the stack goes to the stack's server; then the session goes back.
+    // A new call on the stack goes to the stack's server; then the conversation goes back.
     s.say("trip", "look it up").await;
     s.run_until(
         Duration::from_secs(60),
@@ -273,7 +273,7 @@ async fn a_session_moves_from_the_embedded_runtime_to_the_stack_and_back() {
         to: "laptop".into(),
         servers: BTreeMap::from([(cloud_tools.base(), laptop_tools.base())]),
     };
-    migration::move_session(&cloud.host(), &laptop.host(), &tid("trip"), &to_laptop)
+    migration::move_conversation(&cloud.host(), &laptop.host(), &tid("trip"), &to_laptop)
         .await
         .unwrap();
     assert_eq!(
@@ -283,7 +283,7 @@ async fn a_session_moves_from_the_embedded_runtime_to_the_stack_and_back() {
     let home = laptop.system.record(&tid("trip")).await.unwrap().unwrap();
     assert!(
         home.migration.is_none(),
-        "the laptop's tombstone took the session back"
+        "the laptop's tombstone took the conversation back"
     );
     assert_eq!(laptop.history().await, s.history("trip").await);
 

@@ -1,10 +1,15 @@
 //! The meta catalog: what an agent with the `meta` category can find and use without having it
-//! listed: **apps** (tool servers: one app per server, its tools the app's functions), **agents**
+//! listed: **tool servers** (one item per server, its tools the item's functions), **agents**
 //! (stored agents, each delegated to in a fresh conversation), **skills** (stored agents'
 //! skills, and knowledge entries of type skill) and **knowledge** (the other knowledge entries).
 //!
-//! Every item has a reference `namespace/name`: an app `HOST/TOOLSET` (the server's host and
-//! port, its manifest's name as a slug), with `HOST/TOOLSET:FUNCTION` for a function other than
+//! A tool server is an item of the kind `app`: that is the word models read in the meta tools'
+//! descriptions and results and pass as `kind` ([`Kind::ToolServer`]), and it stays as it is,
+//! since changing it would change what running agents are told. In the code and the docs it is a
+//! tool server.
+//!
+//! Every item has a reference `namespace/name`: a tool server `HOST/TOOLSET` (the server's host
+//! and port, its manifest's name as a slug), with `HOST/TOOLSET:FUNCTION` for a function other than
 //! the default (the first the server lists); an agent `agents/NAME`; a stored agent's skill
 //! `AGENT/SKILL`; a knowledge entry `knowledge/NAME`. A bare name (no namespace) finds the one
 //! item of its kind with that name, and is an error naming the candidates when there are more.
@@ -39,8 +44,9 @@ pub const KNOWLEDGE_NAMESPACE: &str = "knowledge";
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Kind {
-    /// A tool server's tools.
-    App,
+    /// A tool server's tools (`app` to models).
+    #[serde(rename = "app")]
+    ToolServer,
     /// A stored agent.
     Agent,
     /// A skill.
@@ -51,12 +57,12 @@ pub enum Kind {
 
 impl Kind {
     /// Every kind, in the order `execute_tool` tries them when no kind is given.
-    pub const ALL: [Kind; 4] = [Kind::App, Kind::Agent, Kind::Skill, Kind::Knowledge];
+    pub const ALL: [Kind; 4] = [Kind::ToolServer, Kind::Agent, Kind::Skill, Kind::Knowledge];
 
     /// Its name in tool arguments and results.
     pub fn as_str(self) -> &'static str {
         match self {
-            Kind::App => "app",
+            Kind::ToolServer => "app",
             Kind::Agent => "agent",
             Kind::Skill => "skill",
             Kind::Knowledge => "knowledge",
@@ -96,9 +102,9 @@ impl std::str::FromStr for Kind {
     }
 }
 
-/// A tool server as an app.
+/// A tool server in the catalog.
 #[derive(Debug, Clone, PartialEq)]
-pub struct App {
+pub struct DirectoryToolServer {
     /// The server's host (and port).
     pub namespace: String,
     /// Its manifest's name as a slug.
@@ -106,38 +112,39 @@ pub struct App {
     /// What its manifest says it is for.
     pub description: String,
     /// The server's base URL.
-    pub server: String,
+    pub base_url: String,
     /// Where its invocations go (the manifest's `endpoint`).
     pub endpoint: String,
     /// Its tools, the default (the first the server lists) first.
     pub functions: Vec<ToolSpec>,
 }
 
-impl App {
-    /// An app for the server at `server`, its manifest named `toolset`.
+impl DirectoryToolServer {
+    /// The server at `base_url`, its manifest named `toolset`.
     pub fn new(
-        server: &str,
+        base_url: &str,
         toolset: Option<&str>,
         description: Option<&str>,
         endpoint: String,
         functions: Vec<ToolSpec>,
     ) -> Self {
-        let host = server
+        let host = base_url
             .split_once("://")
-            .map_or(server, |(_, rest)| rest)
+            .map_or(base_url, |(_, rest)| rest)
             .split('/')
             .next()
             .unwrap_or_default();
         let name = slug(toolset.unwrap_or_default());
         Self {
             namespace: host.to_owned(),
+            // A manifest without a name: the server is `HOST/app` to models.
             name: if name.is_empty() {
                 "app".to_owned()
             } else {
                 name
             },
             description: description.unwrap_or_default().to_owned(),
-            server: server.to_owned(),
+            base_url: base_url.to_owned(),
             endpoint,
             functions,
         }
@@ -212,8 +219,8 @@ pub struct DirectorySkill {
 /// What a [`DirectorySource`] found.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct DirectoryContents {
-    /// The apps.
-    pub apps: Vec<App>,
+    /// The tool servers.
+    pub tool_servers: Vec<DirectoryToolServer>,
     /// The stored agents, newest versions.
     pub agents: Vec<DirectoryAgent>,
     /// Their skills.
@@ -224,7 +231,7 @@ pub struct DirectoryContents {
 /// servers; see `infinity_agent_core::catalog::StoredDirectory`).
 #[async_trait]
 pub trait DirectorySource: Send + Sync + fmt::Debug {
-    /// Everything the catalog holds now. An app whose server cannot be reached is left out
+    /// Everything the catalog holds now. A tool server that cannot be reached is left out
     /// (and logged); an error is for a source that cannot be read at all
     /// ([`ShelfError::Unavailable`]).
     async fn load(&self) -> Result<DirectoryContents, ShelfError>;
@@ -266,10 +273,10 @@ pub struct Found {
 /// A catalog item found by its reference.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Item<'a> {
-    /// A function of an app.
-    App {
-        /// The app.
-        app: &'a App,
+    /// A function of a tool server.
+    ToolServer {
+        /// The server.
+        server: &'a DirectoryToolServer,
         /// Which of its functions.
         function: usize,
     },
@@ -285,7 +292,7 @@ impl Item<'_> {
     /// Its kind.
     pub fn kind(&self) -> Kind {
         match self {
-            Item::App { .. } => Kind::App,
+            Item::ToolServer { .. } => Kind::ToolServer,
             Item::Agent(_) => Kind::Agent,
             Item::Skill(_) => Kind::Skill,
             Item::Entry(e) if e.entry_type == EntryType::Skill => Kind::Skill,
@@ -296,7 +303,7 @@ impl Item<'_> {
     /// Its reference.
     pub fn reference(&self) -> String {
         match self {
-            Item::App { app, function } => app.function_reference(*function),
+            Item::ToolServer { server, function } => server.function_reference(*function),
             Item::Agent(a) => format!("{AGENTS_NAMESPACE}/{}", a.name),
             Item::Skill(s) => format!("{}/{}", s.agent, s.name),
             Item::Entry(e) => format!("{KNOWLEDGE_NAMESPACE}/{}", e.name),
@@ -314,34 +321,34 @@ pub enum Miss {
 }
 
 impl Directory {
-    /// A catalog of `contents`. Two apps that would share a reference (one host, two servers
-    /// with one toolset name) are told apart by a suffix (`-2`, `-3`, ...).
+    /// A catalog of `contents`. Two tool servers that would share a reference (one host, two
+    /// servers with one toolset name) are told apart by a suffix (`-2`, `-3`, ...).
     pub fn new(mut contents: DirectoryContents) -> Self {
         let mut seen = std::collections::HashSet::new();
-        for app in &mut contents.apps {
-            let base = app.name.clone();
+        for server in &mut contents.tool_servers {
+            let base = server.name.clone();
             let mut n = 1;
-            while !seen.insert(app.reference()) {
+            while !seen.insert(server.reference()) {
                 n += 1;
-                app.name = format!("{base}-{n}");
+                server.name = format!("{base}-{n}");
             }
         }
         let mut index = TextIndex::new(WEIGHTS);
-        for (i, app) in contents.apps.iter().enumerate() {
-            let names: Vec<&str> = app.functions.iter().map(|f| f.name.as_str()).collect();
-            let bodies: Vec<&str> = app
+        for (i, server) in contents.tool_servers.iter().enumerate() {
+            let names: Vec<&str> = server.functions.iter().map(|f| f.name.as_str()).collect();
+            let bodies: Vec<&str> = server
                 .functions
                 .iter()
                 .map(|f| f.description.as_str())
                 .collect();
             index.upsert(
                 Slot {
-                    kind: Kind::App,
+                    kind: Kind::ToolServer,
                     index: i,
                 },
                 [
-                    &format!("{} {} {}", app.namespace, app.name, names.join(" ")),
-                    &app.description,
+                    &format!("{} {} {}", server.namespace, server.name, names.join(" ")),
+                    &server.description,
                     &bodies.join("\n"),
                 ],
             );
@@ -367,9 +374,9 @@ impl Directory {
         Self { contents, index }
     }
 
-    /// The apps.
-    pub fn apps(&self) -> &[App] {
-        &self.contents.apps
+    /// The tool servers.
+    pub fn tool_servers(&self) -> &[DirectoryToolServer] {
+        &self.contents.tool_servers
     }
 
     /// The stored agents.
@@ -433,9 +440,9 @@ impl Directory {
 
     fn describe(&self, slot: Slot) -> (String, String) {
         match slot.kind {
-            Kind::App => {
-                let app = &self.contents.apps[slot.index];
-                (app.reference(), app.summary())
+            Kind::ToolServer => {
+                let server = &self.contents.tool_servers[slot.index];
+                (server.reference(), server.summary())
             }
             Kind::Agent => {
                 let agent = &self.contents.agents[slot.index];
@@ -462,7 +469,7 @@ impl Directory {
         knowledge: Option<&'a Knowledge>,
     ) -> Result<Item<'a>, Miss> {
         match kind {
-            Kind::App => self.find_app(reference),
+            Kind::ToolServer => self.find_tool_server(reference),
             Kind::Agent => {
                 let name = reference
                     .strip_prefix(&format!("{AGENTS_NAMESPACE}/"))
@@ -517,31 +524,31 @@ impl Directory {
         }
     }
 
-    fn find_app(&self, reference: &str) -> Result<Item<'_>, Miss> {
-        let (app_part, function) = match reference.rsplit_once(':') {
+    fn find_tool_server(&self, reference: &str) -> Result<Item<'_>, Miss> {
+        let (server_part, function) = match reference.rsplit_once(':') {
             // A port (`127.0.0.1:8080/tools`) is not a function: a function follows the name.
-            Some((app, f)) if !f.contains('/') => (app, Some(f)),
+            Some((server, f)) if !f.contains('/') => (server, Some(f)),
             _ => (reference, None),
         };
-        let candidates: Vec<&App> = self
+        let candidates: Vec<&DirectoryToolServer> = self
             .contents
-            .apps
+            .tool_servers
             .iter()
-            .filter(|a| {
-                if app_part.contains('/') {
-                    a.reference() == app_part
+            .filter(|s| {
+                if server_part.contains('/') {
+                    s.reference() == server_part
                 } else {
-                    a.name == app_part
+                    s.name == server_part
                 }
             })
             .collect();
-        let app = match candidates.as_slice() {
+        let server = match candidates.as_slice() {
             [] => return Err(Miss::Missing),
             [one] => *one,
             many => {
-                let names: Vec<String> = many.iter().map(|a| a.reference()).collect();
+                let names: Vec<String> = many.iter().map(|s| s.reference()).collect();
                 return Err(Miss::Problem(format!(
-                    "the app name `{app_part}` is ambiguous: it could be {}; use one of these \
+                    "the app name `{server_part}` is ambiguous: it could be {}; use one of these \
                      references",
                     names.join(", ")
                 )));
@@ -549,19 +556,20 @@ impl Directory {
         };
         let function = match function {
             None => 0,
-            Some(f) => match app.functions.iter().position(|s| s.name == f) {
+            Some(f) => match server.functions.iter().position(|s| s.name == f) {
                 Some(i) => i,
                 None => {
-                    let names: Vec<&str> = app.functions.iter().map(|s| s.name.as_str()).collect();
+                    let names: Vec<&str> =
+                        server.functions.iter().map(|s| s.name.as_str()).collect();
                     return Err(Miss::Problem(format!(
                         "the app `{}` has no function `{f}`; its functions are {}",
-                        app.reference(),
+                        server.reference(),
                         names.join(", ")
                     )));
                 }
             },
         };
-        Ok(Item::App { app, function })
+        Ok(Item::ToolServer { server, function })
     }
 }
 

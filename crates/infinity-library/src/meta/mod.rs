@@ -1,5 +1,5 @@
-//! The `meta` category (opt-in): a directory of apps (tool servers), stored agents, skills and
-//! knowledge that an agent searches and uses without having them listed ([`Directory`]), read
+//! The `meta` category (opt-in): a directory of tool servers (items of the kind `app`), stored
+//! agents, skills and knowledge that an agent searches and uses without having them listed ([`Directory`]), read
 //! from a deployment's stored agents ([`StoredDirectory`]), and its tools ([`SEARCH_TOOLS`],
 //! `list_tools`, `execute_tool`).
 

@@ -1,16 +1,18 @@
 //! [`StoredDirectory`]: the meta catalog of a deployment, read from its agent catalog: the stored
-//! agents (newest versions), their skills, and the tool servers they name, each an app.
+//! agents (newest versions), their skills, and the tool servers they name.
 //!
-//! An app is in the catalog because a stored agent uses its server: to offer one to every
-//! agent with `meta`, store an agent that lists it (an agent kept for that, with its servers
-//! and a description, is enough). MCP servers are not apps: their bridges belong to the
-//! process that runs the agent naming them.
+//! A tool server is in the catalog because a stored agent uses it: to offer one to every agent
+//! with `meta`, store an agent that lists it (an agent kept for that, with its servers and a
+//! description, is enough). MCP servers are not in it: their bridges belong to the process that
+//! runs the agent naming them.
 
 use std::sync::Arc;
 
 use async_trait::async_trait;
 
-use crate::meta::{App, DirectoryAgent, DirectoryContents, DirectorySkill, DirectorySource};
+use crate::meta::{
+    DirectoryAgent, DirectoryContents, DirectorySkill, DirectorySource, DirectoryToolServer,
+};
 use infinity_agent_core::catalog::AgentCatalog;
 use infinity_agent_core::library::ShelfError;
 use infinity_agent_core::tools::servers::{ToolDiscovery, ToolServerConfig, ToolServerEntry};
@@ -23,8 +25,8 @@ pub struct StoredDirectory {
 }
 
 impl StoredDirectory {
-    /// Reads `catalog`; asks `discovery` for the tool servers' manifests (without it there are
-    /// no apps).
+    /// Reads `catalog`; asks `discovery` for the tool servers' manifests (without it the catalog
+    /// has no tool servers).
     pub fn new(catalog: Arc<dyn AgentCatalog>, discovery: Option<Arc<dyn ToolDiscovery>>) -> Self {
         Self { catalog, discovery }
     }
@@ -79,7 +81,7 @@ impl DirectorySource for StoredDirectory {
             match found.result {
                 Ok((endpoint, tools)) if !tools.is_empty() => {
                     let (name, description) = found.about.unzip();
-                    contents.apps.push(App::new(
+                    contents.tool_servers.push(DirectoryToolServer::new(
                         &found.server,
                         name.as_deref(),
                         description.flatten().as_deref(),

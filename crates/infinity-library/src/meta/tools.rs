@@ -1,13 +1,13 @@
 //! The `meta` category (opt-in): `search_tools`, `list_tools` and `execute_tool` over the host's
-//! directory ([`crate::meta`]): apps (tool servers), stored agents, skills and
+//! directory ([`crate::meta`]): tool servers (the kind `app`), stored agents, skills and
 //! knowledge, used without being listed among the agent's tools.
 //!
 //! `execute_tool` resolves a name among the tools the thread is offered first (so a name the
-//! agent has always means its own tool), then in the directory: of the kind given, or else of each
-//! kind in turn (app, agent, skill, knowledge), the first that has the name winning. That order
-//! is the hazard of leaving `kind` out: a name two kinds share runs the earlier kind's item.
-//! An app's function runs as a call to its tool server (dispatched: the thread waits for its
-//! result); an agent is delegated to under the `agent` category's depth and fan-out limits;
+//! agent has always means its own tool), then in the directory: of the kind given, or else of
+//! each kind in turn (`app`, `agent`, `skill`, `knowledge`), the first that has the name winning.
+//! That order is the hazard of leaving `kind` out: a name two kinds share runs the earlier kind's
+//! item. A tool server's function runs as a call to the server (dispatched: the thread waits for
+//! its result); an agent is delegated to under the `agent` category's depth and fan-out limits;
 //! a skill or knowledge entry is loaded (its text is the result).
 
 use serde_json::{json, Value};
@@ -92,10 +92,10 @@ pub(crate) struct SearchTools;
 impl SearchTools {
     fn spec_with(&self, counts: Option<(usize, usize, usize, usize)>) -> ToolSpec {
         let holds = match counts {
-            Some((apps, agents, skills, knowledge)) => format!(
-                " The directory holds {apps} app{}, {agents} agent{}, {skills} skill{} and \
+            Some((servers, agents, skills, knowledge)) => format!(
+                " The directory holds {servers} app{}, {agents} agent{}, {skills} skill{} and \
                  {knowledge} knowledge entr{}.",
-                plural(apps),
+                plural(servers),
                 plural(agents),
                 plural(skills),
                 if knowledge == 1 { "y" } else { "ies" }
@@ -152,7 +152,7 @@ impl Tool for SearchTools {
             (skills, k.len() - skills)
         });
         self.spec_with(Some((
-            directory.apps().len(),
+            directory.tool_servers().len(),
             directory.agents().len(),
             directory.skills().len() + skills,
             entries,
@@ -244,20 +244,21 @@ impl Tool for ListTools {
 /// `list_tools` entries for an item found by `asked`.
 fn describe(item: &Item<'_>, asked: &str) -> Vec<Value> {
     match item {
-        Item::App { app, function } => {
-            // The app's name lists every function; `app:function` only that one.
-            let which: Vec<usize> =
-                if asked.ends_with(&format!(":{}", app.functions[*function].name)) && *function > 0
-                {
-                    vec![*function]
-                } else {
-                    (0..app.functions.len()).collect()
-                };
+        Item::ToolServer { server, function } => {
+            // The server's name lists every function; `server:function` only that one.
+            let which: Vec<usize> = if asked
+                .ends_with(&format!(":{}", server.functions[*function].name))
+                && *function > 0
+            {
+                vec![*function]
+            } else {
+                (0..server.functions.len()).collect()
+            };
             which
                 .into_iter()
                 .map(|i| {
-                    let f = &app.functions[i];
-                    json!({"name": app.function_reference(i), "source": Kind::App,
+                    let f = &server.functions[i];
+                    json!({"name": server.function_reference(i), "source": Kind::ToolServer,
                            "function": f.name, "default": i == 0,
                            "description": f.description, "input_schema": f.input_schema})
                 })
@@ -335,17 +336,17 @@ impl Tool for ExecuteTool {
             Err(why) => return ToolOutcome::error(format!("Error: {why}.")),
         };
         match item {
-            Item::App { app, function } => {
-                let spec = &app.functions[function];
+            Item::ToolServer { server, function } => {
+                let spec = &server.functions[function];
                 if let Some(why) = check(&spec.input_schema, &arguments) {
                     return ToolOutcome::error(format!(
                         "Error: invalid arguments for `{}`: {why}",
-                        app.function_reference(function)
+                        server.function_reference(function)
                     ));
                 }
                 let target = ServerTarget {
-                    base_url: app.server.clone(),
-                    endpoint: app.endpoint.clone(),
+                    base_url: server.base_url.clone(),
+                    endpoint: server.endpoint.clone(),
                 };
                 let function = spec.name.clone();
                 drop(knowledge);
@@ -392,7 +393,7 @@ mod tests {
 
     use super::*;
     use crate::meta::DIRECTORY_REFRESH;
-    use crate::meta::{App, DirectoryAgent, DirectoryContents, DirectorySource};
+    use crate::meta::{DirectoryAgent, DirectoryContents, DirectorySource, DirectoryToolServer};
     use infinity_agent_core::ids::ThreadId;
     use infinity_agent_core::state::ThreadRecord;
     use infinity_agent_core::tools::internal::InternalTools;
@@ -406,9 +407,9 @@ mod tests {
         async fn load(
             &self,
         ) -> Result<DirectoryContents, infinity_agent_core::library::ShelfError> {
-            let app = |url: &str| {
+            let server = |url: &str| {
                 let tool = ToolSpec::new("t", "A tool.", json!({"type": "object"}));
-                App::new(
+                DirectoryToolServer::new(
                     url,
                     Some("Tools"),
                     None,
@@ -417,7 +418,7 @@ mod tests {
                 )
             };
             Ok(DirectoryContents {
-                apps: vec![app("http://a.test"), app("http://b.test")],
+                tool_servers: vec![server("http://a.test"), server("http://b.test")],
                 agents: vec![DirectoryAgent {
                     name: "scout".to_owned(),
                     version: 3,
@@ -429,7 +430,7 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn the_model_is_told_how_many_apps_the_directory_holds() {
+    async fn the_model_is_told_how_many_tool_servers_the_directory_holds() {
         let library = Library::new().with_directory(Arc::new(Fixed), DIRECTORY_REFRESH);
         let registry = ToolRegistry::for_agent(
             &crate::categories(),
@@ -486,15 +487,15 @@ mod tests {
     fn references_name_one_item_or_say_why_not() {
         let spec = |n: &str| ToolSpec::new(n, "d", json!({"type": "object"}));
         let directory = Directory::new(DirectoryContents {
-            apps: vec![
-                App::new(
+            tool_servers: vec![
+                DirectoryToolServer::new(
                     "http://127.0.0.1:4100/x",
                     Some("Clock"),
                     None,
                     "e".into(),
                     vec![spec("now"), spec("zones")],
                 ),
-                App::new(
+                DirectoryToolServer::new(
                     "http://127.0.0.1:4100/y",
                     Some("Clock"),
                     None,
@@ -506,26 +507,30 @@ mod tests {
             skills: Vec::new(),
         });
         // Two servers on one host with one toolset name are told apart.
-        let refs: Vec<String> = directory.apps().iter().map(App::reference).collect();
+        let refs: Vec<String> = directory
+            .tool_servers()
+            .iter()
+            .map(DirectoryToolServer::reference)
+            .collect();
         assert_eq!(refs, ["127.0.0.1:4100/clock", "127.0.0.1:4100/clock-2"]);
         let found = directory
-            .find(Kind::App, "127.0.0.1:4100/clock:zones", None)
+            .find(Kind::ToolServer, "127.0.0.1:4100/clock:zones", None)
             .unwrap();
         assert_eq!(found.reference(), "127.0.0.1:4100/clock:zones");
         let found = directory
-            .find(Kind::App, "127.0.0.1:4100/clock", None)
+            .find(Kind::ToolServer, "127.0.0.1:4100/clock", None)
             .unwrap();
-        assert!(matches!(found, Item::App { function: 0, .. }));
+        assert!(matches!(found, Item::ToolServer { function: 0, .. }));
         assert!(matches!(
-            directory.find(Kind::App, "127.0.0.1:4100/clock:moon", None),
+            directory.find(Kind::ToolServer, "127.0.0.1:4100/clock:moon", None),
             Err(Miss::Problem(why)) if why.contains("has no function `moon`; its functions are now, zones")
         ));
         assert!(matches!(
-            directory.find(Kind::App, "clock-2", None),
-            Ok(Item::App { .. })
+            directory.find(Kind::ToolServer, "clock-2", None),
+            Ok(Item::ToolServer { .. })
         ));
         assert_eq!(
-            directory.find(Kind::App, "sundial", None),
+            directory.find(Kind::ToolServer, "sundial", None),
             Err(Miss::Missing)
         );
         let err = "flow".parse::<Kind>().unwrap_err();

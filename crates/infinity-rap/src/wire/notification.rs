@@ -66,7 +66,7 @@ impl WireMessage for ToolCallStatusResponse {
 /// server answers 200 only once the session's state is on the destination.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct MigrateRequest {
-    /// The session being moved: its root thread's id.
+    /// The session being moved (in Infinity, a conversation): its root thread's id.
     pub session_id: String,
     /// The base URL of the same tool server on the destination host.
     pub destination_url: String,

@@ -74,8 +74,8 @@ async fn bytes_of<S: Send + Sync>(request: Request, state: &S) -> Result<Bytes, 
         .map_err(|e| error(e.status(), e.body_text()))
 }
 
-/// The largest body read a second time with its integral numbers as integers (a session's
-/// bundle may be a gigabyte; what people and clients send is far smaller).
+/// The largest body read a second time with its integral numbers as integers (a
+/// conversation's bundle may be a gigabyte; what people and clients send is far smaller).
 const LENIENT_UP_TO: usize = 1 << 20;
 
 /// `bytes` read as `T`: 400 for what is not JSON, 422 for JSON of another shape.

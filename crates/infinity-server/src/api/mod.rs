@@ -31,8 +31,9 @@ async fn internal_tools() -> Json<Vec<infinity_agent_core::tools::internal::List
 /// The routes over threads and agents, on `host`.
 pub fn routes(host: Shared) -> Router {
     Router::new()
-        .route("/tools/internal", get(internal_tools))
         .route("/agents/internal-tools", get(internal_tools))
+        // An alias, kept until a release notes its removal (docs/architecture.md's shims).
+        .route("/tools/internal", get(internal_tools))
         .route("/agents", get(agents))
         .route("/models", get(models))
         .route("/agents/{name}", get(agent))

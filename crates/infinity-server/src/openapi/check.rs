@@ -33,8 +33,8 @@ pub fn enabled() -> bool {
     std::env::var(CHECK_VAR).is_ok_and(|v| v == "1")
 }
 
-/// Bodies larger than this (by their `Content-Length`) are passed on unchecked: a session's
-/// bundle may be a gigabyte.
+/// Bodies larger than this (by their `Content-Length`) are passed on unchecked: a
+/// conversation's bundle may be a gigabyte.
 const MAX_CHECKED: usize = 16 << 20;
 
 fn too_big(headers: &axum::http::HeaderMap) -> bool {

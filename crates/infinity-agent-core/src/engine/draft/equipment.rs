@@ -13,8 +13,8 @@ pub(in crate::engine) struct Equipment<'a> {
     agent: Arc<Agent>,
     /// The agent's model, or the one a person switched the thread to.
     model: Arc<dyn ModelProvider>,
-    /// The session's tools from tool servers, compiled.
-    session_tools: Option<Arc<ToolRegistry>>,
+    /// The conversation's tools from tool servers, compiled.
+    conversation_tools: Option<Arc<ToolRegistry>>,
     /// The specs this thread is offered, when they are not simply the agent's.
     offered: Option<Vec<ToolSpec>>,
     library: Option<&'a Library>,
@@ -24,14 +24,14 @@ impl<'a> Equipment<'a> {
     pub(in crate::engine) fn new(
         agent: Arc<Agent>,
         model: Arc<dyn ModelProvider>,
-        session_tools: Option<Arc<ToolRegistry>>,
+        conversation_tools: Option<Arc<ToolRegistry>>,
         offered: Option<Vec<ToolSpec>>,
         library: Option<&'a Library>,
     ) -> Self {
         Self {
             agent,
             model,
-            session_tools,
+            conversation_tools,
             offered,
             library,
         }
@@ -52,9 +52,9 @@ impl<'a> Equipment<'a> {
         self.library
     }
 
-    /// The tools the thread may call: its agent's, then its session's.
+    /// The tools the thread may call: its agent's, then its conversation's.
     pub(in crate::engine) fn tools(&self) -> OfferedTools<'_> {
-        OfferedTools::new(&self.agent.tools, self.session_tools.as_deref())
+        OfferedTools::new(&self.agent.tools, self.conversation_tools.as_deref())
     }
 
     /// The specs of the tools the model is offered.
