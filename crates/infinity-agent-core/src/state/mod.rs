@@ -34,7 +34,7 @@ pub use migration::{Migration, MigrationState};
 pub use output::{FinishStatus, ThreadOutput};
 pub use plan::{Plan, PlanStep, StepStatus};
 pub use schedule::Schedule;
-pub use summary::{Activity, ThreadKind, ThreadPage, ThreadQuery, ThreadSummary};
+pub use summary::{Activity, Phrase, ThreadKind, ThreadPage, ThreadQuery, ThreadSummary};
 pub use toolset::{Deadline, SessionTool, Toolset};
 
 /// The current schema version of [`ThreadRecord`]. Bumped on an incompatible change, with a
