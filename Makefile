@@ -45,7 +45,7 @@ lint:
 # Every library crate packages (metadata, readme, versions on path dependencies) and its docs
 # build without warnings. `--no-verify` keeps it quick; a full `cargo package` also builds each.
 package-check:
-	$(CARGO) package --workspace --exclude custom-tool-example --exclude rap-example-servers --no-verify --allow-dirty --quiet
+	$(CARGO) package --workspace --exclude custom-tool-example --exclude rap-example-servers --exclude infinity-test-support --no-verify --allow-dirty --quiet
 	RUSTDOCFLAGS="-D warnings" $(CARGO) doc --workspace --no-deps --quiet
 
 # The Python venv (cfn-lint, SAM CLI, moto) and DynamoDB Local; idempotent and quick once done.
@@ -73,8 +73,10 @@ template-check: tools
 
 # The local-stack tests start the emulators themselves (infra/local/emulators.sh). Every server
 # the tests start checks itself against the API's document (INFINITY_CHECK_API, docs/api.md).
+# A test that needs what `make tools` installs is skipped without it, saying so, unless
+# INFINITY_REQUIRE_TOOLS is set, as here: then it fails loudly, and CI never skips one.
 unit:
-	INFINITY_CHECK_API=1 $(CARGO) test --workspace
+	INFINITY_REQUIRE_TOOLS=1 INFINITY_CHECK_API=1 $(CARGO) test --workspace
 
 # The Python and TypeScript clients (clients/), each generated from clients/openapi.json and
 # tested against a real `infinity serve`: the one `unit` built (INFINITY_BIN to use another).
@@ -109,7 +111,7 @@ unit-localstack: tools
 	export INFINITY_EMULATOR=localstack INFINITY_LOCAL_SQS_METRICS_SECONDS=5; \
 	bash infra/local/install.sh >/dev/null && bash infra/local/emulators.sh start >/dev/null \
 	&& $(VENV)/python infra/check_alarms.py --live template.yaml \
-	&& INFINITY_CHECK_API=1 $(CARGO) test --workspace --test local_stack; \
+	&& INFINITY_REQUIRE_TOOLS=1 INFINITY_CHECK_API=1 $(CARGO) test --workspace --test local_stack; \
 	status=$$?; bash infra/local/emulators.sh stop >/dev/null; exit $$status
 
 build:

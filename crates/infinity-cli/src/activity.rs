@@ -1,9 +1,8 @@
 //! What a thread is doing, in words, from its record (`infinity threads`, chat's `/threads`).
 //!
-//! The words are the core's ([`Activity`]), which the web app's `web/status.js`
-//! (`describeStatus`) must agree with, word for word and rule for rule. The web app also knows
-//! when the model is at work (from the event stream, "running"); a record alone does not say,
-//! so the CLI never does.
+//! The words and the rules are the core's ([`Activity::of`], in its `Phrase`s); the web app is
+//! served the same words and says them by the same rules. It also knows when the model is at
+//! work (from the event stream, "running"); a record alone does not say, so the CLI never does.
 
 use infinity_agent_core::model::Usage;
 use infinity_agent_core::state::{Activity, ThreadRecord};

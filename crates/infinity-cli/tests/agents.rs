@@ -6,7 +6,8 @@ use crate::common;
 use std::path::Path;
 use std::process::Output;
 
-use common::{get_json, infinity, serve_in};
+use common::{infinity, serve_in};
+use infinity_test_support::get_json;
 
 fn text(out: &Output) -> (String, String) {
     (

@@ -8,7 +8,8 @@ use reqwest::header::CONTENT_TYPE;
 use reqwest::{Client, RequestBuilder};
 use serde_json::{json, Value};
 
-use crate::common::{get_json, serve_in, until};
+use crate::common::{serve_in, until};
+use infinity_test_support::get_json;
 
 /// An agent that answers every message at once (the scripted model: no keys).
 fn quiet_agent(dir: &std::path::Path) {

@@ -12,6 +12,7 @@ use std::time::Duration;
 use serde_json::{json, Value};
 
 use common::{until, Server};
+use infinity_test_support::Api;
 
 const TOKEN: &str = "pagetoken";
 
@@ -79,34 +80,16 @@ fn http() -> reqwest::Client {
     reqwest::Client::new()
 }
 
-async fn say(base: &str, thread: &str, text: &str) {
-    let r = http()
-        .post(format!("{base}/threads/{thread}/messages"))
-        .bearer_auth(TOKEN)
-        .json(&json!({ "text": text }))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(r.status(), 202);
-}
-
-async fn record(base: &str, thread: &str) -> Value {
-    http()
-        .get(format!("{base}/threads/{thread}"))
-        .bearer_auth(TOKEN)
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap_or(Value::Null)
+/// The API at `base`, with the token.
+fn api(base: &str) -> Api {
+    Api::new(base, Some(TOKEN))
 }
 
 /// The thread's pages, once it has `n`.
 async fn pages(base: &str, thread: &str, n: usize) -> Vec<Value> {
     let mut found = Vec::new();
     for _ in 0..150 {
-        let r = record(base, thread).await;
+        let r = api(base).record(thread).await;
         if let Some(list) = r["category_notes"]["artifact"]
             .as_array()
             .filter(|l| l.len() >= n)
@@ -162,7 +145,7 @@ fn header(r: &reqwest::Response, name: &str) -> String {
 async fn an_agent_publishes_a_page_people_comment_and_it_answers() {
     let dir = tempfile::tempdir().unwrap();
     let (_server, base) = serve(dir.path()).await;
-    say(&base, "garden", "publish").await;
+    api(&base).say("garden", "publish").await;
     let page = pages(&base, "garden", 1).await.remove(0);
     let id = page["id"].as_str().unwrap().to_owned();
     assert_eq!(page["url"], format!("{base}/a/{id}"));
@@ -288,9 +271,9 @@ async fn an_agent_publishes_a_page_people_comment_and_it_answers() {
 
     // A new version at the same URL, now private: without the token it is not there; with it,
     // the frame loads through the page's own key, and the old version stays.
-    say(&base, "garden", &format!("update {id}")).await;
+    api(&base).say("garden", &format!("update {id}")).await;
     until("version 2", || async {
-        record(&base, "garden").await["category_notes"]["artifact"][0]["version"] == 2
+        api(&base).record("garden").await["category_notes"]["artifact"][0]["version"] == 2
     })
     .await;
     until("the private page to be stored", || async {
@@ -340,7 +323,7 @@ async fn an_agent_publishes_a_page_people_comment_and_it_answers() {
     assert!(!header(&v2, "content-security-policy").contains("/files/"));
 
     // Markdown: rendered, its raw HTML shown as text; listed when public (it is unlisted).
-    say(&base, "garden", "notes").await;
+    api(&base).say("garden", "notes").await;
     let notes_id = stored_page(&base, "garden", 2).await;
     let shown = get(&format!("{base}/a/{notes_id}/open/v1/page"))
         .await
@@ -366,7 +349,7 @@ async fn a_person_reads_a_page_and_comments_in_a_real_browser() {
     };
     let dir = tempfile::tempdir().unwrap();
     let (_server, base) = serve(dir.path()).await;
-    say(&base, "garden", "publish").await;
+    api(&base).say("garden", "publish").await;
     let id = stored_page(&base, "garden", 1).await;
     let browser = browser::Browser::launch(&chromium, 1100, 900).await;
     browser.open(&format!("{base}/a/{id}")).await;
@@ -432,7 +415,7 @@ async fn a_page_runs_only_in_its_frame_and_fetches_its_own_files_in_a_real_brows
     };
     let dir = tempfile::tempdir().unwrap();
     let (_server, base) = serve(dir.path()).await;
-    say(&base, "fruit", "app").await;
+    api(&base).say("fruit", "app").await;
     let id = stored_page(&base, "fruit", 1).await;
     let browser = browser::Browser::launch(&chromium, 1000, 800).await;
     // The content's URL opened in the tab: its script does not run there (it would take the

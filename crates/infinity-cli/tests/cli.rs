@@ -4,9 +4,7 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 
-fn repo() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
+use infinity_test_support::repo;
 
 fn infinity(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_infinity"))

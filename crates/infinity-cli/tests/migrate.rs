@@ -4,13 +4,14 @@
 
 use crate::common;
 
-use common::{free_port, get_json, until, Server};
+use common::{free_port, until, Server};
+use infinity_test_support::Api;
 
 use std::process::{Command, Stdio};
 
-use serde_json::{json, Value};
+use serde_json::json;
 
-fn serve(agent: &std::path::Path, store: &std::path::Path) -> (Server, String) {
+fn serve(agent: &std::path::Path, store: &std::path::Path) -> (Server, Api) {
     let port = free_port();
     let child = Command::new(env!("CARGO_BIN_EXE_infinity"))
         .args(["serve", "--agent"])
@@ -24,17 +25,10 @@ fn serve(agent: &std::path::Path, store: &std::path::Path) -> (Server, String) {
         .stderr(Stdio::null())
         .spawn()
         .unwrap();
-    (Server(child), format!("http://127.0.0.1:{port}"))
-}
-
-async fn say(base: &str, thread: &str, text: &str) {
-    let r = reqwest::Client::new()
-        .post(format!("{base}/threads/{thread}/messages"))
-        .json(&json!({"text": text}))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(r.status().as_u16(), 202, "{}", r.text().await.unwrap());
+    (
+        Server(child),
+        Api::new(&format!("http://127.0.0.1:{port}"), None),
+    )
 }
 
 fn migrate(args: &[&str]) -> (i32, String) {
@@ -50,14 +44,6 @@ fn migrate(args: &[&str]) -> (i32, String) {
     )
 }
 
-async fn history(base: &str, thread: &str) -> Vec<String> {
-    let (_, entries) = get_json(&format!("{base}/threads/{thread}/history")).await;
-    entries
-        .as_array()
-        .map(|a| a.iter().map(|e| e["item"].to_string()).collect())
-        .unwrap_or_default()
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_conversation_moves_between_two_served_runtimes() {
     let dir = tempfile::tempdir().unwrap();
@@ -70,102 +56,87 @@ async fn a_conversation_moves_between_two_served_runtimes() {
     std::fs::write(&agent, "name: napper\nmodel: script:script.yaml\n").unwrap();
     let (_a, here) = serve(&agent, &dir.path().join("here"));
     let (_b, there) = serve(&agent, &dir.path().join("there"));
-    for base in [&here, &there] {
+    for api in [&here, &there] {
         until("serve is up", || async {
-            get_json(&format!("{base}/health")).await.0 == 200
+            api.get_json("/health").await.0 == 200
         })
         .await;
     }
 
-    say(&here, "trip", "spawn").await;
+    here.say("trip", "spawn").await;
     until("the child answered", || async {
-        let (_, record) = get_json(&format!("{here}/threads/trip")).await;
+        let (_, record) = here.get_json("/threads/trip").await;
         let Some(child) = record["children"][0]["thread_id"].as_str() else {
             return false;
         };
-        history(&here, child)
-            .await
-            .iter()
-            .any(|l| l.contains("child here"))
+        here.history_mentions(child, "child here").await
     })
     .await;
-    say(&here, "trip", "nap").await;
+    here.say("trip", "nap").await;
     until("the sleep began", || async {
-        let (_, record) = get_json(&format!("{here}/threads/trip")).await;
+        let (_, record) = here.get_json("/threads/trip").await;
         record["pending_calls"]
             .as_array()
             .is_some_and(|p| !p.is_empty())
     })
     .await;
 
-    let (code, stderr) = migrate(&["trip", "--from", &here, "--to", &there]);
+    let (code, stderr) = migrate(&["trip", "--from", &here.url, "--to", &there.url]);
     assert_eq!(code, 0, "{stderr}");
     assert!(
         stderr.contains("moved the session trip (2 thread(s))"),
         "{stderr}"
     );
-    let (status, record) = get_json(&format!("{there}/threads/trip")).await;
+    let (status, record) = there.get_json("/threads/trip").await;
     assert_eq!(status, 200);
     assert_eq!(record["pending_calls"][0]["tool"], "sleep");
     let child = record["children"][0]["thread_id"]
         .as_str()
         .unwrap()
         .to_owned();
-    assert_eq!(get_json(&format!("{there}/threads/{child}")).await.0, 200);
-    let (_, tombstone) = get_json(&format!("{here}/threads/trip")).await;
+    assert_eq!(there.get_json(&format!("/threads/{child}")).await.0, 200);
+    let (_, tombstone) = here.get_json("/threads/trip").await;
     assert_eq!(tombstone["migration"]["state"], "moved", "{tombstone}");
 
     // The sleep ends at the new host; a message posted at the old one is forwarded there.
     until("the sleep ended at the new host", || async {
-        let (_, record) = get_json(&format!("{there}/threads/trip")).await;
+        let (_, record) = there.get_json("/threads/trip").await;
         record.get("id").is_some() && record.get("pending_calls").is_none()
     })
     .await;
-    say(&here, "trip", "still there?").await;
+    here.say("trip", "still there?").await;
     until("the forwarded message was answered", || async {
-        history(&there, "trip")
-            .await
-            .iter()
-            .any(|l| l.contains("still there?"))
+        there.history_mentions("trip", "still there?").await
     })
     .await;
-    assert!(!history(&here, "trip")
-        .await
-        .iter()
-        .any(|l| l.contains("still there?")));
+    assert!(!here.history_mentions("trip", "still there?").await);
 
     // Refusals name the reason.
-    let (code, stderr) = migrate(&["trip", "--from", &here, "--to", &there]);
+    let (code, stderr) = migrate(&["trip", "--from", &here.url, "--to", &there.url]);
     assert_eq!(code, 1, "{stderr}");
     assert!(
         stderr.contains("thread trip is already moved to"),
         "{stderr}"
     );
-    let (code, stderr) = migrate(&[&child, "--from", &there, "--to", &here]);
+    let (code, stderr) = migrate(&[&child, "--from", &there.url, "--to", &here.url]);
     assert_eq!(code, 1);
     assert!(
         stderr.contains("cannot move on its own: it is a child of trip"),
         "{stderr}"
     );
-    let (code, stderr) = migrate(&["nobody", "--from", &there, "--to", &here]);
+    let (code, stderr) = migrate(&["nobody", "--from", &there.url, "--to", &here.url]);
     assert_eq!(code, 1);
     assert!(stderr.contains("thread nobody does not exist"), "{stderr}");
 
     // And back: the old host's tombstone takes the conversation back.
-    let (code, stderr) = migrate(&["trip", "--from", &there, "--to", &here]);
+    let (code, stderr) = migrate(&["trip", "--from", &there.url, "--to", &here.url]);
     assert_eq!(code, 0, "{stderr}");
-    let (_, record) = get_json(&format!("{here}/threads/trip")).await;
+    let (_, record) = here.get_json("/threads/trip").await;
     assert!(record.get("migration").is_none(), "{record}");
-    assert!(history(&here, "trip")
-        .await
-        .iter()
-        .any(|l| l.contains("still there?")));
-    say(&there, "trip", "and now?").await;
+    assert!(here.history_mentions("trip", "still there?").await);
+    there.say("trip", "and now?").await;
     until("forwarded back home", || async {
-        history(&here, "trip")
-            .await
-            .iter()
-            .any(|l| l.contains("and now?"))
+        here.history_mentions("trip", "and now?").await
     })
     .await;
 }
@@ -182,44 +153,32 @@ async fn a_move_stopped_after_the_import_is_finished_with_finish() {
     std::fs::write(&agent, "name: plain\nmodel: script:script.yaml\n").unwrap();
     let (_a, here) = serve(&agent, &dir.path().join("here"));
     let (_b, there) = serve(&agent, &dir.path().join("there"));
-    for base in [&here, &there] {
+    for api in [&here, &there] {
         until("serve is up", || async {
-            get_json(&format!("{base}/health")).await.0 == 200
+            api.get_json("/health").await.0 == 200
         })
         .await;
     }
-    say(&here, "half", "hello").await;
+    here.say("half", "hello").await;
     until("the thread", || async {
-        get_json(&format!("{here}/threads/half")).await.0 == 200
+        here.get_json("/threads/half").await.0 == 200
     })
     .await;
     // The first two steps by hand, as a command that died before its last step left them.
-    let http = reqwest::Client::new();
-    let bundle: Value = http
-        .post(format!("{here}/threads/half/migration"))
-        .json(&json!({"to": there}))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
-    let imported = http
-        .post(format!("{there}/migration/import"))
-        .json(&bundle)
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(imported.status().as_u16(), 200);
-    let (_, record) = get_json(&format!("{here}/threads/half")).await;
+    let (_, bundle) = here
+        .post_json("/threads/half/migration", &json!({"to": there.url}))
+        .await;
+    let (imported, _) = there.post_json("/migration/import", &bundle).await;
+    assert_eq!(imported, 200);
+    let (_, record) = here.get_json("/threads/half").await;
     assert_eq!(record["migration"]["state"], "moving");
 
-    let (code, stderr) = migrate(&["half", "--from", &here, "--to", &there, "--finish"]);
+    let (code, stderr) = migrate(&["half", "--from", &here.url, "--to", &there.url, "--finish"]);
     assert_eq!(code, 0, "{stderr}");
-    let (_, record) = get_json(&format!("{here}/threads/half")).await;
+    let (_, record) = here.get_json("/threads/half").await;
     assert_eq!(record["migration"]["state"], "moved", "{record}");
     // Finishing from the wrong side is refused with the reason.
-    let (code, stderr) = migrate(&["half", "--from", &there, "--to", &here, "--finish"]);
+    let (code, stderr) = migrate(&["half", "--from", &there.url, "--to", &here.url, "--finish"]);
     assert_eq!(code, 1);
     assert!(stderr.contains("does not run here"), "{stderr}");
 }

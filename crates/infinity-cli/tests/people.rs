@@ -3,9 +3,10 @@
 //! approvals answered by `infinity choose` or by their deadline through the stack's timers, and
 //! both kept through a `kill -9` of `infinity serve --store`.
 
-use crate::aws_stack::{eventually, post_json, serve_aws, stack_with};
-use crate::common::{self, get_json, until};
+use crate::aws_stack::{eventually, serve_aws, stack_with};
+use crate::common::{self, until};
 use crate::stack::infinity_on;
+use infinity_test_support::{get_json, post_json};
 
 use std::time::Duration;
 
@@ -68,7 +69,9 @@ fn client_call(record: &ThreadRecord) -> Option<String> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn on_a_stack_client_tools_and_approvals_wait_for_their_answers() {
-    let stack = stack_with(AGENT, SCRIPT, &[]).await;
+    let Some(stack) = stack_with(AGENT, SCRIPT, &[]).await else {
+        return;
+    };
     let store = infinity_aws::store::DynamoThreadStore::new(
         stack.clients.dynamodb.clone(),
         stack.env["INFINITY_TABLE"].clone(),
@@ -142,7 +145,7 @@ async fn on_a_stack_client_tools_and_approvals_wait_for_their_answers() {
     let (_server, api) = serve_aws(&stack).await;
     let (status, _) = post_json(
         &format!("{api}/threads/ct1/messages"),
-        json!({"text": "paint"}),
+        &json!({"text": "paint"}),
     )
     .await;
     assert_eq!(status, 202);
@@ -159,7 +162,7 @@ async fn on_a_stack_client_tools_and_approvals_wait_for_their_answers() {
         "{snapshot}"
     );
     let answer = format!("{api}/threads/ct1/tool_results/{second}");
-    let (status, _) = post_json(&answer, json!({"text": "blue"})).await;
+    let (status, _) = post_json(&answer, &json!({"text": "blue"})).await;
     assert_eq!(status, 202);
     eventually("the answer to the second result", || async {
         infinity_on(&stack, &["thread", "show", "ct1"])
@@ -167,7 +170,7 @@ async fn on_a_stack_client_tools_and_approvals_wait_for_their_answers() {
             .contains("got: blue")
     })
     .await;
-    let (status, body) = post_json(&answer, json!({"text": "green"})).await;
+    let (status, body) = post_json(&answer, &json!({"text": "green"})).await;
     assert_eq!(status, 409, "{body}");
 
     // An approval with a deadline and `default: approve`: nobody answers, the stack's timer
@@ -253,7 +256,7 @@ approvals:\n  - {tools: [set_title], deadline: 8s, default: approve}\n  - {tools
     let message = |api: &str, thread: &str, text: &str| {
         let url = format!("{api}/threads/{thread}/messages");
         let body = json!({ "text": text });
-        async move { post_json(&url, body).await.0 }
+        async move { post_json(&url, &body).await.0 }
     };
     let record = |api: &str, thread: &str| {
         let url = format!("{api}/threads/{thread}");
@@ -308,9 +311,9 @@ approvals:\n  - {tools: [set_title], deadline: 8s, default: approve}\n  - {tools
         "{shown}"
     );
     let answer = format!("{api}/threads/c/tool_results/{call}");
-    assert_eq!(post_json(&answer, json!({"text": "teal"})).await.0, 202);
+    assert_eq!(post_json(&answer, &json!({"text": "teal"})).await.0, 202);
     let choice = format!("{api}/threads/b/choices/{asked}");
-    assert_eq!(post_json(&choice, json!({"selected": 0})).await.0, 200);
+    assert_eq!(post_json(&choice, &json!({"selected": 0})).await.0, 200);
     // The deadline that passed while the process was down fired at the start: its slice runs
     // the call and then asks the slow model, so nothing of it commits either.
     assert!(record(&api, "a").await["title"].is_null());
@@ -327,7 +330,7 @@ approvals:\n  - {tools: [set_title], deadline: 8s, default: approve}\n  - {tools
     .await;
     assert_eq!(entries_with(&api, "c", "\"text\":\"teal\"").await, 1);
     let late = format!("{api}/threads/c/tool_results/{call}");
-    assert_eq!(post_json(&late, json!({"text": "red"})).await.0, 409);
+    assert_eq!(post_json(&late, &json!({"text": "red"})).await.0, 409);
     for thread in ["a", "b", "c"] {
         let now = record(&api, thread).await;
         let none = |field: &str| now[field].as_array().is_none_or(Vec::is_empty);
@@ -383,13 +386,11 @@ async fn the_first_answer_stands_and_every_other_is_refused_naming_it() {
     for round in 0..3 {
         let thread = format!("nap{round}");
         let url = format!("{api}/threads/{thread}/messages");
-        assert_eq!(post_json(&url, json!({"text": "nap"})).await.0, 202);
+        assert_eq!(post_json(&url, &json!({"text": "nap"})).await.0, 202);
         let call = question(thread.clone()).await;
         let choose = format!("{api}/threads/{thread}/choices/{call}");
-        let (run, decline) = tokio::join!(
-            post_json(&choose, json!({"selected": 0})),
-            post_json(&choose, json!({"selected": 1})),
-        );
+        let (first, second) = (json!({"selected": 0}), json!({"selected": 1}));
+        let (run, decline) = tokio::join!(post_json(&choose, &first), post_json(&choose, &second));
         let (won, lost) = match (run.0, decline.0) {
             (200, 409) => (0, &decline.1),
             (409, 200) => (1, &run.1),
@@ -414,7 +415,7 @@ async fn the_first_answer_stands_and_every_other_is_refused_naming_it() {
         );
         // Answering again, the same or another way, is refused the same way.
         for selected in [0, 1] {
-            let (status, body) = post_json(&choose, json!({"selected": selected})).await;
+            let (status, body) = post_json(&choose, &json!({"selected": selected})).await;
             assert_eq!(status, 409, "{body}");
             assert!(
                 body["error"].as_str().unwrap_or_default().contains(stands),
@@ -425,12 +426,12 @@ async fn the_first_answer_stands_and_every_other_is_refused_naming_it() {
 
     // A decline sent half a second after an approval is refused; the call runs.
     let url = format!("{api}/threads/late/messages");
-    assert_eq!(post_json(&url, json!({"text": "nap"})).await.0, 202);
+    assert_eq!(post_json(&url, &json!({"text": "nap"})).await.0, 202);
     let call = question("late".to_owned()).await;
     let choose = format!("{api}/threads/late/choices/{call}");
-    assert_eq!(post_json(&choose, json!({"selected": 0})).await.0, 200);
+    assert_eq!(post_json(&choose, &json!({"selected": 0})).await.0, 200);
     tokio::time::sleep(Duration::from_millis(500)).await;
-    let (status, body) = post_json(&choose, json!({"selected": 1})).await;
+    let (status, body) = post_json(&choose, &json!({"selected": 1})).await;
     assert_eq!(status, 409, "{body}");
     until("the approved nap", || async {
         results_with(&api, "late", "Slept until").await == 1
@@ -440,7 +441,7 @@ async fn the_first_answer_stands_and_every_other_is_refused_naming_it() {
 
     // Two results for one client tool's call at once: one is taken, the other told so.
     let url = format!("{api}/threads/paint/messages");
-    assert_eq!(post_json(&url, json!({"text": "paint"})).await.0, 202);
+    assert_eq!(post_json(&url, &json!({"text": "paint"})).await.0, 202);
     let waiting = || async {
         let (_, record) = get_json(&format!("{api}/threads/paint")).await;
         serde_json::from_value::<ThreadRecord>(record)
@@ -456,10 +457,8 @@ async fn the_first_answer_stands_and_every_other_is_refused_naming_it() {
         "{api}/threads/paint/tool_results/{}",
         waiting().await.unwrap()
     );
-    let (teal, red) = tokio::join!(
-        post_json(&results, json!({"text": "teal"})),
-        post_json(&results, json!({"text": "crimson red"})),
-    );
+    let (first, second) = (json!({"text": "teal"}), json!({"text": "crimson red"}));
+    let (teal, red) = tokio::join!(post_json(&results, &first), post_json(&results, &second));
     let (winner, refusal) = match (teal.0, red.0) {
         (202, 409) => ("teal", &red.1),
         (409, 202) => ("crimson red", &teal.1),

@@ -9,7 +9,8 @@ use crate::common;
 use crate::remotes;
 
 use common::{free_port, until, Server};
-use remotes::{Api, AGENT, SCRIPT};
+use infinity_test_support::Api;
+use remotes::{AGENT, SCRIPT};
 use std::process::{Command, Stdio};
 
 /// `infinity serve` of the `ops` agent, on loopback without a token.

@@ -4,7 +4,8 @@
 
 use crate::common;
 
-use common::{free_port, get_json, until, Server};
+use common::{free_port, until, Server};
+use infinity_test_support::{get_json, post_json};
 
 use std::process::{Command, Stdio};
 use std::sync::{Arc, Mutex};
@@ -26,15 +27,10 @@ struct Picker {
     results_delivered: Mutex<u32>,
 }
 
-async fn post_json(url: &str, body: Value) {
-    let status = reqwest::Client::new()
-        .post(url)
-        .json(&body)
-        .send()
-        .await
-        .unwrap()
-        .status();
-    assert!(status.is_success(), "{url}: {status}");
+/// Sends a callback to the runtime as a tool server does; fails unless it is taken.
+async fn deliver(url: &str, body: Value) {
+    let (status, answer) = post_json(url, &body).await;
+    assert!((200..300).contains(&status), "{url}: {status} {answer}");
 }
 
 fn picker_app(picker: Arc<Picker>) -> Router {
@@ -60,13 +56,13 @@ fn picker_app(picker: Arc<Picker>) -> Router {
                     *p.callback.lock().unwrap() = Some((url.clone(), group.clone(), id.clone()));
                     let base = p.base.lock().unwrap().clone();
                     tokio::spawn(async move {
-                        post_json(
+                        deliver(
                             &url,
                             json!({"type": "view_update", "group_id": group,
                         "view_type": "palette", "content": {"colours": 2}}),
                         )
                         .await;
-                        post_json(
+                        deliver(
                             &url,
                             json!({"type": "user_choice", "group_id": group, "id": id,
                         "prompt": "Which colour?", "choices": ["red", "blue"], "default": 0,
@@ -86,7 +82,7 @@ fn picker_app(picker: Arc<Picker>) -> Router {
                     let (url, group, id) = p.callback.lock().unwrap().clone().unwrap();
                     let colour = ["red", "blue"][body["selected"].as_u64().unwrap() as usize];
                     tokio::spawn(async move {
-                        post_json(
+                        deliver(
                             &url,
                             json!({"type": "tool_result", "group_id": group, "id": id,
                         "text": format!("picked {colour}")}),
@@ -771,17 +767,8 @@ async fn inputs_acknowledged_before_a_kill_are_processed_once_after_the_restart(
         &callback_port,
     ];
     let http = reqwest::Client::new();
-    let post = |api: String, path: &'static str, body: Value| {
-        let http = http.clone();
-        async move {
-            let answer = http
-                .post(format!("{api}{path}"))
-                .json(&body)
-                .send()
-                .await
-                .unwrap();
-            answer.status().as_u16()
-        }
+    let post = |api: String, path: &'static str, body: Value| async move {
+        post_json(&format!("{api}{path}"), &body).await.0
     };
 
     // First life: a thread that exists, one to close later, and a tool server's open question.

@@ -6,15 +6,15 @@
 
 use crate::aws_stack;
 use crate::browser;
-use crate::common;
 use crate::lambda;
 
-use aws_stack::{eventually, post_json, serve_aws, stack_with, Stack};
+use aws_stack::{eventually, serve_aws, stack_with, Stack};
 use lambda::{ask, function_url, url_event, ApiFunction};
 
 use std::sync::Arc;
 use std::time::Duration;
 
+use infinity_test_support::{get_json, post_json};
 use serde_json::{json, Value};
 
 const SCRIPT: &str = r##"
@@ -34,7 +34,7 @@ rules:
 
 const AGENT: &str = "name: tester\nmodel: script:script.yaml\ninternal_tools: {artifact: true}\n";
 
-async fn stack() -> Stack {
+async fn stack() -> Option<Stack> {
     stack_with(AGENT, SCRIPT, &[]).await
 }
 
@@ -74,7 +74,9 @@ async fn a_person_watches_a_stack_in_a_real_browser() {
     let Some(chromium) = browser::chromium_or_skip() else {
         return;
     };
-    let stack = stack().await;
+    let Some(stack) = stack().await else {
+        return;
+    };
     let (_server, api) = serve_aws(&stack).await;
     let browser = browser::Browser::launch(&chromium, 1280, 900).await;
     // The deployment's answer comes through the output queue to the page.
@@ -94,13 +96,15 @@ async fn a_person_watches_a_stack_in_a_real_browser() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn serve_aws_serves_a_stacks_threads_live() {
-    let stack = stack().await;
+    let Some(stack) = stack().await else {
+        return;
+    };
     let (server, api) = serve_aws(&stack).await;
 
     // The page is there, and the agents: the deployment's default, by its file's name.
     let page = reqwest::get(format!("{api}/")).await.unwrap();
     assert_eq!(page.status(), 200);
-    let (status, agents) = common::get_json(&format!("{api}/agents")).await;
+    let (status, agents) = get_json(&format!("{api}/agents")).await;
     assert_eq!((status, &agents["default"]), (200, &json!("tester")));
 
     // Live events first, then a message: the answer streams in from the output queue.
@@ -110,7 +114,7 @@ async fn serve_aws_serves_a_stacks_threads_live() {
     assert_eq!(events.status(), 200);
     let (status, queued) = post_json(
         &format!("{api}/threads/web1/messages"),
-        json!({"text": "hello"}),
+        &json!({"text": "hello"}),
     )
     .await;
     assert_eq!(status, 202, "{queued}");
@@ -125,7 +129,7 @@ async fn serve_aws_serves_a_stacks_threads_live() {
         seen.push_str(&String::from_utf8_lossy(&chunk));
     }
     assert!(seen.contains("event: assistant"), "{seen}");
-    let (status, history) = common::get_json(&format!("{api}/threads/web1/history")).await;
+    let (status, history) = get_json(&format!("{api}/threads/web1/history")).await;
     assert_eq!(status, 200);
     let texts: Vec<&str> = history
         .as_array()
@@ -160,13 +164,13 @@ async fn serve_aws_serves_a_stacks_threads_live() {
     // A recurring schedule, set by a person through the stack, lands on the thread's record.
     let (status, made) = post_json(
         &format!("{api}/threads/web1/schedules"),
-        json!({"message": "water", "cron": "0 7 * * *", "timezone": "Europe/Berlin"}),
+        &json!({"message": "water", "cron": "0 7 * * *", "timezone": "Europe/Berlin"}),
     )
     .await;
     assert_eq!(status, 202, "{made}");
     let schedule = made["schedule_id"].as_str().unwrap().to_owned();
     eventually("the schedule on the record", || async {
-        let (_, list) = common::get_json(&format!("{api}/threads/web1/schedules")).await;
+        let (_, list) = get_json(&format!("{api}/threads/web1/schedules")).await;
         list.as_array()
             .is_some_and(|l| l.len() == 1 && l[0]["id"] == schedule.as_str())
     })
@@ -201,30 +205,30 @@ async fn serve_aws_serves_a_stacks_threads_live() {
         ),
     ];
     for (path, body, want, says) in refusals {
-        let (status, answer) = post_json(&format!("{api}{path}"), body).await;
+        let (status, answer) = post_json(&format!("{api}{path}"), &body).await;
         assert_eq!(status, want, "{path}: {answer}");
         assert!(
             answer["error"].as_str().unwrap_or_default().contains(says),
             "{path}: {answer}"
         );
     }
-    let (_, record) = common::get_json(&format!("{api}/threads/web9")).await;
+    let (_, record) = get_json(&format!("{api}/threads/web9")).await;
     assert!(
         record["error"].as_str().is_some(),
         "no thread was made: {record}"
     );
 
     // Closing goes through the queue too; then the thread takes no more messages.
-    let (status, _) = post_json(&format!("{api}/threads/web1/close"), json!({})).await;
+    let (status, _) = post_json(&format!("{api}/threads/web1/close"), &json!({})).await;
     assert_eq!(status, 202);
     eventually("the thread to close", || async {
-        let (_, record) = common::get_json(&format!("{api}/threads/web1")).await;
+        let (_, record) = get_json(&format!("{api}/threads/web1")).await;
         record["status"] == "closed"
     })
     .await;
     let (status, answer) = post_json(
         &format!("{api}/threads/web1/messages"),
-        json!({"text": "more"}),
+        &json!({"text": "more"}),
     )
     .await;
     assert_eq!(status, 409, "{answer}");
@@ -237,7 +241,9 @@ async fn a_person_uses_the_web_app_through_the_api_function_in_a_real_browser() 
     let Some(chromium) = browser::chromium_or_skip() else {
         return;
     };
-    let stack = stack().await;
+    let Some(stack) = stack().await else {
+        return;
+    };
     let function = ApiFunction::start(&stack.env).await;
     let url = function_url(Arc::clone(&function.runtime)).await;
     let browser = browser::Browser::launch(&chromium, 1280, 900).await;
@@ -262,7 +268,9 @@ async fn a_person_uses_the_web_app_through_the_api_function_in_a_real_browser() 
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_api_function_answers_function_url_requests_behind_its_token() {
-    let stack = stack().await;
+    let Some(stack) = stack().await else {
+        return;
+    };
     let function = ApiFunction::start(&stack.env).await;
     let runtime = Arc::clone(&function.runtime);
     let ask = |id: &str, event: Value| ask(Arc::clone(&runtime), id.to_owned(), event);
@@ -402,17 +410,19 @@ async fn the_api_function_answers_function_url_requests_behind_its_token() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_stack_publishes_pages_people_comment_on() {
-    let stack = stack().await;
+    let Some(stack) = stack().await else {
+        return;
+    };
     let (_server, api) = serve_aws(&stack).await;
     let (status, _) = post_json(
         &format!("{api}/threads/pages1/messages"),
-        json!({"text": "publish"}),
+        &json!({"text": "publish"}),
     )
     .await;
     assert_eq!(status, 202);
     let mut id = String::new();
     for _ in 0..300 {
-        let (_, record) = common::get_json(&format!("{api}/threads/pages1")).await;
+        let (_, record) = get_json(&format!("{api}/threads/pages1")).await;
         if let Some(found) = record["category_notes"]["artifact"][0]["id"].as_str() {
             id = found.to_owned();
             break;
@@ -439,12 +449,12 @@ async fn a_stack_publishes_pages_people_comment_on() {
     // A comment goes on the stack's queue to the thread, whose answer lands in the bucket.
     let (status, comment) = post_json(
         &format!("{api}/a/{id}/comments"),
-        json!({"text": "nice", "author": "Bo"}),
+        &json!({"text": "nice", "author": "Bo"}),
     )
     .await;
     assert_eq!(status, 201, "{comment}");
     eventually("the answer under the comment", || async {
-        let (_, comments) = common::get_json(&format!("{api}/a/{id}/comments")).await;
+        let (_, comments) = get_json(&format!("{api}/a/{id}/comments")).await;
         comments[0]["answers"][0]["text"] == "Noted: nice"
     })
     .await;
@@ -452,7 +462,9 @@ async fn a_stack_publishes_pages_people_comment_on() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn tail_for_one_thread_leaves_the_others_events_and_drops_copies() {
-    let stack = stack().await;
+    let Some(stack) = stack().await else {
+        return;
+    };
     let queue = stack.env["INFINITY_OUTPUT_QUEUE_URL"].clone();
     let sqs = stack.clients.sqs.clone();
     let event = |id: &str, thread: &str, text: &str| {
@@ -518,7 +530,9 @@ async fn thread_show_labels_a_notice_as_a_notice_and_an_error_as_an_error() {
     use infinity_agent_core::ids::ThreadId;
     use infinity_agent_core::state::ThreadRecord;
     use infinity_agent_core::store::ThreadStore;
-    let stack = stack().await;
+    let Some(stack) = stack().await else {
+        return;
+    };
     let thread = ThreadId::new("noticed").unwrap();
     let now = jiff::Timestamp::now();
     let mut record = ThreadRecord::new(thread.clone(), "tester", None, now);
@@ -577,7 +591,9 @@ async fn a_conversation_on_a_stack_stops_at_its_budget_until_a_person_raises_it(
     let agent = "name: tester\nmodel: script:script.yaml\n\
                  prices: {input: 1000000, output: 1000000}\n\
                  limits: {conversation_budget_usd: 1}\n";
-    let stack = stack_with(agent, SCRIPT, &[]).await;
+    let Some(stack) = stack_with(agent, SCRIPT, &[]).await else {
+        return;
+    };
     let store = infinity_aws::store::DynamoThreadStore::new(
         stack.clients.dynamodb.clone(),
         stack.env["INFINITY_TABLE"].clone(),
@@ -693,7 +709,9 @@ async fn on_a_stack_a_message_to_a_busy_thread_is_refused_or_queued_as_it_says()
         "name: tester\nmodel: script:script.yaml\ntool_servers: [{holder}]\nwhile_busy: reject\n"
     );
     let script = "rules:\n  - when: \"(?m)^hold$\"\n    reply:\n      tool_calls: [{name: hold, args: {}}]\n  - when: \"(?m)^say (.+)$\"\n    reply: {text: \"you said $1\"}\n  - reply: {text: \"ok\"}\n";
-    let stack = stack_with(&agent, script, &[]).await;
+    let Some(stack) = stack_with(&agent, script, &[]).await else {
+        return;
+    };
     let store = infinity_aws::store::DynamoThreadStore::new(
         stack.clients.dynamodb.clone(),
         stack.env["INFINITY_TABLE"].clone(),

@@ -14,9 +14,10 @@ use crate::remotes;
 use std::sync::Arc;
 use std::time::Duration;
 
-use aws_stack::{repo, stack_with};
+use aws_stack::stack_with;
+use infinity_test_support::{repo, Api};
 use lambda::{ask, function_url_on, ApiFunction};
-use remotes::{Api, AGENT, SCRIPT};
+use remotes::{AGENT, SCRIPT};
 use serde_json::json;
 
 /// The agent file's script sits beside it as `ops.script.yaml`.
@@ -29,7 +30,10 @@ async fn a_stacks_remotes_run_commands_through_the_api_function() {
     // The questions' answers come back to the API's URL, which the agent handler must know.
     let port = common::free_port();
     let url = format!("http://127.0.0.1:{port}");
-    let stack = stack_with(&agent(), SCRIPT, &[("INFINITY_API_URL", url.clone())]).await;
+    let Some(stack) = stack_with(&agent(), SCRIPT, &[("INFINITY_API_URL", url.clone())]).await
+    else {
+        return;
+    };
     let function = ApiFunction::start_instances(&stack.env, 5).await;
     assert_eq!(
         function_url_on(Arc::clone(&function.runtime), port).await,
@@ -48,12 +52,9 @@ async fn a_stacks_remotes_run_commands_through_the_api_function() {
     });
     let api = Api::new(&url, Some("s3cret-token"));
     // Without the token, no remote connects.
-    assert_eq!(
-        Api::new(&url, None)
-            .post("/remotes", json!({"name": "intruder", "exec": true}))
-            .await,
-        401
-    );
+    let intruder = json!({"name": "intruder", "exec": true});
+    let (status, _) = Api::new(&url, None).post_json("/remotes", &intruder).await;
+    assert_eq!(status, 401);
     remotes::commands_run_with_rules_approvals_timeouts_and_drops(&api).await;
     assert!(!schedule.is_finished(), "the sweeps all answered");
     schedule.abort();
@@ -63,7 +64,10 @@ async fn a_stacks_remotes_run_commands_through_the_api_function() {
 async fn serve_aws_stops_a_remote_command_when_its_conversation_closes() {
     let port = common::free_port();
     let url = format!("http://127.0.0.1:{port}");
-    let stack = stack_with(&agent(), SCRIPT, &[("INFINITY_API_URL", url.clone())]).await;
+    let Some(stack) = stack_with(&agent(), SCRIPT, &[("INFINITY_API_URL", url.clone())]).await
+    else {
+        return;
+    };
     let env: Vec<(String, String)> = stack.env.clone().into_iter().collect();
     let (_server, served) = common::serve_on(&repo(), &["--aws"], &env, port).await;
     assert_eq!(served, url);

@@ -8,7 +8,8 @@ use crate::common;
 use std::time::Duration;
 
 use common::{serve_in, until};
-use serde_json::{json, Value};
+use infinity_test_support::{get_json, Api};
+use serde_json::Value;
 
 /// One Server-Sent Event: its type, its id (if any) and its data as JSON.
 #[derive(Debug, Clone)]
@@ -125,19 +126,8 @@ fn has_text(events: &[Sse], kind: &str, text: &str) -> bool {
         .any(|e| e.event == kind && e.data["text"].as_str() == Some(text))
 }
 
-async fn send(api: &str, thread: &str, text: &str) {
-    let status = reqwest::Client::new()
-        .post(format!("{api}/threads/{thread}/messages"))
-        .json(&json!({ "text": text }))
-        .send()
-        .await
-        .unwrap()
-        .status();
-    assert_eq!(status, 202);
-}
-
-/// The history's length and the last event it includes.
-async fn history(api: &str, thread: &str) -> (usize, u64) {
+/// The history's length and the last event it includes (its `Last-Event-ID`).
+async fn history_length_and_end(api: &str, thread: &str) -> (usize, u64) {
     let response = reqwest::get(format!("{api}/threads/{thread}/history"))
         .await
         .unwrap();
@@ -174,13 +164,13 @@ async fn a_client_that_comes_back_gets_exactly_what_it_missed() {
 
     // A fresh thread: the stream from the start sees each event once, numbered 1, 2, ...
     let mut first = Reader::open(&format!("{events}?after=0"), None).await;
-    send(&api, "r1", "one").await;
+    Api::new(&api, None).say("r1", "one").await;
     first
         .until("the first answer", |e| {
             has_text(e, "assistant_text", "echo one")
         })
         .await;
-    send(&api, "r1", "two").await;
+    Api::new(&api, None).say("r1", "two").await;
     let seen = first
         .until("the second answer", |e| {
             has_text(e, "assistant_text", "echo two")
@@ -192,7 +182,7 @@ async fn a_client_that_comes_back_gets_exactly_what_it_missed() {
     let last = *numbers.last().unwrap();
     // The history says where it ends: streaming after it repeats nothing.
     until("the thread to settle", || async {
-        history(&api, "r1").await.1 == last
+        history_length_and_end(&api, "r1").await.1 == last
     })
     .await;
     drop(first);
@@ -205,9 +195,9 @@ async fn a_client_that_comes_back_gets_exactly_what_it_missed() {
         .unwrap();
     let had_id = seen[upto_one].id.clone().unwrap();
     let had = number(&had_id);
-    send(&api, "r1", "three").await;
+    Api::new(&api, None).say("r1", "three").await;
     until("three answered", || async {
-        history(&api, "r1").await.0 == 6
+        history_length_and_end(&api, "r1").await.0 == 6
     })
     .await;
     let mut back = Reader::open(&events, Some(&had_id)).await;
@@ -227,7 +217,7 @@ async fn a_client_that_comes_back_gets_exactly_what_it_missed() {
     assert!(!has_text(&resumed, "user_message", "one"), "{resumed:#?}");
     assert!(has_text(&resumed, "user_message", "two"), "{resumed:#?}");
     // ... and what comes next, live.
-    send(&api, "r1", "four").await;
+    Api::new(&api, None).say("r1", "four").await;
     let live = back
         .until("the fourth answer", |e| {
             has_text(e, "assistant_text", "echo four")
@@ -294,7 +284,7 @@ async fn a_client_attaching_mid_reply_sees_the_reply_so_far() {
     let (_server, api) = serve_in(dir.path(), &["--agent", "agent.yaml"]).await;
     let events = format!("{api}/threads/m1/events");
     let mut watcher = Reader::open(&format!("{events}?after=0"), None).await;
-    send(&api, "m1", "slow").await;
+    Api::new(&api, None).say("m1", "slow").await;
     // The reply is streaming: a second client attaches after its first words.
     watcher
         .until("two words of the reply", |e| {
@@ -429,7 +419,7 @@ async fn a_client_cut_off_by_kill_9_at_random_ends_with_exactly_what_is_kept() {
     for round in 0..rounds {
         let (server, api) = serve_in(dir.path(), &args).await;
         if round % 2 == 0 {
-            send(&api, "k", "go").await;
+            Api::new(&api, None).say("k", "go").await;
         }
         let url = format!("{api}/threads/k/events");
         let mut reader = Reader::open(&url, Some(copy.last_id.as_deref().unwrap_or("0"))).await;
@@ -444,14 +434,14 @@ async fn a_client_cut_off_by_kill_9_at_random_ends_with_exactly_what_is_kept() {
     let (_server, api) = serve_in(dir.path(), &args).await;
     // (Two `go`s that wait together are answered by one slice.)
     until("every go answered", || async {
-        let (_, history) = common::get_json(&format!("{api}/threads/k/history")).await;
+        let (_, history) = get_json(&format!("{api}/threads/k/history")).await;
         history.as_array().is_some_and(|entries| {
             let goes = entries.iter().filter(|e| e["item"]["text"] == "go").count();
             goes == rounds.div_ceil(2) && entries.last().unwrap()["item"]["text"] == "done"
         })
     })
     .await;
-    let (_, record) = common::get_json(&format!("{api}/threads/k")).await;
+    let (_, record) = get_json(&format!("{api}/threads/k")).await;
     let kept = record["events"].as_u64().unwrap();
     let url = format!("{api}/threads/k/events");
     let mut reader = Reader::open(&url, copy.last_id.as_deref()).await;

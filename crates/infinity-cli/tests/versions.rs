@@ -7,7 +7,8 @@ use crate::common;
 
 use std::path::Path;
 
-use common::{get_json, infinity, serve_in, until};
+use common::{infinity, serve_in, until};
+use infinity_test_support::{get_json, post_json};
 use serde_json::json;
 
 /// Saves a version of `greeter` that answers "greeter VERSION here".
@@ -85,13 +86,10 @@ async fn serve_moves_a_thread_and_refuses_what_it_cannot_do() {
         ],
     )
     .await;
-    let http = reqwest::Client::new();
-    let post = |path: String, body: serde_json::Value| {
-        let http = http.clone();
-        async move {
-            let r = http.post(path).json(&body).send().await.unwrap();
-            (r.status().as_u16(), r.text().await.unwrap())
-        }
+    // The status and the answer as text, to look for words in.
+    let post = |url: String, body: serde_json::Value| async move {
+        let (status, answer) = post_json(&url, &body).await;
+        (status, answer.to_string())
     };
     let (status, _) = post(
         format!("{api}/threads/t1/messages"),

@@ -12,11 +12,19 @@
 //! imports with no way to add a header, and relative imports drop the query a page was opened
 //! with. The page reads the token from its own URL (`/?access_token=T`) and sends it with every
 //! API request instead.
+//!
+//! One module is made here rather than read from a file: `status-words.js`, the words a
+//! thread's status is said in, from the core's [`Phrase::ALL`], their one source (the CLI says
+//! them too).
+
+use std::sync::LazyLock;
 
 use axum::http::{header, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use axum::Router;
+use infinity_agent_core::state::Phrase;
+use serde_json::json;
 
 use crate::api::Path;
 use crate::Guard;
@@ -96,6 +104,26 @@ const ASSETS: &[Asset] = &[
     },
 ];
 
+/// The module of the words a thread's status is said in, made from [`Phrase::ALL`]: `PHRASES`,
+/// each by its name, as `{state, text}`.
+const STATUS_WORDS: &str = "status-words.js";
+
+fn status_words() -> &'static str {
+    static MODULE: LazyLock<String> = LazyLock::new(|| {
+        let phrases: serde_json::Map<String, serde_json::Value> = Phrase::ALL
+            .iter()
+            .map(|p| (p.name.to_owned(), json!({"state": p.state, "text": p.text})))
+            .collect();
+        let phrases = serde_json::Value::Object(phrases);
+        format!(
+            "// The words of a thread's status, each with `{{name}}` where a value goes: the \
+             runtime's own\n// (`infinity_agent_core::state::Phrase`), sent by the server.\n\
+             export const PHRASES = Object.freeze({phrases:#});\n"
+        )
+    });
+    &MODULE
+}
+
 /// The page at `/` and its files at `/app/{name}`, behind `guard` without its token (see the
 /// module doc).
 pub fn routes(guard: &Guard) -> Router {
@@ -109,6 +137,9 @@ pub fn routes(guard: &Guard) -> Router {
 }
 
 async fn asset(Path(name): Path<String>) -> Response {
+    if name == STATUS_WORDS {
+        return page(JS, status_words());
+    }
     match ASSETS.iter().find(|a| a.name == name) {
         Some(asset) => page(asset.media_type, asset.text),
         None => crate::api::error(
@@ -148,12 +179,34 @@ mod tests {
 
     #[test]
     fn every_module_the_app_imports_is_served() {
-        let served: Vec<&str> = ASSETS.iter().map(|a| a.name).collect();
+        let mut served: Vec<&str> = ASSETS.iter().map(|a| a.name).collect();
+        served.push(STATUS_WORDS);
         let loaded = loaded_files(INDEX)
             .into_iter()
             .chain(ASSETS.iter().flat_map(|a| loaded_files(a.text)));
         for name in loaded {
             assert!(served.contains(&name.as_str()), "`{name}` is not served");
+        }
+    }
+
+    #[test]
+    fn the_status_words_are_the_runtimes_and_the_app_takes_each_from_them() {
+        let module = status_words();
+        let object = module
+            .split_once("Object.freeze(")
+            .and_then(|(_, rest)| rest.rsplit_once(");"))
+            .map(|(object, _)| object)
+            .unwrap();
+        let phrases: serde_json::Value = serde_json::from_str(object).unwrap();
+        assert_eq!(phrases.as_object().unwrap().len(), Phrase::ALL.len());
+        let scripts: String = ASSETS.iter().map(|a| a.text).collect();
+        for phrase in Phrase::ALL {
+            assert_eq!(
+                phrases[phrase.name],
+                json!({"state": phrase.state, "text": phrase.text})
+            );
+            let used = format!("PHRASES.{}", phrase.name);
+            assert!(scripts.contains(&used), "the web app never says `{used}`");
         }
     }
 

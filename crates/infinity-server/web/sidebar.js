@@ -2,7 +2,8 @@
 
 import { ago, h, replace } from "./dom.js";
 import { costText } from "./panels.js";
-import { threadName } from "./status.js";
+import { say, threadName } from "./status.js";
+import { PHRASES } from "./status-words.js";
 
 /**
  * Shows `summaries` (`GET /threads`'s, newest first) in `list` as links to `#/thread/ID`,
@@ -15,7 +16,7 @@ export function renderSidebar(list, placeholder, summaries, current, running) {
   replace(
     list,
     summaries.map((summary) => {
-      const status = running(summary.id) ? { state: "running", text: "running" } : summary.activity;
+      const status = running(summary.id) ? say(PHRASES.running) : summary.activity;
       const here = summary.id === current;
       return h(
         "li",

@@ -1,9 +1,11 @@
 // What a thread is doing, in words, from its record.
 //
-// The CLI says the same from the same record (`src/status.rs`, `describe`): the two must agree,
-// word for word and rule for rule, so change both together.
+// The words are the runtime's: the server sends them as `status-words.js`, made from the core's
+// `state::Phrase`, so the page and the CLI say the same. The rules that choose one follow the
+// core's `Activity::of`, for a record the page keeps up to date: change them in both.
 
 import { parseTime } from "./dom.js";
+import { PHRASES } from "./status-words.js";
 
 /** The tools whose calls are sleeps. */
 export const SLEEP_TOOLS = new Set(["sleep", "sleep_until", "sleep_until_event_or_input"]);
@@ -24,6 +26,17 @@ export function showTime(at) {
 }
 
 /**
+ * `phrase` (one of `PHRASES`) as `{state, text}`, with `values` put in for its `{name}`s, as the
+ * core's `Phrase::say` does.
+ */
+export function say(phrase, values = {}) {
+  const text = phrase.text.replace(/\{(\w+)\}/g, (whole, name) =>
+    Object.hasOwn(values, name) ? String(values[name]) : whole,
+  );
+  return { state: phrase.state, text };
+}
+
+/**
  * The thread's state as `{state, text}`: `state` is one of `new`, `moving`, `moved`, `closed`,
  * `suspended`, `running`, `waiting`, `sleeping`, `idle` (for styling), `text` says it to a
  * person. `running` comes from the caller (the page sees the model at work in the event stream;
@@ -31,45 +44,39 @@ export function showTime(at) {
  * their real one comes as an event) are not waited on.
  */
 export function describeStatus(record, running = false) {
-  if (!record) return running ? { state: "running", text: "running" } : { state: "new", text: "new" };
+  if (!record) return say(running ? PHRASES.running : PHRASES.new);
   const migration = record.migration;
   if (migration) {
-    return migration.state === "moved"
-      ? { state: "moved", text: `moved to ${migration.to}` }
-      : { state: "moving", text: `moving to ${migration.to}` };
+    const host = { host: migration.to };
+    return say(migration.state === "moved" ? PHRASES.moved : PHRASES.moving, host);
   }
-  if (record.status === "closed") return { state: "closed", text: "closed" };
-  if (record.suspended && record.suspended.budget) {
-    return { state: "suspended", text: "stopped: budget reached" };
-  }
-  if (record.suspended) return { state: "suspended", text: "paused: hourly limit reached" };
-  if (running) return { state: "running", text: "running" };
+  if (record.status === "closed") return say(PHRASES.closed);
+  if (record.suspended && record.suspended.budget) return say(PHRASES.budget_reached);
+  if (record.suspended) return say(PHRASES.hourly_limit);
+  if (running) return say(PHRASES.running);
   const waitedOn = (record.pending_calls || []).filter((call) => !call.moved_on);
   const asking = waitedOn.filter((call) => call.kind === "dispatched" && call.approval);
   if (asking.length > 0) {
     const names = [...new Set(asking.map((call) => call.tool))].join(", ");
-    return { state: "waiting", text: `waiting for your approval of ${names}` };
+    return say(PHRASES.approval, { tools: names });
   }
   const dispatched = waitedOn.filter((call) => call.kind === "dispatched" && !call.approval);
   if (dispatched.length > 0) {
     const names = [...new Set(dispatched.map((call) => call.tool))].join(", ");
-    return { state: "waiting", text: `waiting on ${names}` };
+    return say(PHRASES.tools, { tools: names });
   }
   const sleeps = waitedOn.filter((call) => call.kind === "passive");
   if (sleeps.length > 0) {
     const dues = sleeps.map((call) => parseTime(call.due)).filter(Boolean);
-    if (dues.length === 0) return { state: "sleeping", text: "sleeping until an event or a message" };
+    if (dues.length === 0) return say(PHRASES.sleeping);
     const soonest = new Date(Math.min(...dues.map((due) => due.getTime())));
-    return { state: "sleeping", text: `sleeping until ${showTime(soonest.toISOString())}` };
+    return say(PHRASES.sleeping_until, { time: showTime(soonest.toISOString()) });
   }
   const open = (record.children || []).filter((child) => !child.closed).length;
-  if (open > 0) {
-    return { state: "waiting", text: `waiting on ${open} child thread${open === 1 ? "" : "s"}` };
-  }
-  if ((record.open_choices || []).length > 0) {
-    return { state: "waiting", text: "waiting for your answer" };
-  }
-  return { state: "idle", text: "idle" };
+  if (open === 1) return say(PHRASES.one_child);
+  if (open > 1) return say(PHRASES.children, { count: open });
+  if ((record.open_choices || []).length > 0) return say(PHRASES.answer);
+  return say(PHRASES.idle);
 }
 
 /** The name to show for a thread: its title, or its id. */

@@ -33,7 +33,7 @@ pub use migration::{Migration, MigrationState};
 pub use output::{FinishStatus, ThreadOutput};
 pub use plan::{Plan, PlanStep, StepStatus};
 pub use schedule::Schedule;
-pub use thread_list::{Activity, ThreadKind, ThreadPage, ThreadQuery, ThreadSummary};
+pub use thread_list::{Activity, Phrase, ThreadKind, ThreadPage, ThreadQuery, ThreadSummary};
 pub use toolset::{Deadline, DiscoveredTool, Toolset};
 
 /// The current schema version of [`ThreadRecord`]. Bumped on an incompatible change, with a

@@ -1,10 +1,12 @@
-//! A thread as a list shows it ([`ThreadSummary`]), what it is doing in words ([`Activity`]),
-//! and the questions a list answers ([`ThreadQuery`], a page of them: [`ThreadPage`]).
+//! A thread as a list shows it ([`ThreadSummary`]), what it is doing in words ([`Activity`],
+//! said in one of the [`Phrase`]s), and the questions a list answers ([`ThreadQuery`], a page of
+//! them: [`ThreadPage`]).
 //!
-//! The web app says the same activity from a whole record in `web/status.js`
-//! (`describeStatus`): the two must agree, word for word and rule for rule, so change both
-//! together. The web app also knows when the model is at work (from the event stream,
-//! "running"); a record alone does not say.
+//! The phrases are the one source of the words. The web app is served them
+//! (`/app/status-words.js`, made from [`Phrase::ALL`]) and says the same activity from a record
+//! it keeps up to date, in `web/status.js` (`describeStatus`), by the rules of [`Activity::of`]:
+//! change those rules in both. The web app also knows when the model is at work (from the event
+//! stream, [`Phrase::RUNNING`]); a record alone does not say.
 
 use jiff::Timestamp;
 use serde::{Deserialize, Serialize};
@@ -23,14 +25,112 @@ pub struct Activity {
     pub text: String,
 }
 
-impl Activity {
-    fn new(state: &str, text: impl Into<String>) -> Self {
-        Self {
-            state: state.to_owned(),
-            text: text.into(),
-        }
+/// A way of saying what a thread is doing: its kind of state, and its words, with `{name}` where
+/// a value of the record goes (`waiting on {tools}`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Phrase {
+    /// The name the web app looks it up by.
+    pub name: &'static str,
+    /// The kind of state it says ([`Activity::state`]).
+    pub state: &'static str,
+    /// The words, with `{name}` for each value put in.
+    pub text: &'static str,
+}
+
+impl Phrase {
+    const fn new(name: &'static str, state: &'static str, text: &'static str) -> Self {
+        Self { name, state, text }
     }
 
+    /// Being moved to the host `{host}`.
+    pub const MOVING: Phrase = Phrase::new("moving", "moving", "moving to {host}");
+    /// Moved to the host `{host}`, where it lives now.
+    pub const MOVED: Phrase = Phrase::new("moved", "moved", "moved to {host}");
+    /// Closed: it takes no more input.
+    pub const CLOSED: Phrase = Phrase::new("closed", "closed", "closed");
+    /// Stopped at its conversation's budget.
+    pub const BUDGET_REACHED: Phrase =
+        Phrase::new("budget_reached", "suspended", "stopped: budget reached");
+    /// Paused at an hourly limit until a person writes to it.
+    pub const HOURLY_LIMIT: Phrase =
+        Phrase::new("hourly_limit", "suspended", "paused: hourly limit reached");
+    /// Calls of the tools `{tools}` wait for a person's approval.
+    pub const APPROVAL: Phrase = Phrase::new(
+        "approval",
+        "waiting",
+        "waiting for your approval of {tools}",
+    );
+    /// Calls of the tools `{tools}` are in flight.
+    pub const TOOLS: Phrase = Phrase::new("tools", "waiting", "waiting on {tools}");
+    /// A sleep is due at `{time}` (as [`person_time`](crate::history::person_time) writes it).
+    pub const SLEEPING_UNTIL: Phrase =
+        Phrase::new("sleeping_until", "sleeping", "sleeping until {time}");
+    /// A sleep with no timer.
+    pub const SLEEPING: Phrase = Phrase::new(
+        "sleeping",
+        "sleeping",
+        "sleeping until an event or a message",
+    );
+    /// One open child is at work.
+    pub const ONE_CHILD: Phrase = Phrase::new("one_child", "waiting", "waiting on 1 child thread");
+    /// `{count}` (two or more) open children are at work.
+    pub const CHILDREN: Phrase =
+        Phrase::new("children", "waiting", "waiting on {count} child threads");
+    /// A tool server asked a person a question.
+    pub const ANSWER: Phrase = Phrase::new("answer", "waiting", "waiting for your answer");
+    /// Nothing in flight: it waits for a message.
+    pub const IDLE: Phrase = Phrase::new("idle", "idle", "idle");
+    /// The web app's own: it sees the model at work in the event stream (a record alone does
+    /// not say, so the CLI never shows it).
+    pub const RUNNING: Phrase = Phrase::new("running", "running", "running");
+    /// The web app's own: a conversation started on the page that has no record yet.
+    pub const NEW: Phrase = Phrase::new("new", "new", "new");
+
+    /// Every phrase.
+    pub const ALL: &'static [Phrase] = &[
+        Phrase::MOVING,
+        Phrase::MOVED,
+        Phrase::CLOSED,
+        Phrase::BUDGET_REACHED,
+        Phrase::HOURLY_LIMIT,
+        Phrase::APPROVAL,
+        Phrase::TOOLS,
+        Phrase::SLEEPING_UNTIL,
+        Phrase::SLEEPING,
+        Phrase::ONE_CHILD,
+        Phrase::CHILDREN,
+        Phrase::ANSWER,
+        Phrase::IDLE,
+        Phrase::RUNNING,
+        Phrase::NEW,
+    ];
+
+    /// The activity this phrase says, with `values` put in for its `{name}`s (a name with no
+    /// value stays as it is).
+    pub fn say(&self, values: &[(&str, &str)]) -> Activity {
+        let mut text = String::new();
+        let mut rest = self.text;
+        while let Some(open) = rest.find('{') {
+            let Some(close) = rest[open..].find('}').map(|at| open + at) else {
+                break;
+            };
+            text.push_str(&rest[..open]);
+            let name = &rest[open + 1..close];
+            match values.iter().find(|(given, _)| *given == name) {
+                Some((_, value)) => text.push_str(value),
+                None => text.push_str(&rest[open..=close]),
+            }
+            rest = &rest[close + 1..];
+        }
+        text.push_str(rest);
+        Activity {
+            state: self.state.to_owned(),
+            text,
+        }
+    }
+}
+
+impl Activity {
     /// The first that holds of: moving or moved to another host, closed, stopped at its
     /// conversation's budget, paused at an hourly limit, waiting for a person's approval of
     /// tool calls, waiting on tool calls (a client tool's among them), sleeping,
@@ -39,23 +139,18 @@ impl Activity {
     /// event) are not waited on.
     pub fn of(record: &ThreadRecord) -> Self {
         if let Some(migration) = &record.migration {
+            let host = [("host", migration.to.as_str())];
             return match migration.state {
-                MigrationState::Moving => {
-                    Self::new("moving", format!("moving to {}", migration.to))
-                }
-                MigrationState::Moved { .. } => {
-                    Self::new("moved", format!("moved to {}", migration.to))
-                }
+                MigrationState::Moving => Phrase::MOVING.say(&host),
+                MigrationState::Moved { .. } => Phrase::MOVED.say(&host),
             };
         }
         if record.status == ThreadStatus::Closed {
-            return Self::new("closed", "closed");
+            return Phrase::CLOSED.say(&[]);
         }
         match &record.suspended {
-            Some(suspension) if suspension.budget => {
-                return Self::new("suspended", "stopped: budget reached")
-            }
-            Some(_) => return Self::new("suspended", "paused: hourly limit reached"),
+            Some(suspension) if suspension.budget => return Phrase::BUDGET_REACHED.say(&[]),
+            Some(_) => return Phrase::HOURLY_LIMIT.say(&[]),
             None => {}
         }
         let waited_on = || record.pending_calls.iter().filter(|call| !call.moved_on);
@@ -72,11 +167,10 @@ impl Activity {
             }
         }
         if !approvals.is_empty() {
-            let text = format!("waiting for your approval of {}", approvals.join(", "));
-            return Self::new("waiting", text);
+            return Phrase::APPROVAL.say(&[("tools", &approvals.join(", "))]);
         }
         if !tools.is_empty() {
-            return Self::new("waiting", format!("waiting on {}", tools.join(", ")));
+            return Phrase::TOOLS.say(&[("tools", &tools.join(", "))]);
         }
         let mut sleeps = waited_on().filter(|call| call.kind == PendingKind::Passive);
         if let Some(first) = sleeps.next() {
@@ -85,22 +179,21 @@ impl Activity {
                 .filter_map(|call| call.due)
                 .min();
             return match due {
-                Some(due) => Self::new(
-                    "sleeping",
-                    format!("sleeping until {}", crate::history::person_time(due)),
-                ),
-                None => Self::new("sleeping", "sleeping until an event or a message"),
+                Some(due) => {
+                    Phrase::SLEEPING_UNTIL.say(&[("time", &crate::history::person_time(due))])
+                }
+                None => Phrase::SLEEPING.say(&[]),
             };
         }
-        let open = record.children.iter().filter(|child| !child.closed).count();
-        if open > 0 {
-            let s = if open == 1 { "" } else { "s" };
-            return Self::new("waiting", format!("waiting on {open} child thread{s}"));
+        match record.children.iter().filter(|child| !child.closed).count() {
+            0 => {}
+            1 => return Phrase::ONE_CHILD.say(&[]),
+            open => return Phrase::CHILDREN.say(&[("count", &open.to_string())]),
         }
         if !record.open_choices.is_empty() {
-            return Self::new("waiting", "waiting for your answer");
+            return Phrase::ANSWER.say(&[]);
         }
-        Self::new("idle", "idle")
+        Phrase::IDLE.say(&[])
     }
 }
 
@@ -312,9 +405,30 @@ pub(crate) mod tests {
     }
 
     #[test]
+    fn a_phrase_puts_in_the_values_it_names_and_leaves_the_rest() {
+        let said = Phrase::TOOLS.say(&[("tools", "lookup, {count}")]);
+        assert_eq!(
+            (said.state.as_str(), said.text.as_str()),
+            ("waiting", "waiting on lookup, {count}")
+        );
+        assert_eq!(
+            Phrase::CHILDREN.say(&[]).text,
+            "waiting on {count} child threads"
+        );
+        let odd = Phrase::new("odd", "idle", "a {b} {c");
+        assert_eq!(odd.say(&[("b", "B"), ("c", "C")]).text, "a B {c");
+        let names: std::collections::BTreeSet<&str> = Phrase::ALL.iter().map(|p| p.name).collect();
+        assert_eq!(
+            names.len(),
+            Phrase::ALL.len(),
+            "each phrase has a name of its own"
+        );
+    }
+
+    #[test]
     fn a_summary_says_what_the_thread_does_and_stays_small() {
         let mut r = record("t", 0, Some(&"very long title ".repeat(100)));
-        assert_eq!(Activity::of(&r), Activity::new("idle", "idle"));
+        assert_eq!(Activity::of(&r), Phrase::IDLE.say(&[]));
         r.status = ThreadStatus::Closed;
         let summary = ThreadSummary::of(&r);
         assert_eq!(summary.activity.state, "closed");

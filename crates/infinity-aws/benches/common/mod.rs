@@ -2,14 +2,8 @@
 //! table.
 
 use std::collections::HashMap;
-use std::path::{Path, PathBuf};
 
-fn repo() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../..")
-        .canonicalize()
-        .unwrap()
-}
+use infinity_test_support::repo;
 
 pub fn bootstrap(prefix: &str) -> HashMap<String, String> {
     infinity_aws::local::start_emulators(&repo()).unwrap();

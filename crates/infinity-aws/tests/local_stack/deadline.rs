@@ -28,23 +28,26 @@ rules:
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_slice_hands_itself_on_before_the_function_timeout() {
-    let mut s = stack_with(
+    let Some(mut s) = stack_with(
         CHAIN,
         Options {
             completion_timeout: Some(2),
             ..Options::default()
         },
     )
-    .await;
+    .await
+    else {
+        return;
+    };
     // 14 s an invocation, 10 s of it kept for the commit: completions start while 2 s are
     // left of the other 4, so the first slice runs three and hands the rest on.
     s.runner.function_timeout = Duration::from_secs(14);
-    s.say("deadline", "go").await;
+    s.enqueue_message("deadline", "go").await;
     s.run_until(Duration::from_secs(60), "the answer", || {
-        s.history_has("deadline", "assistant: all done")
+        s.stored_history_has("deadline", "assistant: all done")
     })
     .await;
-    let history = s.history("deadline").await;
+    let history = s.stored_history("deadline").await;
     for title in ["t1", "t2", "t3", "t4"] {
         let calls = history
             .iter()
@@ -82,16 +85,19 @@ async fn an_invocation_past_the_function_timeout_is_stopped_and_its_messages_com
             open.push(socket);
         }
     });
-    let mut s = stack_with(
+    let Some(mut s) = stack_with(
         "rules:\n  - reply: {text: ok}\n",
         Options {
             tool_servers: vec![url],
             ..Options::default()
         },
     )
-    .await;
+    .await
+    else {
+        return;
+    };
     s.runner.function_timeout = Duration::from_secs(2);
-    s.say("stuck", "hello").await;
+    s.enqueue_message("stuck", "hello").await;
     let started = tokio::time::Instant::now();
     let received = s
         .runner

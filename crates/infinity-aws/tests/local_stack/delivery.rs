@@ -24,14 +24,16 @@ rules:
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_input_delivered_twice_changes_nothing() {
-    let s = stack(SCRIPT).await;
-    let input = s.say("twice", "hello").await;
+    let Some(s) = stack(SCRIPT).await else {
+        return;
+    };
+    let input = s.enqueue_message("twice", "hello").await;
     s.run_until(Duration::from_secs(20), "the answer", || {
-        s.history_has("twice", "assistant: ok")
+        s.stored_history_has("twice", "assistant: ok")
     })
     .await;
     let before = (
-        s.history("twice").await,
+        s.stored_history("twice").await,
         s.record("twice").await.unwrap().version,
     );
     // The same input again: a different SQS deduplication id, as after SQS's 5-minute window.
@@ -51,7 +53,7 @@ async fn every_input_delivered_twice_changes_nothing() {
     }
     assert_eq!(
         (
-            s.history("twice").await,
+            s.stored_history("twice").await,
             s.record("twice").await.unwrap().version
         ),
         before
@@ -60,7 +62,9 @@ async fn every_input_delivered_twice_changes_nothing() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_slice_killed_after_its_commit_loses_nothing() {
-    let s = stack(SCRIPT).await;
+    let Some(s) = stack(SCRIPT).await else {
+        return;
+    };
     let input = Input::user_message(tid("crash"), "spawn");
     // Run and commit the slice as the handler would, and "die" before performing its effects.
     let agents: std::collections::HashMap<
@@ -99,7 +103,7 @@ async fn a_slice_killed_after_its_commit_loses_nothing() {
     s.run_until(Duration::from_secs(30), "the child runs", || async {
         match s.record("crash").await.unwrap().children.first() {
             Some(child) => {
-                s.history_has(child.thread_id.as_str(), "assistant: child here")
+                s.stored_history_has(child.thread_id.as_str(), "assistant: child here")
                     .await
             }
             None => false,
@@ -112,7 +116,7 @@ async fn a_slice_killed_after_its_commit_loses_nothing() {
         .await
         .unwrap()
         .is_empty());
-    let history = s.history("crash").await;
+    let history = s.stored_history("crash").await;
     assert_eq!(
         history.iter().filter(|l| *l == "message: spawn").count(),
         1,
@@ -135,10 +139,12 @@ fn event(inputs: &[&Input]) -> SqsEvent {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_slices_racing_on_one_thread_leave_it_consistent() {
-    let s = stack(SCRIPT).await;
-    let first = s.say("race", "first").await;
+    let Some(s) = stack(SCRIPT).await else {
+        return;
+    };
+    let first = s.enqueue_message("race", "first").await;
     s.run_until(Duration::from_secs(20), "the thread exists", || {
-        s.history_has("race", "assistant: ok")
+        s.stored_history_has("race", "assistant: ok")
     })
     .await;
     // Two deliveries of different inputs for one thread handled at the same time (as if the
@@ -168,7 +174,7 @@ async fn two_slices_racing_on_one_thread_leave_it_consistent() {
             .is_empty());
     }
     assert!(failed <= 1);
-    let history = s.history("race").await;
+    let history = s.stored_history("race").await;
     for text in ["message: first", "message: from a", "message: from b"] {
         assert_eq!(
             history.iter().filter(|l| *l == text).count(),
@@ -183,7 +189,9 @@ async fn two_slices_racing_on_one_thread_leave_it_consistent() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_poison_message_is_kept_aside_and_its_thread_goes_on() {
-    let s = stack(SCRIPT).await;
+    let Some(s) = stack(SCRIPT).await else {
+        return;
+    };
     s.clients
         .sqs
         .send_message()
@@ -195,14 +203,14 @@ async fn a_poison_message_is_kept_aside_and_its_thread_goes_on() {
         .await
         .unwrap();
     // Behind it in its group: a valid message, which must not follow it anywhere.
-    s.say("poison", "after the bad one").await;
-    s.say("healthy", "hello").await;
+    s.enqueue_message("poison", "after the bad one").await;
+    s.enqueue_message("healthy", "hello").await;
     s.run_until(Duration::from_secs(30), "both threads answer", || async {
-        s.history_has("healthy", "assistant: ok").await
-            && s.history_has("poison", "assistant: ok").await
+        s.stored_history_has("healthy", "assistant: ok").await
+            && s.stored_history_has("poison", "assistant: ok").await
     })
     .await;
-    let history = s.history("poison").await;
+    let history = s.stored_history("poison").await;
     assert_eq!(
         history
             .iter()
@@ -232,7 +240,9 @@ async fn a_poison_message_is_kept_aside_and_its_thread_goes_on() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_unusable_message_does_not_hold_the_rest_of_its_batch() {
-    let s = stack(SCRIPT).await;
+    let Some(s) = stack(SCRIPT).await else {
+        return;
+    };
     let before = Input::user_message(tid("group"), "before");
     let after = Input::user_message(tid("group"), "after");
     // One delivery of the group as LocalStack's SQS makes it: all three in one batch.
@@ -249,7 +259,7 @@ async fn an_unusable_message_does_not_hold_the_rest_of_its_batch() {
         "{:?}",
         response.batch_item_failures
     );
-    let history = s.history("group").await;
+    let history = s.stored_history("group").await;
     assert!(
         history.contains(&"message: before".to_owned())
             && history.contains(&"message: after".to_owned()),
@@ -261,7 +271,7 @@ async fn an_unusable_message_does_not_hold_the_rest_of_its_batch() {
     assert_eq!(kept.len(), 1, "{kept:#?}");
     assert_eq!(kept[0].message_id, "bad-1");
     assert!(kept[0].reason.contains("launch_rockets"), "{kept:#?}");
-    assert_eq!(s.history("group").await, history);
+    assert_eq!(s.stored_history("group").await, history);
 }
 
 /// Runs rounds until a message reaches the input queue's dead-letter queue; its body.
@@ -293,7 +303,9 @@ async fn dead_letter(s: &crate::harness::Stack) -> Option<String> {
 async fn input_for_an_agent_the_deployment_no_longer_has_is_kept_in_the_dlq() {
     use infinity_agent_core::commit::Commit;
     use infinity_agent_core::state::ThreadRecord;
-    let s = stack(SCRIPT).await;
+    let Some(s) = stack(SCRIPT).await else {
+        return;
+    };
     // A thread started by an agent this deployment has since dropped.
     let mut record = ThreadRecord::new(tid("orphan"), "retired", None, jiff::Timestamp::now());
     record.version = 1;
@@ -309,7 +321,7 @@ async fn input_for_an_agent_the_deployment_no_longer_has_is_kept_in_the_dlq() {
         })
         .await
         .unwrap();
-    let input = s.say("orphan", "are you there?").await;
+    let input = s.enqueue_message("orphan", "are you there?").await;
     let body = dead_letter(&s).await.unwrap();
     assert!(body.contains(input.id.as_str()), "{body}");
     // Five deliveries, one error event.
@@ -358,14 +370,16 @@ rules:
     when: "-> Slept until|has ended"
     reply: {text: "slept"}
 "#;
-    let mut s = stack(TREE).await;
+    let Some(mut s) = stack(TREE).await else {
+        return;
+    };
     s.runner.duplicate_deliveries = true;
-    s.say("dup", "go").await;
+    s.enqueue_message("dup", "go").await;
     s.run_until(
         Duration::from_secs(60),
         "the child reports and the sleep ends",
         || async {
-            let h = s.history("dup").await;
+            let h = s.stored_history("dup").await;
             h.iter().any(|l| l.contains("heard the child"))
                 && h.iter()
                     .any(|l| l.starts_with("assistant:") && l.contains("slept"))
@@ -376,7 +390,7 @@ rules:
     for _ in 0..10 {
         s.round().await;
     }
-    let history = s.history("dup").await;
+    let history = s.stored_history("dup").await;
     assert_eq!(
         history.iter().filter(|l| *l == "message: go").count(),
         1,
@@ -408,7 +422,9 @@ rules:
     );
     let record = s.record("dup").await.unwrap();
     assert_eq!(record.children.len(), 1);
-    let child = s.history(record.children[0].thread_id.as_str()).await;
+    let child = s
+        .stored_history(record.children[0].thread_id.as_str())
+        .await;
     assert_eq!(
         child
             .iter()
@@ -429,9 +445,11 @@ rules:
     reply: {text: "thought", delay_ms: 6000}
   - reply: {text: "quick"}
 "#;
-    let s = stack(SLOW).await;
+    let Some(s) = stack(SLOW).await else {
+        return;
+    };
     let runner = tokio::spawn(s.runner.clone().run());
-    s.say("slow", "think").await;
+    s.enqueue_message("slow", "think").await;
     // Wait until the slow thread's message is taken (in flight, no longer visible).
     let deadline = std::time::Instant::now() + Duration::from_secs(20);
     loop {
@@ -463,9 +481,9 @@ rules:
         );
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
-    s.say("fast", "hello").await;
+    s.enqueue_message("fast", "hello").await;
     let deadline = std::time::Instant::now() + Duration::from_secs(30);
-    while !s.history_has("fast", "assistant: quick").await {
+    while !s.stored_history_has("fast", "assistant: quick").await {
         assert!(
             std::time::Instant::now() < deadline,
             "the fast thread never answered"
@@ -473,7 +491,7 @@ rules:
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     assert!(
-        !s.history_has("slow", "assistant: thought").await,
+        !s.stored_history_has("slow", "assistant: thought").await,
         "the fast thread answered only after the slow one"
     );
     runner.abort();
@@ -484,7 +502,9 @@ rules:
 /// in, it alone is refused.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn inputs_sent_in_batches_keep_each_threads_order() {
-    let s = stack(SCRIPT).await;
+    let Some(s) = stack(SCRIPT).await else {
+        return;
+    };
     let big = "y".repeat(1_100_000);
     let mut inputs = Vec::new();
     for n in 0..12 {
@@ -512,7 +532,7 @@ async fn inputs_sent_in_batches_keep_each_threads_order() {
     let messages = |thread: &'static str| {
         let s = &s;
         async move {
-            s.history(thread)
+            s.stored_history(thread)
                 .await
                 .into_iter()
                 .filter_map(|l| l.strip_prefix("message: ").map(str::to_owned))
@@ -534,7 +554,9 @@ async fn inputs_sent_in_batches_keep_each_threads_order() {
 async fn output_events_published_again_after_a_crash_keep_their_ids() {
     use infinity_agent_core::effect::{Effect, OutputKind, PendingEffect};
     use infinity_agent_core::ids::EffectId;
-    let s = stack(SCRIPT).await;
+    let Some(s) = stack(SCRIPT).await else {
+        return;
+    };
     let thread = tid("copies");
     let effects: Vec<PendingEffect> = (0..5)
         .map(|i| PendingEffect {

@@ -16,7 +16,9 @@ rules:
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_dead_letter_says_why_and_goes_back_to_its_thread_once() {
-    let s = stack(SCRIPT).await;
+    let Some(s) = stack(SCRIPT).await else {
+        return;
+    };
     let sqs = &s.clients.sqs;
     let notes = FailureNotes::new(s.clients.dynamodb.clone(), s.config.table.clone());
 
@@ -107,10 +109,10 @@ async fn a_dead_letter_says_why_and_goes_back_to_its_thread_once() {
     );
     assert!(dead.list(100).await.unwrap().is_empty());
     s.run_until(Duration::from_secs(20), "the thread answers", || {
-        s.history_has("lost", "assistant: ok")
+        s.stored_history_has("lost", "assistant: ok")
     })
     .await;
-    let history = s.history("lost").await;
+    let history = s.stored_history("lost").await;
     assert_eq!(
         history
             .iter()
@@ -133,7 +135,7 @@ async fn a_dead_letter_says_why_and_goes_back_to_its_thread_once() {
     for _ in 0..3 {
         s.round().await;
     }
-    let history = s.history("lost").await;
+    let history = s.stored_history("lost").await;
     assert_eq!(
         history
             .iter()

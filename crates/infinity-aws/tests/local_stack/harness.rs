@@ -2,12 +2,15 @@
 //! `INFINITY_EMULATOR=localstack`, through `infra/local/`), creates a
 //! fresh set of queues and a table for each test from `template.yaml`, and drives the real
 //! handlers through [`LocalRunner`] until a condition holds.
+//!
+//! A stack is `None`, the test skipped saying so, on a machine where `make tools` has not
+//! installed the emulators ([`infinity_test_support::tools`]): a test begins with
+//! `let Some(s) = stack(SCRIPT).await else { return };`.
 
 use infinity_aws::tool_servers::CallbackHandler;
 use infinity_rap::signing::CallbackSigner;
 use infinity_rap_runtime::client::RapClient;
 use std::collections::HashMap;
-use std::path::{Path, PathBuf};
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
@@ -23,18 +26,18 @@ use infinity_aws::handler::{build_agent, AgentHandler};
 use infinity_aws::local::LocalRunner;
 use infinity_aws::queue::SqsInputSender;
 use infinity_aws::store::DynamoThreadStore;
+use infinity_test_support::{ready_or_skip, repo, Tools};
 
-pub fn repo() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../..")
-        .canonicalize()
-        .unwrap()
-}
-
-/// Starts the emulators once per test process (installing them first if needed).
-fn emulators() {
+/// Starts the emulators once per test process (installing what is missing, when
+/// `INFINITY_REQUIRE_TOOLS` is set); `false`, the test skipped saying so, when `make tools` has
+/// not installed them.
+fn emulators() -> bool {
     static STARTED: OnceLock<()> = OnceLock::new();
+    if !ready_or_skip(Tools::Emulators) {
+        return false;
+    }
     STARTED.get_or_init(|| infinity_aws::local::start_emulators(&repo()).unwrap());
+    true
 }
 
 /// Creates a fresh stack of resources and returns its environment (`INFINITY_*`, endpoints).
@@ -43,14 +46,16 @@ fn bootstrap(prefix: &str) -> HashMap<String, String> {
 }
 
 /// A fresh stack's environment (`INFINITY_*`, endpoints), the emulators started, for a process
-/// that runs it (a function's binary).
-pub fn fresh_env() -> HashMap<String, String> {
-    emulators();
+/// that runs it (a function's binary); `None` without the emulators (see the module doc).
+pub fn fresh_env() -> Option<HashMap<String, String>> {
+    if !emulators() {
+        return None;
+    }
     let prefix = format!(
         "t{}",
         &infinity_agent_core::ids::EffectId::generate().as_str()[3..15]
     );
-    bootstrap(&prefix)
+    Some(bootstrap(&prefix))
 }
 
 pub struct Stack {
@@ -92,12 +97,16 @@ impl Default for Options {
 
 pub const CALLBACK_SECRET: &[u8] = b"the local stack's callback secret, 32+ bytes";
 
-pub async fn stack(script: &str) -> Stack {
+/// A fresh stack whose agent follows `script`; `None` without the emulators (see the module doc).
+pub async fn stack(script: &str) -> Option<Stack> {
     stack_with(script, Options::default()).await
 }
 
-pub async fn stack_with(script: &str, options: Options) -> Stack {
-    emulators();
+/// [`stack`] with `options`.
+pub async fn stack_with(script: &str, options: Options) -> Option<Stack> {
+    if !emulators() {
+        return None;
+    }
     let prefix = format!(
         "t{}",
         &infinity_agent_core::ids::EffectId::generate().as_str()[3..15]
@@ -186,7 +195,7 @@ pub async fn stack_with(script: &str, options: Options) -> Stack {
         Arc::new(AgentHandler::new(&clients, &handler_config, agent).with_tool_servers(client));
     let mut runner = LocalRunner::new(clients.clone(), config.clone(), Arc::clone(&handler));
     runner.retry_after = Duration::from_secs(0);
-    Stack {
+    Some(Stack {
         config,
         clients,
         handler,
@@ -195,7 +204,7 @@ pub async fn stack_with(script: &str, options: Options) -> Stack {
         prefix,
         callback_url,
         _dir: dir,
-    }
+    })
 }
 
 pub fn tid(s: &str) -> ThreadId {
@@ -207,8 +216,8 @@ impl Stack {
         self.handler.store()
     }
 
-    /// Enqueues a user message the way a client would.
-    pub async fn say(&self, thread: &str, text: &str) -> Input {
+    /// Puts a person's message on the input queue, as `infinity send` does.
+    pub async fn enqueue_message(&self, thread: &str, text: &str) -> Input {
         let input = Input::user_message(tid(thread), text);
         self.send(&input).await;
         input
@@ -253,8 +262,8 @@ impl Stack {
         self.store().load_record(&tid(thread)).await.unwrap()
     }
 
-    /// The thread's history as the model sees it, one line per entry.
-    pub async fn history(&self, thread: &str) -> Vec<String> {
+    /// The thread's history read from the table as the model sees it, one line per entry.
+    pub async fn stored_history(&self, thread: &str) -> Vec<String> {
         let Some(record) = self.record(thread).await else {
             return Vec::new();
         };
@@ -266,8 +275,9 @@ impl Stack {
             .collect()
     }
 
-    pub async fn history_has(&self, thread: &str, needle: &str) -> bool {
-        self.history(thread)
+    /// Whether a line of [`Stack::stored_history`] holds `needle`.
+    pub async fn stored_history_has(&self, thread: &str, needle: &str) -> bool {
+        self.stored_history(thread)
             .await
             .iter()
             .any(|l| l.contains(needle))

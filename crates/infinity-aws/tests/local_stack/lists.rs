@@ -105,7 +105,9 @@ async fn all_pages(store: &DynamoThreadStore, mut query: ThreadQuery) -> Vec<Str
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_page_of_conversations_reads_about_a_page_whatever_the_table_holds() {
-    let s = stack("rules:\n  - reply: {text: ok}\n").await;
+    let Some(s) = stack("rules:\n  - reply: {text: ok}\n").await else {
+        return;
+    };
     let scanned = Scanned::default();
     let client = aws_sdk_dynamodb::Client::from_conf(
         s.clients

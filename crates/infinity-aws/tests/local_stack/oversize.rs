@@ -49,14 +49,16 @@ async fn entry_parts(s: &Stack, thread: &str) -> usize {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_one_mib_message_is_stored_carried_by_reference_and_answered() {
-    let s = stack(&script()).await;
+    let Some(s) = stack(&script()).await else {
+        return;
+    };
     let text = "x".repeat(MIB);
-    let input = s.say("big", &text).await;
+    let input = s.enqueue_message("big", &text).await;
     s.run_until(Duration::from_secs(60), "the answer", || {
-        s.history_has("big", "assistant: ok")
+        s.stored_history_has("big", "assistant: ok")
     })
     .await;
-    let history = s.history("big").await;
+    let history = s.stored_history("big").await;
     assert_eq!(history[0], format!("message: {text}"), "the message, whole");
     s.dlq_is_empty().await;
     // The output event of the message is cut to fit and says where the whole is.
@@ -89,7 +91,7 @@ async fn a_one_mib_message_is_stored_carried_by_reference_and_answered() {
     for _ in 0..3 {
         s.round().await;
     }
-    assert_eq!(s.history("big").await.len(), history.len());
+    assert_eq!(s.stored_history("big").await.len(), history.len());
     // Parts: the entry's are kept; the outbox's went with it; the stored input's expire.
     let (kept, expiring) = s.parts("big").await;
     assert_eq!(kept, entry_parts(&s, "big").await, "kept parts");
@@ -99,18 +101,20 @@ async fn a_one_mib_message_is_stored_carried_by_reference_and_answered() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_reply_bigger_than_a_message_goes_out_truncated_and_the_thread_goes_on() {
-    let s = stack(&script()).await;
-    s.say("loud", "shout").await;
+    let Some(s) = stack(&script()).await else {
+        return;
+    };
+    s.enqueue_message("loud", "shout").await;
     s.run_until(Duration::from_secs(60), "the long reply", || async {
-        s.history("loud").await.len() >= 2
+        s.stored_history("loud").await.len() >= 2
     })
     .await;
-    s.say("loud", "and now?").await;
+    s.enqueue_message("loud", "and now?").await;
     s.run_until(Duration::from_secs(60), "the next answer", || {
-        s.history_has("loud", "assistant: ok")
+        s.stored_history_has("loud", "assistant: ok")
     })
     .await;
-    let history = s.history("loud").await;
+    let history = s.stored_history("loud").await;
     assert_eq!(
         history[1].trim_end().len(),
         "assistant: ".len() + MIB + MIB / 10
@@ -135,16 +139,19 @@ async fn a_reply_bigger_than_a_message_goes_out_truncated_and_the_thread_goes_on
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_child_with_instructions_bigger_than_a_message_starts_and_the_records_stay_small() {
-    let s = stack(&script()).await;
+    let Some(s) = stack(&script()).await else {
+        return;
+    };
     let instructions = "i".repeat(MIB + MIB / 10);
-    s.say("parent", &format!("spawn {instructions}")).await;
+    s.enqueue_message("parent", &format!("spawn {instructions}"))
+        .await;
     s.run_until(Duration::from_secs(60), "the child's answer", || async {
         let Some(record) = s.record("parent").await else {
             return false;
         };
         match record.children.first() {
             Some(child) => {
-                s.history_has(child.thread_id.as_str(), "assistant: child here")
+                s.stored_history_has(child.thread_id.as_str(), "assistant: child here")
                     .await
             }
             None => false,
@@ -170,15 +177,18 @@ async fn a_child_with_instructions_bigger_than_a_message_starts_and_the_records_
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_effect_that_never_goes_through_is_set_aside_and_the_thread_goes_on() {
-    let s = stack_with(
+    let Some(s) = stack_with(
         "rules:\n  - reply: {text: ok}\n",
         Options {
             broken_output: true,
             ..Options::default()
         },
     )
-    .await;
-    s.say("stuck", "hello").await;
+    .await
+    else {
+        return;
+    };
+    s.enqueue_message("stuck", "hello").await;
     s.run_until(Duration::from_secs(60), "the effects set aside", || async {
         !s.store()
             .failed_effects(&tid("stuck"))
@@ -202,9 +212,9 @@ async fn an_effect_that_never_goes_through_is_set_aside_and_the_thread_goes_on()
         .unwrap()
         .is_empty());
     // The next message is handled as usual.
-    s.say("stuck", "still there?").await;
+    s.enqueue_message("stuck", "still there?").await;
     s.run_until(Duration::from_secs(60), "the second answer", || async {
-        s.history("stuck").await.len() == 4
+        s.stored_history("stuck").await.len() == 4
     })
     .await;
     for _ in 0..5 {
@@ -212,7 +222,7 @@ async fn an_effect_that_never_goes_through_is_set_aside_and_the_thread_goes_on()
     }
     s.dlq_is_empty().await;
     assert_eq!(
-        s.history("stuck")
+        s.stored_history("stuck")
             .await
             .iter()
             .map(|l| l.trim_end())
@@ -276,12 +286,18 @@ async fn an_effect_that_never_goes_through_is_set_aside_and_the_thread_goes_on()
         .await
         .unwrap()
         .is_empty());
-    assert_eq!(s.history("stuck").await.len(), 4, "the nudge added nothing");
+    assert_eq!(
+        s.stored_history("stuck").await.len(),
+        4,
+        "the nudge added nothing"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_queue_still_at_the_old_256_kib_limit_gets_references_for_bigger_inputs() {
-    let s = stack(&script()).await;
+    let Some(s) = stack(&script()).await else {
+        return;
+    };
     s.clients
         .sqs
         .set_queue_attributes()
@@ -294,9 +310,9 @@ async fn a_queue_still_at_the_old_256_kib_limit_gets_references_for_bigger_input
         .await
         .unwrap();
     // 256 KiB of text: more than the queue takes once the rest of the input is around it.
-    let input = s.say("old", &"y".repeat(262_144)).await;
+    let input = s.enqueue_message("old", &"y".repeat(262_144)).await;
     s.run_until(Duration::from_secs(60), "the answer", || {
-        s.history_has("old", "assistant: ok")
+        s.stored_history_has("old", "assistant: ok")
     })
     .await;
     let stored = s

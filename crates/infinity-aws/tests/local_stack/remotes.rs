@@ -36,7 +36,9 @@ fn report() -> Report {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_stacks_remotes_take_each_order_once() {
-    let s = stack("rules: []").await;
+    let Some(s) = stack("rules: []").await else {
+        return;
+    };
     let hub = TableRemotes::new(&s.clients, &s.config);
     let id = hub.connect("box", true).await.unwrap();
     let listed = hub.remotes().await.unwrap();

@@ -57,10 +57,12 @@ rules:
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn children_report_and_close_across_threads() {
-    let s = stack(SCRIPT).await;
-    s.say("boss", "go").await;
+    let Some(s) = stack(SCRIPT).await else {
+        return;
+    };
+    s.enqueue_message("boss", "go").await;
     s.run_until(Duration::from_secs(60), "both reports arrive", || async {
-        let h = s.history("boss").await;
+        let h = s.stored_history("boss").await;
         h.iter()
             .filter(|l| l.contains("Report from child thread"))
             .count()
@@ -71,24 +73,24 @@ async fn children_report_and_close_across_threads() {
     assert_eq!(record.children.len(), 2);
     let a = record.children[0].thread_id.to_string();
     let b = record.children[1].thread_id.to_string();
-    let history = s.history("boss").await;
+    let history = s.stored_history("boss").await;
     assert!(
         history.iter().any(|l| l.contains("alpha done"))
             && history.iter().any(|l| l.contains("beta done"))
     );
 
     // Two dispatched calls in one turn: the next completion waits for both results.
-    s.say("boss", &format!("stop {a} {b}")).await;
+    s.enqueue_message("boss", &format!("stop {a} {b}")).await;
     s.run_until(Duration::from_secs(60), "both children closed", || async {
         let (ra, rb) = (s.record(&a).await.unwrap(), s.record(&b).await.unwrap());
         ra.status == ThreadStatus::Closed && rb.status == ThreadStatus::Closed
     })
     .await;
     s.run_until(Duration::from_secs(30), "the parent heard", || {
-        s.history_has("boss", "Final report from child thread")
+        s.stored_history_has("boss", "Final report from child thread")
     })
     .await;
-    let history = s.history("boss").await;
+    let history = s.stored_history("boss").await;
     let told = history
         .iter()
         .filter(|l| l.contains("assistant: both told"))
@@ -111,8 +113,10 @@ async fn children_report_and_close_across_threads() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn closing_a_root_closes_its_whole_tree() {
-    let s = stack(SCRIPT).await;
-    s.say("den", "nappers").await;
+    let Some(s) = stack(SCRIPT).await else {
+        return;
+    };
+    s.enqueue_message("den", "nappers").await;
     s.run_until(Duration::from_secs(60), "both children sleep", || async {
         let Some(root) = s.record("den").await else {
             return false;

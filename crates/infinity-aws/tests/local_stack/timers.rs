@@ -23,11 +23,13 @@ rules:
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_short_sleep_goes_through_the_relay_queue() {
-    let s = stack(SCRIPT).await;
+    let Some(s) = stack(SCRIPT).await else {
+        return;
+    };
     let started = std::time::Instant::now();
-    s.say("relay", "nap 3").await;
+    s.enqueue_message("relay", "nap 3").await;
     s.run_until(Duration::from_secs(30), "the thread wakes", || {
-        s.history_has("relay", "assistant: awake")
+        s.stored_history_has("relay", "assistant: awake")
     })
     .await;
     let took = started.elapsed();
@@ -35,7 +37,7 @@ async fn a_short_sleep_goes_through_the_relay_queue() {
         took >= Duration::from_secs(3),
         "woke after {took:?}, before the sleep ended"
     );
-    let history = s.history("relay").await;
+    let history = s.stored_history("relay").await;
     assert!(
         history
             .iter()
@@ -57,7 +59,7 @@ async fn a_short_sleep_goes_through_the_relay_queue() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_long_sleep_goes_through_a_scheduler_schedule() {
     // Thresholds lowered by configuration: more than 2 s is "long"; the schedule fires 1 s early.
-    let s = stack_with(
+    let Some(s) = stack_with(
         SCRIPT,
         Options {
             relay_threshold: 2,
@@ -65,9 +67,12 @@ async fn a_long_sleep_goes_through_a_scheduler_schedule() {
             ..Options::default()
         },
     )
-    .await;
+    .await
+    else {
+        return;
+    };
     let started = std::time::Instant::now();
-    s.say("sched", "long nap").await;
+    s.enqueue_message("sched", "long nap").await;
     // First the slice runs and creates a one-time schedule.
     let deadline = std::time::Instant::now() + Duration::from_secs(20);
     let name = loop {
@@ -106,7 +111,7 @@ async fn a_long_sleep_goes_through_a_scheduler_schedule() {
     assert_eq!(schedule.schedule_expression_timezone(), Some("UTC"));
     assert_eq!(schedule.target().unwrap().arn(), s.config.relay_queue_arn);
     s.run_until(Duration::from_secs(40), "the thread wakes", || {
-        s.history_has("sched", "assistant: awake")
+        s.stored_history_has("sched", "assistant: awake")
     })
     .await;
     assert!(
@@ -128,20 +133,22 @@ async fn a_long_sleep_goes_through_a_scheduler_schedule() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_message_interrupts_a_sleep() {
-    let s = stack(SCRIPT).await;
-    s.say("intr", "nap long").await;
+    let Some(s) = stack(SCRIPT).await else {
+        return;
+    };
+    s.enqueue_message("intr", "nap long").await;
     s.run_until(Duration::from_secs(20), "the thread sleeps", || async {
         s.record("intr")
             .await
             .is_some_and(|r| r.next_due().is_some())
     })
     .await;
-    s.say("intr", "wake up!").await;
+    s.enqueue_message("intr", "wake up!").await;
     s.run_until(Duration::from_secs(20), "the thread answers", || {
-        s.history_has("intr", "assistant: woken by: wake up!")
+        s.stored_history_has("intr", "assistant: woken by: wake up!")
     })
     .await;
-    let history = s.history("intr").await;
+    let history = s.stored_history("intr").await;
     let interrupted = history
         .iter()
         .position(|l| l.starts_with("result sleep: Sleep interrupted"))
@@ -153,7 +160,7 @@ async fn a_message_interrupts_a_sleep() {
 async fn the_schedule_pump_reads_every_page() {
     use infinity_agent_core::host::Timers;
     use infinity_agent_core::input::Input;
-    let s = stack_with(
+    let Some(s) = stack_with(
         SCRIPT,
         Options {
             relay_threshold: 1,
@@ -161,7 +168,10 @@ async fn the_schedule_pump_reads_every_page() {
             ..Options::default()
         },
     )
-    .await;
+    .await
+    else {
+        return;
+    };
     let timers = infinity_aws::queue::AwsTimers::new(
         s.clients.sqs.clone(),
         s.clients.scheduler.clone(),
@@ -225,20 +235,24 @@ rules:
     reply:
       tool_calls: [{name: sleep, args: {seconds: 1}, id: toolu_same}]
 "#;
-    let s = stack_with(REPEATING, options).await;
-    s.say("first", "nap").await;
-    s.say("second", "nap").await;
+    let Some(s) = stack_with(REPEATING, options).await else {
+        return;
+    };
+    s.enqueue_message("first", "nap").await;
+    s.enqueue_message("second", "nap").await;
     s.run_until(
         Duration::from_secs(60),
         "both threads wake twice",
         || async {
-            s.history_has("first", "assistant: awake twice").await
-                && s.history_has("second", "assistant: awake twice").await
+            s.stored_history_has("first", "assistant: awake twice")
+                .await
+                && s.stored_history_has("second", "assistant: awake twice")
+                    .await
         },
     )
     .await;
     for thread in ["first", "second"] {
-        let history = s.history(thread).await;
+        let history = s.stored_history(thread).await;
         let woken = history
             .iter()
             .filter(|l| l.starts_with("result sleep: Slept until"))

@@ -26,20 +26,23 @@ rules:
 async fn results_and_events_come_back_through_the_callback_handler() {
     let clock = LocalServer::start(get_time_server()).await.unwrap();
     let ticker = LocalServer::start(ticker_server()).await.unwrap();
-    let s = stack_with(
+    let Some(s) = stack_with(
         SCRIPT,
         Options {
             tool_servers: vec![clock.base_url().to_owned(), ticker.base_url().to_owned()],
             ..Options::default()
         },
     )
-    .await;
-    s.say("rap", "time and ticks").await;
+    .await
+    else {
+        return;
+    };
+    s.enqueue_message("rap", "time and ticks").await;
     s.run_until(Duration::from_secs(60), "both ticks handled", || async {
-        s.history_has("rap", "assistant: all ticks in").await
+        s.stored_history_has("rap", "assistant: all ticks in").await
     })
     .await;
-    let history = s.history("rap").await;
+    let history = s.stored_history("rap").await;
     let time = history
         .iter()
         .find(|l| l.starts_with("result get_time"))
@@ -76,7 +79,7 @@ async fn results_and_events_come_back_through_the_callback_handler() {
     for _ in 0..3 {
         s.round().await;
     }
-    assert!(!s.history_has("rap", "forged").await);
+    assert!(!s.stored_history_has("rap", "forged").await);
 }
 
 /// A tool server whose `pick` asks the user to choose, then answers with the pick.
@@ -87,6 +90,7 @@ async fn picker() -> (
     use axum::extract::State;
     use axum::routing::{get, post};
     use axum::Json;
+    use infinity_test_support::post_json;
     use serde_json::Value;
     use std::sync::{Arc, Mutex};
     #[derive(Default)]
@@ -94,14 +98,6 @@ async fn picker() -> (
         base: Mutex<String>,
         call: Mutex<Option<(String, String, String)>>,
         answers: Arc<Mutex<Vec<Value>>>,
-    }
-    async fn post_json(url: String, body: Value) {
-        reqwest::Client::new()
-            .post(url)
-            .json(&body)
-            .send()
-            .await
-            .unwrap();
     }
     let shared = Arc::new(Shared::default());
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
@@ -123,8 +119,9 @@ async fn picker() -> (
                 let (group, id) = (body["group_id"].as_str().unwrap().to_owned(), body["id"].as_str().unwrap().to_owned());
                 *s.call.lock().unwrap() = Some((url.clone(), group.clone(), id.clone()));
                 let answer_url = format!("{}/answer", s.base.lock().unwrap());
-                tokio::spawn(post_json(url, json!({"type": "user_choice", "group_id": group, "id": id,
-                    "prompt": "Which?", "choices": ["red", "blue"], "default": 0, "response_url": answer_url})));
+                let question = json!({"type": "user_choice", "group_id": group, "id": id,
+                    "prompt": "Which?", "choices": ["red", "blue"], "default": 0, "response_url": answer_url});
+                tokio::spawn(async move { post_json(&url, &question).await });
                 "ok"
             }),
         )
@@ -134,8 +131,9 @@ async fn picker() -> (
                 s.answers.lock().unwrap().push(body.clone());
                 let (url, group, id) = s.call.lock().unwrap().clone().unwrap();
                 let colour = ["red", "blue"][body["selected"].as_u64().unwrap() as usize];
-                tokio::spawn(post_json(url, json!({"type": "tool_result", "group_id": group, "id": id,
-                    "text": format!("picked {colour}")})));
+                let result = json!({"type": "tool_result", "group_id": group, "id": id,
+                    "text": format!("picked {colour}")});
+                tokio::spawn(async move { post_json(&url, &result).await });
                 "ok"
             }),
         )
@@ -149,15 +147,17 @@ async fn picker() -> (
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_question_is_answered_on_the_stack_like_infinity_choose_does() {
     let (base, answers) = picker().await;
-    let s = stack_with(
+    let Some(s) = stack_with(
         "rules:\n  - when: \"^pick$\"\n    reply:\n      tool_calls: [{name: pick, args: {}}]\n  - when: \"picked (\\\\w+)\"\n    reply: {text: \"you picked $1\"}\n  - reply: {text: \"ok\"}\n",
         Options {
             tool_servers: vec![base],
             ..Options::default()
         },
     )
-    .await;
-    s.say("ask", "pick").await;
+    .await else {
+        return;
+    };
+    s.enqueue_message("ask", "pick").await;
     s.run_until(Duration::from_secs(60), "the open question", || async {
         s.record("ask")
             .await
@@ -191,7 +191,8 @@ async fn a_question_is_answered_on_the_stack_like_infinity_choose_does() {
         "{err}"
     );
     s.run_until(Duration::from_secs(60), "the tool's result", || async {
-        s.history_has("ask", "assistant: you picked blue").await
+        s.stored_history_has("ask", "assistant: you picked blue")
+            .await
     })
     .await;
     assert_eq!(
@@ -262,26 +263,29 @@ async fn slow_server() -> (
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn on_the_stack_a_message_passes_a_slow_call_and_an_interrupt_cancels_it() {
     let (base, callbacks, cancels) = slow_server().await;
-    let s = stack_with(
+    let Some(s) = stack_with(
         "rules:\n  - when: \"^look$\"\n    reply:\n      tool_calls: [{name: slow_lookup, args: {}}]\n  - when: \"hello\"\n    reply: {text: \"still looking\"}\n  - reply: {text: \"ok\"}\n",
         Options {
             tool_servers: vec![base],
             ..Options::default()
         },
     )
-    .await;
-    s.say("slow", "look").await;
+    .await else {
+        return;
+    };
+    s.enqueue_message("slow", "look").await;
     s.run_until(Duration::from_secs(60), "the call", || async {
         !callbacks.lock().unwrap().is_empty()
     })
     .await;
     // A message while the call runs is answered, not held behind it.
-    s.say("slow", "hello?").await;
+    s.enqueue_message("slow", "hello?").await;
     s.run_until(Duration::from_secs(60), "the answer", || async {
-        s.history_has("slow", "assistant: still looking").await
+        s.stored_history_has("slow", "assistant: still looking")
+            .await
     })
     .await;
-    assert!(s.history_has("slow", "Still running").await);
+    assert!(s.stored_history_has("slow", "Still running").await);
 
     // `infinity interrupt`: the call is cancelled, the server told (signed).
     s.send(&infinity_agent_core::input::Input::new(
@@ -297,7 +301,10 @@ async fn on_the_stack_a_message_passes_a_slow_call_and_an_interrupt_cancels_it()
     assert!(signature.is_some_and(|s| s.starts_with("t=") && s.contains(",v1=")));
     assert_eq!(body["thread_id"], "slow");
     assert!(s.record("slow").await.unwrap().pending_calls.is_empty());
-    assert!(s.history_has("slow", "Interrupted by the user.").await);
+    assert!(
+        s.stored_history_has("slow", "Interrupted by the user.")
+            .await
+    );
 
     // The tool answers anyway, through the callback function: accepted, and dropped.
     let url = callbacks.lock().unwrap()[0].clone();
@@ -319,10 +326,10 @@ async fn on_the_stack_a_message_passes_a_slow_call_and_an_interrupt_cancels_it()
     for _ in 0..3 {
         s.round().await;
     }
-    assert!(!s.history_has("slow", "too late").await);
+    assert!(!s.stored_history_has("slow", "too late").await);
 
     // A new call, and a callback the function refuses: the call gets an error result.
-    s.say("slow", "look").await;
+    s.enqueue_message("slow", "look").await;
     s.run_until(Duration::from_secs(60), "the second call", || async {
         callbacks.lock().unwrap().len() == 2
     })
@@ -344,7 +351,7 @@ async fn on_the_stack_a_message_passes_a_slow_call_and_an_interrupt_cancels_it()
         .unwrap();
     assert_eq!(refused.status().as_u16(), 400);
     s.run_until(Duration::from_secs(60), "the error result", || async {
-        s.history_has("slow", "cannot accept").await
+        s.stored_history_has("slow", "cannot accept").await
     })
     .await;
     assert!(s.record("slow").await.unwrap().pending_calls.is_empty());
@@ -361,23 +368,26 @@ rules:
   - reply: {text: "ok"}
 "#;
     let ticker = LocalServer::start(ticker_server()).await.unwrap();
-    let s = stack_with(
+    let Some(s) = stack_with(
         FILTERED,
         Options {
             tool_servers: vec![ticker.base_url().to_owned()],
             ..Options::default()
         },
     )
-    .await;
-    s.say("feed", "filtered ticks").await;
+    .await
+    else {
+        return;
+    };
+    s.enqueue_message("feed", "filtered ticks").await;
     s.run_until(Duration::from_secs(60), "the final tick", || async {
-        s.history_has("feed", "final event").await
+        s.stored_history_has("feed", "final event").await
     })
     .await;
     for _ in 0..3 {
         s.round().await;
     }
-    let history = s.history("feed").await;
+    let history = s.stored_history("feed").await;
     let woke: Vec<&String> = history
         .iter()
         .filter(|l| l.starts_with("result receive_event__injected"))

@@ -24,7 +24,9 @@ impl Drop for Process {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_agent_function_sends_an_invocations_spans_before_it_answers() {
-    let env = harness::fresh_env();
+    let Some(env) = harness::fresh_env() else {
+        return;
+    };
     let (otlp, received) = receiver().await;
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(

@@ -1,32 +1,34 @@
 //! The local stack the CLI's stack tests run on: the emulators (started through `infra/local/`,
 //! as the `infinity-aws` local-stack tests do), a fresh table and queues per test, and the real
 //! agent handler polling them in the test's process.
+//!
+//! A stack is `None`, the test skipped saying so, on a machine where `make tools` has not
+//! installed the emulators ([`infinity_test_support::tools`]): a test begins with
+//! `let Some(stack) = stack_with(...).await else { return };`.
 
 #![allow(dead_code, clippy::unwrap_used, clippy::expect_used, clippy::panic)] // each test crate uses a part
 
 use std::collections::HashMap;
-use std::path::{Path, PathBuf};
 use std::sync::{Arc, OnceLock};
 
 use infinity_agent_core::agent::AgentFile;
 use infinity_aws::config::{AwsConfig, Clients};
 use infinity_aws::handler::{build_agent, AgentHandler};
 use infinity_aws::local::LocalRunner;
-use serde_json::Value;
+use infinity_test_support::{ready_or_skip, repo, Tools};
 
 use crate::common::{self, Server};
 
-pub fn repo() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../..")
-        .canonicalize()
-        .unwrap()
-}
-
-/// Starts the emulators once per test process (installing them first if needed).
-pub fn emulators() {
+/// Starts the emulators once per test process (installing what is missing, when
+/// `INFINITY_REQUIRE_TOOLS` is set); `false`, the test skipped saying so, when `make tools` has
+/// not installed them.
+fn emulators() -> bool {
     static STARTED: OnceLock<()> = OnceLock::new();
+    if !ready_or_skip(Tools::Emulators) {
+        return false;
+    }
     STARTED.get_or_init(|| infinity_aws::local::start_emulators(&repo()).unwrap());
+    true
 }
 
 /// A fresh stack (queues and a table), its agent handler polling it in this process, and the
@@ -37,8 +39,12 @@ pub struct Stack {
     _dir: tempfile::TempDir,
 }
 
-pub async fn stack_with(agent: &str, script: &str, extra: &[(&str, String)]) -> Stack {
-    emulators();
+/// A fresh stack running `agent` (an agent file) with `script` beside it, and the `extra`
+/// variables; `None` without the emulators (see the module doc).
+pub async fn stack_with(agent: &str, script: &str, extra: &[(&str, String)]) -> Option<Stack> {
+    if !emulators() {
+        return None;
+    }
     let prefix = format!("cli{}", &uuid_like()[..10]);
     let mut env = infinity_aws::local::bootstrap_stack(&repo(), &prefix).unwrap();
     let dir = tempfile::tempdir().unwrap();
@@ -97,11 +103,11 @@ pub async fn stack_with(agent: &str, script: &str, extra: &[(&str, String)]) -> 
         Arc::new(AgentHandler::new(&clients, &config, agent).with_tool_servers(tool_servers));
     let runner = LocalRunner::new(clients.clone(), config, handler);
     tokio::spawn(runner.run());
-    Stack {
+    Some(Stack {
         env,
         clients,
         _dir: dir,
-    }
+    })
 }
 
 pub fn uuid_like() -> String {
@@ -115,16 +121,6 @@ where
     Fut: std::future::Future<Output = bool>,
 {
     common::wait_for(what, 60, check).await;
-}
-
-pub async fn post_json(url: &str, body: Value) -> (u16, Value) {
-    let r = reqwest::Client::new()
-        .post(url)
-        .json(&body)
-        .send()
-        .await
-        .unwrap();
-    (r.status().as_u16(), r.json().await.unwrap_or(Value::Null))
 }
 
 /// `infinity serve --aws` on the stack, on loopback (no token).

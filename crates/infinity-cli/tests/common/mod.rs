@@ -1,13 +1,13 @@
 //! What the tests that start `infinity` processes share: a child process stopped when dropped,
-//! a free port, a JSON GET, waiting until something holds, and running `infinity` in a folder.
+//! a free port, waiting until something holds, and running `infinity` in a folder. What the
+//! other crates' tests share too (JSON over HTTP, a running API's messages and history) is in
+//! `infinity_test_support`.
 
 #![allow(dead_code, clippy::unwrap_used, clippy::expect_used, clippy::panic)] // each test crate uses a part
 
 use std::path::Path;
 use std::process::{Child, Command, Output, Stdio};
 use std::time::Duration;
-
-use serde_json::Value;
 
 /// A running `infinity` process, killed when dropped.
 pub struct Server(pub Child);
@@ -26,14 +26,6 @@ pub fn free_port() -> u16 {
         .local_addr()
         .unwrap()
         .port()
-}
-
-/// The status and JSON body of a GET (`(0, null)` when nothing answers).
-pub async fn get_json(url: &str) -> (u16, Value) {
-    match reqwest::get(url).await {
-        Ok(r) => (r.status().as_u16(), r.json().await.unwrap_or(Value::Null)),
-        Err(_) => (0, Value::Null),
-    }
 }
 
 /// Waits (up to 15 s) until `check` holds.

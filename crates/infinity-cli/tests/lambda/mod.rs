@@ -5,21 +5,14 @@
 #![allow(dead_code, clippy::unwrap_used, clippy::expect_used, clippy::panic)] // each test crate uses a part
 
 use std::collections::HashMap;
-use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::Arc;
 use std::time::Duration;
 
+use infinity_test_support::repo;
 use serde_json::{json, Value};
 
 use crate::common::Server;
-
-fn repo() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../..")
-        .canonicalize()
-        .unwrap()
-}
 
 pub use infinity_aws::testing::{ask, Runtime};
 

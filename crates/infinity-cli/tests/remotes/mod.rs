@@ -1,7 +1,7 @@
 //! What the `remote` category's end-to-end tests share, whatever hosts the remotes (`infinity
-//! serve` keeps them in memory, a stack in its table): the agent and its script, a client of the
-//! host's API, real `infinity remote connect` processes, and the two scenarios every host must
-//! pass.
+//! serve` keeps them in memory, a stack in its table): the agent and its script, real `infinity
+//! remote connect` processes, the remote calls and questions seen through the host's API
+//! ([`infinity_test_support::Api`]), and the two scenarios every host must pass.
 
 #![allow(dead_code, clippy::unwrap_used, clippy::expect_used, clippy::panic)] // each test crate uses a part
 
@@ -9,6 +9,7 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
+use infinity_test_support::Api;
 use serde_json::{json, Value};
 
 use crate::common::{wait_for, Server};
@@ -43,139 +44,75 @@ fn log_has(path: &Path, text: &str) -> bool {
         .contains(text)
 }
 
-/// A host's API, with its token when it needs one.
-pub struct Api {
-    pub url: String,
-    pub token: Option<String>,
-    http: reqwest::Client,
+/// Starts `infinity remote connect --name NAME [--exec]` to `api`'s host and waits until it is
+/// listed (the process is killed when the value is dropped, a failed test included).
+pub async fn connect_remote(api: &Api, name: &str, exec: bool, log: &Path) -> Server {
+    let mut args = vec!["remote", "connect", "--url", &api.url, "--name", name];
+    if exec {
+        args.push("--exec");
+    }
+    if let Some(token) = &api.token {
+        args.extend(["--token", token]);
+    }
+    let child = Command::new(env!("CARGO_BIN_EXE_infinity"))
+        .args(&args)
+        .env_remove("INFINITY_SERVE_TOKEN")
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(log).unwrap())
+        .spawn()
+        .unwrap();
+    let child = Server(child);
+    wait_for("the remote to connect", 30, || async {
+        let (_, remotes) = api.get_json("/remotes").await;
+        remotes["remotes"]
+            .as_array()
+            .is_some_and(|r| r.iter().any(|r| r["name"] == name && r["online"] == true))
+    })
+    .await;
+    child
 }
 
-impl Api {
-    pub fn new(url: &str, token: Option<&str>) -> Self {
-        Self {
-            url: url.to_owned(),
-            token: token.map(str::to_owned),
-            http: reqwest::Client::new(),
-        }
-    }
-
-    fn request(&self, method: reqwest::Method, path: &str) -> reqwest::RequestBuilder {
-        let request = self.http.request(method, format!("{}{path}", self.url));
-        match &self.token {
-            Some(token) => request.bearer_auth(token),
-            None => request,
-        }
-    }
-
-    pub async fn get(&self, path: &str) -> Value {
-        match self.request(reqwest::Method::GET, path).send().await {
-            Ok(r) => r.json().await.unwrap_or(Value::Null),
-            Err(_) => Value::Null,
-        }
-    }
-
-    pub async fn post(&self, path: &str, body: Value) -> u16 {
-        self.request(reqwest::Method::POST, path)
-            .json(&body)
-            .send()
+/// The newest `remote_exec` result of the thread, once there is one more than `seen`, parsed.
+pub async fn exec_result(api: &Api, thread: &str, seen: usize) -> Value {
+    for _ in 0..900 {
+        let results: Vec<Value> = api
+            .history(thread)
             .await
-            .unwrap()
-            .status()
-            .as_u16()
-    }
-
-    /// Starts `infinity remote connect --name NAME [--exec]` and waits until it is listed (the
-    /// process is killed when the value is dropped, a failed test included).
-    pub async fn connect(&self, name: &str, exec: bool, log: &Path) -> Server {
-        let mut args = vec!["remote", "connect", "--url", &self.url, "--name", name];
-        if exec {
-            args.push("--exec");
+            .into_iter()
+            .filter(|e| e["item"]["type"] == "tool_result" && e["item"]["name"] == "remote_exec")
+            .map(|e| e["item"].clone())
+            .collect();
+        if results.len() > seen {
+            let text = results.last().unwrap()["text"].as_str().unwrap_or_default();
+            return serde_json::from_str(text).unwrap_or(Value::Null);
         }
-        if let Some(token) = &self.token {
-            args.extend(["--token", token]);
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let history = Value::from(api.history(thread).await);
+    panic!("no new remote_exec result on {thread}: {history}");
+}
+
+/// The thread's open question, once it asks one.
+pub async fn open_question(api: &Api, thread: &str) -> Value {
+    for _ in 0..300 {
+        let found = api.record(thread).await["open_choices"][0].clone();
+        if found.is_object() {
+            return found;
         }
-        let child = Command::new(env!("CARGO_BIN_EXE_infinity"))
-            .args(&args)
-            .env_remove("INFINITY_SERVE_TOKEN")
-            .stdout(Stdio::null())
-            .stderr(std::fs::File::create(log).unwrap())
-            .spawn()
-            .unwrap();
-        let child = Server(child);
-        wait_for("the remote to connect", 30, || async {
-            let remotes = self.get("/remotes").await;
-            remotes["remotes"]
-                .as_array()
-                .is_some_and(|r| r.iter().any(|r| r["name"] == name && r["online"] == true))
-        })
-        .await;
-        child
+        tokio::time::sleep(Duration::from_millis(100)).await;
     }
+    panic!("{thread} asked no question");
+}
 
-    pub async fn say(&self, thread: &str, text: &str) {
-        let status = self
-            .post(
-                &format!("/threads/{thread}/messages"),
-                json!({"text": text}),
-            )
-            .await;
-        assert_eq!(status, 202);
-    }
-
-    pub async fn record(&self, thread: &str) -> Value {
-        self.get(&format!("/threads/{thread}")).await
-    }
-
-    pub async fn history(&self, thread: &str) -> String {
-        self.get(&format!("/threads/{thread}/history"))
-            .await
-            .to_string()
-    }
-
-    /// The newest `remote_exec` result of the thread, once there is one more than `seen`,
-    /// parsed.
-    pub async fn result(&self, thread: &str, seen: usize) -> Value {
-        for _ in 0..900 {
-            let history = self.get(&format!("/threads/{thread}/history")).await;
-            let results: Vec<Value> = history
-                .as_array()
-                .into_iter()
-                .flatten()
-                .filter(|e| {
-                    e["item"]["type"] == "tool_result" && e["item"]["name"] == "remote_exec"
-                })
-                .map(|e| e["item"].clone())
-                .collect();
-            if results.len() > seen {
-                let text = results.last().unwrap()["text"].as_str().unwrap_or_default();
-                return serde_json::from_str(text).unwrap_or(Value::Null);
-            }
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
-        let history = self.history(thread).await;
-        panic!("no new remote_exec result on {thread}: {history}");
-    }
-
-    /// The thread's open question, once it asks one.
-    pub async fn question(&self, thread: &str) -> Value {
-        for _ in 0..300 {
-            let found = self.record(thread).await["open_choices"][0].clone();
-            if found.is_object() {
-                return found;
-            }
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
-        panic!("{thread} asked no question");
-    }
-
-    async fn answer(&self, thread: &str, selected: usize) {
-        let call = self.question(thread).await["call_id"]
-            .as_str()
-            .unwrap()
-            .to_owned();
-        let path = format!("/threads/{thread}/choices/{call}");
-        assert_eq!(self.post(&path, json!({"selected": selected})).await, 200);
-    }
+/// Answers the thread's open question with choice `selected`.
+async fn answer_question(api: &Api, thread: &str, selected: usize) {
+    let call = open_question(api, thread).await["call_id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let path = format!("/threads/{thread}/choices/{call}");
+    let (status, body) = api.post_json(&path, &json!({"selected": selected})).await;
+    assert_eq!(status, 200, "{body}");
 }
 
 /// Rules, approvals (run and declined), redirections and control characters that ask, a timeout, a remote without `--exec`, and a remote that
@@ -183,22 +120,19 @@ impl Api {
 pub async fn commands_run_with_rules_approvals_timeouts_and_drops(api: &Api) {
     let logs = tempfile::tempdir().unwrap();
     let laptop_log = logs.path().join("laptop.log");
-    let mut laptop = api.connect("Laptop", true, &laptop_log).await;
-    let viewer = api
-        .connect("viewer", false, &logs.path().join("viewer.log"))
-        .await;
+    let mut laptop = connect_remote(api, "Laptop", true, &laptop_log).await;
+    let viewer = connect_remote(api, "viewer", false, &logs.path().join("viewer.log")).await;
 
     api.say("t", "list").await;
     wait_for("the listing", 30, || async {
-        let history = api.history("t").await;
-        history.contains("remote_list") && history.contains("viewer")
+        api.history_mentions("t", "remote_list").await && api.history_mentions("t", "viewer").await
     })
     .await;
 
     // Allowed by a rule (every part of the line), by the remote's name in another case.
     api.say("t", "on laptop run echo hello && echo world >&2")
         .await;
-    let ran = api.result("t", 0).await;
+    let ran = exec_result(api, "t", 0).await;
     assert_eq!(ran["status"], "exited", "{ran}");
     assert_eq!(ran["exit_code"], 0);
     assert_eq!(ran["stdout"], "hello\n");
@@ -208,14 +142,14 @@ pub async fn commands_run_with_rules_approvals_timeouts_and_drops(api: &Api) {
     // Not covered by a rule: a person is asked, with the description above the command.
     api.say("t", "on Laptop run printf 'exit %s' 3; exit 3")
         .await;
-    let question = api.question("t").await;
-    let prompt = question["prompt"].as_str().unwrap();
+    let asked = open_question(api, "t").await;
+    let prompt = asked["prompt"].as_str().unwrap();
     assert!(
         prompt.contains("as asked") && prompt.contains("printf 'exit %s' 3; exit 3"),
         "{prompt}"
     );
-    api.answer("t", 0).await;
-    let ran = api.result("t", 1).await;
+    answer_question(api, "t", 0).await;
+    let ran = exec_result(api, "t", 1).await;
     assert_eq!(
         (ran["status"].as_str(), ran["exit_code"].as_i64()),
         (Some("exited"), Some(3)),
@@ -227,8 +161,8 @@ pub async fn commands_run_with_rules_approvals_timeouts_and_drops(api: &Api) {
     let marker = logs.path().join("should-not-exist");
     api.say("t", &format!("on laptop run touch {}", marker.display()))
         .await;
-    api.answer("t", 1).await;
-    assert_eq!(api.result("t", 2).await["status"], "declined");
+    answer_question(api, "t", 1).await;
+    assert_eq!(exec_result(api, "t", 2).await["status"], "declined");
     assert!(!marker.exists());
 
     // A redirection is not covered by `echo:*`: the person is asked, and sees the command with
@@ -244,7 +178,7 @@ pub async fn commands_run_with_rules_approvals_timeouts_and_drops(api: &Api) {
         ),
     )
     .await;
-    let prompt = api.question("t").await["prompt"]
+    let prompt = open_question(api, "t").await["prompt"]
         .as_str()
         .unwrap()
         .to_owned();
@@ -256,8 +190,8 @@ pub async fn commands_run_with_rules_approvals_timeouts_and_drops(api: &Api) {
         "{prompt}"
     );
     assert!(!prompt.contains(['\u{1b}', '\r']), "{prompt:?}");
-    api.answer("t", 0).await;
-    assert_eq!(api.result("t", 3).await["status"], "exited");
+    answer_question(api, "t", 0).await;
+    assert_eq!(exec_result(api, "t", 3).await["status"], "exited");
     assert!(spoofed.exists());
     let log = std::fs::read_to_string(&laptop_log).unwrap();
     assert!(log.contains("  description: as asked\n"), "{log}");
@@ -271,7 +205,7 @@ pub async fn commands_run_with_rules_approvals_timeouts_and_drops(api: &Api) {
         &format!("on laptop run echo x >> {}", appended.display()),
     )
     .await;
-    let prompt = api.question("t").await["prompt"]
+    let prompt = open_question(api, "t").await["prompt"]
         .as_str()
         .unwrap()
         .to_owned();
@@ -279,23 +213,22 @@ pub async fn commands_run_with_rules_approvals_timeouts_and_drops(api: &Api) {
         prompt.contains(&format!("has the redirection `>> {}`", appended.display())),
         "{prompt}"
     );
-    api.answer("t", 1).await;
-    assert_eq!(api.result("t", 4).await["status"], "declined");
+    answer_question(api, "t", 1).await;
+    assert_eq!(exec_result(api, "t", 4).await["status"], "declined");
     assert!(!appended.exists());
 
     // A timeout kills the whole command.
     api.say("t", "on laptop quickly run sleep 7.25; echo late")
         .await;
-    let ran = api.result("t", 5).await;
+    let ran = exec_result(api, "t", 5).await;
     assert_eq!(ran["status"], "timeout", "{ran}");
     assert_eq!(ran["stdout"], "");
 
     // A remote without --exec is listed but runs nothing.
     api.say("t", "on viewer run echo hi").await;
     wait_for("the refusal", 30, || async {
-        api.history("t")
+        api.history_mentions("t", "was connected without --exec")
             .await
-            .contains("was connected without --exec")
     })
     .await;
 
@@ -307,7 +240,7 @@ pub async fn commands_run_with_rules_approvals_timeouts_and_drops(api: &Api) {
     .await;
     laptop.0.kill().unwrap();
     laptop.0.wait().unwrap();
-    let dropped = api.result("d", 0).await;
+    let dropped = exec_result(api, "d", 0).await;
     assert_eq!(dropped["status"], "disconnected", "{dropped}");
     assert_eq!(
         dropped["reason"],
@@ -322,19 +255,19 @@ pub async fn closing_a_conversation_kills_its_command(api: &Api) {
     let logs = tempfile::tempdir().unwrap();
     let marker = logs.path().join("finished");
     let log = logs.path().join("box.log");
-    let mut remote = api.connect("box", true, &log).await;
+    let mut remote = connect_remote(api, "box", true, &log).await;
     api.say(
         "c",
         &format!("on box run sleep 9.75; echo done > {}", marker.display()),
     )
     .await;
     // Its redirection asks first.
-    api.answer("c", 0).await;
+    answer_question(api, "c", 0).await;
     wait_for("the command to start", 30, || async {
         log_has(&log, "sleep 9.75")
     })
     .await;
-    assert_eq!(api.post("/threads/c/close", json!({})).await, 202);
+    assert_eq!(api.post_json("/threads/c/close", &json!({})).await.0, 202);
     wait_for("the kill", 30, || async {
         log_has(&log, "killed on request")
     })

@@ -2,6 +2,9 @@
 //! SDKs' request types and botocore's service model, plus the rules the APIs enforce beyond
 //! them), run from the test venv. One validator process serves a whole test binary: started at
 //! the first use, fed one body a line over stdin, answering one verdict a line.
+//!
+//! Without the test venv (no `make tools`, and `INFINITY_REQUIRE_TOOLS` unset), a test server
+//! judges nothing and says so on stderr, and the tests of the validator itself are skipped.
 
 // Two test binaries share this module and each uses a part of it.
 #![allow(dead_code)]
@@ -11,6 +14,7 @@ use std::path::PathBuf;
 use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
 use std::sync::{Mutex, OnceLock};
 
+use infinity_test_support::{ready, repo, Tools};
 use serde_json::{json, Value};
 
 /// Whose definitions judge a body.
@@ -54,10 +58,7 @@ struct Process {
 static VALIDATOR: OnceLock<Mutex<Result<Process, String>>> = OnceLock::new();
 
 fn python() -> PathBuf {
-    PathBuf::from(concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/../../.venv/bin/python"
-    ))
+    repo().join(".venv/bin/python")
 }
 
 fn spawn() -> Result<Process, String> {
@@ -87,15 +88,23 @@ fn spawn() -> Result<Process, String> {
 }
 
 /// Starts the validator now, so that its start (and a first build of its cache) is not charged
-/// to a test that measures time.
+/// to a test that measures time; for a test server, which judges what it receives. Without the
+/// test venv, says on stderr that the test's bodies are not judged.
 pub fn start() {
+    if !ready(Tools::Venv) {
+        eprintln!(
+            "not checked: the bodies against the providers' definitions, which needs the test \
+             venv (.venv); run `make tools` (or `make test`)"
+        );
+        return;
+    }
     VALIDATOR.get_or_init(|| Mutex::new(spawn()));
 }
 
 /// Why the provider would refuse `body`, each as `path: rule`; empty when it would take it.
 /// Panics when the validator cannot run (no venv: run `make tools`) or did not understand.
 pub fn errors(provider: Provider, body: &Value) -> Vec<String> {
-    start();
+    VALIDATOR.get_or_init(|| Mutex::new(spawn()));
     let verdict = {
         let mut process = VALIDATOR
             .get()
@@ -150,8 +159,12 @@ pub struct Refusals(Mutex<Vec<String>>);
 
 impl Refusals {
     /// Judges `body` (a blocking call: from async code, run it with `spawn_blocking`); the
-    /// provider's errors on one line when it would refuse it, recorded.
+    /// provider's errors on one line when it would refuse it, recorded. Without the test venv,
+    /// nothing (see the module doc).
     pub fn judge(&self, provider: Provider, body: &Value) -> Option<String> {
+        if !ready(Tools::Venv) {
+            return None;
+        }
         let errors = errors(provider, body);
         if errors.is_empty() {
             return None;

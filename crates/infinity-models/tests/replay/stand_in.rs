@@ -6,7 +6,7 @@
 
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::{Child, ChildStdin, Command, Stdio};
 use std::sync::{mpsc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
@@ -22,6 +22,7 @@ use infinity_models::bedrock::{BedrockConfig, BedrockModel};
 use infinity_models::openai::{OpenAiConfig, OpenAiModel};
 use infinity_models::transport::RequestPolicy;
 use infinity_retry::RetryPolicy;
+use infinity_test_support::{ready_or_skip, repo, Tools};
 use serde_json::{json, Value};
 
 use crate::replay::fixtures::{assistant, call, quick_retries, tool_result, Conversation, API_KEY};
@@ -36,11 +37,8 @@ struct StandIn {
     log: &'static Mutex<Vec<String>>,
 }
 
-fn repo() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
-
-/// The test venv's Python; without it the test fails and says how to make it.
+/// The test venv's Python. Each test asks [`ready_or_skip`] first; when the venv is required
+/// (`INFINITY_REQUIRE_TOOLS`) and missing, the test fails saying how to make it.
 fn python() -> PathBuf {
     let python = repo().join(".venv/bin/python");
     assert!(
@@ -228,6 +226,9 @@ where
 
 #[tokio::test]
 async fn a_reply_streams_at_a_real_pace() {
+    if !ready_or_skip(Tools::Venv) {
+        return;
+    }
     // 300 ms to the first token, then 40 tokens a second: twelve tokens take ~575 ms.
     let runs = each_provider(|provider| async move {
         let conversation = asking(
@@ -282,6 +283,9 @@ async fn a_reply_streams_at_a_real_pace() {
 
 #[tokio::test]
 async fn a_tool_call_in_many_pieces_and_the_turn_after_it() {
+    if !ready_or_skip(Tools::Venv) {
+        return;
+    }
     let runs = each_provider(|provider| async move {
         let question = "What's the weather in Paris? Use get_weather.";
         let first = asking(question, &format!("id=tool-{provider}"));
@@ -348,6 +352,9 @@ async fn a_tool_call_in_many_pieces_and_the_turn_after_it() {
 
 #[tokio::test]
 async fn a_429_is_waited_out_as_retry_after_asks() {
+    if !ready_or_skip(Tools::Venv) {
+        return;
+    }
     // Backoff so long (capped at 10 s) that a retry after about a second can only be
     // `retry-after: 1` honoured. Bedrock sends no retry-after: its retry follows the backoff.
     let patient = RequestPolicy {
@@ -399,6 +406,9 @@ async fn a_429_is_waited_out_as_retry_after_asks() {
 
 #[tokio::test]
 async fn overload_and_server_errors_are_retried() {
+    if !ready_or_skip(Tools::Venv) {
+        return;
+    }
     // Anthropic's 529 overloaded_error twice; OpenAI's 500 and 503; Bedrock's
     // ServiceUnavailableException (503) and InternalServerException (500).
     let cases = [
@@ -433,6 +443,9 @@ async fn overload_and_server_errors_are_retried() {
 
 #[tokio::test]
 async fn a_stream_reset_midway_is_retried() {
+    if !ready_or_skip(Tools::Venv) {
+        return;
+    }
     // Twenty tokens; the connection is reset before the ninth, on the first attempt only.
     let runs = each_provider(|provider| async move {
         let conversation = asking(
@@ -469,6 +482,9 @@ async fn a_stream_reset_midway_is_retried() {
 
 #[tokio::test]
 async fn a_stall_past_the_timeout_is_abandoned_and_retried() {
+    if !ready_or_skip(Tools::Venv) {
+        return;
+    }
     // A reply takes ~50 ms; the first attempt goes silent for 3 s halfway. Each attempt may
     // take 1 s.
     let policy = RequestPolicy {
@@ -514,6 +530,9 @@ async fn a_stall_past_the_timeout_is_abandoned_and_retried() {
 
 #[tokio::test]
 async fn a_missing_key_is_refused_as_the_provider_would_and_not_retried() {
+    if !ready_or_skip(Tools::Venv) {
+        return;
+    }
     let url = stand_in().url.clone();
     let openai = OpenAiModel::new(
         "gpt-4.1-mini",
@@ -556,6 +575,9 @@ async fn a_missing_key_is_refused_as_the_provider_would_and_not_retried() {
 
 #[test]
 fn the_sdks_parse_what_the_stand_in_sends() {
+    if !ready_or_skip(Tools::Venv) {
+        return;
+    }
     let url = &stand_in().url;
     let output = Command::new(python())
         .arg(repo().join("infra/provider/self_check.py"))
