@@ -158,7 +158,7 @@ impl Front for StackFront {
 
     /// An agent stored in the table, or the deployment's default one by name.
     async fn ready_agent(&self, agent: &str) -> Result<(), PostError> {
-        let reference = AgentRef::parse(agent).map_err(PostError::NoAgent)?;
+        let reference = AgentRef::parse(agent).map_err(|e| PostError::NoAgent(e.to_string()))?;
         let stored = self
             .catalog
             .get(&reference.name, reference.version)

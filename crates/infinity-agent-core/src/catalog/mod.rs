@@ -154,36 +154,58 @@ impl AgentRef {
     }
 
     /// Reads `NAME` or `NAME@VERSION`; an error says what is wrong with it.
-    pub fn parse(text: &str) -> Result<Self, String> {
+    pub fn parse(text: &str) -> Result<Self, AgentRefError> {
+        let refused = |problem| AgentRefError {
+            reference: text.to_owned(),
+            problem,
+        };
         let (name, version) = match text.split_once('@') {
             Some((name, version)) => {
                 let version = version
                     .parse::<u32>()
                     .ok()
                     .filter(|v| *v > 0)
-                    .ok_or_else(|| {
-                        format!(
-                            "`{text}`: the version after `@` must be a number from 1, as \
-                             `infinity agents list` shows"
-                        )
-                    })?;
+                    .ok_or_else(|| refused(AgentRefProblem::BadVersion))?;
                 (name, Some(version))
             }
             None => (text, None),
         };
         if name.is_empty() {
-            return Err(format!("`{text}`: the agent's name is missing"));
+            return Err(refused(AgentRefProblem::NoName));
         }
         if !crate::agent::is_agent_name(name) {
-            return Err(format!(
-                "`{text}`: an agent's name is 1 to 64 ASCII letters, digits, `_`, `-` or `.`"
-            ));
+            return Err(refused(AgentRefProblem::BadName));
         }
         Ok(Self {
             name: name.to_owned(),
             version,
         })
     }
+}
+
+/// Why a text is not an agent reference ([`AgentRef::parse`]).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("`{reference}`: {problem}")]
+pub struct AgentRefError {
+    /// The text as given.
+    pub reference: String,
+    /// What is wrong with it.
+    pub problem: AgentRefProblem,
+}
+
+/// What is wrong with an agent reference.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum AgentRefProblem {
+    /// What follows `@` is not a version (a number from 1).
+    #[error("the version after `@` must be a number from 1, as `infinity agents list` shows")]
+    BadVersion,
+    /// Nothing before `@`.
+    #[error("the agent's name is missing")]
+    NoName,
+    /// The name has characters an agent's name may not, or is too long.
+    #[error("an agent's name is 1 to 64 ASCII letters, digits, `_`, `-` or `.`")]
+    BadName,
 }
 
 impl fmt::Display for AgentRef {

@@ -143,7 +143,8 @@ fn agent_refs() {
         &"a".repeat(65),
     ] {
         let err = AgentRef::parse(bad).unwrap_err();
-        assert!(err.contains(bad), "{err}");
+        assert_eq!(err.reference, bad);
+        assert!(err.to_string().starts_with(&format!("`{bad}`: ")), "{err}");
     }
 }
 

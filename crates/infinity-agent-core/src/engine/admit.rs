@@ -208,9 +208,8 @@ fn use_agent(
         )
     };
     if let Err(why) = crate::catalog::AgentRef::parse(target) {
-        // The reason names the reference already.
-        let why = why.trim_start_matches(&format!("`{target}`: ")).to_owned();
-        return refused(why);
+        // The notice names the reference already.
+        return refused(why.problem.to_string());
     }
     if name(target) != name(&current) {
         return refused(format!(

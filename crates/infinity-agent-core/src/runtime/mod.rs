@@ -121,7 +121,7 @@ pub enum PostError {
     },
     /// A move to another agent version names something that is not an agent: what.
     #[error("{0}")]
-    BadAgent(String),
+    BadAgent(#[from] crate::catalog::AgentRefError),
     /// A thread keeps its agent: a conversation started on a thread that exists, or a move to
     /// another agent's version (what it runs, and what to do instead).
     #[error("{0}")]
