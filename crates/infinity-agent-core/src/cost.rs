@@ -198,12 +198,12 @@ impl Budget {
 
     /// Whether a person may set this budget: it must set dollars, tokens or both, and no zero
     /// (which would stop everything); the error says what is wrong.
-    pub fn check(&self) -> Result<(), String> {
+    pub fn check(&self) -> Result<(), BudgetError> {
         if self.is_empty() {
-            return Err("a budget needs dollars (usd), tokens, or both".to_owned());
+            return Err(BudgetError::Empty);
         }
         if self.usd == Some(Usd::ZERO) || self.tokens == Some(0) {
-            return Err("a budget of zero stops everything; give an amount above zero".to_owned());
+            return Err(BudgetError::Zero);
         }
         Ok(())
     }
@@ -216,6 +216,18 @@ impl Budget {
             tokens: self.tokens.or(fallback.tokens),
         }
     }
+}
+
+/// Why a person may not set a budget ([`Budget::check`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum BudgetError {
+    /// It sets neither dollars nor tokens.
+    #[error("a budget needs dollars (usd), tokens, or both")]
+    Empty,
+    /// It sets a zero, which would stop everything.
+    #[error("a budget of zero stops everything; give an amount above zero")]
+    Zero,
 }
 
 #[cfg(test)]

@@ -140,7 +140,7 @@ pub enum PostError {
     },
     /// A budget that sets nothing, or a zero.
     #[error("{0}")]
-    BadBudget(String),
+    BadBudget(#[from] crate::cost::BudgetError),
     /// The thread is busy (a call it made has no result yet) and the message's policy, or its
     /// agent's `while_busy:`, is `reject`.
     #[error("thread {0} is busy (a call it made has no result yet) and refuses messages until it is done (while_busy: reject); send it again later, or with another policy (move_on, queue, interrupt)")]

@@ -4,7 +4,7 @@
 
 use crate::behaviour::harness::{assert_in_order, count, tid, Harness, Setup};
 use infinity_agent_core::agent::Limits;
-use infinity_agent_core::cost::{Budget, Prices, Usd};
+use infinity_agent_core::cost::{Budget, BudgetError, Prices, Usd};
 use infinity_agent_core::history::Item;
 use infinity_agent_core::model::Usage;
 use infinity_agent_core::runtime::{Front, PostError};
@@ -161,7 +161,7 @@ async fn at_its_budget_the_whole_tree_stops_until_a_person_raises_it() {
     // Refused: a budget of nothing, or of zero.
     let nothing = h.system.set_budget(&tid("main"), Budget::default()).await;
     assert!(
-        matches!(nothing, Err(PostError::BadBudget(_))),
+        matches!(nothing, Err(PostError::BadBudget(BudgetError::Empty))),
         "{nothing:?}"
     );
     let zero = Budget {
@@ -169,7 +169,10 @@ async fn at_its_budget_the_whole_tree_stops_until_a_person_raises_it() {
         tokens: None,
     };
     let zero = h.system.set_budget(&tid("main"), zero).await;
-    assert!(matches!(zero, Err(PostError::BadBudget(_))), "{zero:?}");
+    assert!(
+        matches!(zero, Err(PostError::BadBudget(BudgetError::Zero))),
+        "{zero:?}"
+    );
 
     // A person raises it (naming the child: the root takes it): the tree goes on, and stops
     // again at the new budget.
