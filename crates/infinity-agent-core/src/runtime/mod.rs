@@ -145,10 +145,15 @@ pub enum PostError {
     /// agent's `while_busy:`, is `reject`.
     #[error("thread {0} is busy (a call it made has no result yet) and refuses messages until it is done (while_busy: reject); send it again later, or with another policy (move_on, queue, interrupt)")]
     Busy(ThreadId),
-    /// A client tool's result for a call that does not wait for one from the application:
-    /// why (it has its result already, was cancelled, is not a client tool's, never was).
-    #[error("{0}")]
-    NoClientCall(String),
+    /// A client tool's result for a call that does not wait for one from the application: why
+    /// (`reason`), and the same for a person (`text`, naming the call).
+    #[error("{text}")]
+    NoClientCall {
+        /// Why the call takes no result from the application.
+        reason: ClientCallRefusal,
+        /// What a person reads.
+        text: String,
+    },
     /// The call was answered already: the first answer stands (`same`: it says the same as
     /// this one), and this one was not taken.
     #[error("{standing}{}", if *same { " (the same answer as this one, which stands)" } else { "; this answer was not taken" })]
@@ -168,6 +173,18 @@ pub enum PostError {
     /// The input could not be handed to its thread's queue (it was not sent): why.
     #[error("the input could not be queued: {0}")]
     Unavailable(String),
+}
+
+/// Why a client tool's result was refused ([`PostError::NoClientCall`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum ClientCallRefusal {
+    /// The call waits for a person's approval and has not run yet.
+    AwaitsApproval,
+    /// The call is not a client tool's: its result comes from whoever runs that tool.
+    NotClientTool,
+    /// No such call waits for a result: answered, cancelled, past its deadline, or never was.
+    NotWaiting,
 }
 
 /// A refused model in words: the list's refusal names the spec already.

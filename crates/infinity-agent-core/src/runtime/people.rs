@@ -6,7 +6,7 @@
 
 use async_trait::async_trait;
 
-use super::{AgentSystem, PostError};
+use super::{AgentSystem, ClientCallRefusal, PostError};
 use crate::catalog::AgentCatalog;
 use crate::cost::Budget;
 use crate::ids::{InputId, ThreadId};
@@ -467,17 +467,23 @@ pub fn check_client_call(
     let thread_id = &record.id;
     match record.pending(call_id) {
         Some(pending) if pending.client.is_some() => Ok(()),
-        Some(pending) if pending.approval.is_some() => Err(PostError::NoClientCall(format!(
-            "call {call_id} of thread {thread_id} (`{}`) waits for a person's approval and has \
-             not run: a client tool's call is shown to its application (`client_tool_call`) once \
-             approved",
-            pending.tool
-        ))),
-        Some(pending) => Err(PostError::NoClientCall(format!(
-            "call {call_id} of thread {thread_id} is a call of `{}`, not of a client tool: its \
-             result comes from whoever runs that tool",
-            pending.tool
-        ))),
+        Some(pending) if pending.approval.is_some() => Err(PostError::NoClientCall {
+            reason: ClientCallRefusal::AwaitsApproval,
+            text: format!(
+                "call {call_id} of thread {thread_id} (`{}`) waits for a person's approval and \
+                 has not run: a client tool's call is shown to its application \
+                 (`client_tool_call`) once approved",
+                pending.tool
+            ),
+        }),
+        Some(pending) => Err(PostError::NoClientCall {
+            reason: ClientCallRefusal::NotClientTool,
+            text: format!(
+                "call {call_id} of thread {thread_id} is a call of `{}`, not of a client tool: \
+                 its result comes from whoever runs that tool",
+                pending.tool
+            ),
+        }),
         None => {
             let waiting: Vec<&str> = record
                 .pending_calls
@@ -485,16 +491,19 @@ pub fn check_client_call(
                 .filter(|p| p.client.is_some())
                 .map(|p| p.call_id.as_str())
                 .collect();
-            Err(PostError::NoClientCall(format!(
-                "thread {thread_id} has no call {call_id} waiting for a result: it has its \
-                 result already (answered, cancelled, or past its deadline), or never was; \
-                 client calls waiting: {}",
-                if waiting.is_empty() {
-                    "none".to_owned()
-                } else {
-                    waiting.join(", ")
-                }
-            )))
+            Err(PostError::NoClientCall {
+                reason: ClientCallRefusal::NotWaiting,
+                text: format!(
+                    "thread {thread_id} has no call {call_id} waiting for a result: it has its \
+                     result already (answered, cancelled, or past its deadline), or never was; \
+                     client calls waiting: {}",
+                    if waiting.is_empty() {
+                        "none".to_owned()
+                    } else {
+                        waiting.join(", ")
+                    }
+                ),
+            })
         }
     }
 }

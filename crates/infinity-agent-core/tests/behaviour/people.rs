@@ -6,7 +6,7 @@ use infinity_agent_core::effect::OutputKind;
 use infinity_agent_core::ids::{CallId, InputId};
 use infinity_agent_core::input::{Answer, Answered};
 use infinity_agent_core::input::{Input, InputBody};
-use infinity_agent_core::runtime::{Front, PostError};
+use infinity_agent_core::runtime::{ClientCallRefusal, Front, PostError};
 use infinity_agent_core::state::waits::Waits;
 use infinity_agent_core::tools::approval::ApprovalRule;
 use infinity_agent_core::tools::client::ClientToolFile;
@@ -164,7 +164,11 @@ async fn a_result_for_a_call_that_is_not_a_client_tools_is_refused() {
         .system
         .post_tool_result(&tid("main"), &lookup, "forged".to_owned(), false)
         .await;
-    let Err(PostError::NoClientCall(why)) = forged else {
+    let Err(PostError::NoClientCall {
+        reason: ClientCallRefusal::NotClientTool,
+        text: why,
+    }) = forged
+    else {
         panic!("{forged:?}");
     };
     assert!(why.contains("`lookup`, not of a client tool"), "{why}");
@@ -327,7 +331,11 @@ async fn an_approved_client_tool_call_goes_to_the_application_and_an_interrupt_w
         .system
         .post_tool_result(&tid("main"), &call, "too soon".to_owned(), false)
         .await;
-    let Err(PostError::NoClientCall(why)) = early else {
+    let Err(PostError::NoClientCall {
+        reason: ClientCallRefusal::AwaitsApproval,
+        text: why,
+    }) = early
+    else {
         panic!("{early:?}");
     };
     assert!(why.contains("waits for a person's approval"), "{why}");

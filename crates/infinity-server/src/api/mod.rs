@@ -509,7 +509,7 @@ fn post_error(e: PostError) -> ApiError {
         | PostError::OpenChildren { .. }
         | PostError::Busy(_)
         | PostError::Answered { .. }
-        | PostError::NoClientCall(_) => error(StatusCode::CONFLICT, e),
+        | PostError::NoClientCall { .. } => error(StatusCode::CONFLICT, e),
         PostError::Undelivered(_) => error(StatusCode::BAD_GATEWAY, e),
         PostError::Unknown(_) => error(StatusCode::NOT_FOUND, e),
         // The input was not kept (the store's inbox, the queue): nothing was accepted.
