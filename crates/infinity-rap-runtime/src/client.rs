@@ -323,7 +323,7 @@ impl RapClient {
     }
 
     /// The server's manifest (`GET {base_url}/`), checked whole.
-    pub async fn manifest(&self, base_url: &str) -> Result<wire::Manifest, String> {
+    pub async fn manifest(&self, base_url: &str) -> Result<wire::Manifest, DiscoveryError> {
         let url = format!("{base_url}{}", wire::DISCOVERY_PATH);
         let response = self
             .send(
@@ -331,19 +331,21 @@ impl RapClient {
                 base_url,
                 DISCOVERY_TIMEOUT,
             )
-            .await?;
+            .await
+            .map_err(DiscoveryError::Unreachable)?;
         let status = response.status();
         let body = response
             .bytes()
             .await
-            .map_err(|e| format!("reading the manifest: {e}"))?;
+            .map_err(|e| DiscoveryError::Unreachable(format!("reading the manifest: {e}")))?;
         if !status.is_success() {
-            return Err(format!("GET {url}: HTTP {status}"));
+            return Err(DiscoveryError::Refused(format!("GET {url}: HTTP {status}")));
         }
-        wire::parse_manifest(&body).map_err(|e| format!("invalid manifest: {e}"))
+        wire::parse_manifest(&body)
+            .map_err(|e| DiscoveryError::InvalidManifest(format!("invalid manifest: {e}")))
     }
 
-    async fn fetch_manifest(&self, base_url: &str) -> Result<Discovered, String> {
+    async fn fetch_manifest(&self, base_url: &str) -> Result<Discovered, DiscoveryError> {
         let manifest = self.manifest(base_url).await?;
         let tools = manifest
             .tools
@@ -452,7 +454,7 @@ impl ToolDiscovery for RapClient {
                 .await
                 .unwrap_or_else(|why| Discovered {
                     server: s.url.clone(),
-                    result: Err(DiscoveryError::Failed(why)),
+                    result: Err(why),
                     about: None,
                 })
         });

@@ -267,7 +267,7 @@ async fn move_server_state(
                 .await
                 .map_err(|why| MoveError::ServerUnknown {
                     server: server.clone(),
-                    why,
+                    why: why.to_string(),
                 })?;
         if manifest.needs_migration() {
             let Some(destination) = servers.get(&server) else {

@@ -643,3 +643,42 @@ async fn a_bearer_token_goes_with_discovery_and_invocations() {
         .iter()
         .all(Option::is_none));
 }
+
+/// Serves `answer` (a status and a body) at the manifest's path; the server's base URL.
+async fn manifest_server(status: u16, body: &'static str) -> String {
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let base = format!("http://{}", listener.local_addr().unwrap());
+    let app = Router::new().route(
+        "/.well-known/rap-toolset",
+        get(move || async move { (StatusCode::from_u16(status).unwrap(), body) }),
+    );
+    tokio::spawn(async move { axum::serve(listener, app).await });
+    base
+}
+
+#[tokio::test]
+async fn a_manifest_that_cannot_be_had_says_which_kind_of_failure() {
+    use infinity_agent_core::tools::servers::DiscoveryError;
+    let signer = CallbackSigner::new(SECRET.to_vec(), "http://127.0.0.1:9").unwrap();
+    let client = RapClient::new(signer).with_timeout(Duration::from_secs(5));
+    // Nothing listens: the server may answer next time.
+    let closed = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let nobody = format!("http://{}", closed.local_addr().unwrap());
+    drop(closed);
+    let err = client.manifest(&nobody).await.unwrap_err();
+    assert!(matches!(err, DiscoveryError::Unreachable(_)), "{err:?}");
+    // An error status: refused, naming it.
+    let failing = manifest_server(500, "down").await;
+    let err = client.manifest(&failing).await.unwrap_err();
+    assert!(
+        matches!(&err, DiscoveryError::Refused(why) if why.contains("500")),
+        "{err:?}"
+    );
+    // A 200 whose body is no manifest: invalid, saying why.
+    let garbled = manifest_server(200, r#"{"name": "x"}"#).await;
+    let err = client.manifest(&garbled).await.unwrap_err();
+    assert!(
+        matches!(&err, DiscoveryError::InvalidManifest(why) if why.starts_with("invalid manifest")),
+        "{err:?}"
+    );
+}

@@ -201,9 +201,16 @@ pub enum DiscoveryError {
     /// The host cannot reach tool servers at all.
     #[error("this host has no tool server client")]
     NoClient,
-    /// The server could not be reached, or its manifest is invalid.
+    /// The server could not be reached (no connection, a timeout, a body cut short): it may
+    /// answer next time.
     #[error("{0}")]
-    Failed(String),
+    Unreachable(String),
+    /// The server answered the manifest's request with an error status.
+    #[error("{0}")]
+    Refused(String),
+    /// The server's manifest is not one RAP accepts (what is wrong with it).
+    #[error("{0}")]
+    InvalidManifest(String),
 }
 
 /// One server's answer to discovery: its manifest's `endpoint` and tools, already validated
@@ -459,7 +466,7 @@ mod tests {
                 server("http://b", &["search", "plan_create"]),
                 Discovered {
                     server: "http://c".to_owned(),
-                    result: Err(DiscoveryError::Failed("HTTP 500".to_owned())),
+                    result: Err(DiscoveryError::Refused("HTTP 500".to_owned())),
                     about: None,
                 },
             ],

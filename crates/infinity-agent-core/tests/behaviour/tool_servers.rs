@@ -31,9 +31,11 @@ impl ToolDiscovery for FixedDiscovery {
                 server: s.url.clone(),
                 about: None,
                 result: if s.url.contains("broken") {
-                    Err(infinity_agent_core::tools::servers::DiscoveryError::Failed(
-                        "HTTP 500 from the manifest".to_owned(),
-                    ))
+                    Err(
+                        infinity_agent_core::tools::servers::DiscoveryError::Refused(
+                            "HTTP 500 from the manifest".to_owned(),
+                        ),
+                    )
                 } else {
                     Ok((
                         format!("{}/invoke", s.url),
