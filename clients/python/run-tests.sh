@@ -23,18 +23,7 @@ failed=()
 step() { printf '\n== %s\n' "$*"; }
 
 # --- 1. The virtual environment ---------------------------------------------------------------
-find_python() {
-    local candidates=("${PYTHON:-}" python3.14 python3.13 python3.12 python3)
-    candidates+=("$HOME"/.pyenv/versions/3.1[2-9]*/bin/python)
-    for py in "${candidates[@]}"; do
-        [[ -n "$py" ]] && command -v "$py" >/dev/null 2>&1 || continue
-        if "$py" -c 'import sys; sys.exit(sys.version_info < (3, 12))' 2>/dev/null; then
-            command -v "$py"
-            return 0
-        fi
-    done
-    return 1
-}
+source "$here/../find-python.sh"
 
 stamp="$venv/.requirements-dev.txt"
 if [[ ! -x "$venv/bin/python" ]] || ! cmp -s requirements-dev.txt "$stamp"; then

@@ -20,18 +20,7 @@ repo="$(cd "$here/../.." && pwd)"
 venv="$here/.venv"
 
 # --- 1. The virtual environment ---------------------------------------------------------------
-find_python() {
-    local candidates=("${PYTHON:-}" python3.14 python3.13 python3.12 python3)
-    candidates+=("$HOME"/.pyenv/versions/3.1[2-9]*/bin/python)
-    for py in "${candidates[@]}"; do
-        [[ -n "$py" ]] && command -v "$py" >/dev/null 2>&1 || continue
-        if "$py" -c 'import sys; sys.exit(sys.version_info < (3, 12))' 2>/dev/null; then
-            command -v "$py"
-            return 0
-        fi
-    done
-    return 1
-}
+source "$here/../find-python.sh"
 
 stamp="$venv/.requirements.txt"
 if [[ ! -x "$venv/bin/schemathesis" ]] || ! cmp -s "$here/requirements.txt" "$stamp"; then
