@@ -490,7 +490,19 @@ async fn arguments_too_big_to_hold_are_refused_with_an_error_the_model_reads() {
     assert!(h.dispatcher.invocations.lock().unwrap().is_empty());
 }
 
-/// A person's answer as a front keeps it before queueing it (see `give_answer`).
+/// Keeps a person's answer to `call` as a front does before queueing it (see `give_answer`),
+/// and checks it is the first, so it stands.
+async fn keep_first(h: &Harness, call: &CallId, selected: usize) {
+    let standing = h
+        .system
+        .store()
+        .claim_answer(&tid("main"), &kept(call, selected))
+        .await
+        .unwrap();
+    assert!(standing.is_none(), "{standing:?}");
+}
+
+/// A person's answer as a front keeps it.
 fn kept(call: &CallId, selected: usize) -> Answer {
     let input = Input {
         id: InputId::derived(call.as_str(), "answered"),
@@ -520,12 +532,7 @@ async fn an_answer_kept_but_never_queued_stands_over_the_deadline() {
         .unwrap();
     h.run_for(60).await;
     let (call, _) = question(&h).await;
-    let store = h.system.store();
-    assert!(store
-        .claim_answer(&tid("main"), &kept(&call, 0))
-        .await
-        .unwrap()
-        .is_none());
+    keep_first(&h, &call, 0).await;
     h.run_for(3_700).await;
     assert_eq!(h.dispatcher.invocations.lock().unwrap().len(), 1);
     let lines = h.lines("main");
@@ -547,12 +554,7 @@ async fn an_answer_that_lost_is_dropped_however_it_reaches_the_thread() {
     let mut h = setup.start().await;
     h.say("main", "look").await;
     let (call, _) = question(&h).await;
-    let store = h.system.store();
-    assert!(store
-        .claim_answer(&tid("main"), &kept(&call, 1))
-        .await
-        .unwrap()
-        .is_none());
+    keep_first(&h, &call, 1).await;
     h.send("main", answer(&call, 0)).await;
     assert!(h.dispatcher.invocations.lock().unwrap().is_empty());
     let history = h.history("main").await;
@@ -588,12 +590,7 @@ async fn an_interrupt_stands_for_what_it_cancelled_and_an_answer_before_it_goes_
     // "Run it" kept, then an interrupt before it was queued: the call ran, then was cancelled.
     h.say("main", "look").await;
     let (asked, _) = question(&h).await;
-    let store = h.system.store();
-    assert!(store
-        .claim_answer(&tid("main"), &kept(&asked, 0))
-        .await
-        .unwrap()
-        .is_none());
+    keep_first(&h, &asked, 0).await;
     h.send("main", InputBody::Interrupt { tree: false }).await;
     assert_eq!(h.dispatcher.invocations.lock().unwrap().len(), 1);
     assert!(h.lines("main").iter().any(|l| l == "chosen Run it"));
@@ -617,12 +614,7 @@ async fn an_interrupting_message_takes_its_turn_like_an_interrupt() {
     };
     h.say("main", "look").await;
     let (asked, _) = question(&h).await;
-    let store = h.system.store();
-    assert!(store
-        .claim_answer(&tid("main"), &kept(&asked, 0))
-        .await
-        .unwrap()
-        .is_none());
+    keep_first(&h, &asked, 0).await;
     h.send("main", interrupting("never mind")).await;
     assert_eq!(h.dispatcher.invocations.lock().unwrap().len(), 1);
     assert!(h.lines("main").iter().any(|l| l == "chosen Run it"));
